@@ -1,0 +1,2406 @@
+/* agentsandbox.h - v0.1.0 - agent sandboxes on Kubernetes, from C.
+
+   A single-file library in the stb tradition for creating, using and tearing
+   down agent sandboxes (kubernetes-sigs/agent-sandbox) from a C or C++
+   program. No runtime beyond libc, mbedTLS and, for the local tunnel,
+   `kubectl`.
+
+   ===========================================================================
+   DO THIS
+   ===========================================================================
+
+   In exactly one C or C++ file of your program:
+
+       #define AGENTSANDBOX_IMPLEMENTATION
+       #include "agentsandbox.h"
+
+   Everywhere else, include it without the define. Link with mbedTLS:
+
+       cc -std=c99 app.c -lmbedtls -lmbedx509 -lmbedcrypto
+
+   or build without TLS (plain HTTP only; no mbedTLS needed) by defining
+   ASB_TLS to 0 in every file that includes the header.
+
+   ===========================================================================
+   QUICK START (what works today: JSON and the SDK's small rules)
+   ===========================================================================
+
+       #define AGENTSANDBOX_IMPLEMENTATION
+       #include "agentsandbox.h"
+       #include <stdio.h>
+
+       int main(void) {
+           const char *js = "{\"status\":{\"sandbox\":{\"name\":\"sb-1\"}}}";
+           asb_json_doc doc;
+           asb_error err;
+           char name[64];
+           if (asb_json_doc_parse(&doc, js, strlen(js), NULL, &err) != ASB_OK) {
+               fprintf(stderr, "%s\n", err.message);
+               return 1;
+           }
+           int tok = asb_json_find(&doc, 0, "status.sandbox.name");
+           if (tok >= 0 && asb_json_get_string(&doc, tok, name, sizeof name,
+                                               NULL) == ASB_OK)
+               printf("sandbox: %s\n", name);
+           asb_json_doc_free(&doc);
+           return 0;
+       }
+
+   ===========================================================================
+   TABLE OF CONTENTS
+   ===========================================================================
+
+       Compile-time options ............ search "OPTIONS"
+       Memory, errors, logging, threads  search "CONVENTIONS"
+       The design of the whole API ..... search "DESIGN"
+       JSON ............................ search "JSON"
+       Small rules (paths, labels, ...)  search "RULES"
+       Implementation banners .......... search ">>platform", ">>bytes",
+                                         ">>json", ">>rules"
+       License ......................... end of file
+
+   ===========================================================================
+   OPTIONS
+   ===========================================================================
+
+   Feature switches are 0/1 macros tested with #if (so -Wundef catches a
+   typo). Limits are overridable; the tests also run with tiny ones.
+
+     macro                   default  where        meaning
+     ----------------------  -------  -----------  -------------------------
+     ASB_TLS                 1        everywhere   0 builds without mbedTLS:
+                                                   https URLs then fail with
+                                                   ASB_ERR_TLS_UNAVAILABLE.
+     ASB_STATIC              undef    everywhere   define to make every
+                                                   public function static
+                                                   (private copy per file).
+     ASB_JSON_MAX_DEPTH      1024     everywhere   deepest JSON nesting the
+                                                   tokenizer accepts; deeper
+                                                   input is ASB_JSON_ERROR_INVAL.
+     ASB_JSON_MAX_DOC_TOKENS 16777216 impl. file   most tokens
+                                                   asb_json_doc_parse() will
+                                                   allocate for one document.
+
+   ===========================================================================
+   CONVENTIONS
+   ===========================================================================
+
+   Memory. Every allocation goes through an asb_allocator (three functions
+   and a user_data pointer); a NULL allocator means libc malloc/realloc/free.
+   Supplying only some of the three functions is ASB_ERR_INVALID_ARGUMENT.
+   One ownership rule: the library copies what it keeps, and whatever it
+   hands back has exactly one matching _free. Borrowed views (asb_str) say
+   how long they live. The library never takes over a caller's pointer.
+
+   Errors. Every fallible call returns an asb_result: ASB_OK (0) on success,
+   a negative code otherwise, grouped by layer (see asb_result).
+   asb_result_str() names a code. Calls that can say more fill an optional
+   asb_error (pass NULL if you do not care): the code again, a readable
+   message, and where they apply the HTTP status, the Kubernetes Status
+   reason and the first bytes of an unexpected body. Messages never contain
+   tokens, keys or passwords.
+
+   The JSON tokenizer alone keeps jsmn's convention (a token count, or one of
+   ASB_JSON_ERROR_NOMEM / _INVAL / _PART), so code written for jsmn ports by
+   renaming.
+
+   Logging. (Design, arrives with the HTTP layer.) A callback with
+   user_data, a level and a stable message id in the client description;
+   nothing is printed by default.
+
+   Thread safety. Nothing is global: no process-wide init, no hidden state.
+   Everything implemented so far is reentrant: functions touch only the
+   objects passed to them, so different objects may be used from different
+   threads at once; one object (a writer, a doc being parsed) from one
+   thread at a time. Reading an already parsed asb_json_doc from several
+   threads is safe.
+
+   ===========================================================================
+   DESIGN (the whole public API; later releases fill it in)
+   ===========================================================================
+
+   This is the plan every layer follows, so the pieces fit. What is declared
+   below this comment is implemented and tested; what is only described
+   here is not declared yet.
+
+   Layers, bottom up, each usable on its own by a power user:
+
+     JSON        asb_json_parse (jsmn-shaped tokenizer), asb_json_doc (owns
+                 tokens), asb_json_find / _member / _iter (lookup),
+                 asb_json_get_* (typed getters), asb_json_writer (builder).
+     rules       asb_path_normalize, asb_label_validate_*, asb_claim_name_
+                 generate, asb_shutdown_time_from_ttl, asb_percent_encode_
+                 segment, asb_base64_*, asb_time_*.
+     HTTP        asb_url_parse; asb_http_client (pool of keep-alive
+                 connections per endpoint and TLS config; connect / idle /
+                 overall timeouts); asb_http_request {method, url, headers,
+                 body from memory or a read callback} -> asb_http_response
+                 {status, headers, body into a capped buffer or streamed to
+                 a write callback}; asb_retry_policy (5 attempts, 0.5 s
+                 exponential backoff with jitter, only idempotent requests,
+                 a POST only when it never reached the server); redirects are
+                 errors (ASB_ERR_HTTP_REDIRECT); proxies via CONNECT.
+     TLS         asb_tls_config {ca_file, ca_dir, ca_pem, client cert/key,
+                 server_name override, insecure}; verification on by default,
+                 IP-address SANs checked by the library.
+     kubeconfig  asb_kubeconfig_load(desc) -> asb_kube_config {server, TLS
+                 config, credentials, namespace}; KUBECONFIG merge rules,
+                 exec plugins, token files, in-cluster service account.
+     Kubernetes  asb_kube_client; asb_kube_create / _get / _delete / _patch /
+                 _list (label/field selectors, pagination) on namespaced
+                 objects; asb_kube_watch (callback per complete event, exactly
+                 one final call; resourceVersion tracking, 410 restart,
+                 reconnect until a deadline). Failures decode the Status body
+                 into asb_error (http_status, reason, message).
+     kubectl     asb_tunnel: one `kubectl port-forward` per client and router
+                 namespace, rebuilt when it dies, stopped with SIGTERM then
+                 SIGKILL, always reaped.
+     connector   asb_connection_config: ASB_CONNECT_LOCAL_TUNNEL (default),
+                 _DIRECT {url}, _GATEWAY {name, namespace}, _IN_CLUSTER; router
+                 headers (X-Sandbox-ID/-Namespace/-Port/-Pod-IP/-Timeout),
+                 optional bearer token and extra headers.
+     sandbox     asb_sandbox (handle): asb_sandbox_run (stdout, stderr,
+                 exit code; binary-safe), asb_sandbox_write / _write_stream,
+                 asb_sandbox_read / _read_stream, asb_sandbox_list,
+                 asb_sandbox_exists, asb_sandbox_status,
+                 asb_sandbox_close_connection, asb_sandbox_terminate.
+     client      asb_client (registry of live handles keyed by namespace and
+                 claim name): asb_client_create(desc), asb_client_
+                 create_sandbox(template, asb_create_opts {namespace, ready
+                 timeout, labels, shutdown_after_seconds, warm pool}),
+                 asb_client_get_sandbox, asb_client_list_active,
+                 asb_client_list_all, asb_client_delete_sandbox,
+                 asb_client_delete_all, asb_client_free (optional cleanup).
+
+   Every option struct is zero-initialised by the caller; each field's
+   comment states its default; adding a field never breaks a caller.
+
+   ===========================================================================
+   JSON
+   ===========================================================================
+
+   The tokenizer has jsmn's API and token model: you give it the text and an
+   array of tokens; each token has a type, [start, end) byte offsets into the
+   text (strings exclude their quotes), a size (members of an object, elements
+   of an array, 1 for a key that has its value) and the index of its parent.
+   It is resumable: ASB_JSON_ERROR_NOMEM and ASB_JSON_ERROR_PART leave the
+   parser where it can continue after you grow the token array or append
+   more text. Unlike jsmn:
+
+     - it is always strict and rejects everything RFC 8259 forbids: trailing
+       commas, missing commas or colons, unquoted keys, bad literals
+       (`tru`, `nul`), bad numbers (leading zeros, `1.`, `.5`, `+1`, `1e`),
+       bad escapes, control characters and invalid UTF-8 in strings, more
+       than one top-level value, and nesting deeper than ASB_JSON_MAX_DEPTH;
+     - a top-level number is complete at the end of the text (jsmn's strict
+       mode answers JSMN_ERROR_PART for `123`);
+     - it is linear in every mode: parent links are always kept, so closing
+       a container never walks back over the tokens.
+
+   Lookup: asb_json_find(doc, from, "items.3.metadata.name") (also
+   "items[3].metadata.name"; write `\.` for a dot inside a key, as in
+   "metadata.annotations.agents\\.x-k8s\\.io/pod-name").
+
+   ===========================================================================
+   RULES
+   ===========================================================================
+
+   Small, pure functions that carry the SDK's client-side rules
+   (PROTOCOL §6): safe file paths, Kubernetes label syntax, claim names,
+   TTL to shutdownTime, percent-encoding, base64 and RFC 3339 times. Each
+   reports through asb_error with a message that names what was wrong.
+*/
+/* The implementation needs POSIX.1-2008 (and, on Linux, the getrandom
+   system call). Feature-test macros only work before the first system
+   header, so they are set here, ahead of the include guard; if your
+   implementation file includes system headers before this one under a
+   strict -std=c99, define _DEFAULT_SOURCE or _GNU_SOURCE yourself. */
+#if defined(AGENTSANDBOX_IMPLEMENTATION) && !defined(_GNU_SOURCE) && \
+    !defined(_POSIX_C_SOURCE) && !defined(_XOPEN_SOURCE) && \
+    !defined(_DEFAULT_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE 1
+#endif
+
+#ifndef AGENTSANDBOX_H
+#define AGENTSANDBOX_H
+
+#define ASB_VERSION_MAJOR 0
+#define ASB_VERSION_MINOR 1
+#define ASB_VERSION_PATCH 0
+#define ASB_VERSION_STRING "0.1.0"
+
+#ifndef ASB_TLS
+#define ASB_TLS 1
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef ASB_STATIC
+#if defined(__GNUC__) || defined(__clang__)
+#define ASB_API static __attribute__((unused))
+#else
+#define ASB_API static
+#endif
+#else
+#define ASB_API extern
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ==========================================================================
+   Results and errors
+   ========================================================================== */
+
+/* 0 is success; negative codes are grouped by layer, a hundred apart, so a
+   code's layer is code / 100. Codes are stable across releases. */
+typedef enum asb_result {
+    ASB_OK = 0,
+
+    /* general */
+    ASB_ERR_INVALID_ARGUMENT = -1,  /* a caller's value breaks a rule */
+    ASB_ERR_OUT_OF_MEMORY = -2,
+    ASB_ERR_TOO_LARGE = -3,         /* an output or input exceeds its cap */
+    ASB_ERR_TIMEOUT = -4,
+    ASB_ERR_CANCELLED = -5,
+    ASB_ERR_IO = -6,                /* a local file or OS call failed */
+    ASB_ERR_CLOSED = -7,            /* the handle was closed or terminated */
+
+    /* network */
+    ASB_ERR_DNS = -100,
+    ASB_ERR_CONNECT = -101,
+    ASB_ERR_SEND = -102,
+    ASB_ERR_RECV = -103,
+    ASB_ERR_PROXY = -104,
+
+    /* TLS */
+    ASB_ERR_TLS_UNAVAILABLE = -200, /* built with ASB_TLS 0 */
+    ASB_ERR_TLS_CONFIG = -201,      /* bad CA, certificate or key */
+    ASB_ERR_TLS_HANDSHAKE = -202,
+    ASB_ERR_TLS_VERIFY = -203,      /* the server's certificate is refused */
+
+    /* HTTP */
+    ASB_ERR_HTTP_PROTOCOL = -300,   /* malformed response */
+    ASB_ERR_HTTP_STATUS = -301,     /* a request error: see http_status */
+    ASB_ERR_HTTP_REDIRECT = -302,   /* a 3xx; redirects are never followed */
+    ASB_ERR_HTTP_SHORT_BODY = -303, /* fewer bytes than Content-Length */
+
+    /* JSON */
+    ASB_ERR_JSON_INVALID = -400,    /* not RFC 8259 JSON */
+    ASB_ERR_JSON_TYPE = -401,       /* a value is not of the asked type */
+    ASB_ERR_JSON_RANGE = -402,      /* a number does not fit */
+    ASB_ERR_JSON_NOT_FOUND = -403,  /* a path or member is absent */
+
+    /* kubeconfig and credentials */
+    ASB_ERR_KUBECONFIG = -500,
+    ASB_ERR_CREDENTIALS = -501,
+
+    /* Kubernetes */
+    ASB_ERR_NOT_FOUND = -600,       /* claim, sandbox or object missing */
+    ASB_ERR_KUBE_API = -601,        /* apiserver Status: see reason */
+
+    /* kubectl and the local tunnel */
+    ASB_ERR_PORT_FORWARD = -700,
+    ASB_ERR_KUBECTL_MISSING = -701,
+
+    /* sandbox SDK */
+    ASB_ERR_TEMPLATE_NOT_FOUND = -800,
+    ASB_ERR_WARMPOOL_NOT_FOUND = -801,
+    ASB_ERR_CLAIM_FAILED = -802,    /* a terminal Ready=False reason */
+    ASB_ERR_METADATA = -803         /* claim deleted while resolving */
+} asb_result;
+
+/* The stable name of a code, e.g. "ASB_ERR_TIMEOUT"; "ASB_ERR_UNKNOWN" for
+   a value that is not a code. Never NULL; static storage. */
+ASB_API const char *asb_result_str(asb_result code);
+
+#define ASB_ERROR_MESSAGE_SIZE 512
+#define ASB_ERROR_REASON_SIZE 64
+#define ASB_ERROR_BODY_SIZE 512
+
+/* The detail of a failure, filled by calls that take an `asb_error *`
+   (which may always be NULL). Plain data, no allocation: copy it freely.
+   On success the callee leaves it untouched. */
+typedef struct asb_error {
+    asb_result code;
+    int http_status;                       /* 0: no HTTP response involved */
+    char reason[ASB_ERROR_REASON_SIZE];    /* e.g. Kubernetes "NotFound" */
+    char message[ASB_ERROR_MESSAGE_SIZE];  /* readable; never a secret */
+    char body[ASB_ERROR_BODY_SIZE];        /* first bytes of a bad body */
+    size_t body_len;
+} asb_error;
+
+/* ==========================================================================
+   Memory
+   ========================================================================== */
+
+/* Either all three functions or none (NULL allocator, or all-NULL fields:
+   libc). realloc_fn(NULL, n) must behave like alloc_fn(n); free_fn(NULL)
+   must be harmless. */
+typedef struct asb_allocator {
+    void *(*alloc_fn)(size_t size, void *user_data);
+    void *(*realloc_fn)(void *ptr, size_t size, void *user_data);
+    void (*free_fn)(void *ptr, void *user_data);
+    void *user_data;
+} asb_allocator;
+
+/* A borrowed view of bytes: not NUL-terminated unless said so. */
+typedef struct asb_str {
+    const char *ptr;
+    size_t len;
+} asb_str;
+
+/* A growable byte buffer. `ptr` is always NUL-terminated after a successful
+   append (the NUL is not counted in `len`), so text can be used as a C
+   string. Owns its memory: release with asb_buf_free. */
+typedef struct asb_buf {
+    char *ptr;
+    size_t len;
+    size_t cap;
+    asb_allocator alloc; /* copied from the one given to asb_buf_init */
+} asb_buf;
+
+/* `alloc` may be NULL (libc). Fails only for a half-filled allocator. */
+ASB_API asb_result asb_buf_init(asb_buf *buf, const asb_allocator *alloc);
+ASB_API asb_result asb_buf_append(asb_buf *buf, const void *data, size_t len);
+ASB_API asb_result asb_buf_reserve(asb_buf *buf, size_t extra);
+/* Frees the memory and leaves an empty buffer that may be reused. */
+ASB_API void asb_buf_free(asb_buf *buf);
+
+/* ==========================================================================
+   JSON: tokenizer (jsmn's API and token model, always strict)
+   ========================================================================== */
+
+typedef enum asb_json_type {
+    ASB_JSON_UNDEFINED = 0,
+    ASB_JSON_OBJECT = 1,
+    ASB_JSON_ARRAY = 2,
+    ASB_JSON_STRING = 3,
+    ASB_JSON_PRIMITIVE = 4 /* number, true, false or null */
+} asb_json_type;
+
+/* Returned by asb_json_parse; the same values as jsmn's. */
+enum asb_json_err {
+    ASB_JSON_ERROR_NOMEM = -1, /* not enough tokens: grow and call again */
+    ASB_JSON_ERROR_INVAL = -2, /* not valid JSON (RFC 8259) */
+    ASB_JSON_ERROR_PART = -3   /* valid so far; more text expected */
+};
+
+typedef struct asb_json_tok {
+    asb_json_type type;
+    int start;  /* byte offset of the first byte (after a string's quote) */
+    int end;    /* byte offset one past the last (at a string's quote) */
+    int size;   /* object: members; array: elements; key: 1; else 0 */
+    int parent; /* index of the enclosing token (a key for a member's
+                   value), -1 for the top-level value */
+} asb_json_tok;
+
+/* Deepest nesting the tokenizer accepts (deeper input is
+   ASB_JSON_ERROR_INVAL). Part of the parser's layout: set it the same
+   everywhere, or not at all. */
+#ifndef ASB_JSON_MAX_DEPTH
+#define ASB_JSON_MAX_DEPTH 1024
+#endif
+
+/* Parser state; initialise with asb_json_init. Plain data: no cleanup.
+   The fields are internal; they are visible so it can live on the stack. */
+typedef struct asb_json_parser {
+    unsigned int pos;     /* next byte to read */
+    unsigned int toknext; /* next token to allocate */
+    int toksuper;         /* parent of the next token: container or key */
+    int depth;            /* open containers */
+    int state;            /* what may come next (internal) */
+    unsigned char kinds[(ASB_JSON_MAX_DEPTH + 7) / 8]; /* 1 bit per level:
+                             object or array, so the tokenizer is the same
+                             whether or not it is given tokens */
+} asb_json_parser;
+
+ASB_API void asb_json_init(asb_json_parser *parser);
+
+/* Tokenizes js[0, len) into tokens[0, num_tokens). Returns the total number
+   of tokens (across resumed calls), or a negative asb_json_err. With
+   tokens == NULL it only validates and counts. The text must be the same
+   prefix-extended buffer on every resumed call. len is limited to INT_MAX. */
+ASB_API int asb_json_parse(asb_json_parser *parser, const char *js, size_t len,
+                           asb_json_tok *tokens, unsigned int num_tokens);
+
+/* ==========================================================================
+   JSON: documents, lookup and typed getters
+   ========================================================================== */
+
+/* A parsed document: the text (borrowed: it must outlive the doc) and the
+   tokens (owned). */
+typedef struct asb_json_doc {
+    const char *js;
+    size_t len;
+    asb_json_tok *toks;
+    int count;
+    asb_allocator alloc;
+} asb_json_doc;
+
+/* Tokenizes a whole document, growing the token array as needed.
+   Errors: ASB_ERR_JSON_INVALID (err->message says where), ASB_ERR_TOO_LARGE
+   (more than ASB_JSON_MAX_DOC_TOKENS tokens), ASB_ERR_OUT_OF_MEMORY,
+   ASB_ERR_INVALID_ARGUMENT. On failure *doc needs no free. */
+ASB_API asb_result asb_json_doc_parse(asb_json_doc *doc, const char *js,
+                                      size_t len, const asb_allocator *alloc,
+                                      asb_error *err);
+ASB_API void asb_json_doc_free(asb_json_doc *doc);
+
+/* Index of the token after the whole value at `tok` (its next sibling),
+   or doc->count. */
+ASB_API int asb_json_skip(const asb_json_doc *doc, int tok);
+
+/* The value of member `key` (key_len bytes, compared after unescaping) of
+   the object at `obj`, or -1 (absent, or `obj` is not an object). */
+ASB_API int asb_json_member(const asb_json_doc *doc, int obj, const char *key,
+                            size_t key_len);
+
+/* The value at a dotted path below token `from` (0: the document), or -1.
+   Segments are member names; in an array a segment must be a decimal index.
+   `a.0.b` and `a[0].b` are the same path; `\.` is a literal dot and `\\` a
+   literal backslash inside a name. An empty path is `from` itself. */
+ASB_API int asb_json_find(const asb_json_doc *doc, int from, const char *path);
+
+/* Iteration over an array's elements or an object's members:
+
+       asb_json_iter it = asb_json_iter_begin(&doc, arr);
+       int key, val;
+       while (asb_json_iter_next(&doc, &it, &key, &val)) ...
+
+   For arrays *key is -1. Iterating a non-container yields nothing. */
+typedef struct asb_json_iter {
+    int next;
+    int remaining;
+    int is_object;
+} asb_json_iter;
+ASB_API asb_json_iter asb_json_iter_begin(const asb_json_doc *doc, int tok);
+ASB_API int asb_json_iter_next(const asb_json_doc *doc, asb_json_iter *it,
+                               int *key, int *value);
+
+/* Typed getters. Each returns ASB_ERR_JSON_TYPE when the token is not of the
+   asked type (a bad index is ASB_ERR_INVALID_ARGUMENT).
+
+   asb_json_get_string unescapes (\uXXXX and surrogate pairs become UTF-8)
+   into out[0, cap): the result is always NUL-terminated when cap > 0, and
+   *out_len (if not NULL) receives the decoded length, which may contain NUL
+   bytes from \u0000. When cap is too small: ASB_ERR_TOO_LARGE, *out_len
+   is the length needed (without the terminator). An unpaired surrogate is
+   ASB_ERR_JSON_INVALID. */
+ASB_API asb_result asb_json_get_string(const asb_json_doc *doc, int tok,
+                                       char *out, size_t cap, size_t *out_len);
+/* The same, appended to a buffer. */
+ASB_API asb_result asb_json_append_string(const asb_json_doc *doc, int tok,
+                                          asb_buf *out);
+/* True when the token is a string equal to s[0, len) after unescaping. */
+ASB_API int asb_json_string_eq(const asb_json_doc *doc, int tok,
+                               const char *s, size_t len);
+/* Integers only (no fraction or exponent); ASB_ERR_JSON_RANGE on overflow. */
+ASB_API asb_result asb_json_get_int64(const asb_json_doc *doc, int tok,
+                                      int64_t *out);
+/* Any number, independent of the C locale. ASB_ERR_JSON_RANGE when it
+   overflows a double. */
+ASB_API asb_result asb_json_get_double(const asb_json_doc *doc, int tok,
+                                       double *out);
+ASB_API asb_result asb_json_get_bool(const asb_json_doc *doc, int tok,
+                                     int *out);
+ASB_API int asb_json_is_null(const asb_json_doc *doc, int tok);
+
+/* ==========================================================================
+   JSON: writer
+   ========================================================================== */
+
+/* Builds JSON text into an asb_buf. Errors are sticky: after the first
+   failure every call is a no-op and asb_json_writer_finish reports it, so
+   building code need not check every call. Misuse (a value where a key is
+   due, an unbalanced end) is ASB_ERR_INVALID_ARGUMENT. Strings are escaped
+   as RFC 8259 requires; control characters become \u00XX (or \n, \t, ...).
+   Invalid UTF-8 in a string is ASB_ERR_INVALID_ARGUMENT unless
+   `replace_invalid_utf8` is set, in which case each bad byte becomes
+   U+FFFD. NaN and infinities are ASB_ERR_INVALID_ARGUMENT. */
+typedef struct asb_json_writer {
+    asb_buf *out;              /* appended to; owned by the caller */
+    int replace_invalid_utf8;  /* default 0: invalid UTF-8 is an error */
+    asb_result err;            /* first error, sticky */
+    int depth;
+    unsigned char stack[64];   /* per level: 'o'/'a' | need comma | key */
+} asb_json_writer;
+
+ASB_API void asb_json_writer_init(asb_json_writer *w, asb_buf *out);
+ASB_API void asb_json_object_begin(asb_json_writer *w);
+ASB_API void asb_json_object_end(asb_json_writer *w);
+ASB_API void asb_json_array_begin(asb_json_writer *w);
+ASB_API void asb_json_array_end(asb_json_writer *w);
+ASB_API void asb_json_key(asb_json_writer *w, const char *key);
+ASB_API void asb_json_key_n(asb_json_writer *w, const char *key, size_t len);
+ASB_API void asb_json_string(asb_json_writer *w, const char *s);
+ASB_API void asb_json_string_n(asb_json_writer *w, const char *s, size_t len);
+ASB_API void asb_json_int64(asb_json_writer *w, int64_t v);
+ASB_API void asb_json_double(asb_json_writer *w, double v);
+ASB_API void asb_json_bool(asb_json_writer *w, int v);
+ASB_API void asb_json_null(asb_json_writer *w);
+/* ASB_OK when the document is complete and nothing failed. */
+ASB_API asb_result asb_json_writer_finish(asb_json_writer *w);
+
+/* ==========================================================================
+   RULES: the SDK's small client-side rules
+   ========================================================================== */
+
+/* Safe upload/download path (PROTOCOL §6): rejects any byte < 0x20 or 0x7F
+   (checked before anything else, so a NUL cannot hide a `..`), trims
+   surrounding whitespace, rejects an empty path, normalises POSIX-style
+   (collapses `//` and `.`, resolves `..` lexically), strips the leading `/`
+   and rejects a result that is `.`, empty, ends in `/` (names no file) or
+   still climbs out with `..`. The result goes into out[0, cap),
+   NUL-terminated; *out_len (may be NULL) gets its length. */
+ASB_API asb_result asb_path_normalize(const char *path, size_t len, char *out,
+                                      size_t cap, size_t *out_len,
+                                      asb_error *err);
+
+/* Kubernetes label key (`[prefix/]name`) and value syntax. The message names
+   the bad key or value and the rule it breaks. */
+ASB_API asb_result asb_label_validate_key(const char *key, size_t len,
+                                          asb_error *err);
+ASB_API asb_result asb_label_validate_value(const char *value, size_t len,
+                                            asb_error *err);
+
+typedef struct asb_label {
+    const char *key;   /* NUL-terminated */
+    const char *value; /* NUL-terminated; "" is a valid value */
+} asb_label;
+/* Every key and value; the first bad one is reported. */
+ASB_API asb_result asb_labels_validate(const asb_label *labels, size_t count,
+                                       asb_error *err);
+
+/* A DNS-1123 label (`[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 bytes):
+   what namespaces and sandbox names must be before they go into headers. */
+ASB_API asb_result asb_dns_label_validate(const char *name, size_t len,
+                                          asb_error *err);
+
+/* "sandbox-claim-" + 8 lowercase hex digits from the OS random source
+   (getrandom, else /dev/urandom; never rand()). */
+#define ASB_CLAIM_NAME_SIZE 23 /* 22 characters + NUL */
+ASB_API asb_result asb_claim_name_generate(char out[ASB_CLAIM_NAME_SIZE],
+                                           asb_error *err);
+
+/* "YYYY-MM-DDTHH:MM:SSZ" (UTC) */
+#define ASB_TIME_SIZE 21 /* 20 characters + NUL */
+
+/* spec.lifecycle.shutdownTime for a TTL: now + ttl_seconds, formatted.
+   `now` is seconds since the Unix epoch (pass time(NULL)). The TTL must be
+   positive and the sum must stay within year 9999. */
+ASB_API asb_result asb_shutdown_time_from_ttl(int64_t now, int64_t ttl_seconds,
+                                              char out[ASB_TIME_SIZE],
+                                              asb_error *err);
+
+/* Formats seconds since the epoch as "YYYY-MM-DDTHH:MM:SSZ" (years
+   0000-9999, else ASB_ERR_INVALID_ARGUMENT). */
+ASB_API asb_result asb_time_format_rfc3339(int64_t t, char out[ASB_TIME_SIZE]);
+
+/* Parses an RFC 3339 date-time (`T`/`t`/space, fractional seconds, `Z` or
+   a numeric offset) into seconds since the epoch (fraction truncated). */
+ASB_API asb_result asb_time_parse_rfc3339(const char *s, size_t len,
+                                          int64_t *out, asb_error *err);
+
+/* Appends s[0, len) percent-encoded as one URL path segment: every byte
+   outside A-Z a-z 0-9 - _ . ~ becomes %XX (so `/` is %2F), and a segment
+   that is exactly `.` or `..` is written %2E / %2E%2E so no server or proxy
+   treats it as a dot-segment. */
+ASB_API asb_result asb_percent_encode_segment(const char *s, size_t len,
+                                              asb_buf *out);
+
+/* Standard base64 (RFC 4648, with padding). Decoding skips CR and LF (as
+   Go's decoder does, so PEM-wrapped kubeconfig data loads) and rejects
+   anything else outside the alphabet, bad padding and non-zero trailing
+   bits. Both append to `out`. */
+ASB_API asb_result asb_base64_encode(const void *data, size_t len,
+                                     asb_buf *out);
+ASB_API asb_result asb_base64_decode(const char *s, size_t len, asb_buf *out,
+                                     asb_error *err);
+
+/* ==========================================================================
+   TLS backend
+   ========================================================================== */
+
+/* "mbed TLS 2.28.3" (the linked library's own version) or "none" when built
+   with ASB_TLS 0. Static storage. */
+ASB_API const char *asb_tls_backend(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AGENTSANDBOX_H */
+
+/* ==========================================================================
+   ==========================================================================
+   IMPLEMENTATION
+   ==========================================================================
+   ========================================================================== */
+
+#ifdef AGENTSANDBOX_IMPLEMENTATION
+#ifndef ASB__IMPLEMENTATION_DONE
+#define ASB__IMPLEMENTATION_DONE
+
+/* >>platform ================================================================
+   Everything the library asks of the OS, in one place. POSIX only for now. */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <float.h>
+#include <limits.h>
+#include <locale.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#endif
+
+#if ASB_TLS
+#include <mbedtls/version.h>
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define ASB__PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define ASB__LIKELY(x) __builtin_expect(!!(x), 1)
+#define ASB__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define ASB__PRINTF(f, a)
+#define ASB__LIKELY(x) (x)
+#define ASB__UNLIKELY(x) (x)
+#endif
+
+static void *asb__libc_alloc(size_t size, void *user_data) {
+    (void)user_data;
+    return malloc(size ? size : 1);
+}
+static void *asb__libc_realloc(void *ptr, size_t size, void *user_data) {
+    (void)user_data;
+    return realloc(ptr, size ? size : 1);
+}
+static void asb__libc_free(void *ptr, void *user_data) {
+    (void)user_data;
+    free(ptr);
+}
+
+/* Resolves a caller's allocator: NULL or all-NULL means libc; a partial one
+   is refused rather than silently mixing two heaps. */
+static asb_result asb__allocator_resolve(const asb_allocator *in,
+                                         asb_allocator *out) {
+    if (!in || (!in->alloc_fn && !in->realloc_fn && !in->free_fn)) {
+        out->alloc_fn = asb__libc_alloc;
+        out->realloc_fn = asb__libc_realloc;
+        out->free_fn = asb__libc_free;
+        out->user_data = NULL;
+        return ASB_OK;
+    }
+    if (!in->alloc_fn || !in->realloc_fn || !in->free_fn)
+        return ASB_ERR_INVALID_ARGUMENT;
+    *out = *in;
+    return ASB_OK;
+}
+
+/* Fills buf with bytes from the kernel's CSPRNG. Never falls back to a
+   weaker source: claim names must not collide across processes. */
+static asb_result asb__random_bytes(void *buf, size_t len) {
+    unsigned char *p = (unsigned char *)buf;
+#if defined(__linux__) && defined(SYS_getrandom)
+    while (len > 0) {
+        long n = syscall(SYS_getrandom, p, len, 0);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            break; /* ENOSYS on old kernels: use the device below */
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    if (len == 0) return ASB_OK;
+#endif
+    {
+        int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return ASB_ERR_IO;
+        while (len > 0) {
+            ssize_t n = read(fd, p, len);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) {
+                close(fd);
+                return ASB_ERR_IO;
+            }
+            p += n;
+            len -= (size_t)n;
+        }
+        close(fd);
+    }
+    return ASB_OK;
+}
+
+/* >>bytes ===================================================================
+   Results, error detail, growable buffers. */
+
+ASB_API const char *asb_result_str(asb_result code) {
+    switch (code) {
+    case ASB_OK: return "ASB_OK";
+    case ASB_ERR_INVALID_ARGUMENT: return "ASB_ERR_INVALID_ARGUMENT";
+    case ASB_ERR_OUT_OF_MEMORY: return "ASB_ERR_OUT_OF_MEMORY";
+    case ASB_ERR_TOO_LARGE: return "ASB_ERR_TOO_LARGE";
+    case ASB_ERR_TIMEOUT: return "ASB_ERR_TIMEOUT";
+    case ASB_ERR_CANCELLED: return "ASB_ERR_CANCELLED";
+    case ASB_ERR_IO: return "ASB_ERR_IO";
+    case ASB_ERR_CLOSED: return "ASB_ERR_CLOSED";
+    case ASB_ERR_DNS: return "ASB_ERR_DNS";
+    case ASB_ERR_CONNECT: return "ASB_ERR_CONNECT";
+    case ASB_ERR_SEND: return "ASB_ERR_SEND";
+    case ASB_ERR_RECV: return "ASB_ERR_RECV";
+    case ASB_ERR_PROXY: return "ASB_ERR_PROXY";
+    case ASB_ERR_TLS_UNAVAILABLE: return "ASB_ERR_TLS_UNAVAILABLE";
+    case ASB_ERR_TLS_CONFIG: return "ASB_ERR_TLS_CONFIG";
+    case ASB_ERR_TLS_HANDSHAKE: return "ASB_ERR_TLS_HANDSHAKE";
+    case ASB_ERR_TLS_VERIFY: return "ASB_ERR_TLS_VERIFY";
+    case ASB_ERR_HTTP_PROTOCOL: return "ASB_ERR_HTTP_PROTOCOL";
+    case ASB_ERR_HTTP_STATUS: return "ASB_ERR_HTTP_STATUS";
+    case ASB_ERR_HTTP_REDIRECT: return "ASB_ERR_HTTP_REDIRECT";
+    case ASB_ERR_HTTP_SHORT_BODY: return "ASB_ERR_HTTP_SHORT_BODY";
+    case ASB_ERR_JSON_INVALID: return "ASB_ERR_JSON_INVALID";
+    case ASB_ERR_JSON_TYPE: return "ASB_ERR_JSON_TYPE";
+    case ASB_ERR_JSON_RANGE: return "ASB_ERR_JSON_RANGE";
+    case ASB_ERR_JSON_NOT_FOUND: return "ASB_ERR_JSON_NOT_FOUND";
+    case ASB_ERR_KUBECONFIG: return "ASB_ERR_KUBECONFIG";
+    case ASB_ERR_CREDENTIALS: return "ASB_ERR_CREDENTIALS";
+    case ASB_ERR_NOT_FOUND: return "ASB_ERR_NOT_FOUND";
+    case ASB_ERR_KUBE_API: return "ASB_ERR_KUBE_API";
+    case ASB_ERR_PORT_FORWARD: return "ASB_ERR_PORT_FORWARD";
+    case ASB_ERR_KUBECTL_MISSING: return "ASB_ERR_KUBECTL_MISSING";
+    case ASB_ERR_TEMPLATE_NOT_FOUND: return "ASB_ERR_TEMPLATE_NOT_FOUND";
+    case ASB_ERR_WARMPOOL_NOT_FOUND: return "ASB_ERR_WARMPOOL_NOT_FOUND";
+    case ASB_ERR_CLAIM_FAILED: return "ASB_ERR_CLAIM_FAILED";
+    case ASB_ERR_METADATA: return "ASB_ERR_METADATA";
+    }
+    return "ASB_ERR_UNKNOWN";
+}
+
+/* Records a failure in an optional asb_error and returns the code, so call
+   sites read `return asb__fail(err, CODE, "...", ...)`. */
+static asb_result asb__fail(asb_error *err, asb_result code, const char *fmt,
+                            ...) ASB__PRINTF(3, 4);
+static asb_result asb__fail(asb_error *err, asb_result code, const char *fmt,
+                            ...) {
+    if (err) {
+        va_list ap;
+        memset(err, 0, sizeof *err);
+        err->code = code;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+/* Quotes untrusted bytes for an error message: printable ASCII kept, the
+   rest as \xNN, cut at `max` input bytes with "..." so a message stays
+   readable and bounded whatever it quotes. */
+static void asb__quote(char *out, size_t cap, const char *s, size_t len,
+                       size_t max) {
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0, i;
+    if (cap == 0) return;
+    for (i = 0; i < len && i < max; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\') {
+            if (o + 2 > cap) break;
+            out[o++] = (char)c;
+        } else {
+            if (o + 5 > cap) break;
+            out[o++] = '\\';
+            out[o++] = 'x';
+            out[o++] = hex[c >> 4];
+            out[o++] = hex[c & 15];
+        }
+    }
+    if (i < len && o + 4 <= cap) {
+        memcpy(out + o, "...", 3);
+        o += 3;
+    }
+    out[o] = '\0';
+}
+
+ASB_API asb_result asb_buf_init(asb_buf *buf, const asb_allocator *alloc) {
+    memset(buf, 0, sizeof *buf);
+    return asb__allocator_resolve(alloc, &buf->alloc);
+}
+
+ASB_API asb_result asb_buf_reserve(asb_buf *buf, size_t extra) {
+    size_t need, cap;
+    char *p;
+    if (!buf->alloc.realloc_fn) {
+        /* a zeroed asb_buf that skipped asb_buf_init: treat as libc */
+        asb__allocator_resolve(NULL, &buf->alloc);
+    }
+    if (extra > SIZE_MAX - buf->len - 1) return ASB_ERR_OUT_OF_MEMORY;
+    need = buf->len + extra + 1; /* room for the terminating NUL */
+    if (need <= buf->cap) return ASB_OK;
+    cap = buf->cap ? buf->cap : 64;
+    while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+    p = (char *)buf->alloc.realloc_fn(buf->ptr, cap, buf->alloc.user_data);
+    if (!p) return ASB_ERR_OUT_OF_MEMORY;
+    buf->ptr = p;
+    buf->cap = cap;
+    return ASB_OK;
+}
+
+ASB_API asb_result asb_buf_append(asb_buf *buf, const void *data, size_t len) {
+    asb_result r = asb_buf_reserve(buf, len);
+    if (r != ASB_OK) return r;
+    if (len) memcpy(buf->ptr + buf->len, data, len);
+    buf->len += len;
+    buf->ptr[buf->len] = '\0';
+    return ASB_OK;
+}
+
+ASB_API void asb_buf_free(asb_buf *buf) {
+    if (buf->ptr && buf->alloc.free_fn)
+        buf->alloc.free_fn(buf->ptr, buf->alloc.user_data);
+    buf->ptr = NULL;
+    buf->len = 0;
+    buf->cap = 0;
+}
+
+/* >>json ====================================================================
+   Tokenizer (jsmn's model, strict, linear), documents, lookup, getters and
+   the writer. */
+
+/* What the tokenizer accepts next. The grammar of RFC 8259 is small enough
+   that these six states plus a stack of container kinds check all of it. */
+enum {
+    ASB__JS_VALUE = 0,      /* a value (top level, after ':' or ',' in []) */
+    ASB__JS_VALUE_OR_CLOSE, /* right after '[' */
+    ASB__JS_KEY,            /* after ',' in {} */
+    ASB__JS_KEY_OR_CLOSE,   /* right after '{' */
+    ASB__JS_COLON,          /* after a key */
+    ASB__JS_AFTER,          /* after a member or element: ',' or close */
+    ASB__JS_DONE            /* the top-level value is complete */
+};
+
+/* Byte classes inside a string: 0 plain, 1 quote, 2 backslash, 3 control
+   character (forbidden), 4 first byte of a multi-byte UTF-8 sequence. A
+   table keeps the common case (plain ASCII) to one load and compare. */
+static const unsigned char asb__json_str_class[256] = {
+    3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,
+    0,0,1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,
+    0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,2,0,0,0,
+    0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,
+    4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,
+    4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,
+    4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,
+    4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,
+};
+
+/* Length of the valid UTF-8 sequence at s[0, n), 0 if it is invalid, or -1
+   if it is a valid prefix cut short by the end of the text. Follows the
+   Unicode well-formed table: no overlongs, no surrogates, nothing past
+   U+10FFFF. */
+static int asb__utf8_seq(const unsigned char *s, size_t n) {
+    unsigned char c = s[0], lo = 0x80, hi = 0xBF;
+    int len, k;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else
+        return 0;
+    for (k = 1; k < len; k++) {
+        if ((size_t)k >= n) return -1;
+        if (s[k] < lo || s[k] > hi) return 0;
+        lo = 0x80;
+        hi = 0xBF;
+    }
+    return len;
+}
+
+static int asb__hexval(unsigned char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Scans a string body starting after its opening quote. On success *endq is
+   the offset of the closing quote. */
+static int asb__json_scan_string(const unsigned char *s, unsigned int n,
+                                 unsigned int i, unsigned int *endq) {
+    for (;;) {
+        while (i < n && asb__json_str_class[s[i]] == 0) i++;
+        if (i >= n) return ASB_JSON_ERROR_PART;
+        switch (asb__json_str_class[s[i]]) {
+        case 1:
+            *endq = i;
+            return 0;
+        case 2: {
+            unsigned char e;
+            if (i + 1 >= n) return ASB_JSON_ERROR_PART;
+            e = s[i + 1];
+            if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' ||
+                e == 'n' || e == 'r' || e == 't') {
+                i += 2;
+            } else if (e == 'u') {
+                unsigned int k;
+                for (k = 0; k < 4; k++) {
+                    if (i + 2 + k >= n) return ASB_JSON_ERROR_PART;
+                    if (asb__hexval(s[i + 2 + k]) < 0)
+                        return ASB_JSON_ERROR_INVAL;
+                }
+                i += 6;
+            } else {
+                return ASB_JSON_ERROR_INVAL;
+            }
+            break;
+        }
+        case 3:
+            return ASB_JSON_ERROR_INVAL;
+        default: {
+            int l = asb__utf8_seq(s + i, n - i);
+            if (l < 0) return ASB_JSON_ERROR_PART;
+            if (l == 0) return ASB_JSON_ERROR_INVAL;
+            i += (unsigned int)l;
+            break;
+        }
+        }
+    }
+}
+
+static int asb__json_is_delim(unsigned char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ',' ||
+           c == ']' || c == '}';
+}
+
+/* Scans a number or literal at s[i]. The end of the text completes a
+   top-level value (nothing else could follow) but only suspends one inside
+   a container, so resuming with more text never splits a number. */
+static int asb__json_scan_primitive(const unsigned char *s, unsigned int n,
+                                    unsigned int i, unsigned int *end,
+                                    int top_level) {
+    unsigned char c = s[i];
+    if (c == 't' || c == 'f' || c == 'n') {
+        const char *lit = c == 't' ? "true" : c == 'f' ? "false" : "null";
+        unsigned int k;
+        for (k = 0; lit[k]; k++) {
+            if (i + k >= n) return ASB_JSON_ERROR_PART;
+            if (s[i + k] != (unsigned char)lit[k]) return ASB_JSON_ERROR_INVAL;
+        }
+        i += k;
+    } else if (c == '-' || (c >= '0' && c <= '9')) {
+        if (c == '-') {
+            if (++i >= n) return ASB_JSON_ERROR_PART;
+        }
+        if (s[i] == '0') {
+            i++;
+        } else if (s[i] >= '1' && s[i] <= '9') {
+            while (++i < n && s[i] >= '0' && s[i] <= '9') {}
+        } else {
+            return ASB_JSON_ERROR_INVAL;
+        }
+        if (i < n && s[i] == '.') {
+            if (++i >= n) return ASB_JSON_ERROR_PART;
+            if (s[i] < '0' || s[i] > '9') return ASB_JSON_ERROR_INVAL;
+            while (++i < n && s[i] >= '0' && s[i] <= '9') {}
+        }
+        if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+            if (++i >= n) return ASB_JSON_ERROR_PART;
+            if (s[i] == '+' || s[i] == '-') {
+                if (++i >= n) return ASB_JSON_ERROR_PART;
+            }
+            if (s[i] < '0' || s[i] > '9') return ASB_JSON_ERROR_INVAL;
+            while (++i < n && s[i] >= '0' && s[i] <= '9') {}
+        }
+    } else {
+        return ASB_JSON_ERROR_INVAL;
+    }
+    if (i >= n) {
+        if (!top_level) return ASB_JSON_ERROR_PART;
+    } else if (!asb__json_is_delim(s[i])) {
+        return ASB_JSON_ERROR_INVAL;
+    }
+    *end = i;
+    return 0;
+}
+
+ASB_API void asb_json_init(asb_json_parser *parser) {
+    memset(parser, 0, sizeof *parser);
+    parser->toksuper = -1;
+    parser->state = ASB__JS_VALUE;
+}
+
+/* Creates the next token, linked to its parent; the caller checked there is
+   room. Counting mode (tokens == NULL) only advances the count. */
+static void asb__json_new_token(asb_json_parser *p, asb_json_tok *toks,
+                                asb_json_type type, int start, int end) {
+    if (toks) {
+        asb_json_tok *t = &toks[p->toknext];
+        t->type = type;
+        t->start = start;
+        t->end = end;
+        t->size = 0;
+        t->parent = p->toksuper;
+        if (p->toksuper >= 0) toks[p->toksuper].size++;
+    }
+    p->toknext++;
+}
+
+/* A value just completed: a member's value hands the parent role back from
+   its key to the object. */
+static void asb__json_value_done(asb_json_parser *p, asb_json_tok *toks) {
+    if (p->depth == 0) {
+        p->state = ASB__JS_DONE;
+        return;
+    }
+    p->state = ASB__JS_AFTER;
+    if (toks && p->toksuper >= 0 && toks[p->toksuper].type == ASB_JSON_STRING)
+        p->toksuper = toks[p->toksuper].parent;
+}
+
+static int asb__json_kind_is_object(const asb_json_parser *p, int level) {
+    return (p->kinds[level >> 3] >> (level & 7)) & 1;
+}
+
+ASB_API int asb_json_parse(asb_json_parser *p, const char *js, size_t len,
+                           asb_json_tok *toks, unsigned int num_tokens) {
+    const unsigned char *s = (const unsigned char *)js;
+    unsigned int n;
+    if (len > (size_t)INT_MAX) return ASB_JSON_ERROR_INVAL;
+    n = (unsigned int)len;
+    while (p->pos < n) {
+        unsigned char c = s[p->pos];
+        switch (c) {
+        case ' ':
+        case '\t':
+        case '\n':
+        case '\r':
+            p->pos++;
+            break;
+        case '{':
+        case '[': {
+            int is_obj = c == '{';
+            if (p->state != ASB__JS_VALUE && p->state != ASB__JS_VALUE_OR_CLOSE)
+                return ASB_JSON_ERROR_INVAL;
+            if (p->depth >= ASB_JSON_MAX_DEPTH) return ASB_JSON_ERROR_INVAL;
+            if (toks && p->toknext >= num_tokens) return ASB_JSON_ERROR_NOMEM;
+            asb__json_new_token(p, toks,
+                                is_obj ? ASB_JSON_OBJECT : ASB_JSON_ARRAY,
+                                (int)p->pos, -1);
+            if (toks) p->toksuper = (int)p->toknext - 1;
+            if (is_obj)
+                p->kinds[p->depth >> 3] |= (unsigned char)(1u << (p->depth & 7));
+            else
+                p->kinds[p->depth >> 3] &=
+                    (unsigned char)~(1u << (p->depth & 7));
+            p->depth++;
+            p->state = is_obj ? ASB__JS_KEY_OR_CLOSE : ASB__JS_VALUE_OR_CLOSE;
+            p->pos++;
+            break;
+        }
+        case '}':
+        case ']': {
+            int is_obj = c == '}';
+            if (p->depth == 0 ||
+                asb__json_kind_is_object(p, p->depth - 1) != is_obj)
+                return ASB_JSON_ERROR_INVAL;
+            if (p->state != ASB__JS_AFTER &&
+                p->state != (is_obj ? ASB__JS_KEY_OR_CLOSE
+                                    : ASB__JS_VALUE_OR_CLOSE))
+                return ASB_JSON_ERROR_INVAL;
+            p->depth--;
+            if (toks) {
+                /* here toksuper is the container being closed */
+                toks[p->toksuper].end = (int)p->pos + 1;
+                p->toksuper = toks[p->toksuper].parent;
+            }
+            p->pos++;
+            asb__json_value_done(p, toks);
+            break;
+        }
+        case ':':
+            if (p->state != ASB__JS_COLON) return ASB_JSON_ERROR_INVAL;
+            p->state = ASB__JS_VALUE;
+            p->pos++;
+            break;
+        case ',':
+            if (p->state != ASB__JS_AFTER) return ASB_JSON_ERROR_INVAL;
+            p->state = asb__json_kind_is_object(p, p->depth - 1) ? ASB__JS_KEY
+                                                                 : ASB__JS_VALUE;
+            p->pos++;
+            break;
+        case '"': {
+            unsigned int endq = 0;
+            int r, is_key = p->state == ASB__JS_KEY ||
+                            p->state == ASB__JS_KEY_OR_CLOSE;
+            if (!is_key && p->state != ASB__JS_VALUE &&
+                p->state != ASB__JS_VALUE_OR_CLOSE)
+                return ASB_JSON_ERROR_INVAL;
+            if (toks && p->toknext >= num_tokens) return ASB_JSON_ERROR_NOMEM;
+            r = asb__json_scan_string(s, n, p->pos + 1, &endq);
+            if (r != 0) return r;
+            asb__json_new_token(p, toks, ASB_JSON_STRING, (int)p->pos + 1,
+                                (int)endq);
+            p->pos = endq + 1;
+            if (is_key) {
+                if (toks) p->toksuper = (int)p->toknext - 1;
+                p->state = ASB__JS_COLON;
+            } else {
+                asb__json_value_done(p, toks);
+            }
+            break;
+        }
+        default: {
+            unsigned int end = 0;
+            int r;
+            if (p->state != ASB__JS_VALUE && p->state != ASB__JS_VALUE_OR_CLOSE)
+                return ASB_JSON_ERROR_INVAL;
+            if (toks && p->toknext >= num_tokens) return ASB_JSON_ERROR_NOMEM;
+            r = asb__json_scan_primitive(s, n, p->pos, &end, p->depth == 0);
+            if (r != 0) return r;
+            asb__json_new_token(p, toks, ASB_JSON_PRIMITIVE, (int)p->pos,
+                                (int)end);
+            p->pos = end;
+            asb__json_value_done(p, toks);
+            break;
+        }
+        }
+    }
+    if (p->state != ASB__JS_DONE) return ASB_JSON_ERROR_PART;
+    return (int)p->toknext;
+}
+
+/* -- documents -------------------------------------------------------------- */
+
+#ifndef ASB_JSON_MAX_DOC_TOKENS
+#define ASB_JSON_MAX_DOC_TOKENS 16777216
+#endif
+
+ASB_API asb_result asb_json_doc_parse(asb_json_doc *doc, const char *js,
+                                      size_t len, const asb_allocator *alloc,
+                                      asb_error *err) {
+    asb_json_parser p;
+    size_t cap;
+    int r;
+    memset(doc, 0, sizeof *doc);
+    if (!js && len) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "json: NULL text");
+    if (asb__allocator_resolve(alloc, &doc->alloc) != ASB_OK)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "allocator: give all three functions or none");
+    if (len > (size_t)INT_MAX)
+        return asb__fail(err, ASB_ERR_TOO_LARGE,
+                         "json: document of %zu bytes exceeds INT_MAX", len);
+    /* Kubernetes JSON averages one token per 8-12 bytes; start near that and
+       double, so large documents cost a few reallocations at most. */
+    cap = len / 8 + 16;
+    if (cap > ASB_JSON_MAX_DOC_TOKENS) cap = ASB_JSON_MAX_DOC_TOKENS;
+    asb_json_init(&p);
+    for (;;) {
+        asb_json_tok *t = (asb_json_tok *)doc->alloc.realloc_fn(
+            doc->toks, cap * sizeof *t, doc->alloc.user_data);
+        if (!t) {
+            asb_json_doc_free(doc);
+            return asb__fail(err, ASB_ERR_OUT_OF_MEMORY,
+                             "json: out of memory for %zu tokens", cap);
+        }
+        doc->toks = t;
+        r = asb_json_parse(&p, js, len, doc->toks, (unsigned int)cap);
+        if (r != ASB_JSON_ERROR_NOMEM) break;
+        if (cap >= ASB_JSON_MAX_DOC_TOKENS) {
+            asb_json_doc_free(doc);
+            return asb__fail(err, ASB_ERR_TOO_LARGE,
+                             "json: more than %d tokens", ASB_JSON_MAX_DOC_TOKENS);
+        }
+        cap = cap * 2 > ASB_JSON_MAX_DOC_TOKENS ? ASB_JSON_MAX_DOC_TOKENS
+                                                : cap * 2;
+    }
+    if (r < 0) {
+        size_t line = 1, col = 1, i, at = p.pos;
+        for (i = 0; i < at && i < len; i++) {
+            if (js[i] == '\n') {
+                line++;
+                col = 1;
+            } else {
+                col++;
+            }
+        }
+        asb_json_doc_free(doc);
+        return asb__fail(err, ASB_ERR_JSON_INVALID,
+                         r == ASB_JSON_ERROR_PART
+                             ? "json: unexpected end of text (line %zu, column %zu)"
+                             : "json: invalid at line %zu, column %zu",
+                         line, col);
+    }
+    doc->js = js;
+    doc->len = len;
+    doc->count = r;
+    return ASB_OK;
+}
+
+ASB_API void asb_json_doc_free(asb_json_doc *doc) {
+    if (doc->toks && doc->alloc.free_fn)
+        doc->alloc.free_fn(doc->toks, doc->alloc.user_data);
+    doc->toks = NULL;
+    doc->count = 0;
+}
+
+/* -- lookup ----------------------------------------------------------------- */
+
+static int asb__json_valid_index(const asb_json_doc *doc, int tok) {
+    return doc && doc->toks && tok >= 0 && tok < doc->count;
+}
+
+ASB_API int asb_json_skip(const asb_json_doc *doc, int tok) {
+    int i, end;
+    if (!asb__json_valid_index(doc, tok)) return doc ? doc->count : 0;
+    i = tok + 1;
+    if (doc->toks[tok].type == ASB_JSON_OBJECT ||
+        doc->toks[tok].type == ASB_JSON_ARRAY) {
+        /* tokens are in document order, so the subtree is the run of tokens
+           that start before the container ends */
+        end = doc->toks[tok].end;
+        while (i < doc->count && doc->toks[i].start < end) i++;
+    }
+    return i;
+}
+
+/* Decodes one character of a string token's raw text at *i into UTF-8
+   bytes. Returns the byte count, or 0 for an unpaired surrogate. The text
+   was validated by the tokenizer, so escapes are well-formed. */
+static int asb__json_decode_char(const unsigned char *s, size_t end, size_t *i,
+                                 unsigned char out[4]) {
+    unsigned long cp;
+    if (s[*i] != '\\') {
+        out[0] = s[(*i)++];
+        return 1;
+    }
+    switch (s[*i + 1]) {
+    case 'b': out[0] = '\b'; *i += 2; return 1;
+    case 'f': out[0] = '\f'; *i += 2; return 1;
+    case 'n': out[0] = '\n'; *i += 2; return 1;
+    case 'r': out[0] = '\r'; *i += 2; return 1;
+    case 't': out[0] = '\t'; *i += 2; return 1;
+    case 'u': break;
+    default: out[0] = s[*i + 1]; *i += 2; return 1;
+    }
+    cp = (unsigned long)((asb__hexval(s[*i + 2]) << 12) |
+                         (asb__hexval(s[*i + 3]) << 8) |
+                         (asb__hexval(s[*i + 4]) << 4) | asb__hexval(s[*i + 5]));
+    *i += 6;
+    if (cp >= 0xD800 && cp <= 0xDBFF) {
+        unsigned long lo;
+        if (*i + 6 > end || s[*i] != '\\' || s[*i + 1] != 'u') return 0;
+        lo = (unsigned long)((asb__hexval(s[*i + 2]) << 12) |
+                             (asb__hexval(s[*i + 3]) << 8) |
+                             (asb__hexval(s[*i + 4]) << 4) |
+                             asb__hexval(s[*i + 5]));
+        if (lo < 0xDC00 || lo > 0xDFFF) return 0;
+        *i += 6;
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+    } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+        return 0;
+    }
+    if (cp < 0x80) {
+        out[0] = (unsigned char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (unsigned char)(0xC0 | (cp >> 6));
+        out[1] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (unsigned char)(0xE0 | (cp >> 12));
+        out[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+        out[2] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (unsigned char)(0xF0 | (cp >> 18));
+    out[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+    out[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+    out[3] = (unsigned char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+ASB_API int asb_json_string_eq(const asb_json_doc *doc, int tok, const char *s,
+                               size_t len) {
+    const asb_json_tok *t;
+    const unsigned char *raw;
+    size_t i, end, o = 0, rawlen;
+    if (!asb__json_valid_index(doc, tok)) return 0;
+    t = &doc->toks[tok];
+    if (t->type != ASB_JSON_STRING) return 0;
+    raw = (const unsigned char *)doc->js;
+    i = (size_t)t->start;
+    end = (size_t)t->end;
+    rawlen = end - i;
+    /* escapes are rare in keys: compare bytes when there are none */
+    if (!memchr(raw + i, '\\', rawlen))
+        return rawlen == len && (len == 0 || memcmp(raw + i, s, len) == 0);
+    while (i < end) {
+        unsigned char u[4];
+        int k = asb__json_decode_char(raw, end, &i, u);
+        if (k == 0 || o + (size_t)k > len || memcmp(s + o, u, (size_t)k) != 0)
+            return 0;
+        o += (size_t)k;
+    }
+    return o == len;
+}
+
+ASB_API int asb_json_member(const asb_json_doc *doc, int obj, const char *key,
+                            size_t key_len) {
+    int i, m;
+    if (!asb__json_valid_index(doc, obj) ||
+        doc->toks[obj].type != ASB_JSON_OBJECT)
+        return -1;
+    i = obj + 1;
+    for (m = 0; m < doc->toks[obj].size && i + 1 < doc->count; m++) {
+        if (asb_json_string_eq(doc, i, key, key_len)) return i + 1;
+        i = asb_json_skip(doc, i + 1);
+    }
+    return -1;
+}
+
+/* One path step: a member by name, or (for arrays) an element by index. */
+static int asb__json_step(const asb_json_doc *doc, int cur, const char *seg,
+                          size_t len, int bracket) {
+    const asb_json_tok *t = &doc->toks[cur];
+    if (t->type == ASB_JSON_OBJECT && !bracket)
+        return asb_json_member(doc, cur, seg, len);
+    if (t->type == ASB_JSON_ARRAY) {
+        long idx = 0;
+        int i, k;
+        size_t j;
+        if (len == 0 || len > 9) return -1;
+        for (j = 0; j < len; j++) {
+            if (seg[j] < '0' || seg[j] > '9') return -1;
+            idx = idx * 10 + (seg[j] - '0');
+        }
+        if (idx >= t->size) return -1;
+        i = cur + 1;
+        for (k = 0; k < idx; k++) i = asb_json_skip(doc, i);
+        return i < doc->count ? i : -1;
+    }
+    return -1;
+}
+
+ASB_API int asb_json_find(const asb_json_doc *doc, int from, const char *path) {
+    /* A segment is at most a label key (253 + 1 + 63 bytes); longer ones
+       cannot name a Kubernetes field, so they simply do not match. */
+    char seg[384];
+    const char *p = path;
+    int cur = from;
+    if (!asb__json_valid_index(doc, from) || !path) return -1;
+    if (!*p) return cur;
+    for (;;) {
+        size_t sl = 0;
+        int bracket = 0;
+        if (*p == '[') {
+            bracket = 1;
+            p++;
+            while (*p && *p != ']') {
+                if (sl >= sizeof seg) return -1;
+                seg[sl++] = *p++;
+            }
+            if (*p != ']') return -1;
+            p++;
+        } else {
+            while (*p && *p != '.' && *p != '[') {
+                if (*p == '\\' && (p[1] == '.' || p[1] == '\\' || p[1] == '['))
+                    p++;
+                if (sl >= sizeof seg) return -1;
+                seg[sl++] = *p++;
+            }
+        }
+        cur = asb__json_step(doc, cur, seg, sl, bracket);
+        if (cur < 0) return -1;
+        if (!*p) return cur;
+        if (*p == '.') {
+            p++;
+            if (!*p) return -1;
+        }
+    }
+}
+
+ASB_API asb_json_iter asb_json_iter_begin(const asb_json_doc *doc, int tok) {
+    asb_json_iter it;
+    it.next = tok + 1;
+    it.remaining = 0;
+    it.is_object = 0;
+    if (asb__json_valid_index(doc, tok) &&
+        (doc->toks[tok].type == ASB_JSON_OBJECT ||
+         doc->toks[tok].type == ASB_JSON_ARRAY)) {
+        it.remaining = doc->toks[tok].size;
+        it.is_object = doc->toks[tok].type == ASB_JSON_OBJECT;
+    }
+    return it;
+}
+
+ASB_API int asb_json_iter_next(const asb_json_doc *doc, asb_json_iter *it,
+                               int *key, int *value) {
+    int k = -1, v;
+    if (it->remaining <= 0 || !asb__json_valid_index(doc, it->next)) return 0;
+    v = it->next;
+    if (it->is_object) {
+        if (v + 1 >= doc->count) return 0;
+        k = v; /* a member: the key, then its value */
+        v = v + 1;
+    }
+    it->next = asb_json_skip(doc, v);
+    it->remaining--;
+    if (key) *key = k;
+    if (value) *value = v;
+    return 1;
+}
+
+/* -- typed getters ---------------------------------------------------------- */
+
+/* Decodes a string token, calling `emit` per run of bytes; shared by the
+   buffer and asb_buf getters so both unescape identically. */
+typedef asb_result (*asb__emit_fn)(void *ctx, const unsigned char *b, size_t n);
+
+static asb_result asb__json_decode_string(const asb_json_doc *doc, int tok,
+                                          asb__emit_fn emit, void *ctx) {
+    const asb_json_tok *t;
+    const unsigned char *raw;
+    size_t i, end;
+    if (!asb__json_valid_index(doc, tok)) return ASB_ERR_INVALID_ARGUMENT;
+    t = &doc->toks[tok];
+    if (t->type != ASB_JSON_STRING) return ASB_ERR_JSON_TYPE;
+    raw = (const unsigned char *)doc->js;
+    i = (size_t)t->start;
+    end = (size_t)t->end;
+    while (i < end) {
+        const unsigned char *bs = (const unsigned char *)memchr(raw + i, '\\', end - i);
+        size_t run = bs ? (size_t)(bs - (raw + i)) : end - i;
+        asb_result r;
+        if (run) {
+            r = emit(ctx, raw + i, run);
+            if (r != ASB_OK) return r;
+            i += run;
+        }
+        if (i < end) {
+            unsigned char u[4];
+            int k = asb__json_decode_char(raw, end, &i, u);
+            if (k == 0) return ASB_ERR_JSON_INVALID; /* unpaired surrogate */
+            r = emit(ctx, u, (size_t)k);
+            if (r != ASB_OK) return r;
+        }
+    }
+    return ASB_OK;
+}
+
+typedef struct asb__fixed_out {
+    char *out;
+    size_t cap, len;
+} asb__fixed_out;
+
+static asb_result asb__emit_fixed(void *ctx, const unsigned char *b, size_t n) {
+    asb__fixed_out *f = (asb__fixed_out *)ctx;
+    if (f->cap && f->len < f->cap - 1) {
+        size_t room = f->cap - 1 - f->len;
+        memcpy(f->out + f->len, b, n < room ? n : room);
+    }
+    f->len += n; /* keep counting so the caller learns the size needed */
+    return ASB_OK;
+}
+
+static asb_result asb__emit_buf(void *ctx, const unsigned char *b, size_t n) {
+    return asb_buf_append((asb_buf *)ctx, b, n);
+}
+
+ASB_API asb_result asb_json_get_string(const asb_json_doc *doc, int tok,
+                                       char *out, size_t cap, size_t *out_len) {
+    asb__fixed_out f;
+    asb_result r;
+    f.out = out;
+    f.cap = out ? cap : 0;
+    f.len = 0;
+    r = asb__json_decode_string(doc, tok, asb__emit_fixed, &f);
+    if (r != ASB_OK) {
+        if (out && cap) out[0] = '\0';
+        return r;
+    }
+    if (out_len) *out_len = f.len;
+    if (f.len >= f.cap) {
+        if (out && cap) out[cap - 1] = '\0';
+        return ASB_ERR_TOO_LARGE;
+    }
+    out[f.len] = '\0';
+    return ASB_OK;
+}
+
+ASB_API asb_result asb_json_append_string(const asb_json_doc *doc, int tok,
+                                          asb_buf *out) {
+    size_t before = out->len;
+    asb_result r = asb__json_decode_string(doc, tok, asb__emit_buf, out);
+    if (r == ASB_OK) r = asb_buf_reserve(out, 0); /* NUL even when empty */
+    if (r != ASB_OK) {
+        out->len = before; /* all or nothing */
+        if (out->ptr) out->ptr[before] = '\0';
+        return r;
+    }
+    out->ptr[out->len] = '\0';
+    return ASB_OK;
+}
+
+/* A number token's text, or NULL. */
+static const char *asb__json_number(const asb_json_doc *doc, int tok,
+                                    size_t *len) {
+    const asb_json_tok *t;
+    char c;
+    if (!asb__json_valid_index(doc, tok)) return NULL;
+    t = &doc->toks[tok];
+    if (t->type != ASB_JSON_PRIMITIVE) return NULL;
+    c = doc->js[t->start];
+    if (c != '-' && (c < '0' || c > '9')) return NULL;
+    *len = (size_t)(t->end - t->start);
+    return doc->js + t->start;
+}
+
+ASB_API asb_result asb_json_get_int64(const asb_json_doc *doc, int tok,
+                                      int64_t *out) {
+    size_t len = 0, i = 0;
+    const char *s;
+    int neg;
+    uint64_t v = 0, limit;
+    if (!asb__json_valid_index(doc, tok)) return ASB_ERR_INVALID_ARGUMENT;
+    s = asb__json_number(doc, tok, &len);
+    if (!s) return ASB_ERR_JSON_TYPE;
+    neg = s[0] == '-';
+    if (neg) i++;
+    limit = neg ? (uint64_t)INT64_MAX + 1u : (uint64_t)INT64_MAX;
+    for (; i < len; i++) {
+        unsigned d;
+        if (s[i] < '0' || s[i] > '9') return ASB_ERR_JSON_TYPE; /* . e E */
+        d = (unsigned)(s[i] - '0');
+        if (v > (limit - d) / 10) return ASB_ERR_JSON_RANGE;
+        v = v * 10 + d;
+    }
+    if (neg)
+        *out = v == (uint64_t)INT64_MAX + 1u ? INT64_MIN : -(int64_t)v;
+    else
+        *out = (int64_t)v;
+    return ASB_OK;
+}
+
+ASB_API asb_result asb_json_get_double(const asb_json_doc *doc, int tok,
+                                       double *out) {
+    size_t len = 0, i, o = 0, dplen;
+    const char *s, *dp;
+    char small[64], *tmp = small, *endp = NULL;
+    double v;
+    if (!asb__json_valid_index(doc, tok)) return ASB_ERR_INVALID_ARGUMENT;
+    s = asb__json_number(doc, tok, &len);
+    if (!s) return ASB_ERR_JSON_TYPE;
+    /* strtod follows LC_NUMERIC; JSON always uses '.', so translate to the
+       current locale's decimal point rather than change the locale, which
+       would race with other threads. */
+    dp = localeconv()->decimal_point;
+    dplen = dp && *dp ? strlen(dp) : 1;
+    if (len + dplen + 1 > sizeof small) {
+        tmp = (char *)doc->alloc.alloc_fn(len + dplen + 1, doc->alloc.user_data);
+        if (!tmp) return ASB_ERR_OUT_OF_MEMORY;
+    }
+    for (i = 0; i < len; i++) {
+        if (s[i] == '.') {
+            memcpy(tmp + o, dp && *dp ? dp : ".", dplen);
+            o += dplen;
+        } else {
+            tmp[o++] = s[i];
+        }
+    }
+    tmp[o] = '\0';
+    errno = 0;
+    v = strtod(tmp, &endp);
+    {
+        int overflow = errno == ERANGE && (v == HUGE_VAL || v == -HUGE_VAL);
+        int complete = endp == tmp + o;
+        if (tmp != small) doc->alloc.free_fn(tmp, doc->alloc.user_data);
+        if (!complete) return ASB_ERR_JSON_TYPE;
+        if (overflow) return ASB_ERR_JSON_RANGE;
+    }
+    *out = v; /* underflow to 0 or a subnormal is the nearest double: fine */
+    return ASB_OK;
+}
+
+ASB_API asb_result asb_json_get_bool(const asb_json_doc *doc, int tok,
+                                     int *out) {
+    char c;
+    if (!asb__json_valid_index(doc, tok)) return ASB_ERR_INVALID_ARGUMENT;
+    if (doc->toks[tok].type != ASB_JSON_PRIMITIVE) return ASB_ERR_JSON_TYPE;
+    c = doc->js[doc->toks[tok].start];
+    if (c != 't' && c != 'f') return ASB_ERR_JSON_TYPE;
+    *out = c == 't';
+    return ASB_OK;
+}
+
+ASB_API int asb_json_is_null(const asb_json_doc *doc, int tok) {
+    return asb__json_valid_index(doc, tok) &&
+           doc->toks[tok].type == ASB_JSON_PRIMITIVE &&
+           doc->js[doc->toks[tok].start] == 'n';
+}
+
+/* -- writer ----------------------------------------------------------------- */
+
+enum { ASB__W_OBJ = 1, ASB__W_COMMA = 2, ASB__W_KEYED = 4 };
+#define ASB__W_MAX_DEPTH ((int)sizeof(((asb_json_writer *)0)->stack) - 1)
+
+ASB_API void asb_json_writer_init(asb_json_writer *w, asb_buf *out) {
+    memset(w, 0, sizeof *w);
+    w->out = out;
+    if (!out) w->err = ASB_ERR_INVALID_ARGUMENT;
+}
+
+static void asb__w_set(asb_json_writer *w, asb_result r) {
+    if (w->err == ASB_OK && r != ASB_OK) w->err = r;
+}
+
+static void asb__w_put(asb_json_writer *w, const char *s, size_t n) {
+    if (w->err == ASB_OK) asb__w_set(w, asb_buf_append(w->out, s, n));
+}
+
+/* Checks that a value may come here and writes the comma before it. */
+static int asb__w_before_value(asb_json_writer *w) {
+    unsigned char *f;
+    if (w->err != ASB_OK) return 0;
+    f = &w->stack[w->depth];
+    if (w->depth == 0) {
+        if (*f & ASB__W_COMMA) { /* a second top-level value */
+            w->err = ASB_ERR_INVALID_ARGUMENT;
+            return 0;
+        }
+        *f |= ASB__W_COMMA;
+    } else if (*f & ASB__W_OBJ) {
+        if (!(*f & ASB__W_KEYED)) { /* a member needs its key first */
+            w->err = ASB_ERR_INVALID_ARGUMENT;
+            return 0;
+        }
+        *f &= (unsigned char)~ASB__W_KEYED;
+    } else {
+        if (*f & ASB__W_COMMA) asb__w_put(w, ",", 1);
+        *f |= ASB__W_COMMA;
+    }
+    return w->err == ASB_OK;
+}
+
+static void asb__w_string(asb_json_writer *w, const char *s, size_t len) {
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, run = 0;
+    if (!s && len) {
+        w->err = ASB_ERR_INVALID_ARGUMENT;
+        return;
+    }
+    asb__w_put(w, "\"", 1);
+    while (i < len && w->err == ASB_OK) {
+        unsigned char c = u[i];
+        char esc[6];
+        size_t elen = 0;
+        int l;
+        if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+            i++;
+            run++;
+            continue;
+        }
+        if (run) asb__w_put(w, s + i - run, run);
+        run = 0;
+        if (c >= 0x80) {
+            l = asb__utf8_seq(u + i, len - i);
+            if (l > 0) {
+                asb__w_put(w, s + i, (size_t)l);
+                i += (size_t)l;
+                continue;
+            }
+            if (!w->replace_invalid_utf8) {
+                w->err = ASB_ERR_INVALID_ARGUMENT;
+                return;
+            }
+            asb__w_put(w, "\xEF\xBF\xBD", 3); /* U+FFFD */
+            i++;
+            continue;
+        }
+        esc[0] = '\\';
+        switch (c) {
+        case '"': esc[1] = '"'; elen = 2; break;
+        case '\\': esc[1] = '\\'; elen = 2; break;
+        case '\b': esc[1] = 'b'; elen = 2; break;
+        case '\f': esc[1] = 'f'; elen = 2; break;
+        case '\n': esc[1] = 'n'; elen = 2; break;
+        case '\r': esc[1] = 'r'; elen = 2; break;
+        case '\t': esc[1] = 't'; elen = 2; break;
+        default:
+            esc[1] = 'u';
+            esc[2] = '0';
+            esc[3] = '0';
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            elen = 6;
+        }
+        asb__w_put(w, esc, elen);
+        i++;
+    }
+    if (run) asb__w_put(w, s + i - run, run);
+    asb__w_put(w, "\"", 1);
+}
+
+static void asb__w_open(asb_json_writer *w, unsigned char kind, char c) {
+    if (!asb__w_before_value(w)) return;
+    if (w->depth >= ASB__W_MAX_DEPTH) {
+        w->err = ASB_ERR_TOO_LARGE;
+        return;
+    }
+    w->stack[++w->depth] = kind;
+    asb__w_put(w, &c, 1);
+}
+
+static void asb__w_close(asb_json_writer *w, unsigned char kind, char c) {
+    unsigned char f;
+    if (w->err != ASB_OK) return;
+    f = w->stack[w->depth];
+    if (w->depth == 0 || (f & ASB__W_OBJ) != kind || (f & ASB__W_KEYED)) {
+        w->err = ASB_ERR_INVALID_ARGUMENT;
+        return;
+    }
+    w->depth--;
+    asb__w_put(w, &c, 1);
+}
+
+ASB_API void asb_json_object_begin(asb_json_writer *w) { asb__w_open(w, ASB__W_OBJ, '{'); }
+ASB_API void asb_json_object_end(asb_json_writer *w) { asb__w_close(w, ASB__W_OBJ, '}'); }
+ASB_API void asb_json_array_begin(asb_json_writer *w) { asb__w_open(w, 0, '['); }
+ASB_API void asb_json_array_end(asb_json_writer *w) { asb__w_close(w, 0, ']'); }
+
+ASB_API void asb_json_key_n(asb_json_writer *w, const char *key, size_t len) {
+    unsigned char *f;
+    if (w->err != ASB_OK) return;
+    f = &w->stack[w->depth];
+    if (w->depth == 0 || !(*f & ASB__W_OBJ) || (*f & ASB__W_KEYED)) {
+        w->err = ASB_ERR_INVALID_ARGUMENT;
+        return;
+    }
+    if (*f & ASB__W_COMMA) asb__w_put(w, ",", 1);
+    *f |= ASB__W_COMMA | ASB__W_KEYED;
+    asb__w_string(w, key, len);
+    asb__w_put(w, ":", 1);
+}
+
+ASB_API void asb_json_key(asb_json_writer *w, const char *key) {
+    if (!key) {
+        asb__w_set(w, ASB_ERR_INVALID_ARGUMENT);
+        return;
+    }
+    asb_json_key_n(w, key, strlen(key));
+}
+
+ASB_API void asb_json_string_n(asb_json_writer *w, const char *s, size_t len) {
+    if (asb__w_before_value(w)) asb__w_string(w, s, len);
+}
+
+ASB_API void asb_json_string(asb_json_writer *w, const char *s) {
+    if (!s) {
+        asb__w_set(w, ASB_ERR_INVALID_ARGUMENT);
+        return;
+    }
+    asb_json_string_n(w, s, strlen(s));
+}
+
+ASB_API void asb_json_int64(asb_json_writer *w, int64_t v) {
+    char tmp[24];
+    int n;
+    if (!asb__w_before_value(w)) return;
+    n = snprintf(tmp, sizeof tmp, "%lld", (long long)v);
+    asb__w_put(w, tmp, (size_t)n);
+}
+
+ASB_API void asb_json_double(asb_json_writer *w, double v) {
+    char tmp[40];
+    const char *dp;
+    int prec, n = 0;
+    size_t dplen;
+    if (v != v || v > DBL_MAX || v < -DBL_MAX) {
+        asb__w_set(w, ASB_ERR_INVALID_ARGUMENT);
+        return;
+    }
+    if (!asb__w_before_value(w)) return;
+    /* the shortest of %.15g..%.17g that reads back exactly */
+    for (prec = 15; prec <= 17; prec++) {
+        n = snprintf(tmp, sizeof tmp, "%.*g", prec, v);
+        if (strtod(tmp, NULL) == v) break;
+    }
+    /* undo the locale's decimal point: JSON wants '.' */
+    dp = localeconv()->decimal_point;
+    dplen = dp ? strlen(dp) : 0;
+    if (dplen && !(dplen == 1 && dp[0] == '.')) {
+        char *at = strstr(tmp, dp);
+        if (at) {
+            *at = '.';
+            memmove(at + 1, at + dplen, strlen(at + dplen) + 1);
+            n = (int)strlen(tmp);
+        }
+    }
+    asb__w_put(w, tmp, (size_t)n);
+}
+
+ASB_API void asb_json_bool(asb_json_writer *w, int v) {
+    if (asb__w_before_value(w)) asb__w_put(w, v ? "true" : "false", v ? 4u : 5u);
+}
+
+ASB_API void asb_json_null(asb_json_writer *w) {
+    if (asb__w_before_value(w)) asb__w_put(w, "null", 4);
+}
+
+ASB_API asb_result asb_json_writer_finish(asb_json_writer *w) {
+    if (w->err != ASB_OK) return w->err;
+    if (w->depth != 0 || !(w->stack[0] & ASB__W_COMMA))
+        return ASB_ERR_INVALID_ARGUMENT; /* unclosed, or nothing written */
+    return ASB_OK;
+}
+
+/* >>rules ===================================================================
+   The SDK's client-side rules (PROTOCOL §6) and the encodings they need. */
+
+ASB_API asb_result asb_path_normalize(const char *path, size_t len, char *out,
+                                      size_t cap, size_t *out_len,
+                                      asb_error *err) {
+    char q[80];
+    size_t i, b, e, o = 0;
+    int absolute;
+    if (!path || (!out && cap))
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "path: NULL argument");
+    /* Control bytes first: a NUL would truncate the path at the server's
+       syscall after our checks had looked at the whole string. */
+    for (i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)path[i];
+        if (c < 0x20 || c == 0x7f) {
+            asb__quote(q, sizeof q, path, len, 48);
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "path \"%s\" contains control character 0x%02x at "
+                             "byte %zu",
+                             q, c, i);
+        }
+    }
+    b = 0;
+    e = len;
+    while (b < e && path[b] == ' ') b++;
+    while (e > b && path[e - 1] == ' ') e--;
+    asb__quote(q, sizeof q, path, len, 48);
+    if (b == e)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "path is empty");
+    if (path[e - 1] == '/')
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "path \"%s\" ends in '/' and does not name a file", q);
+    absolute = path[b] == '/';
+    /* Lexical normalisation, segment by segment, writing into out as a
+       stack of segments joined by '/'. */
+    i = b;
+    while (i < e) {
+        size_t s0, sl;
+        while (i < e && path[i] == '/') i++;
+        s0 = i;
+        while (i < e && path[i] != '/') i++;
+        sl = i - s0;
+        if (sl == 0 || (sl == 1 && path[s0] == '.')) continue;
+        if (sl == 2 && path[s0] == '.' && path[s0 + 1] == '.') {
+            int top_is_dotdot = o >= 2 && out[o - 1] == '.' &&
+                                out[o - 2] == '.' &&
+                                (o == 2 || out[o - 3] == '/');
+            if (o > 0 && !top_is_dotdot) {
+                while (o > 0 && out[o - 1] != '/') o--; /* pop a segment */
+                if (o > 0) o--;
+                continue;
+            }
+            if (absolute) continue; /* ".." at the root stays at the root */
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "path \"%s\" escapes the base directory with '..'",
+                             q);
+        }
+        if (o + (o ? 1 : 0) + sl + 1 > cap)
+            return asb__fail(err, ASB_ERR_TOO_LARGE,
+                             "path \"%s\" does not fit in %zu bytes", q, cap);
+        if (o) out[o++] = '/';
+        memcpy(out + o, path + s0, sl);
+        o += sl;
+    }
+    if (o == 0)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "path \"%s\" names the base directory, not a file", q);
+    out[o] = '\0';
+    if (out_len) *out_len = o;
+    return ASB_OK;
+}
+
+static int asb__is_alnum(unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c >= '0' && c <= '9');
+}
+static int asb__is_lower_alnum(unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+/* `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`, at most 63 bytes: a label name
+   or a non-empty label value. Returns a description of the first problem,
+   or NULL. */
+static const char *asb__label_name_problem(const char *s, size_t len) {
+    size_t i;
+    if (len > 63) return "is longer than 63 characters";
+    if (!asb__is_alnum((unsigned char)s[0]) ||
+        !asb__is_alnum((unsigned char)s[len - 1]))
+        return "must begin and end with a letter or digit";
+    for (i = 1; i + 1 < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!asb__is_alnum(c) && c != '-' && c != '_' && c != '.')
+            return "may contain only letters, digits, '-', '_' and '.'";
+    }
+    return NULL;
+}
+
+ASB_API asb_result asb_label_validate_key(const char *key, size_t len,
+                                          asb_error *err) {
+    char q[96];
+    const char *slash, *why;
+    size_t plen, i;
+    if (!key) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "label key is NULL");
+    asb__quote(q, sizeof q, key, len, 64);
+    if (len == 0)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "label key is empty");
+    slash = (const char *)memchr(key, '/', len);
+    if (slash) {
+        plen = (size_t)(slash - key);
+        if (plen == 0)
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "label key \"%s\": prefix before '/' is empty", q);
+        if (plen > 253)
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "label key \"%s\": prefix is longer than 253 "
+                             "characters",
+                             q);
+        if (!asb__is_lower_alnum((unsigned char)key[0]) ||
+            !asb__is_lower_alnum((unsigned char)key[plen - 1]))
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "label key \"%s\": prefix must be a DNS subdomain "
+                             "(begin and end with a lowercase letter or digit)",
+                             q);
+        for (i = 0; i < plen; i++) {
+            unsigned char c = (unsigned char)key[i];
+            if (!asb__is_lower_alnum(c) && c != '-' && c != '.')
+                return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                                 "label key \"%s\": prefix must be a DNS "
+                                 "subdomain (lowercase letters, digits, '-', "
+                                 "'.')",
+                                 q);
+        }
+        key = slash + 1;
+        len -= plen + 1;
+        if (len == 0)
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "label key \"%s\": name after '/' is empty", q);
+    }
+    why = asb__label_name_problem(key, len);
+    if (why)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "label key \"%s\": name %s", q, why);
+    return ASB_OK;
+}
+
+ASB_API asb_result asb_label_validate_value(const char *value, size_t len,
+                                            asb_error *err) {
+    char q[96];
+    const char *why;
+    if (!value)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "label value is NULL");
+    if (len == 0) return ASB_OK;
+    why = asb__label_name_problem(value, len);
+    if (why) {
+        asb__quote(q, sizeof q, value, len, 64);
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "label value \"%s\" %s",
+                         q, why);
+    }
+    return ASB_OK;
+}
+
+ASB_API asb_result asb_labels_validate(const asb_label *labels, size_t count,
+                                       asb_error *err) {
+    size_t i;
+    if (!labels && count)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "labels: NULL array");
+    for (i = 0; i < count; i++) {
+        asb_result r;
+        if (!labels[i].key || !labels[i].value)
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "label %zu has a NULL key or value", i);
+        r = asb_label_validate_key(labels[i].key, strlen(labels[i].key), err);
+        if (r != ASB_OK) return r;
+        r = asb_label_validate_value(labels[i].value, strlen(labels[i].value),
+                                     err);
+        if (r != ASB_OK) {
+            if (err) {
+                /* say whose value it was */
+                char q[96], m[ASB_ERROR_MESSAGE_SIZE];
+                asb__quote(q, sizeof q, labels[i].key, strlen(labels[i].key), 64);
+                memcpy(m, err->message, sizeof m);
+                snprintf(err->message, sizeof err->message, "%.380s (key \"%s\")",
+                         m, q);
+            }
+            return r;
+        }
+    }
+    return ASB_OK;
+}
+
+ASB_API asb_result asb_dns_label_validate(const char *name, size_t len,
+                                          asb_error *err) {
+    char q[96];
+    size_t i;
+    if (!name) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "name is NULL");
+    asb__quote(q, sizeof q, name, len, 64);
+    if (len == 0) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "name is empty");
+    if (len > 63)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "name \"%s\" is longer than 63 characters", q);
+    for (i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (!asb__is_lower_alnum(c) && !(c == '-' && i > 0 && i + 1 < len))
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "name \"%s\" is not a DNS-1123 label (lowercase "
+                             "letters, digits and inner '-')",
+                             q);
+    }
+    return ASB_OK;
+}
+
+ASB_API asb_result asb_claim_name_generate(char out[ASB_CLAIM_NAME_SIZE],
+                                           asb_error *err) {
+    static const char hex[] = "0123456789abcdef";
+    unsigned char rnd[4];
+    int i;
+    if (asb__random_bytes(rnd, sizeof rnd) != ASB_OK)
+        return asb__fail(err, ASB_ERR_IO,
+                         "claim name: the OS random source failed (errno %d)",
+                         errno);
+    memcpy(out, "sandbox-claim-", 14);
+    for (i = 0; i < 4; i++) {
+        out[14 + 2 * i] = hex[rnd[i] >> 4];
+        out[15 + 2 * i] = hex[rnd[i] & 15];
+    }
+    out[22] = '\0';
+    return ASB_OK;
+}
+
+/* -- time ------------------------------------------------------------------- */
+
+/* Proleptic Gregorian calendar arithmetic on day numbers (day 0 is
+   1970-01-01), by eras of 400 years; no timegm(), which is not standard C
+   and depends on the TZ environment on some libcs. */
+static int64_t asb__days_from_civil(int64_t y, int m, int d) {
+    int64_t era, yoe, doy, doe;
+    y -= m <= 2;
+    era = (y >= 0 ? y : y - 399) / 400;
+    yoe = y - era * 400;
+    doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static void asb__civil_from_days(int64_t z, int64_t *y, int *m, int *d) {
+    int64_t era, doe, yoe, doy, mp;
+    z += 719468;
+    era = (z >= 0 ? z : z - 146096) / 146097;
+    doe = z - era * 146097;
+    yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    mp = (5 * doy + 2) / 153;
+    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
+    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
+    *y = yoe + era * 400 + (*m <= 2);
+}
+
+#define ASB__TIME_MIN ((int64_t)-62167219200LL) /* 0000-01-01T00:00:00Z */
+#define ASB__TIME_MAX ((int64_t)253402300799LL) /* 9999-12-31T23:59:59Z */
+
+ASB_API asb_result asb_time_format_rfc3339(int64_t t, char out[ASB_TIME_SIZE]) {
+    int64_t days, secs, y;
+    int m, d;
+    if (t < ASB__TIME_MIN || t > ASB__TIME_MAX) return ASB_ERR_INVALID_ARGUMENT;
+    days = t >= 0 ? t / 86400 : -((-t + 86399) / 86400);
+    secs = t - days * 86400;
+    asb__civil_from_days(days, &y, &m, &d);
+    {
+        /* fixed layout, so place the digits directly */
+        int f[6], w[6] = {4, 2, 2, 2, 2, 2}, k, j, o = 0;
+        static const char sep[6] = {'-', '-', 'T', ':', ':', 'Z'};
+        f[0] = (int)y;
+        f[1] = m;
+        f[2] = d;
+        f[3] = (int)(secs / 3600);
+        f[4] = (int)(secs / 60 % 60);
+        f[5] = (int)(secs % 60);
+        for (k = 0; k < 6; k++) {
+            for (j = w[k] - 1; j >= 0; j--) {
+                out[o + j] = (char)('0' + f[k] % 10);
+                f[k] /= 10;
+            }
+            o += w[k];
+            out[o++] = sep[k];
+        }
+        out[o] = '\0';
+    }
+    return ASB_OK;
+}
+
+ASB_API asb_result asb_shutdown_time_from_ttl(int64_t now, int64_t ttl_seconds,
+                                              char out[ASB_TIME_SIZE],
+                                              asb_error *err) {
+    if (ttl_seconds <= 0)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "shutdown_after_seconds must be a positive number of "
+                         "seconds (got %lld)",
+                         (long long)ttl_seconds);
+    if (now < ASB__TIME_MIN || now > ASB__TIME_MAX ||
+        ttl_seconds > ASB__TIME_MAX - now)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "shutdown_after_seconds %lld overflows the clock "
+                         "(past year 9999)",
+                         (long long)ttl_seconds);
+    return asb_time_format_rfc3339(now + ttl_seconds, out);
+}
+
+/* Reads exactly n decimal digits. */
+static int asb__digits(const char *s, int n, int *out) {
+    int v = 0, i;
+    for (i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return 1;
+}
+
+ASB_API asb_result asb_time_parse_rfc3339(const char *s, size_t len,
+                                          int64_t *out, asb_error *err) {
+    static const int mdays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int y, mo, d, h, mi, sec, oh = 0, om = 0, maxd;
+    size_t i = 19;
+    int64_t t;
+    char q[80];
+    if (!s) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "time: NULL");
+    asb__quote(q, sizeof q, s, len, 40);
+    if (len < 20 || !asb__digits(s, 4, &y) || s[4] != '-' ||
+        !asb__digits(s + 5, 2, &mo) || s[7] != '-' ||
+        !asb__digits(s + 8, 2, &d) ||
+        (s[10] != 'T' && s[10] != 't' && s[10] != ' ') ||
+        !asb__digits(s + 11, 2, &h) || s[13] != ':' ||
+        !asb__digits(s + 14, 2, &mi) || s[16] != ':' ||
+        !asb__digits(s + 17, 2, &sec))
+        goto bad;
+    if (mo < 1 || mo > 12 || h > 23 || mi > 59 || sec > 60) goto bad;
+    maxd = mdays[mo - 1] +
+           (mo == 2 && (y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)));
+    if (d < 1 || d > maxd) goto bad;
+    if (s[i] == '.') {
+        size_t f = ++i;
+        while (i < len && s[i] >= '0' && s[i] <= '9') i++;
+        if (i == f) goto bad;
+    }
+    if (i >= len) goto bad;
+    if (s[i] == 'Z' || s[i] == 'z') {
+        i++;
+    } else if (s[i] == '+' || s[i] == '-') {
+        if (i + 6 > len || !asb__digits(s + i + 1, 2, &oh) || s[i + 3] != ':' ||
+            !asb__digits(s + i + 4, 2, &om) || oh > 23 || om > 59)
+            goto bad;
+        if (s[i] == '-') {
+            oh = -oh;
+            om = -om;
+        }
+        i += 6;
+    } else {
+        goto bad;
+    }
+    if (i != len) goto bad;
+    t = asb__days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec;
+    *out = t - (int64_t)oh * 3600 - (int64_t)om * 60;
+    return ASB_OK;
+bad:
+    return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                     "time \"%s\" is not an RFC 3339 date-time", q);
+}
+
+/* -- encodings -------------------------------------------------------------- */
+
+ASB_API asb_result asb_percent_encode_segment(const char *s, size_t len,
+                                              asb_buf *out) {
+    static const char hex[] = "0123456789ABCDEF";
+    size_t i;
+    asb_result r;
+    if (!s && len) return ASB_ERR_INVALID_ARGUMENT;
+    if ((len == 1 && s[0] == '.') || (len == 2 && s[0] == '.' && s[1] == '.'))
+        return asb_buf_append(out, "%2E%2E", 3 * len);
+    r = asb_buf_reserve(out, len * 3);
+    if (r != ASB_OK) return r;
+    for (i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (asb__is_alnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+            out->ptr[out->len++] = (char)c;
+        } else {
+            out->ptr[out->len++] = '%';
+            out->ptr[out->len++] = hex[c >> 4];
+            out->ptr[out->len++] = hex[c & 15];
+        }
+    }
+    out->ptr[out->len] = '\0';
+    return ASB_OK;
+}
+
+static const char asb__b64[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+ASB_API asb_result asb_base64_encode(const void *data, size_t len,
+                                     asb_buf *out) {
+    const unsigned char *p = (const unsigned char *)data;
+    size_t i;
+    char *o;
+    asb_result r;
+    if (!data && len) return ASB_ERR_INVALID_ARGUMENT;
+    if (len / 3 >= SIZE_MAX / 4 - 1) return ASB_ERR_OUT_OF_MEMORY;
+    r = asb_buf_reserve(out, (len + 2) / 3 * 4);
+    if (r != ASB_OK) return r;
+    o = out->ptr + out->len;
+    for (i = 0; i + 2 < len; i += 3) {
+        unsigned long v = (unsigned long)p[i] << 16 | (unsigned long)p[i + 1] << 8 | p[i + 2];
+        *o++ = asb__b64[v >> 18];
+        *o++ = asb__b64[(v >> 12) & 63];
+        *o++ = asb__b64[(v >> 6) & 63];
+        *o++ = asb__b64[v & 63];
+    }
+    if (i < len) {
+        unsigned long v = (unsigned long)p[i] << 16;
+        if (i + 1 < len) v |= (unsigned long)p[i + 1] << 8;
+        *o++ = asb__b64[v >> 18];
+        *o++ = asb__b64[(v >> 12) & 63];
+        *o++ = i + 1 < len ? asb__b64[(v >> 6) & 63] : '=';
+        *o++ = '=';
+    }
+    out->len = (size_t)(o - out->ptr);
+    *o = '\0';
+    return ASB_OK;
+}
+
+static int asb__b64_value(unsigned char c) {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+}
+
+ASB_API asb_result asb_base64_decode(const char *s, size_t len, asb_buf *out,
+                                     asb_error *err) {
+    size_t i, before = out->len, nq = 0;
+    unsigned long acc = 0;
+    int pad = 0;
+    asb_result r;
+    if (!s && len) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "base64: NULL");
+    r = asb_buf_reserve(out, len / 4 * 3 + 3);
+    if (r != ASB_OK) return asb__fail(err, r, "base64: out of memory");
+    for (i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        int v;
+        if (c == '\r' || c == '\n') continue;
+        if (c == '=') {
+            /* padding only in the last quantum's last one or two places */
+            if (nq < 2) goto bad;
+            pad++;
+            nq++;
+            if (nq == 4) break;
+            continue;
+        }
+        if (pad) goto bad;
+        v = asb__b64_value(c);
+        if (v < 0) goto bad;
+        acc = acc << 6 | (unsigned long)v;
+        if (++nq == 4) {
+            out->ptr[out->len++] = (char)(acc >> 16);
+            out->ptr[out->len++] = (char)(acc >> 8);
+            out->ptr[out->len++] = (char)acc;
+            acc = 0;
+            nq = 0;
+        }
+    }
+    for (i = i < len ? i + 1 : i; i < len; i++) /* only line breaks after '=' */
+        if (s[i] != '\r' && s[i] != '\n') goto bad;
+    if (pad) {
+        if (nq != 4) goto bad;
+        acc <<= 6 * (unsigned)pad; /* the padded places count as zero bits */
+        if (pad == 2) {
+            if (acc & 0xFFFF) goto bad; /* trailing bits must be zero */
+            out->ptr[out->len++] = (char)(acc >> 16);
+        } else {
+            if (acc & 0xFF) goto bad;
+            out->ptr[out->len++] = (char)(acc >> 16);
+            out->ptr[out->len++] = (char)(acc >> 8);
+        }
+    } else if (nq != 0) {
+        goto bad; /* unpadded tail */
+    }
+    out->ptr[out->len] = '\0';
+    return ASB_OK;
+bad:
+    out->len = before;
+    out->ptr[before] = '\0';
+    return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                     "base64: invalid input at byte %zu", i);
+}
+
+/* >>tls =====================================================================
+   The TLS layer arrives with the HTTP client; for now it names its backend. */
+
+ASB_API const char *asb_tls_backend(void) {
+#if ASB_TLS
+    return MBEDTLS_VERSION_STRING_FULL;
+#else
+    return "none";
+#endif
+}
+
+#endif /* ASB__IMPLEMENTATION_DONE */
+#endif /* AGENTSANDBOX_IMPLEMENTATION */
+
+/*
+------------------------------------------------------------------------------
+LICENSE (MIT)
+
+Copyright (c) 2026 The agentsandbox.h authors
+
+Permission is hereby granted, free of charge, to any person obtaining a copy
+of this software and associated documentation files (the "Software"), to deal
+in the Software without restriction, including without limitation the rights
+to use, copy, modify, merge, publish, distribute, sublicense, and/or sell
+copies of the Software, and to permit persons to whom the Software is
+furnished to do so, subject to the following conditions:
+
+The above copyright notice and this permission notice shall be included in
+all copies or substantial portions of the Software.
+
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
+LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
+SOFTWARE.
+------------------------------------------------------------------------------
+*/
