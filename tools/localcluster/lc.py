@@ -1,0 +1,875 @@
+#!/usr/bin/python3
+"""Local Kubernetes control plane with the agent-sandbox controller.
+
+  lc.py up [--agent-sandbox v0.4.6|v0.5.6]   start everything, wait, print KUBECONFIG
+  lc.py down                                 stop what `up` started (by pid), remove state
+  lc.py status                               what runs
+  lc.py podrunner                            (internal) the pod runner daemon
+
+Everything is real and built from Go modules (scripts/build.sh): etcd,
+kube-apiserver, kube-controller-manager, kube-scheduler, kwok (the fake
+kubelet), the agent-sandbox controller and the Go sandbox-router. Every
+listener is on 127.0.0.1 (pods get 127.1.0.x addresses), TLS and RBAC are on.
+
+Environment:
+  AGENTSANDBOX_CACHE   build cache (default ~/.cache/agentsandbox)
+  LC_STATE_DIR         runtime state (default <repo>/build/localcluster)
+  LC_POD_CIDR          pod CIDR, must be loopback (default 127.1.0.0/24)
+  LC_RUNTIME_BIN       runtime server started for each sandbox pod
+                       (default <repo>/build/runtime/agentsandbox-runtime)
+  LC_RUNTIME_PORT      port the runtime listens on in each pod (default 8888)
+"""
+
+import base64
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import yaml
+
+LC = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(LC))
+
+
+def read_versions():
+    v = {}
+    with open(os.path.join(LC, "versions.env")) as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#") and "=" in line:
+                k, val = line.split("=", 1)
+                v[k] = val
+    return v
+
+
+VERSIONS = read_versions()
+CACHE = os.environ.get("AGENTSANDBOX_CACHE") or os.path.expanduser("~/.cache/agentsandbox")
+STATE = os.environ.get("LC_STATE_DIR") or os.path.join(REPO, "build", "localcluster")
+POD_CIDR = os.environ.get("LC_POD_CIDR") or "127.1.0.0/24"
+RUNTIME_BIN = os.environ.get("LC_RUNTIME_BIN") or os.path.join(REPO, "build", "runtime", "agentsandbox-runtime")
+RUNTIME_PORT = int(os.environ.get("LC_RUNTIME_PORT") or "8888")
+NODE_NAME = "kwok-node-0"
+ROUTER_NS = "agent-sandbox-system"
+TEMPLATE = "python-sandbox-template"
+WARMPOOL = "python-sandbox-warmpool"
+SANDBOX_LABEL = "agents.x-k8s.io/sandbox-name-hash"
+
+# Component start order; `down` stops them in reverse.
+COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
+              "kwok", "agent-sandbox-controller", "sandbox-router", "podrunner"]
+
+T0 = time.monotonic()
+
+
+def log(msg):
+    print("lc: [%5.1fs] %s" % (time.monotonic() - T0, msg), flush=True)
+
+
+def die(msg):
+    print("lc: error: " + msg, file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+def p(*parts):
+    return os.path.join(STATE, *parts)
+
+
+def binpath(component):
+    k8s = os.path.join(CACHE, "k8s-" + VERSIONS["K8S_VERSION"])
+    table = {
+        "etcd": os.path.join(CACHE, "etcd-" + VERSIONS["ETCD_VERSION"], "etcd"),
+        "kube-apiserver": os.path.join(k8s, "kube-apiserver"),
+        "kube-controller-manager": os.path.join(k8s, "kube-controller-manager"),
+        "kube-scheduler": os.path.join(k8s, "kube-scheduler"),
+        "kwok": os.path.join(CACHE, "kwok-" + VERSIONS["KWOK_VERSION"], "kwok"),
+        "sandbox-router": os.path.join(CACHE, "agent-sandbox-" + VERSIONS["ROUTER_VERSION"], "sandbox-router"),
+    }
+    return table[component]
+
+
+# ---------------------------------------------------------------- processes
+
+def proc_starttime(pid):
+    """Kernel start time of pid (field 22 of /proc/pid/stat), or None."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            data = f.read()
+        return data[data.rindex(")") + 2:].split()[19]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def write_pidfile(path, pid):
+    with open(path + ".tmp", "w") as f:
+        f.write("%d %s\n" % (pid, proc_starttime(pid)))
+    os.replace(path + ".tmp", path)
+
+
+def read_pidfile(path):
+    """pid if the recorded process still runs (same pid AND start time)."""
+    try:
+        with open(path) as f:
+            pid_s, start = f.read().split()
+        pid = int(pid_s)
+    except (OSError, ValueError):
+        return None
+    st = proc_starttime(pid)
+    if st is None or st != start:
+        return None
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return None
+    except OSError:
+        return None
+    return pid
+
+
+def stop_pid(pid, name, grace=10.0):
+    """SIGTERM the process group led by pid, SIGKILL after grace."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            os.kill(pid, sig)
+        deadline = time.monotonic() + (grace if sig == signal.SIGTERM else 5)
+        while time.monotonic() < deadline:
+            try:
+                wpid, _ = os.waitpid(pid, os.WNOHANG)
+                if wpid == pid:
+                    return
+            except ChildProcessError:
+                pass
+            if proc_starttime(pid) is None:
+                return
+            try:
+                with open("/proc/%d/stat" % pid) as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                        return
+            except OSError:
+                return
+            time.sleep(0.05)
+        if sig == signal.SIGTERM:
+            log("%s (pid %d) ignored SIGTERM for %.0fs, sending SIGKILL" % (name, pid, grace))
+
+
+def start(name, argv, env=None):
+    """Start a daemon in its own session, logging to logs/<name>.log."""
+    os.makedirs(p("logs"), exist_ok=True)
+    os.makedirs(p("pids"), exist_ok=True)
+    out = open(p("logs", name + ".log"), "ab")
+    full_env = dict(os.environ)
+    full_env.pop("KUBECONFIG", None)
+    if env:
+        full_env.update(env)
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                            start_new_session=True, env=full_env, cwd=STATE)
+    out.close()
+    write_pidfile(p("pids", name + ".pid"), proc.pid)
+    with open(p("logs", name + ".cmdline"), "w") as f:
+        f.write(" ".join(argv) + "\n")
+    return proc
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------- PKI
+
+def openssl(*args, stdin=None):
+    r = subprocess.run(["openssl"] + list(args), input=stdin, capture_output=True)
+    if r.returncode != 0:
+        die("openssl %s failed: %s" % (" ".join(args), r.stderr.decode(errors="replace")))
+    return r.stdout
+
+
+def make_key(path):
+    openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path)
+    os.chmod(path, 0o600)
+
+
+def make_cert(name, cn, orgs=(), sans=None, server=False, client=False):
+    """Key + certificate signed by the cluster CA in pki/<name>.{key,crt}."""
+    key, crt, csr = p("pki", name + ".key"), p("pki", name + ".crt"), p("pki", name + ".csr")
+    make_key(key)
+    subj = "".join("/O=" + o for o in orgs) + "/CN=" + cn
+    openssl("req", "-new", "-key", key, "-subj", subj, "-out", csr)
+    usage = []
+    if server:
+        usage.append("serverAuth")
+    if client:
+        usage.append("clientAuth")
+    ext = ["basicConstraints=critical,CA:FALSE",
+           "keyUsage=critical,digitalSignature,keyEncipherment",
+           "extendedKeyUsage=" + ",".join(usage)]
+    if sans:
+        ext.append("subjectAltName=" + ",".join(sans))
+    extfile = p("pki", name + ".ext")
+    with open(extfile, "w") as f:
+        f.write("\n".join(ext) + "\n")
+    openssl("x509", "-req", "-in", csr, "-CA", p("pki", "ca.crt"), "-CAkey", p("pki", "ca.key"),
+            "-CAcreateserial", "-days", "30", "-sha256", "-extfile", extfile, "-out", crt)
+    os.unlink(csr)
+    os.unlink(extfile)
+
+
+def make_pki():
+    os.makedirs(p("pki"), exist_ok=True)
+    make_key(p("pki", "ca.key"))
+    openssl("req", "-x509", "-new", "-key", p("pki", "ca.key"), "-subj", "/CN=agentsandbox-localcluster-ca",
+            "-days", "30", "-sha256", "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature", "-out", p("pki", "ca.crt"))
+    sans = ["DNS:localhost", "DNS:kubernetes", "DNS:kubernetes.default", "DNS:kubernetes.default.svc",
+            "DNS:kubernetes.default.svc.cluster.local", "IP:127.0.0.1", "IP:::1"]
+    make_cert("apiserver", "kube-apiserver", sans=sans, server=True)
+    make_cert("apiserver-kubelet-client", "kube-apiserver-kubelet-client", orgs=["system:masters"], client=True)
+    make_cert("kwok-serving", NODE_NAME, sans=["DNS:localhost", "DNS:" + NODE_NAME, "IP:127.0.0.1"], server=True)
+    make_cert("admin", "lc-admin", orgs=["system:masters"], client=True)
+    make_cert("kube-controller-manager", "system:kube-controller-manager", client=True)
+    make_cert("kube-scheduler", "system:kube-scheduler", client=True)
+    make_cert("kwok", "system:node:" + NODE_NAME, orgs=["system:masters"], client=True)
+    make_cert("agent-sandbox-controller", "system:serviceaccount:%s:agent-sandbox-controller" % ROUTER_NS,
+              orgs=["system:serviceaccounts", "system:serviceaccounts:" + ROUTER_NS], client=True)
+    make_cert("sandbox-router", "system:serviceaccount:%s:sandbox-router" % ROUTER_NS,
+              orgs=["system:serviceaccounts", "system:serviceaccounts:" + ROUTER_NS], client=True)
+    make_cert("podrunner", "lc-podrunner", client=True)
+    make_cert("restricted", "lc-restricted-user", orgs=["lc-restricted"], client=True)
+    # ServiceAccount token signing key.
+    openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", p("pki", "sa.key"))
+    openssl("pkey", "-in", p("pki", "sa.key"), "-pubout", "-out", p("pki", "sa.pub"))
+    for f in os.listdir(p("pki")):
+        if f.endswith(".key"):
+            os.chmod(p("pki", f), 0o600)
+
+
+def b64file(path):
+    with open(path, "rb") as f:
+        return base64.b64encode(f.read()).decode()
+
+
+def write_kubeconfig(path, server, user, embed=True):
+    """user: dict of kubeconfig `user` fields."""
+    cluster = {"server": server}
+    if embed:
+        cluster["certificate-authority-data"] = b64file(p("pki", "ca.crt"))
+    else:
+        cluster["certificate-authority"] = p("pki", "ca.crt")
+    cfg = {
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "agentsandbox-local", "cluster": cluster}],
+        "users": [{"name": os.path.basename(path).replace(".kubeconfig", ""), "user": user}],
+        "contexts": [{"name": "agentsandbox-local", "context": {
+            "cluster": "agentsandbox-local", "user": os.path.basename(path).replace(".kubeconfig", ""),
+            "namespace": "default"}}],
+        "current-context": "agentsandbox-local",
+        "preferences": {},
+    }
+    with open(path, "w") as f:
+        yaml.safe_dump(cfg, f, default_flow_style=False)
+    os.chmod(path, 0o600)
+
+
+def cert_user(name, embed=True):
+    if embed:
+        return {"client-certificate-data": b64file(p("pki", name + ".crt")),
+                "client-key-data": b64file(p("pki", name + ".key"))}
+    return {"client-certificate": p("pki", name + ".crt"), "client-key": p("pki", name + ".key")}
+
+
+# ---------------------------------------------------------------- HTTP checks
+
+def https_get(url, cert="admin", timeout=2.0):
+    ctx = ssl.create_default_context(cafile=p("pki", "ca.crt"))
+    if cert:
+        ctx.load_cert_chain(p("pki", cert + ".crt"), p("pki", cert + ".key"))
+    with urllib.request.urlopen(url, context=ctx, timeout=timeout) as r:
+        return r.status, r.read()
+
+
+def http_get(url, timeout=2.0, insecure_tls=False):
+    ctx = None
+    if insecure_tls:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    with urllib.request.urlopen(url, timeout=timeout, context=ctx) as r:
+        return r.status, r.read()
+
+
+def wait_until(what, fn, timeout, name=None, interval=0.2):
+    """Poll fn() until truthy; fail with the component's log tail."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        if name and read_pidfile(p("pids", name + ".pid")) is None:
+            die("%s exited while waiting for %s; last log lines:\n%s" % (name, what, tail(name)))
+        try:
+            r = fn()
+            if r:
+                return r
+        except Exception as e:  # noqa: BLE001 - any failure means "not yet"
+            last = e
+        time.sleep(interval)
+    die("timed out after %ds waiting for %s (last: %s)%s" % (
+        timeout, what, last, ("\nlast log lines of %s:\n%s" % (name, tail(name))) if name else ""))
+
+
+def tail(name, n=25):
+    try:
+        with open(p("logs", name + ".log"), "rb") as f:
+            lines = f.read().decode(errors="replace").splitlines()
+        return "\n".join("    " + ln for ln in lines[-n:])
+    except OSError:
+        return "    (no log)"
+
+
+def kubectl(*args, kubeconfig=None, stdin=None, check=True, timeout=120):
+    env = dict(os.environ)
+    env["KUBECONFIG"] = kubeconfig or p("kubeconfig", "admin.kubeconfig")
+    r = subprocess.run(["kubectl"] + list(args), input=stdin, capture_output=True, env=env, timeout=timeout)
+    if check and r.returncode != 0:
+        die("kubectl %s failed (%d): %s" % (" ".join(args), r.returncode,
+                                            (r.stderr or r.stdout).decode(errors="replace")))
+    return r
+
+
+def apply_docs(docs, server_side=False):
+    data = yaml.safe_dump_all(docs, default_flow_style=False).encode()
+    args = ["apply", "-f", "-"]
+    if server_side:
+        args += ["--server-side", "--force-conflicts", "--field-manager=agentsandbox-localcluster"]
+    kubectl(*args, stdin=data)
+
+
+def load_yaml_docs(path):
+    with open(path) as f:
+        return [d for d in yaml.safe_load_all(f) if d]
+
+
+# ---------------------------------------------------------------- up
+
+def cmd_up(version):
+    if version not in (VERSIONS["AGENT_SANDBOX_V04"], VERSIONS["AGENT_SANDBOX_V05"]):
+        die("AGENT_SANDBOX must be %s or %s, not %r" % (VERSIONS["AGENT_SANDBOX_V04"],
+                                                        VERSIONS["AGENT_SANDBOX_V05"], version))
+    net = ipaddress.ip_network(POD_CIDR)
+    if not net.is_loopback:
+        die("LC_POD_CIDR %s is not a loopback range" % POD_CIDR)
+    running = [c for c in COMPONENTS if read_pidfile(p("pids", c + ".pid"))]
+    if running:
+        die("a cluster is already running from %s (%s); run `make cluster-down` first" % (STATE, ", ".join(running)))
+    asb = os.path.join(CACHE, "agent-sandbox-" + version)
+    need = [binpath(c) for c in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
+                                 "kwok", "sandbox-router")]
+    need += [os.path.join(asb, "agent-sandbox-controller"), os.path.join(asb, "crds")]
+    missing = [n for n in need if not os.path.exists(n)]
+    if missing:
+        die("missing build outputs (run `make cluster-build`): " + ", ".join(missing))
+    if not os.access(RUNTIME_BIN, os.X_OK):
+        die("runtime server %s is missing (build it: make build/runtime/agentsandbox-runtime, "
+            "or point LC_RUNTIME_BIN at one)" % RUNTIME_BIN)
+    if shutil.which("kubectl") is None:
+        die("kubectl is not on PATH")
+
+    shutil.rmtree(STATE, ignore_errors=True)
+    for d in ("pki", "kubeconfig", "logs", "pids", "etcd", "pods", "podrunner"):
+        os.makedirs(p(d), exist_ok=True)
+    ports = {k: free_port() for k in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "kwok",
+                                      "controller-probe", "router", "router-metrics", "router-probe")}
+    info = {"agent_sandbox": version, "k8s": VERSIONS["K8S_VERSION"], "ports": ports,
+            "pod_cidr": POD_CIDR, "runtime_bin": RUNTIME_BIN, "runtime_port": RUNTIME_PORT,
+            "router_namespace": ROUTER_NS, "template": TEMPLATE,
+            "warmpool": WARMPOOL if version == VERSIONS["AGENT_SANDBOX_V05"] else None}
+    with open(p("cluster.json"), "w") as f:
+        json.dump(info, f, indent=2)
+    log("state in %s; agent-sandbox %s; k8s %s" % (STATE, version, VERSIONS["K8S_VERSION"]))
+
+    make_pki()
+    server = "https://127.0.0.1:%d" % ports["apiserver"]
+    kc = lambda n: p("kubeconfig", n + ".kubeconfig")  # noqa: E731
+    write_kubeconfig(kc("admin"), server, cert_user("admin"))
+    for n in ("kube-controller-manager", "kube-scheduler", "kwok", "agent-sandbox-controller",
+              "sandbox-router", "podrunner"):
+        write_kubeconfig(kc(n), server, cert_user(n))
+    # Test credentials: static token, exec plugin, RBAC-restricted user.
+    token = base64.b32encode(os.urandom(20)).decode().lower()
+    exec_token = base64.b32encode(os.urandom(20)).decode().lower()
+    with open(p("pki", "tokens.csv"), "w") as f:
+        f.write('%s,lc-token-user,lc-token-user,"lc-clients"\n' % token)
+        f.write('%s,lc-exec-user,lc-exec-user,"lc-clients"\n' % exec_token)
+    os.chmod(p("pki", "tokens.csv"), 0o600)
+    with open(p("kubeconfig", "exec-token"), "w") as f:
+        f.write(exec_token + "\n")
+    os.chmod(p("kubeconfig", "exec-token"), 0o600)
+    write_kubeconfig(kc("token"), server, {"token": token}, embed=False)
+    write_kubeconfig(kc("exec"), server, {"exec": {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "command": os.path.join(LC, "exec-credential.sh"),
+        "args": ["--token-file", p("kubeconfig", "exec-token")],
+        "env": [{"name": "LC_EXEC_LOG", "value": p("logs", "exec-credential.calls")}],
+        "interactiveMode": "Never",
+        "provideClusterInfo": False}})
+    write_kubeconfig(kc("restricted"), server, cert_user("restricted", embed=False), embed=False)
+    log("PKI and kubeconfigs ready")
+
+    # etcd
+    etcd_url = "http://127.0.0.1:%d" % ports["etcd"]
+    peer_url = "http://127.0.0.1:%d" % ports["etcd-peer"]
+    start("etcd", [binpath("etcd"), "--name=lc", "--data-dir=" + p("etcd"),
+                   "--listen-client-urls=" + etcd_url, "--advertise-client-urls=" + etcd_url,
+                   "--listen-peer-urls=" + peer_url, "--initial-advertise-peer-urls=" + peer_url,
+                   "--initial-cluster=lc=" + peer_url, "--initial-cluster-state=new",
+                   "--unsafe-no-fsync=true", "--log-level=warn"])
+    wait_until("etcd /health", lambda: json.loads(http_get(etcd_url + "/health")[1]).get("health") == "true",
+               30, "etcd")
+    log("etcd %s ready" % etcd_url)
+
+    start("kube-apiserver", [
+        binpath("kube-apiserver"),
+        "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=%d" % ports["apiserver"],
+        "--etcd-servers=" + etcd_url,
+        "--tls-cert-file=" + p("pki", "apiserver.crt"), "--tls-private-key-file=" + p("pki", "apiserver.key"),
+        "--client-ca-file=" + p("pki", "ca.crt"),
+        "--token-auth-file=" + p("pki", "tokens.csv"),
+        "--authorization-mode=Node,RBAC",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        "--service-account-key-file=" + p("pki", "sa.pub"),
+        "--service-account-signing-key-file=" + p("pki", "sa.key"),
+        "--service-cluster-ip-range=" + os.environ.get("LC_SERVICE_CIDR", "10.96.0.0/24"),
+        "--endpoint-reconciler-type=none",
+        "--kubelet-client-certificate=" + p("pki", "apiserver-kubelet-client.crt"),
+        "--kubelet-client-key=" + p("pki", "apiserver-kubelet-client.key"),
+        "--kubelet-certificate-authority=" + p("pki", "ca.crt"),
+        "--kubelet-preferred-address-types=InternalIP",
+        "--cert-dir=" + p("pki", "apiserver-generated"),
+        "--profiling=false",
+    ])
+    wait_until("kube-apiserver /readyz", lambda: https_get(server + "/readyz")[0] == 200, 90, "kube-apiserver")
+    log("kube-apiserver %s ready" % server)
+
+    common = ["--leader-elect=false", "--bind-address=127.0.0.1"]
+    start("kube-controller-manager", [
+        binpath("kube-controller-manager"), "--kubeconfig=" + kc("kube-controller-manager"),
+        "--authentication-kubeconfig=" + kc("kube-controller-manager"),
+        "--authorization-kubeconfig=" + kc("kube-controller-manager"),
+        "--secure-port=%d" % ports["kcm"], "--cert-dir=" + p("pki", "kcm-generated"),
+        "--use-service-account-credentials=true",
+        "--service-account-private-key-file=" + p("pki", "sa.key"), "--root-ca-file=" + p("pki", "ca.crt"),
+        "--cluster-signing-cert-file=" + p("pki", "ca.crt"), "--cluster-signing-key-file=" + p("pki", "ca.key"),
+        "--profiling=false"] + common)
+    start("kube-scheduler", [
+        binpath("kube-scheduler"), "--kubeconfig=" + kc("kube-scheduler"),
+        "--authentication-kubeconfig=" + kc("kube-scheduler"),
+        "--authorization-kubeconfig=" + kc("kube-scheduler"),
+        "--secure-port=%d" % ports["scheduler"], "--cert-dir=" + p("pki", "scheduler-generated"),
+        "--profiling=false"] + common)
+
+    # kwok: stages from the kwok module + the router port-forward rule.
+    stage_dir = os.path.join(CACHE, "kwok-" + VERSIONS["KWOK_VERSION"], "stages")
+    kwok_docs = []
+    for fn in sorted(os.listdir(stage_dir)):
+        kwok_docs += load_yaml_docs(os.path.join(stage_dir, fn))
+    kwok_docs.append({
+        "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterPortForward",
+        "metadata": {"name": "sandbox-router"},
+        "spec": {"selector": {"matchNamespaces": [ROUTER_NS], "matchNames": ["sandbox-router"]},
+                 "forwards": [{"ports": [8080], "target": {"address": "127.0.0.1", "port": ports["router"]}}]}})
+    with open(p("kwok.yaml"), "w") as f:
+        yaml.safe_dump_all(kwok_docs, f, default_flow_style=False)
+    start("kwok", [
+        binpath("kwok"), "--config=" + p("kwok.yaml"), "--kubeconfig=" + kc("kwok"),
+        "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+        "--node-name=" + NODE_NAME, "--node-ip=127.0.0.1", "--cidr=" + POD_CIDR,
+        "--node-port=%d" % ports["kwok"], "--server-address=127.0.0.1:%d" % ports["kwok"],
+        "--tls-cert-file=" + p("pki", "kwok-serving.crt"), "--tls-private-key-file=" + p("pki", "kwok-serving.key"),
+        "--node-lease-duration-seconds=40"])
+
+    # Objects that need only the apiserver.
+    docs = [
+        {"apiVersion": "v1", "kind": "Node", "metadata": {
+            "name": NODE_NAME, "annotations": {"kwok.x-k8s.io/node": "fake"},
+            "labels": {"type": "kwok", "kubernetes.io/hostname": NODE_NAME, "kubernetes.io/os": "linux",
+                       "kubernetes.io/arch": "amd64"}},
+         "spec": {"podCIDR": POD_CIDR, "podCIDRs": [POD_CIDR]},
+         "status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"},
+                                  {"type": "Hostname", "address": NODE_NAME}],
+                    "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"},
+                    "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110"}}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ROUTER_NS}},
+    ]
+    docs += yaml.safe_load_all(open(os.path.join(LC, "manifests", "rbac.yaml")))
+    apply_docs([d for d in docs if d])
+    # Upstream RBAC for the controller (ClusterRoles and their bindings).
+    upstream = []
+    for fn in ("rbac.generated.yaml", "extensions-rbac.generated.yaml", "extensions.yaml", "controller.yaml"):
+        path = os.path.join(asb, "k8s", fn)
+        if os.path.exists(path):
+            upstream += [d for d in load_yaml_docs(path)
+                         if d.get("kind") in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+                                              "ServiceAccount")]
+    apply_docs(upstream)
+    # The router's own RBAC, bound to the router identity in agent-sandbox-system.
+    router_rbac = []
+    for d in load_yaml_docs(os.path.join(CACHE, "agent-sandbox-" + VERSIONS["ROUTER_VERSION"],
+                                         "router-deploy", "rbac.yaml")):
+        if d.get("kind") == "ClusterRoleBinding":
+            for s in d.get("subjects", []):
+                if s.get("kind") == "ServiceAccount":
+                    s["namespace"] = ROUTER_NS
+        router_rbac.append(d)
+    router_rbac.append({"apiVersion": "v1", "kind": "ServiceAccount",
+                        "metadata": {"name": "sandbox-router", "namespace": ROUTER_NS}})
+    apply_docs(router_rbac)
+
+    # CRDs: the release's own, server-side (two exceed the client-side annotation limit).
+    crds = []
+    for fn in sorted(os.listdir(os.path.join(asb, "crds"))):
+        for d in load_yaml_docs(os.path.join(asb, "crds", fn)):
+            conv = d.get("spec", {}).get("conversion")
+            if conv and conv.get("strategy") == "Webhook":
+                # The conversion webhook cannot listen on loopback only (controller-runtime
+                # binds :9443 on every interface and the controller has no host flag), so it
+                # is disabled; without it the apiserver must not try to call it.
+                d["spec"]["conversion"] = {"strategy": "None"}
+            crds.append(d)
+    apply_docs(crds, server_side=True)
+    kubectl("wait", "--for=condition=Established", "--timeout=60s",
+            *["crd/" + d["metadata"]["name"] for d in crds])
+    log("RBAC, node and %d CRDs established" % len(crds))
+
+    wait_until("kube-controller-manager /healthz",
+               lambda: http_get("https://127.0.0.1:%d/healthz" % ports["kcm"], insecure_tls=True)[0] == 200,
+               60, "kube-controller-manager")
+    wait_until("kube-scheduler /healthz",
+               lambda: http_get("https://127.0.0.1:%d/healthz" % ports["scheduler"], insecure_tls=True)[0] == 200,
+               60, "kube-scheduler")
+    wait_until("node %s Ready" % NODE_NAME, lambda: node_ready(), 60, "kwok")
+    wait_until("ServiceAccount default/default", lambda: kubectl(
+        "get", "serviceaccount", "default", "-n", "default", check=False).returncode == 0, 60,
+        "kube-controller-manager")
+    log("controller-manager, scheduler, kwok node ready")
+
+    ctl_args = [os.path.join(asb, "agent-sandbox-controller"), "--kubeconfig=" + kc("agent-sandbox-controller"),
+                "--extensions=true", "--leader-elect=false", "--metrics-bind-address=0",
+                "--health-probe-bind-address=127.0.0.1:%d" % ports["controller-probe"]]
+    if version == VERSIONS["AGENT_SANDBOX_V05"]:
+        ctl_args += ["--enable-webhook=false"]
+    start("agent-sandbox-controller", ctl_args)
+
+    start("sandbox-router", [
+        binpath("sandbox-router"), "--http-bind-address=127.0.0.1:%d" % ports["router"],
+        "--metrics-bind-address=127.0.0.1:%d" % ports["router-metrics"],
+        "--health-probe-bind-address=127.0.0.1:%d" % ports["router-probe"],
+        "--allow-loopback-pod-ip=true", "--cache-enabled=true", "--kubeconfig=" + kc("sandbox-router"),
+        "--access-log=true"])
+
+    start("podrunner", [sys.executable, os.path.abspath(__file__), "podrunner"],
+          env={"LC_STATE_DIR": STATE, "LC_RUNTIME_BIN": RUNTIME_BIN, "LC_RUNTIME_PORT": str(RUNTIME_PORT)})
+
+    # Router pod + Service (the kwok port-forward rule sends its port 8080 to the real router).
+    apply_docs(load_yaml_docs(os.path.join(LC, "manifests", "router.yaml")))
+    wait_until("agent-sandbox-controller /readyz", lambda: http_get(
+        "http://127.0.0.1:%d/readyz" % ports["controller-probe"])[0] == 200, 60, "agent-sandbox-controller")
+    wait_until("sandbox-router /healthz", lambda: http_get(
+        "http://127.0.0.1:%d/healthz" % ports["router"])[0] == 200, 30, "sandbox-router")
+    wait_until("router pod Running", lambda: kubectl(
+        "get", "pod", "sandbox-router", "-n", ROUTER_NS, "-o", "jsonpath={.status.phase}",
+        check=False).stdout == b"Running", 60, "kwok")
+
+    # Sandbox template (and warm pool) for the release's API version.
+    api = "v1beta1" if version == VERSIONS["AGENT_SANDBOX_V05"] else "v1alpha1"
+    tdocs = []
+    for d in load_yaml_docs(os.path.join(LC, "manifests", "template.yaml")):
+        d["apiVersion"] = d["apiVersion"].replace("VERSION", api)
+        if d["kind"] == "SandboxWarmPool" and api != "v1beta1":
+            continue
+        tdocs.append(d)
+    apply_docs(tdocs)
+    if api == "v1beta1":
+        # Controller is reconciling: the warm pool's sandboxes come up Ready.
+        wait_until("warm pool %s ready" % WARMPOOL, lambda: warmpool_ready(), 90, "agent-sandbox-controller")
+    else:
+        # Controller is reconciling: a probe Sandbox becomes Ready, then is collected.
+        probe_sandbox(api)
+    log("agent-sandbox %s controller reconciling; router answering" % version)
+    with open(p("kubeconfig", "README"), "w") as f:
+        f.write(KUBECONFIG_README)
+    log("cluster up in %.1fs" % (time.monotonic() - T0))
+    print("export KUBECONFIG=%s" % kc("admin"), flush=True)
+
+
+KUBECONFIG_README = """admin.kubeconfig       client certificate (system:masters), data embedded
+token.kubeconfig       static bearer token (user lc-token-user, group lc-clients)
+exec.kubeconfig        exec credential plugin (../../tools/localcluster/exec-credential.sh),
+                       user lc-exec-user, group lc-clients; calls logged in ../logs/exec-credential.calls
+restricted.kubeconfig  client certificate and CA as file paths; user lc-restricted-user,
+                       which RBAC denies everything but discovery
+The lc-clients group may use the agent-sandbox resources, read pods and services
+and port-forward (ClusterRole agentsandbox-client).
+"""
+
+
+def node_ready():
+    r = kubectl("get", "node", NODE_NAME, "-o", "json", check=False)
+    if r.returncode != 0:
+        return False
+    node = json.loads(r.stdout)
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions", []))
+
+
+def warmpool_ready():
+    r = kubectl("get", "sandboxwarmpool", WARMPOOL, "-n", "default", "-o", "json", check=False)
+    if r.returncode != 0:
+        return False
+    st = json.loads(r.stdout).get("status", {})
+    return st.get("readyReplicas", 0) >= 1
+
+
+def probe_sandbox(api):
+    name = "lc-readiness-probe"
+    tpl = load_yaml_docs(os.path.join(LC, "manifests", "template.yaml"))[0]
+    sb = {"apiVersion": "agents.x-k8s.io/" + api, "kind": "Sandbox",
+          "metadata": {"name": name, "namespace": "default"},
+          "spec": {"podTemplate": tpl["spec"]["podTemplate"]}}
+    apply_docs([sb])
+
+    def ready():
+        r = kubectl("get", "sandbox", name, "-n", "default", "-o", "json", check=False)
+        if r.returncode != 0:
+            return False
+        conds = json.loads(r.stdout).get("status", {}).get("conditions", [])
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+    wait_until("probe Sandbox Ready", ready, 60, "agent-sandbox-controller")
+    kubectl("delete", "sandbox", name, "-n", "default", "--wait=true", "--timeout=60s")
+
+
+# ---------------------------------------------------------------- down / status
+
+def cmd_down():
+    stopped = []
+    for name in reversed(COMPONENTS):
+        pid = read_pidfile(p("pids", name + ".pid"))
+        if pid:
+            stop_pid(pid, name)
+            stopped.append("%s(%d)" % (name, pid))
+    # Runtime servers whose pod runner died without stopping them.
+    for fn in sorted(os.listdir(p("podrunner"))) if os.path.isdir(p("podrunner")) else []:
+        if fn.endswith(".pid"):
+            pid = read_pidfile(p("podrunner", fn))
+            if pid:
+                stop_pid(pid, "runtime " + fn)
+                stopped.append("runtime(%d)" % pid)
+    log("stopped: " + (", ".join(stopped) or "nothing was running"))
+    if os.path.isdir(STATE):
+        shutil.rmtree(STATE, ignore_errors=True)
+        log("removed " + STATE)
+
+
+def cmd_status():
+    if not os.path.exists(p("cluster.json")):
+        print("no cluster state in %s" % STATE)
+        return 1
+    info = json.load(open(p("cluster.json")))
+    print("cluster state %s: agent-sandbox %s, kubernetes %s, pod CIDR %s" % (
+        STATE, info["agent_sandbox"], info["k8s"], info["pod_cidr"]))
+    ok = True
+    for name in COMPONENTS:
+        pid = read_pidfile(p("pids", name + ".pid"))
+        ok = ok and pid is not None
+        print("  %-26s %s" % (name, ("running, pid %d" % pid) if pid else "NOT RUNNING"))
+    for fn in sorted(os.listdir(p("podrunner"))):
+        if fn.endswith(".json"):
+            d = json.load(open(p("podrunner", fn)))
+            pid = read_pidfile(p("podrunner", fn[:-5] + ".pid"))
+            print("  runtime %-18s %s:%d %s" % (d["pod"], d["ip"], d["port"],
+                                                ("pid %d" % pid) if pid else "NOT RUNNING"))
+    print("  apiserver https://127.0.0.1:%d   router 127.0.0.1:%d" % (info["ports"]["apiserver"],
+                                                                      info["ports"]["router"]))
+    print("export KUBECONFIG=%s" % p("kubeconfig", "admin.kubeconfig"))
+    return 0 if ok else 1
+
+
+# ---------------------------------------------------------------- pod runner
+
+class PodRunner:
+    """Starts the runtime server for each Running sandbox pod, on the pod's
+    loopback IP, and stops it when the pod goes away."""
+
+    def __init__(self):
+        info = json.load(open(p("cluster.json")))
+        self.server = "https://127.0.0.1:%d" % info["ports"]["apiserver"]
+        self.ctx = ssl.create_default_context(cafile=p("pki", "ca.crt"))
+        self.ctx.load_cert_chain(p("pki", "podrunner.crt"), p("pki", "podrunner.key"))
+        self.procs = {}   # uid -> (Popen, meta)
+        self.pods = {}    # uid -> pod object (latest seen)
+        self.lock = threading.Lock()
+        self.stopping = False
+
+    def rlog(self, msg):
+        print("%s podrunner: %s" % (time.strftime("%H:%M:%S"), msg), flush=True)
+
+    def key(self, pod):
+        return pod["metadata"]["uid"]
+
+    def wanted(self, pod):
+        st = pod.get("status", {})
+        return (pod["metadata"].get("deletionTimestamp") is None and st.get("phase") == "Running"
+                and bool(st.get("podIP")))
+
+    def sync(self, pod, deleted=False):
+        uid = self.key(pod)
+        with self.lock:
+            if deleted:
+                self.pods.pop(uid, None)
+            else:
+                self.pods[uid] = pod
+            running = uid in self.procs
+            if not deleted and self.wanted(pod) and not running:
+                self.start_runtime(pod)
+            elif running and (deleted or not self.wanted(pod)):
+                self.stop_runtime(uid)
+
+    def start_runtime(self, pod):
+        md, ip = pod["metadata"], pod["status"]["podIP"]
+        uid = md["uid"]
+        base = p("pods", "%s_%s_%s" % (md["namespace"], md["name"], uid[:8]))
+        os.makedirs(base, exist_ok=True)
+        logf = open(p("logs", "runtime-%s_%s.log" % (md["namespace"], md["name"])), "ab")
+        argv = [RUNTIME_BIN, "--listen", ip, "--port", str(RUNTIME_PORT), "--base-dir", base]
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                                start_new_session=True, cwd=base)
+        logf.close()
+        write_pidfile(p("podrunner", uid + ".pid"), proc.pid)
+        meta = {"pod": "%s/%s" % (md["namespace"], md["name"]), "uid": uid, "ip": ip,
+                "port": RUNTIME_PORT, "base_dir": base, "pid": proc.pid, "started": time.time()}
+        with open(p("podrunner", uid + ".json"), "w") as f:
+            json.dump(meta, f)
+        self.procs[uid] = (proc, meta)
+        self.rlog("started runtime for %s at %s:%d (pid %d, base %s)" % (meta["pod"], ip, RUNTIME_PORT,
+                                                                        proc.pid, base))
+
+    def stop_runtime(self, uid):
+        proc, meta = self.procs.pop(uid)
+        stop_pid(proc.pid, "runtime " + meta["pod"], grace=5)
+        proc.wait()
+        for ext in (".pid", ".json"):
+            try:
+                os.unlink(p("podrunner", uid + ext))
+            except FileNotFoundError:
+                pass
+        shutil.rmtree(meta["base_dir"], ignore_errors=True)
+        self.rlog("stopped runtime for %s (pid %d, exit %s)" % (meta["pod"], proc.pid, proc.returncode))
+
+    def reaper(self):
+        """Restart a runtime that exited while its pod still runs (like a kubelet would)."""
+        while not self.stopping:
+            time.sleep(1)
+            with self.lock:
+                for uid, (proc, meta) in list(self.procs.items()):
+                    if proc.poll() is not None:
+                        self.rlog("runtime for %s exited with %s; restarting" % (meta["pod"], proc.returncode))
+                        del self.procs[uid]
+                        pod = self.pods.get(uid)
+                        if pod and self.wanted(pod) and time.time() - meta["started"] > 2:
+                            self.start_runtime(pod)
+
+    def request(self, path, timeout):
+        req = urllib.request.Request(self.server + path, headers={"Accept": "application/json"})
+        return urllib.request.urlopen(req, context=self.ctx, timeout=timeout)
+
+    def run(self):
+        signal.signal(signal.SIGTERM, lambda *_: self.shutdown())
+        signal.signal(signal.SIGINT, lambda *_: self.shutdown())
+        threading.Thread(target=self.reaper, daemon=True).start()
+        sel = "labelSelector=" + urllib.request.quote(SANDBOX_LABEL)
+        while not self.stopping:
+            try:
+                with self.request("/api/v1/pods?" + sel, 30) as r:
+                    lst = json.load(r)
+                seen = set()
+                for pod in lst["items"]:
+                    seen.add(self.key(pod))
+                    self.sync(pod)
+                with self.lock:
+                    gone = [u for u in self.procs if u not in seen]
+                for u in gone:
+                    self.sync({"metadata": {"uid": u}}, deleted=True)
+                rv = lst["metadata"]["resourceVersion"]
+                while not self.stopping:
+                    path = "/api/v1/pods?watch=true&allowWatchBookmarks=true&timeoutSeconds=300&%s" \
+                           "&resourceVersion=%s" % (sel, rv)
+                    expired = False
+                    with self.request(path, 330) as r:
+                        for line in r:
+                            ev = json.loads(line)
+                            obj = ev["object"]
+                            if ev["type"] == "ERROR":
+                                expired = True
+                                break
+                            rv = obj["metadata"].get("resourceVersion", rv)
+                            if ev["type"] == "BOOKMARK":
+                                continue
+                            self.sync(obj, deleted=(ev["type"] == "DELETED"))
+                    if expired:
+                        break
+            except Exception as e:  # noqa: BLE001 - reconnect on any failure
+                if self.stopping:
+                    break
+                self.rlog("watch error: %r; relisting in 1s" % (e,))
+                time.sleep(1)
+
+    def shutdown(self):
+        if self.stopping:
+            return
+        self.stopping = True
+        self.rlog("stopping all runtimes")
+        # Runs in the signal handler, possibly while another frame holds the
+        # lock: do not take it.
+        for uid in list(self.procs):
+            self.stop_runtime(uid)
+        os._exit(0)
+
+
+def cmd_podrunner():
+    PodRunner().run()
+
+
+def main(argv):
+    if len(argv) < 2 or argv[1] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    cmd = argv[1]
+    if cmd == "up":
+        version = VERSIONS["AGENT_SANDBOX_V04"]
+        if len(argv) >= 4 and argv[2] == "--agent-sandbox":
+            version = argv[3]
+        cmd_up(version)
+    elif cmd == "down":
+        cmd_down()
+    elif cmd == "status":
+        return cmd_status()
+    elif cmd == "podrunner":
+        cmd_podrunner()
+    else:
+        die("unknown command %r" % cmd)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

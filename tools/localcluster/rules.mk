@@ -1,0 +1,42 @@
+# tools/localcluster: a real local Kubernetes control plane with the
+# agent-sandbox controller, built from Go modules (see README.md here).
+#
+#   make cluster-build                       build what is missing into ~/.cache/agentsandbox
+#   make cluster-up [AGENT_SANDBOX=v0.4.6|v0.5.6]
+#                                            start it; last line: export KUBECONFIG=...
+#   make cluster-down                        stop everything it started, remove state
+#   make cluster-status                      what runs
+#   make cluster-e2e                         build, then for each release: up, proof tests, down
+
+LC_DIR        := tools/localcluster
+LC_PYTHON     ?= /usr/bin/python3
+AGENT_SANDBOX ?= v0.4.6
+LC_RELEASES   ?= v0.4.6 v0.5.6
+# The runtime server the pod runner starts in each sandbox pod. Point
+# LC_RUNTIME_BIN elsewhere to skip building the project's own.
+LC_RUNTIME_BIN ?= $(BUILD)/runtime/agentsandbox-runtime
+export LC_RUNTIME_BIN := $(abspath $(LC_RUNTIME_BIN))
+
+EXTRA_DEB_PACKAGES += python3-yaml openssl curl iproute2
+
+.PHONY: cluster-build cluster-up cluster-down cluster-status cluster-e2e cluster-runtime
+
+cluster-build:
+	@$(LC_DIR)/scripts/build.sh
+
+# Build the runtime only when the default (the project's own) is used.
+cluster-runtime:
+	@if [ "$(LC_RUNTIME_BIN)" = "$(abspath $(BUILD)/runtime/agentsandbox-runtime)" ]; then \
+	  $(MAKE) --no-print-directory $(BUILD)/runtime/agentsandbox-runtime; fi
+
+cluster-up: cluster-build cluster-runtime
+	@$(LC_PYTHON) $(LC_DIR)/lc.py up --agent-sandbox $(AGENT_SANDBOX)
+
+cluster-down:
+	@$(LC_PYTHON) $(LC_DIR)/lc.py down
+
+cluster-status:
+	@$(LC_PYTHON) $(LC_DIR)/lc.py status
+
+cluster-e2e: cluster-build cluster-runtime
+	@$(LC_DIR)/tests/run-e2e.sh $(LC_RELEASES)

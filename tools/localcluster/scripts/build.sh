@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Build the local-cluster binaries into the cache (default
+# ~/.cache/agentsandbox), from the committed wrapper modules in gomod/.
+# Each component lands in a directory named after its pinned version, so a
+# version bump never reuses a stale binary and a warm cache costs nothing.
+#
+#   build.sh [k8s|etcd|kwok|agent-sandbox-vX.Y.Z ...]   (default: all)
+set -euo pipefail
+LC=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck disable=SC1091
+. "$LC/versions.env"
+CACHE=${AGENTSANDBOX_CACHE:-$HOME/.cache/agentsandbox}
+export GOTOOLCHAIN=local CGO_ENABLED=0
+# Two cores: never more than two compile jobs; reuse Go's own caches.
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-p=2 -mod=readonly -trimpath"
+
+stamp_ok() { [ -f "$1/.built" ] && [ "$(cat "$1/.built")" = "$2" ]; }
+
+build_k8s() {
+  local out=$CACHE/k8s-$K8S_VERSION minor ldf="" p
+  stamp_ok "$out" "$K8S_VERSION" && return 0
+  minor=$(echo "$K8S_VERSION" | cut -d. -f2)
+  # Same variables as kubernetes' hack/lib/version.sh: `--version` and the
+  # apiserver's /version report the real release (kubectl, kwok rely on it).
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldf="$ldf -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
+    ldf="$ldf -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+  done
+  mkdir -p "$out"; cd "$LC/gomod/k8s"
+  go build -ldflags "-s -w $ldf" -o "$out/" \
+    k8s.io/kubernetes/cmd/kube-apiserver \
+    k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler
+  echo "$K8S_VERSION" > "$out/.built"
+}
+
+build_etcd() {
+  local out=$CACHE/etcd-$ETCD_VERSION
+  stamp_ok "$out" "$ETCD_VERSION" && return 0
+  mkdir -p "$out"; cd "$LC/gomod/etcd"
+  go build -ldflags "-s -w" -o "$out/etcd" go.etcd.io/etcd/server/v3
+  echo "$ETCD_VERSION" > "$out/.built"
+}
+
+build_kwok() {
+  local out=$CACHE/kwok-$KWOK_VERSION dir
+  stamp_ok "$out" "$KWOK_VERSION" && return 0
+  mkdir -p "$out"; cd "$LC/gomod/kwok"
+  go build -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" \
+    -o "$out/kwok" sigs.k8s.io/kwok/cmd/kwok
+  # kwok's own default stages (what kwokctl feeds it): node fast + lease
+  # heartbeat, pod fast.
+  dir=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" |
+        python3 -c 'import json,sys;print(json.load(sys.stdin)["Dir"])')
+  rm -rf "$out/stages"; mkdir -p "$out/stages"
+  cp "$dir/kustomize/stage/node/fast/node-initialize.yaml" \
+     "$dir/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml" \
+     "$dir"/kustomize/stage/pod/fast/pod-*.yaml "$out/stages/"
+  chmod u+w "$out"/stages/*.yaml
+  echo "$KWOK_VERSION" > "$out/.built"
+}
+
+build_agent_sandbox() { # version
+  local v=$1 out=$CACHE/agent-sandbox-$1 dir
+  stamp_ok "$out" "$v" && return 0
+  mkdir -p "$out"; cd "$LC/gomod/agent-sandbox-$v"
+  go build -ldflags "-s -w" -o "$out/agent-sandbox-controller" \
+    sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller
+  if [ "$v" = "$ROUTER_VERSION" ]; then
+    go build -ldflags "-s -w" -o "$out/sandbox-router" sigs.k8s.io/agent-sandbox/sandbox-router/cmd
+  fi
+  # The release's own CRDs, from the module it was built from.
+  dir=$(go mod download -json "sigs.k8s.io/agent-sandbox@$v" |
+        python3 -c 'import json,sys;print(json.load(sys.stdin)["Dir"])')
+  rm -rf "$out/crds" "$out/k8s" "$out/router-deploy"; mkdir -p "$out/crds" "$out/k8s"
+  cp "$dir"/k8s/crds/*.yaml "$out/crds/"
+  cp "$dir"/k8s/*.yaml "$out/k8s/"          # upstream RBAC for the controller
+  if [ "$v" = "$ROUTER_VERSION" ]; then
+    mkdir -p "$out/router-deploy"; cp "$dir"/sandbox-router/deploy/*.yaml "$out/router-deploy/"
+  fi
+  chmod -R u+w "$out"
+  echo "$v" > "$out/.built"
+}
+
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(etcd kwok "agent-sandbox-$AGENT_SANDBOX_V04" "agent-sandbox-$AGENT_SANDBOX_V05" k8s)
+for t in "${targets[@]}"; do
+  start=$(date +%s)
+  case $t in
+    k8s) build_k8s ;;
+    etcd) build_etcd ;;
+    kwok) build_kwok ;;
+    agent-sandbox-v*) build_agent_sandbox "${t#agent-sandbox-}" ;;
+    *) echo "build.sh: unknown target $t" >&2; exit 2 ;;
+  esac
+  echo "build: $t ok ($(( $(date +%s) - start ))s)"
+done

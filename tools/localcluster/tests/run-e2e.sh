@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The e2e tier: for each agent-sandbox release, bring the cluster up, run the
+# proof tests against it, tear it down (also on failure).
+#   run-e2e.sh [release ...]      (default: v0.4.6 v0.5.6)
+set -uo pipefail
+LC=$(cd "$(dirname "$0")/.." && pwd)
+PY=${LC_PYTHON:-/usr/bin/python3}
+releases=("$@"); [ ${#releases[@]} -gt 0 ] || releases=(v0.4.6 v0.5.6)
+trap '"$PY" "$LC/lc.py" down >/dev/null 2>&1' EXIT
+"$PY" "$LC/lc.py" down >/dev/null 2>&1
+rc=0
+for rel in "${releases[@]}"; do
+  echo "--- cluster-e2e: agent-sandbox $rel"
+  start=$(date +%s)
+  if ! out=$("$PY" "$LC/lc.py" up --agent-sandbox "$rel"); then
+    echo "$out"; echo "cluster-e2e: cluster-up failed for $rel" >&2
+    "$PY" "$LC/lc.py" status || true
+    rc=1; "$PY" "$LC/lc.py" down; continue
+  fi
+  echo "$out" | tail -3
+  echo "cluster-e2e: cluster-up $rel took $(( $(date +%s) - start ))s"
+  kc=$(echo "$out" | tail -1 | sed -n 's/^export KUBECONFIG=//p')
+  KUBECONFIG=$kc "$LC/tests/e2e.sh" "$rel" || rc=1
+  "$PY" "$LC/lc.py" down
+done
+exit $rc
