@@ -1262,18 +1262,24 @@ static int asb__json_valid_index(const asb_json_doc *doc, int tok) {
     return doc && doc->toks && tok >= 0 && tok < doc->count;
 }
 
-ASB_API int asb_json_skip(const asb_json_doc *doc, int tok) {
-    int i, end;
-    if (!asb__json_valid_index(doc, tok)) return doc ? doc->count : 0;
-    i = tok + 1;
-    if (doc->toks[tok].type == ASB_JSON_OBJECT ||
-        doc->toks[tok].type == ASB_JSON_ARRAY) {
-        /* tokens are in document order, so the subtree is the run of tokens
-           that start before the container ends */
-        end = doc->toks[tok].end;
-        while (i < doc->count && doc->toks[i].start < end) i++;
-    }
+/* Tokens are in document order, so start offsets strictly increase and a
+   value's subtree is the run of tokens that start before it ends. The scan
+   strides 8 tokens while the 8th still lies inside (then all 8 do), and
+   finishes one by one: a forward walk the prefetcher can follow, which
+   measured faster than a galloping binary search (its probes miss the
+   cache on large lists). No checks: callers pass a valid index. */
+static int asb__json_skip_fast(const asb_json_tok *t, int count, int tok) {
+    int i = tok + 1, end = t[tok].end;
+    if (t[tok].type != ASB_JSON_OBJECT && t[tok].type != ASB_JSON_ARRAY)
+        return i;
+    while (count - i > 8 && t[i + 7].start < end) i += 8;
+    while (i < count && t[i].start < end) i++;
     return i;
+}
+
+ASB_API int asb_json_skip(const asb_json_doc *doc, int tok) {
+    if (!asb__json_valid_index(doc, tok)) return doc ? doc->count : 0;
+    return asb__json_skip_fast(doc->toks, doc->count, tok);
 }
 
 /* Decodes one character of a string token's raw text at *i into UTF-8
@@ -1368,7 +1374,7 @@ ASB_API int asb_json_member(const asb_json_doc *doc, int obj, const char *key,
     i = obj + 1;
     for (m = 0; m < doc->toks[obj].size && i + 1 < doc->count; m++) {
         if (asb_json_string_eq(doc, i, key, key_len)) return i + 1;
-        i = asb_json_skip(doc, i + 1);
+        i = asb__json_skip_fast(doc->toks, doc->count, i + 1);
     }
     return -1;
 }
@@ -1390,7 +1396,8 @@ static int asb__json_step(const asb_json_doc *doc, int cur, const char *seg,
         }
         if (idx >= t->size) return -1;
         i = cur + 1;
-        for (k = 0; k < idx; k++) i = asb_json_skip(doc, i);
+        for (k = 0; k < idx && i < doc->count; k++)
+            i = asb__json_skip_fast(doc->toks, doc->count, i);
         return i < doc->count ? i : -1;
     }
     return -1;

@@ -1,0 +1,171 @@
+# Tests of the header itself: compile matrix, exported symbols, unit tests
+# (C, C++, ASan+UBSan, tiny limits), the differential JSON tests against
+# jsmn, fuzzing, the README's examples, and the JSON benchmark.
+
+TB := $(BUILD)/tests
+HDR := agentsandbox.h
+TEST_SRCS := tests/test_json.c tests/test_rules.c
+TEST_DEPS := $(HDR) tests/asbtest.h
+ORACLE_HDRS := tests/oracle/jsmn_oracle.h tests/oracle/json_ref.h \
+               tests/oracle/json_contract.h tests/oracle/k8s_gen.h
+SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
+UNIT_NAMES := $(basename $(notdir $(TEST_SRCS)))
+
+# --- jsmn oracle, one object per mode, per build flavour (plain, asan) ----
+JSMN_MODES := default parent strict
+JSMN_DEFS_default := -DORACLE_FN=oracle_jsmn_default -DORACLE_DEFINE_SIZE
+JSMN_DEFS_parent  := -DORACLE_FN=oracle_jsmn_parent -DJSMN_PARENT_LINKS
+JSMN_DEFS_strict  := -DORACLE_FN=oracle_jsmn_strict -DJSMN_PARENT_LINKS -DJSMN_STRICT
+$(TB)/oracle/jsmn_%.o: tests/oracle/jsmn_oracle.c tests/oracle/jsmn_oracle.h
+	@mkdir -p $(@D)
+	$(CC) -O2 -g -c $< $(JSMN_DEFS_$*) -o $@
+$(TB)/oracle/asan_jsmn_%.o: tests/oracle/jsmn_oracle.c tests/oracle/jsmn_oracle.h
+	@mkdir -p $(@D)
+	$(CLANG) -O1 -g $(SAN) -c $< $(JSMN_DEFS_$*) -o $@
+JSMN_OBJS := $(JSMN_MODES:%=$(TB)/oracle/jsmn_%.o)
+JSMN_ASAN_OBJS := $(JSMN_MODES:%=$(TB)/oracle/asan_jsmn_%.o)
+
+# --- unit tests in every flavour ---------------------------------------------
+$(TB)/c/%: tests/%.c $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CC) -std=c99 $(OPT) $(CFLAGS_WARN) $< -o $@ -lm
+$(TB)/cxx/%: tests/%.c $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CXX) -x c++ -std=c++11 $(OPT) $(CFLAGS_WARN) $< -o $@
+$(TB)/notls/%: tests/%.c $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CLANG) -std=c11 -DASB_TLS=0 $(OPT) $(CFLAGS_WARN) $< -o $@ -lm
+$(TB)/asan/%: tests/%.c $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) $< -o $@ -lm
+# Tiny limits: the same tests must hold with the smallest sane settings.
+$(TB)/tiny/%: tests/%.c $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) -DASB_JSON_MAX_DEPTH=8 \
+	  -DASB_JSON_MAX_DOC_TOKENS=64 $< -o $@ -lm
+$(TB)/c/test_json_diff: tests/test_json_diff.c $(TEST_DEPS) $(ORACLE_HDRS) $(JSMN_OBJS)
+	@mkdir -p $(@D)
+	$(CC) -std=c99 $(OPT) $(CFLAGS_WARN) $< $(JSMN_OBJS) -o $@ -lm
+$(TB)/asan/test_json_diff: tests/test_json_diff.c $(TEST_DEPS) $(ORACLE_HDRS) $(JSMN_ASAN_OBJS)
+	@mkdir -p $(@D)
+	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) $< $(JSMN_ASAN_OBJS) -o $@ -lm
+
+UNIT_BINS := $(foreach f,c cxx notls asan tiny,$(UNIT_NAMES:%=$(TB)/$(f)/%)) \
+             $(TB)/c/test_json_diff $(TB)/asan/test_json_diff
+ALL_TARGETS += $(UNIT_BINS)
+
+.PHONY: test-compile-matrix test-symbols test-unit test-asan test-tiny \
+        test-json-diff test-fuzz-replay test-fuzz-short test-readme \
+        fuzz-json fuzz-rules bench-json
+TEST_TIERS += test-compile-matrix test-symbols test-unit test-json-diff \
+              test-asan test-tiny test-fuzz-replay test-fuzz-short test-readme
+BENCH_TIERS += bench-json
+FUZZ_TIERS += fuzz-json fuzz-rules
+EXTRA_DEPS_TARGETS += deps-locale
+
+# A decimal-comma locale, so the JSON number tests prove locale
+# independence (they fail if it is missing: ASBT_REQUIRE_LOCALE).
+.PHONY: deps-locale
+deps-locale:
+	@locale -a 2>/dev/null | grep -qi '^de_DE.utf8$$' || \
+	  { dpkg-query -W -f='$${Status}' locales 2>/dev/null | grep -q 'ok installed' || \
+	    apt-get install -y --no-install-recommends locales >/dev/null; \
+	    localedef -i de_DE -f UTF-8 de_DE.UTF-8; }
+
+# Every compiler, standard and TLS switch; the implementation alone and a
+# second translation unit using only the declarations; ASB_STATIC.
+MATRIX_CC := "gcc -std=c99" "gcc -std=c11" "clang -std=c99" "clang -std=c11" \
+             "g++ -x c++ -std=c++11" "clang++ -x c++ -std=c++11"
+test-compile-matrix:
+	@mkdir -p $(TB)/matrix; \
+	printf '#define AGENTSANDBOX_IMPLEMENTATION\n#include "agentsandbox.h"\n' > $(TB)/matrix/impl.c; \
+	printf '#include "agentsandbox.h"\nint use(void);\nint use(void) { return (int)asb_result_str(ASB_OK)[0]; }\n' > $(TB)/matrix/user.c; \
+	printf '#define ASB_STATIC\n#define AGENTSANDBOX_IMPLEMENTATION\n#include "agentsandbox.h"\n' > $(TB)/matrix/static.c; \
+	n=0; for cc in $(MATRIX_CC); do for tls in 0 1; do for f in impl user static; do \
+	  $$cc -DASB_TLS=$$tls -I. $(CFLAGS_WARN) -c $(TB)/matrix/$$f.c -o $(TB)/matrix/$$f.o || \
+	    { echo "compile-matrix: FAILED: $$cc ASB_TLS=$$tls $$f.c"; exit 1; }; n=$$((n+1)); \
+	done; done; done; echo "compile-matrix: $$n builds clean"
+
+# The implementation exports only asb_* symbols and, under ASB_STATIC, none.
+test-symbols:
+	@mkdir -p $(TB)/matrix; \
+	printf '#define AGENTSANDBOX_IMPLEMENTATION\n#include "agentsandbox.h"\n' > $(TB)/matrix/impl.c; \
+	for tls in 0 1; do \
+	  $(CC) -std=c99 -DASB_TLS=$$tls -I. -O2 -c $(TB)/matrix/impl.c -o $(TB)/matrix/sym.o || exit 1; \
+	  bad=$$(nm -g --defined-only $(TB)/matrix/sym.o | awk '{print $$3}' | grep -v '^asb_[a-z0-9]' || true); \
+	  if [ -n "$$bad" ]; then echo "symbols: exported without the asb_ prefix:"; echo "$$bad"; exit 1; fi; \
+	  n=$$(nm -g --defined-only $(TB)/matrix/sym.o | wc -l); \
+	  echo "symbols (ASB_TLS=$$tls): $$n exported, all asb_*"; \
+	done; \
+	printf '#define ASB_STATIC\n#define AGENTSANDBOX_IMPLEMENTATION\n#include "agentsandbox.h"\n' > $(TB)/matrix/static.c; \
+	$(CC) -std=c99 -I. -O2 -c $(TB)/matrix/static.c -o $(TB)/matrix/static.o || exit 1; \
+	if nm -g --defined-only $(TB)/matrix/static.o | grep -q .; then \
+	  echo "symbols: ASB_STATIC still exports:"; nm -g --defined-only $(TB)/matrix/static.o; exit 1; fi; \
+	echo "symbols (ASB_STATIC): none exported"
+
+RUN_UNIT = set -e; for t in $(UNIT_NAMES); do echo "--- $(1)/$$t"; \
+  ASBT_REQUIRE_LOCALE=1 $(TB)/$(1)/$$t; done
+
+test-unit: $(UNIT_NAMES:%=$(TB)/c/%) $(UNIT_NAMES:%=$(TB)/cxx/%) $(UNIT_NAMES:%=$(TB)/notls/%)
+	@$(call RUN_UNIT,c)
+	@$(call RUN_UNIT,cxx)
+	@$(call RUN_UNIT,notls)
+test-asan: $(UNIT_NAMES:%=$(TB)/asan/%) $(TB)/asan/test_json_diff
+	@$(call RUN_UNIT,asan)
+	@echo "--- asan/test_json_diff"; $(TB)/asan/test_json_diff
+test-tiny: $(UNIT_NAMES:%=$(TB)/tiny/%)
+	@$(call RUN_UNIT,tiny)
+test-json-diff: $(TB)/c/test_json_diff
+	@$(TB)/c/test_json_diff
+
+# --- fuzzing ------------------------------------------------------------------
+FUZZ_TARGETS := json rules
+FUZZ_EXTRA_json := $(JSMN_ASAN_OBJS)
+FUZZ_SEEDS_json := tests/json/valid tests/json/invalid tests/json/forbidden
+FUZZ_SEEDS_rules := tests/fuzz/seeds_rules
+$(TB)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_main.h $(HDR) $(ORACLE_HDRS) $(JSMN_ASAN_OBJS)
+	@mkdir -p $(@D)
+	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	  $< $(FUZZ_EXTRA_$*) -o $@ -lm
+$(TB)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_main.h $(HDR) $(ORACLE_HDRS) $(JSMN_ASAN_OBJS)
+	@mkdir -p $(@D)
+	$(CLANG) -g -O1 -DASB_FUZZ_REPLAY $(SAN) $< $(FUZZ_EXTRA_$*) -o $@ -lm
+ALL_TARGETS += $(FUZZ_TARGETS:%=$(TB)/fuzz/replay_%)
+
+test-fuzz-replay: $(FUZZ_TARGETS:%=$(TB)/fuzz/replay_%)
+	@for t in $(FUZZ_TARGETS); do echo "--- replay $$t"; \
+	  $(TB)/fuzz/replay_$$t $(FUZZ_SEEDS_$$t) $${FUZZ_SEEDS_EXTRA} || exit 1; done
+
+# Bounded runs in make test (FUZZ_SECONDS split over the targets); make fuzz
+# runs longer. Findings are written to build/tests/fuzz/findings.
+FUZZ_SHARE_json := 45
+FUZZ_SHARE_rules := 15
+define FUZZ_RUN
+	@mkdir -p $(TB)/fuzz/corpus_$(1) $(TB)/fuzz/findings; \
+	secs=$$(( $(2) )); [ $$secs -ge 1 ] || secs=1; \
+	echo "--- fuzz $(1) for $${secs}s"; \
+	$(TB)/fuzz/fuzz_$(1) -max_total_time=$$secs -timeout=10 -rss_limit_mb=2048 \
+	  -print_final_stats=1 -artifact_prefix=$(TB)/fuzz/findings/$(1)- \
+	  $(TB)/fuzz/corpus_$(1) $(FUZZ_SEEDS_$(1)) 2>&1 | \
+	  grep -E 'stat::number_of_executed_units|stat::new_units_added|ERROR|SUMMARY|property failed|Done' ; \
+	test $${PIPESTATUS[0]} -eq 0
+endef
+test-fuzz-short: $(FUZZ_TARGETS:%=$(TB)/fuzz/fuzz_%)
+	$(call FUZZ_RUN,json,$(FUZZ_SECONDS) * $(FUZZ_SHARE_json) / 60)
+	$(call FUZZ_RUN,rules,$(FUZZ_SECONDS) * $(FUZZ_SHARE_rules) / 60)
+fuzz-json: $(TB)/fuzz/fuzz_json
+	$(call FUZZ_RUN,json,$(FUZZ_SECONDS))
+fuzz-rules: $(TB)/fuzz/fuzz_rules
+	$(call FUZZ_RUN,rules,$(FUZZ_SECONDS))
+
+# --- README examples compile (and the quick start runs) ------------------------
+test-readme:
+	@tools/readme_examples.sh README.md $(TB)/readme
+
+# --- benchmark ---------------------------------------------------------------------
+$(TB)/bench_json: tests/bench/bench_json.c $(HDR) $(ORACLE_HDRS) $(JSMN_OBJS)
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O2 -DNDEBUG -Wno-unused-function $< $(JSMN_OBJS) -o $@ -lm
+ALL_TARGETS += $(TB)/bench_json
+bench-json: $(TB)/bench_json
+	@$(TB)/bench_json
