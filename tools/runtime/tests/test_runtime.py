@@ -1,0 +1,715 @@
+#!/usr/bin/env python3
+"""Functional tests for agentsandbox-runtime, driven by real clients: curl
+and Python requests (plus a raw socket for bytes no polite client sends).
+
+Every test starts from a real server process on 127.0.0.1 with its own base
+dir. Python's shlex.split is the oracle for command splitting; os.stat for
+/list. --quick leaves out the two big-data tests (the 1 GiB upload and the
+50 MiB output) so the ASan+UBSan build can run the rest in a few seconds.
+
+Prints "N passed, N failed" and exits non-zero on any failure.
+"""
+import argparse
+import concurrent.futures
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.parse
+
+import requests
+
+BINARY = None
+QUICK = False
+
+
+def q(path):
+    """Percent-encode a path as one segment, as the SDKs do."""
+    return urllib.parse.quote(path, safe="")
+
+
+class Server:
+    def __init__(self, env=None, args=(), base_flag=False):
+        self.base = os.path.realpath(tempfile.mkdtemp(prefix="rt-base-"))
+        self.outside = os.path.realpath(tempfile.mkdtemp(prefix="rt-outside-"))
+        full_env = dict(os.environ)
+        full_env.pop("SANDBOX_EXEC_TIMEOUT_SECONDS", None)
+        full_env.pop("SANDBOX_BASE_DIR", None)
+        cmd = [BINARY, "--listen", "127.0.0.1", "--port", "0"]
+        if base_flag:
+            cmd += ["--base-dir", self.base]
+        else:
+            full_env["SANDBOX_BASE_DIR"] = self.base
+        full_env.update(env or {})
+        self.proc = subprocess.Popen(cmd + list(args), env=full_env, stdin=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE)
+        line = self.proc.stderr.readline().decode(errors="replace")
+        m = re.search(r"listening on \S+ port (\d+)", line)
+        if not m:
+            self.proc.kill()
+            raise AssertionError("server did not start: %r" % line)
+        self.port = int(m.group(1))
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.log = [line]
+        self._reader = threading.Thread(target=self._read_log, daemon=True)
+        self._reader.start()
+
+    def _read_log(self):
+        for line in self.proc.stderr:
+            self.log.append(line.decode(errors="replace"))
+
+    def fd_count(self):
+        return len(os.listdir("/proc/%d/fd" % self.proc.pid))
+
+    def status_field(self, name):
+        with open("/proc/%d/status" % self.proc.pid) as f:
+            for line in f:
+                if line.startswith(name + ":"):
+                    return int(line.split()[1])
+        raise AssertionError("no %s" % name)
+
+    def stop(self, expect_rc=0):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = "hung"
+        self._reader.join(timeout=2)
+        shutil.rmtree(self.base, ignore_errors=True)
+        shutil.rmtree(self.outside, ignore_errors=True)
+        if rc != expect_rc:
+            raise AssertionError("server exit status %r, log:\n%s" % (rc, "".join(self.log[-40:])))
+
+
+def execute(srv, command, session=requests):
+    r = session.post(srv.url + "/execute", json={"command": command}, timeout=60)
+    assert r.status_code == 200, (r.status_code, r.text[:300])
+    return r.json()
+
+
+def raw(srv, data, timeout=5, half_close=False):
+    """Sends bytes on a fresh connection and returns everything read until
+    the server closes (or timeout)."""
+    s = socket.create_connection(("127.0.0.1", srv.port))
+    s.settimeout(timeout)
+    s.sendall(data)
+    if half_close:
+        s.shutdown(socket.SHUT_WR)
+    out = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+    except socket.timeout:
+        pass
+    s.close()
+    return out
+
+
+def raw_status(srv, data, **kw):
+    out = raw(srv, data, **kw)
+    m = re.match(rb"HTTP/1\.1 (\d{3}) ", out)
+    assert m, "no HTTP response: %r" % out[:200]
+    return int(m.group(1)), out
+
+
+def curl(*args):
+    p = subprocess.run(["curl", "-sS", "-o", "-", "-w", "\n%{http_code}", *args],
+                       capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr.decode()
+    body, _, code = p.stdout.rpartition(b"\n")
+    return int(code), body
+
+
+def multipart(filename, content, boundary="xYzBoUnDaRy", name="file"):
+    return (("--%s\r\nContent-Disposition: form-data; name=\"%s\"; filename=\"%s\"\r\n"
+             "Content-Type: application/octet-stream\r\n\r\n" % (boundary, name, filename)).encode("latin-1")
+            + content + ("\r\n--%s--\r\n" % boundary).encode())
+
+
+def post_raw_upload(srv, body, boundary="xYzBoUnDaRy"):
+    head = ("POST /upload HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+            "Content-Type: multipart/form-data; boundary=%s\r\nContent-Length: %d\r\n\r\n"
+            % (boundary, len(body))).encode()
+    return raw_status(srv, head + body)
+
+
+def tree(path):
+    out = []
+    for root, dirs, files in os.walk(path):
+        for n in dirs + files:
+            out.append(os.path.relpath(os.path.join(root, n), path))
+    return sorted(out)
+
+
+# ---------------------------------------------------------------- tests
+
+def test_health_answers_ok_to_curl_and_requests(srv):
+    expect = {"status": "ok", "message": "Sandbox Runtime is active."}
+    r = requests.get(srv.url + "/")
+    assert r.status_code == 200 and r.json() == expect
+    code, body = curl(srv.url + "/")
+    assert code == 200 and json.loads(body) == expect
+    r = requests.head(srv.url + "/")
+    assert r.status_code == 200 and r.content == b""
+
+
+def test_execute_runs_no_shell(srv):
+    res = execute(srv, "echo $HOME && echo x")
+    assert res == {"stdout": "$HOME && echo x\n", "stderr": "", "exit_code": 0}, res
+    code, body = curl("-H", "Content-Type: application/json", "-d", '{"command": "echo hi"}', srv.url + "/execute")
+    assert code == 200 and json.loads(body) == {"stdout": "hi\n", "stderr": "", "exit_code": 0}
+
+
+def test_execute_splits_words_like_python_shlex(srv):
+    prog = "%s -c 'import sys,json;print(json.dumps(sys.argv[1:]))' " % sys.executable
+    cases = ["a b  c", "'a b' \"c d\"", r'"a \" b"', r"a\ b", r'"x\y"', "''", "a''b", "\"$HOME\" '$HOME'",
+             "é ü 😀", "a\tb\nc", "\"a'b\"", "'a\"b'", r"\'", r'"\\"', r"a\\b", "x'y'\"z\"",
+             "--opt=\"v w\"", "'#' # not-a-comment", "\"a\\\nb\"", "&& | ; > <"]
+    s = requests.Session()
+    for case in cases:
+        res = execute(srv, prog + case, s)
+        assert res["exit_code"] == 0, (case, res)
+        got = json.loads(res["stdout"])
+        assert got == shlex.split(case), (case, got, shlex.split(case))
+
+
+def test_execute_reports_commands_that_cannot_start(srv):
+    for command, why in [("echo 'unterminated", "No closing quotation"), ("echo \\", "No escaped character"),
+                         ("no-such-program-xyz arg", "No such file or directory"), ("", "empty command"),
+                         ("   ", "empty command"), ("./", "Permission denied")]:
+        res = execute(srv, command)
+        assert res["exit_code"] == 1 and res["stdout"] == "", (command, res)
+        assert res["stderr"].startswith("Failed to execute command: ") and why in res["stderr"], (command, res)
+
+
+def test_execute_returns_exit_codes_and_signals(srv):
+    assert execute(srv, "sh -c 'exit 3'")["exit_code"] == 3
+    assert execute(srv, "sh -c 'kill -9 $$'")["exit_code"] == -9
+    res = execute(srv, "sh -c 'echo out; echo err >&2; exit 0'")
+    assert res == {"stdout": "out\n", "stderr": "err\n", "exit_code": 0}, res
+
+
+def test_execute_runs_in_the_base_dir_with_no_stdin(srv):
+    assert execute(srv, "pwd")["stdout"] == srv.base + "\n"
+    assert execute(srv, "cat")["stdout"] == ""  # stdin is /dev/null: no hang
+    # SIGPIPE is back to default for the child although the server ignores it.
+    res = execute(srv, "sh -c 'yes | head -c 3; exit 0'")
+    assert res["stdout"] == "y\ny", res
+
+
+def test_execute_binary_output_stays_valid_json(srv):
+    res = execute(srv, "printf '\\377\\000a\\342\\202\\254\\r\\n'")
+    assert res["stdout"] == "\ufffd\x00a\u20ac\r\n", repr(res["stdout"])
+
+
+def test_execute_rejects_bad_bodies_with_422(srv):
+    u = srv.url + "/execute"
+    for data, ctype in [(b"not json", "application/json"), (b'{"cmd": "x"}', "application/json"),
+                        (b'{"command": 1}', "application/json"), (b'["echo"]', "application/json"),
+                        (b'{"command": "x"} extra', "application/json"), (b"", "application/json"),
+                        (b'{"command": "\\ud800"}', "application/json"),
+                        (b'{"command": "echo"}', "text/plain")]:
+        r = requests.post(u, data=data, headers={"Content-Type": ctype})
+        assert r.status_code == 422, (data, r.status_code, r.text)
+        assert isinstance(r.json()["detail"], list), r.text
+    r = requests.post(u, data=b'{"command": "echo a", "other": [1, {"x": null}], "command": "echo b"}',
+                      headers={"Content-Type": "application/json"})
+    assert r.status_code == 200 and r.json()["stdout"] == "b\n", r.text
+    r = requests.post(u, data=b'{"command": "echo nt"}')  # no Content-Type at all is JSON
+    assert r.status_code == 200 and r.json()["stdout"] == "nt\n", r.text
+
+
+def test_execute_captures_50_mib_without_deadlock(srv):
+    if QUICK:
+        return "skipped in --quick"
+    out_n, err_n = 50 << 20, 10 << 20
+    # stderr first: a server reading only stdout would deadlock here.
+    cmd = ("sh -c \"head -c %d /dev/zero | tr '\\\\0' e >&2; head -c %d /dev/zero | tr '\\\\0' o\"" % (err_n, out_n))
+    t = time.time()
+    res = execute(srv, cmd)
+    assert res["exit_code"] == 0, res["stderr"][:200]
+    assert len(res["stdout"]) == out_n and res["stdout"].count("o") == out_n
+    assert len(res["stderr"]) == err_n and res["stderr"].count("e") == err_n
+    assert time.time() - t < 30
+
+
+def test_execute_timeout_kills_the_whole_group():
+    srv = Server(env={"SANDBOX_EXEC_TIMEOUT_SECONDS": "1"})
+    try:
+        t = time.time()
+        res = execute(srv, "sh -c 'sleep 30 & echo $! > bg.pid; sleep 30'")
+        took = time.time() - t
+        assert took < 6, took
+        assert res["exit_code"] == 1 and res["stdout"] == "", res
+        assert "timed out after 1 seconds" in res["stderr"], res
+        pid = int(open(os.path.join(srv.base, "bg.pid")).read())
+        deadline = time.time() + 5
+        while time.time() < deadline:
+            try:
+                state = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[0]
+            except FileNotFoundError:
+                break
+            if state == "Z":
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("background child %d survived the timeout" % pid)
+        # The server still works after a timeout.
+        assert execute(srv, "echo ok")["stdout"] == "ok\n"
+    finally:
+        srv.stop()
+
+
+def test_slow_upload_does_not_block_execute(srv):
+    result = {}
+
+    def slow_body():
+        yield b"--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"slow.txt\"\r\n\r\n"
+        for i in range(20):
+            time.sleep(0.1)
+            yield b"x" * 10
+        yield b"\r\n--B--\r\n"
+
+    def upload():
+        r = requests.post(srv.url + "/upload", data=slow_body(),
+                          headers={"Content-Type": "multipart/form-data; boundary=B"})
+        result["status"] = r.status_code
+
+    th = threading.Thread(target=upload)
+    th.start()
+    time.sleep(0.3)
+    t = time.time()
+    assert execute(srv, "true")["exit_code"] == 0
+    assert time.time() - t < 1.0
+    assert th.is_alive(), "upload finished too early to prove anything"
+    th.join()
+    assert result["status"] == 200
+    assert open(os.path.join(srv.base, "slow.txt"), "rb").read() == b"x" * 200
+
+
+def test_hundred_concurrent_requests(srv):
+    with open(os.path.join(srv.base, "f.txt"), "wb") as f:
+        f.write(b"data" * 1000)
+    barrier = threading.Barrier(100)
+
+    def one(i):
+        barrier.wait()
+        if i % 3 == 0:
+            res = execute(srv, "echo %d" % i)
+            return res["stdout"] == "%d\n" % i
+        if i % 3 == 1:
+            r = requests.get(srv.url + "/download/f.txt", timeout=30)
+            return r.status_code == 200 and r.content == b"data" * 1000
+        r = requests.get(srv.url + "/exists/f.txt", timeout=30)
+        return r.json() == {"path": "f.txt", "exists": True}
+
+    with concurrent.futures.ThreadPoolExecutor(100) as ex:
+        results = list(ex.map(one, range(100)))
+    assert all(results), results.count(False)
+
+
+def test_upload_writes_files_and_creates_parents(srv):
+    data = os.urandom(100000)
+    r = requests.post(srv.url + "/upload", files={"file": ("d1/d2/f.bin", data)})
+    assert r.status_code == 200 and r.json() == {"message": "File 'd1/d2/f.bin' uploaded successfully."}, r.text
+    assert open(os.path.join(srv.base, "d1/d2/f.bin"), "rb").read() == data
+    r = requests.post(srv.url + "/upload", files={"file": ("/abs/c.txt", b"abs")})
+    assert r.status_code == 200 and r.json()["message"] == "File '/abs/c.txt' uploaded successfully."
+    assert open(os.path.join(srv.base, "abs/c.txt"), "rb").read() == b"abs"
+    # curl sends Content-Length (and Expect: 100-continue above 1 MiB).
+    src = os.path.join(srv.outside, "src.bin")
+    with open(src, "wb") as f:
+        f.write(os.urandom(3 << 20))
+    code, body = curl("-F", "file=@%s;filename=big/curl.bin" % src, srv.url + "/upload")
+    assert code == 200, body
+    assert open(os.path.join(srv.base, "big/curl.bin"), "rb").read() == open(src, "rb").read()
+    # Other form fields around the file part are ignored.
+    r = requests.post(srv.url + "/upload", data={"note": "n"}, files={"file": ("n.txt", b"n")})
+    assert r.status_code == 200 and open(os.path.join(srv.base, "n.txt"), "rb").read() == b"n"
+    # An empty file is a file.
+    r = requests.post(srv.url + "/upload", files={"file": ("empty", b"")})
+    assert r.status_code == 200 and os.path.getsize(os.path.join(srv.base, "empty")) == 0
+
+
+def test_upload_replaces_atomically_and_keeps_mode(srv):
+    p = os.path.join(srv.base, "keep.sh")
+    with open(p, "wb") as f:
+        f.write(b"old contents that are longer")
+    os.chmod(p, 0o750)
+    r = requests.post(srv.url + "/upload", files={"file": ("keep.sh", b"new")})
+    assert r.status_code == 200
+    assert open(p, "rb").read() == b"new" and (os.stat(p).st_mode & 0o777) == 0o750
+    assert tree(srv.base) == ["keep.sh"], tree(srv.base)  # no temporary left behind
+    r = requests.post(srv.url + "/upload", files={"file": ("", b"x")})
+    assert r.status_code == 500 and r.json()["message"].startswith("File upload failed:"), r.text
+    os.mkdir(os.path.join(srv.base, "adir"))
+    r = requests.post(srv.url + "/upload", files={"file": ("adir", b"x")})
+    assert r.status_code == 500 and "Is a directory" in r.json()["message"], r.text
+    r = requests.post(srv.url + "/upload", files={"file": ("keep.sh/x", b"x")})
+    assert r.status_code == 500 and "Not a directory" in r.json()["message"], r.text
+
+
+def test_upload_without_a_file_part_is_422(srv):
+    r = requests.post(srv.url + "/upload", data={"other": "x"}, files={"notfile": ("a", b"a")})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "file"], r.text
+    r = requests.post(srv.url + "/upload", data=b"plain", headers={"Content-Type": "text/plain"})
+    assert r.status_code == 422, r.text
+    status, out = post_raw_upload(srv, b"--xYzBoUnDaRy\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nv\r\n--xYzBoUnDaRy--\r\n")
+    assert status == 422, out
+    status, out = post_raw_upload(srv, b"no boundary anywhere")
+    assert status == 400, out
+    assert tree(srv.base) == []
+
+
+def test_upload_path_escapes_are_denied_and_touch_nothing(srv):
+    os.symlink(srv.outside, os.path.join(srv.base, "out_abs"))
+    os.symlink(os.path.relpath(srv.outside, srv.base), os.path.join(srv.base, "out_rel"))
+    os.symlink("/etc", os.path.join(srv.base, "etc_link"))
+    before = tree(srv.base)
+    for name in ["../x", "a/../../x", "newdir/../../x", "out_abs/x", "out_rel/x", "out_abs/new/deeper/x",
+                 "etc_link/x", "//../x", "./../x"]:
+        r = requests.post(srv.url + "/upload", files={"file": (name, b"pwned")})
+        assert r.status_code == 403 and r.json() == {"message": "Access denied"}, (name, r.status_code, r.text)
+    status, out = post_raw_upload(srv, multipart("a\x00b", b"pwned"))
+    assert status == 403, out
+    assert tree(srv.base) == before, tree(srv.base)
+    assert tree(srv.outside) == [], tree(srv.outside)
+
+
+def test_upload_cut_off_leaves_no_file(srv):
+    body = multipart("cut.bin", b"y" * 100000)
+    head = ("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=xYzBoUnDaRy\r\n"
+            "Content-Length: %d\r\n\r\n" % (len(body) + 1000)).encode()
+    s = socket.create_connection(("127.0.0.1", srv.port))
+    s.sendall(head + body[:60000])
+    time.sleep(0.2)
+    s.close()
+    deadline = time.time() + 3
+    while time.time() < deadline and tree(srv.base):
+        time.sleep(0.05)
+    assert tree(srv.base) == [], tree(srv.base)
+
+
+def test_download_returns_bytes_or_404(srv):
+    data = bytes(range(256)) * 1000
+    os.makedirs(os.path.join(srv.base, "d"))
+    with open(os.path.join(srv.base, "d/b.bin"), "wb") as f:
+        f.write(data)
+    r = requests.get(srv.url + "/download/" + q("d/b.bin"))
+    assert r.status_code == 200 and r.content == data
+    assert r.headers["Content-Type"] == "application/octet-stream"
+    code, body = curl(srv.url + "/download/d%2Fb.bin")
+    assert code == 200 and body == data
+    code, body = curl(srv.url + "/download/d/b.bin")  # unencoded slashes work too
+    assert code == 200 and body == data
+    r = requests.get(srv.url + "/download/" + q("/d/b.bin"))  # leading slash dropped
+    assert r.status_code == 200 and r.content == data
+    for missing in ["nope", "d", "d/b.bin/x", ""]:
+        r = requests.get(srv.url + "/download/" + q(missing))
+        assert r.status_code == 404 and r.json() == {"message": "File not found"}, (missing, r.text)
+    r = requests.head(srv.url + "/download/" + q("d/b.bin"))
+    assert r.status_code == 200 and r.headers["Content-Length"] == str(len(data)) and r.content == b""
+    small = b"0123456789" * 409 + b"abcdef"  # 4 KiB: the single-writev path
+    with open(os.path.join(srv.base, "small"), "wb") as f:
+        f.write(small)
+    s = requests.Session()
+    for _ in range(3):
+        assert s.get(srv.url + "/download/small").content == small
+
+
+def test_download_path_escapes_are_denied(srv):
+    os.symlink("/etc", os.path.join(srv.base, "link"))
+    os.symlink(srv.outside, os.path.join(srv.base, "out"))
+    with open(os.path.join(srv.outside, "secret"), "w") as f:
+        f.write("secret")
+    os.symlink(os.path.join(srv.outside, "secret"), os.path.join(srv.base, "secret_link"))
+    for p in ["../etc/passwd", "link/passwd", "out/secret", "secret_link", "a/../../x", "../", "link"]:
+        r = requests.get(srv.url + "/download/" + q(p))
+        assert r.status_code == 403 and r.json() == {"message": "Access denied"}, (p, r.status_code)
+    for target in ["/download/..%2F..%2Fetc%2Fpasswd", "/download/../../etc/passwd", "/download/%2e%2e%2fx",
+                   "/download/a%00b", "/exists/..", "/list/../"]:
+        status, out = raw_status(srv, ("GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % target).encode())
+        assert status == 403, (target, out[:200])
+    status, out = raw_status(srv, b"GET /download/%zz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert status == 400, out
+    # An absolute path is relative to the base, as in the reference.
+    r = requests.get(srv.url + "/download/" + q("/etc/passwd"))
+    assert r.status_code == 404, r.status_code
+
+
+def test_symlinks_inside_the_base_are_followed(srv):
+    os.makedirs(os.path.join(srv.base, "real/sub"))
+    with open(os.path.join(srv.base, "real/sub/f"), "w") as f:
+        f.write("inside")
+    os.symlink(os.path.join(srv.base, "real"), os.path.join(srv.base, "abs_in"))
+    os.symlink("real/sub", os.path.join(srv.base, "rel_in"))
+    os.symlink("loop", os.path.join(srv.base, "loop"))
+    assert requests.get(srv.url + "/download/" + q("abs_in/sub/f")).content == b"inside"
+    assert requests.get(srv.url + "/download/" + q("rel_in/f")).content == b"inside"
+    assert requests.get(srv.url + "/download/" + q("rel_in/../sub/f")).content == b"inside"
+    assert requests.get(srv.url + "/exists/" + q("abs_in/sub")).json()["exists"] is True
+    assert requests.get(srv.url + "/exists/" + q("loop")).json()["exists"] is False
+    assert requests.get(srv.url + "/download/loop").status_code == 404
+    r = requests.post(srv.url + "/upload", files={"file": ("rel_in/new.txt", b"via link")})
+    assert r.status_code == 200
+    assert open(os.path.join(srv.base, "real/sub/new.txt"), "rb").read() == b"via link"
+
+
+def test_list_matches_os_stat(srv):
+    os.makedirs(os.path.join(srv.base, "dir/inner"))
+    with open(os.path.join(srv.base, "dir/a.txt"), "wb") as f:
+        f.write(b"12345")
+    os.symlink("/etc", os.path.join(srv.base, "dir/etc_link"))
+    os.symlink("inner", os.path.join(srv.base, "dir/in_link"))
+    r = requests.get(srv.url + "/list/" + q("dir"))
+    assert r.status_code == 200, r.text
+    got = {e["name"]: e for e in r.json()}
+    assert set(got) == {"inner", "a.txt", "etc_link", "in_link"}, got
+    for name in ["inner", "a.txt", "in_link"]:
+        st = os.stat(os.path.join(srv.base, "dir", name))
+        e = got[name]
+        assert e["size"] == st.st_size and e["mod_time"] == st.st_mtime, (name, e, st)
+        assert e["type"] == ("directory" if name != "a.txt" else "file"), e
+    # A link out of the base is described as the link itself, not its target.
+    lst = os.lstat(os.path.join(srv.base, "dir/etc_link"))
+    assert got["etc_link"]["type"] == "file" and got["etc_link"]["size"] == lst.st_size
+    code, body = curl(srv.url + "/list/")
+    assert code == 200 and [e["name"] for e in json.loads(body)] == ["dir"]
+    for p in ["dir/a.txt", "missing"]:
+        r = requests.get(srv.url + "/list/" + q(p))
+        assert r.status_code == 404 and r.json() == {"message": "Path is not a directory"}, r.text
+    for p in ["../", "dir/etc_link", "../../", "dir/../.."]:
+        r = requests.get(srv.url + "/list/" + q(p))
+        assert r.status_code == 403 and r.json() == {"message": "Access denied"}, (p, r.text)
+
+
+def test_exists_reports_decoded_path(srv):
+    open(os.path.join(srv.base, "here.txt"), "w").close()
+    os.symlink(srv.outside, os.path.join(srv.base, "out"))
+    r = requests.get(srv.url + "/exists/" + q("/here.txt"))
+    assert r.json() == {"path": "/here.txt", "exists": True}, r.text
+    r = requests.get(srv.url + "/exists/" + q("gone/ü.txt"))
+    assert r.json() == {"path": "gone/ü.txt", "exists": False}, r.text
+    code, body = curl(srv.url + "/exists/here.txt")
+    assert code == 200 and json.loads(body)["exists"] is True
+    for p in ["../x", "out", "out/x", "a\x00"]:
+        r = requests.get(srv.url + "/exists/" + q(p))
+        assert r.status_code == 403 and r.json() == {"message": "Access denied"}, (p, r.text)
+
+
+def test_malformed_http_gets_clear_errors(srv):
+    cases = [
+        (b"garbage\r\n\r\n", 400),
+        (b"GET / HTTP/2.0\r\nHost: x\r\n\r\n", 505),
+        (b"GET / HTTP/1.1\nHost: x\n\n", 400),
+        (b"GET  / HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nBad Header: x\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nX: a\x01b\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\n folded: x\r\n\r\n", 400),
+        (b"GET http://evil/ HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nHost: x\r\n" + b"X-Big: " + b"a" * 20000 + b"\r\n\r\n", 431),
+        (b"POST /execute HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
+        (b"POST /execute HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", 400),
+        (b"POST /execute HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 400),
+        (b"POST /execute HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
+        (b"POST /execute HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
+        (b"POST /execute HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcd\r\n", 400),
+        (b"POST /execute HTTP/1.1\r\nExpect: magic\r\n\r\n", 417),
+        (b"GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n", 404),
+        (b"DELETE /upload HTTP/1.1\r\nHost: x\r\n\r\n", 405),
+        (b"POST /download/x HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 405),
+    ]
+    for data, want in cases:
+        status, out = raw_status(srv, data, half_close=True)
+        assert status == want, (data[:60], status, out[:200])
+        body = out.split(b"\r\n\r\n", 1)[1]
+        json.loads(body)  # every error is a JSON body
+    # A half-sent head is not answered with anything but a close (no crash).
+    assert raw(srv, b"GET / HTTP/1.1\r\nHost:", timeout=1, half_close=True) == b""
+    r = requests.get(srv.url + "/nowhere")
+    assert r.status_code == 404 and r.json() == {"detail": "Not Found"}
+
+
+def test_body_limits_answer_413():
+    srv = Server(args=["--max-body-bytes", "5000", "--max-json-bytes", "200", "--max-header-bytes", "1024"],
+                 base_flag=True)
+    try:
+        r = requests.post(srv.url + "/upload", files={"file": ("big", b"z" * 6000)})
+        assert r.status_code == 413, r.status_code
+        r = requests.post(srv.url + "/upload", files={"file": ("ok", b"z" * 1000)})
+        assert r.status_code == 200
+        r = requests.post(srv.url + "/execute", json={"command": "echo " + "a" * 300})
+        assert r.status_code == 413, r.status_code
+
+        def gen():
+            for _ in range(10):
+                yield b"z" * 1000
+        r = requests.post(srv.url + "/upload", data=gen(), headers={"Content-Type": "multipart/form-data; boundary=q"})
+        assert r.status_code == 413, r.status_code
+        r = requests.get(srv.url + "/", headers={"X-Pad": "p" * 2000})
+        assert r.status_code == 431, r.status_code
+        code, _ = curl("-F", "file=@/dev/null;filename=x", "-H", "X-Pad: " + "p" * 2000, srv.url + "/upload")
+        assert code == 431
+        assert tree(srv.base) == ["ok"], tree(srv.base)
+    finally:
+        srv.stop()
+
+
+def test_keep_alive_and_pipelining(srv):
+    two = b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /exists/a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    out = raw(srv, two)
+    assert out.count(b"HTTP/1.1 200 OK") == 2, out
+    assert b'"path":"a","exists":false' in out
+    # Chunked request bodies and pipelining after them.
+    body = b'{"command": "echo chunked"}'
+    req = (b"POST /execute HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n"
+           + b"%x;ext=1\r\n%s\r\n0\r\nTrailer: t\r\n\r\n" % (len(body), body)
+           + b"GET / HTTP/1.0\r\n\r\n")
+    out = raw(srv, req)
+    assert out.count(b"HTTP/1.1 200 OK") == 2 and b"chunked\\n" in out, out
+    s = requests.Session()
+    for i in range(30):
+        assert s.get(srv.url + "/exists/x").status_code == 200
+
+
+def test_no_fd_or_child_leaks(srv):
+    s = requests.Session()
+    s.get(srv.url + "/")
+    time.sleep(0.2)
+    before = srv.fd_count()
+    open(os.path.join(srv.base, "f"), "w").close()
+    for i in range(20):
+        execute(srv, "echo %d" % i, s)
+        execute(srv, "no-such-program", s)
+        s.post(srv.url + "/upload", files={"file": ("u/%d" % i, b"x")})
+        s.post(srv.url + "/upload", files={"file": ("../x", b"x")})
+        s.get(srv.url + "/download/f")
+        s.get(srv.url + "/list/u")
+        s.get(srv.url + "/exists/..%2Fx")
+        raw(srv, b"bad request\r\n\r\n")
+    s.close()
+    deadline = time.time() + 5
+    while time.time() < deadline and srv.fd_count() > before:
+        time.sleep(0.05)
+    assert srv.fd_count() <= before, (before, os.listdir("/proc/%d/fd" % srv.proc.pid))
+    zombies = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                stat = open("/proc/%s/stat" % pid).read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(stat[1]) == srv.proc.pid and stat[0] == "Z":
+                zombies.append(pid)
+    assert not zombies, zombies
+
+
+def test_sigterm_stops_promptly_with_idle_connections():
+    srv = Server()
+    s = socket.create_connection(("127.0.0.1", srv.port))
+    s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.recv(4096)  # now an idle keep-alive connection
+    t = time.time()
+    srv.proc.send_signal(signal.SIGTERM)
+    rc = srv.proc.wait(timeout=10)
+    assert rc == 0 and time.time() - t < 3, (rc, time.time() - t)
+    s.close()
+    srv.stop()
+
+
+def test_one_gib_upload_keeps_memory_flat(srv):
+    if QUICK:
+        return "skipped in --quick"
+    r = requests.post(srv.url + "/upload", files={"file": ("warm", b"w" * (1 << 20))})
+    assert r.status_code == 200
+    rss_before = srv.status_field("VmHWM")
+    total, block = 1 << 30, 1 << 20
+    digest = hashlib.sha256()
+    seed = os.urandom(block)
+
+    def body():
+        yield b"--GiB\r\nContent-Disposition: form-data; name=\"file\"; filename=\"gib/one.bin\"\r\n\r\n"
+        for i in range(total // block):
+            chunk = i.to_bytes(8, "little") + seed[8:]
+            digest.update(chunk)
+            yield chunk
+        yield b"\r\n--GiB--\r\n"
+
+    t = time.time()
+    r = requests.post(srv.url + "/upload", data=body(), headers={"Content-Type": "multipart/form-data; boundary=GiB"})
+    took = time.time() - t
+    assert r.status_code == 200, r.text
+    path = os.path.join(srv.base, "gib/one.bin")
+    assert os.path.getsize(path) == total
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(4 << 20)
+            if not b:
+                break
+            h.update(b)
+    assert h.hexdigest() == digest.hexdigest()
+    os.unlink(path)
+    growth_kib = srv.status_field("VmHWM") - rss_before
+    assert growth_kib < 16 * 1024, "peak RSS grew by %d KiB during a 1 GiB upload" % growth_kib
+    return "1 GiB in %.1f s, peak RSS growth %d KiB" % (took, growth_kib)
+
+
+# ---------------------------------------------------------------- runner
+
+SHARED = [f for n, f in sorted(globals().items()) if n.startswith("test_") and f.__code__.co_argcount == 1]
+OWN = [f for n, f in sorted(globals().items()) if n.startswith("test_") and f.__code__.co_argcount == 0]
+
+
+def main():
+    global BINARY, QUICK
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", required=True)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("-k", default="", help="run only tests whose name contains this")
+    a = ap.parse_args()
+    BINARY, QUICK = os.path.abspath(a.binary), a.quick
+    passed = failed = 0
+    for f in SHARED + OWN:
+        if a.k not in f.__name__:
+            continue
+        t = time.time()
+        srv = None
+        try:
+            if f in SHARED:
+                srv = Server()
+                note = f(srv)
+                srv.stop()
+            else:
+                note = f()
+            passed += 1
+            print("ok   %-55s %5.2fs %s" % (f.__name__[5:], time.time() - t, note or ""), flush=True)
+        except Exception:
+            failed += 1
+            print("FAIL %s\n%s" % (f.__name__[5:], traceback.format_exc()), flush=True)
+            if srv is not None:
+                try:
+                    srv.stop()
+                except Exception as e:
+                    print("     (and at stop: %s)" % e)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
