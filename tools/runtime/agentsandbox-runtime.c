@@ -2783,8 +2783,10 @@ static void rt_handle_download(struct rt_conn *c, const char *enc, size_t enc_le
         } else if (size <= RT_IO_CHUNK) {
             /* Small file: one writev for head and body, like nginx's
                sendfile+headers fast path. */
-            char *body = c->buf + c->head_len;
-            ssize_t got = size ? pread(fd, body, (size_t)size, 0) : 0;
+            /* Read into the free tail of the connection buffer: bytes
+               before c->len may be the next pipelined request. */
+            char *body = c->cap - c->len >= size ? c->buf + c->len : malloc(size ? (size_t)size : 1);
+            ssize_t got = !body ? -1 : size ? pread(fd, body, (size_t)size, 0) : 0;
             struct iovec iov[2];
             if (got != (ssize_t)size) {
                 c->keep_alive = 0; /* file changed under us: cut the response */
@@ -2795,7 +2797,8 @@ static void rt_handle_download(struct rt_conn *c, const char *enc, size_t enc_le
                 iov[1].iov_len = (size_t)size;
                 rt_writev_all(c, iov, size ? 2 : 1);
             }
-            c->len = c->body_pos = c->head_len; /* body_done is set: nothing was pending */
+            if (body && body != c->buf + c->len)
+                free(body);
         } else if (!rt_send_all(c, head, hl, 1)) {
             off_t off = 0;
             while ((unsigned long long)off < size) {

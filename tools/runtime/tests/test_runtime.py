@@ -585,6 +585,13 @@ def test_keep_alive_and_pipelining(srv):
     s = requests.Session()
     for i in range(30):
         assert s.get(srv.url + "/exists/x").status_code == 200
+    # Pipelined downloads: the small-file fast path must not eat the next request.
+    with open(os.path.join(srv.base, "p.bin"), "wb") as f:
+        f.write(b"P" * 3000)
+    out = raw(srv, b"GET /download/p.bin HTTP/1.1\r\nHost: x\r\n\r\n" * 3
+              + b"GET /exists/p.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert out.count(b"HTTP/1.1 200 OK") == 4 and out.count(b"P" * 3000) == 3, out[:300]
+    assert out.endswith(b'{"path":"p.bin","exists":true}'), out[-100:]
 
 
 def test_no_fd_or_child_leaks(srv):
