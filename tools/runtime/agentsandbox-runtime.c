@@ -3219,6 +3219,11 @@ static void rt_wait_connections(double until)
     pthread_mutex_unlock(&g_lock);
 }
 
+static void rt_ignore_signal(int sig)
+{
+    (void)sig;
+}
+
 #ifndef RT_NO_MAIN
 int main(int argc, char **argv)
 {
@@ -3252,6 +3257,12 @@ int main(int argc, char **argv)
        of connections for no gain at this request size. */
     mallopt(M_ARENA_MAX, 2);
     signal(SIGPIPE, SIG_IGN);
+    /* As PID 1 (the usual case in a pod) the kernel drops signals whose
+       action is the default; a handler that never runs (the signals stay
+       blocked and rt_reaper_main takes them with sigtimedwait) keeps
+       SIGTERM deliverable whatever the kernel version. */
+    signal(SIGTERM, rt_ignore_signal);
+    signal(SIGINT, rt_ignore_signal);
     sigemptyset(&block);
     sigaddset(&block, SIGCHLD);
     sigaddset(&block, SIGTERM);

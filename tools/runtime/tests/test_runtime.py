@@ -639,6 +639,55 @@ def test_sigterm_stops_promptly_with_idle_connections():
     srv.stop()
 
 
+def test_as_pid_1_it_reaps_orphans_and_obeys_sigterm():
+    """In a pod the runtime is PID 1: orphans of commands become its children."""
+    base = tempfile.mkdtemp(prefix="rt-pid1-")
+    proc = subprocess.Popen(["unshare", "--pid", "--fork", BINARY, "--listen", "127.0.0.1", "--port", "0",
+                             "--base-dir", base], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        line = proc.stderr.readline().decode()
+        port = int(re.search(r"port (\d+)", line).group(1))
+        server_pid = None
+        deadline = time.time() + 5
+        while server_pid is None and time.time() < deadline:
+            for p in os.listdir("/proc"):
+                if p.isdigit():
+                    try:
+                        stat = open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()
+                    except OSError:
+                        continue
+                    if int(stat[1]) == proc.pid:
+                        server_pid = int(p)
+        assert server_pid, "no server process under unshare"
+
+        class S:
+            url = "http://127.0.0.1:%d" % port
+        res = execute(S, "sh -c '(sleep 0.3 >/dev/null 2>&1 &); echo $PPID'")
+        assert res["stdout"] == "1\n", res  # the server is PID 1 in its namespace
+        time.sleep(1.0)  # the orphaned sleep has exited by now
+
+        def kids(state=None):
+            out = []
+            for p in os.listdir("/proc"):
+                if p.isdigit():
+                    try:
+                        st = open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()
+                    except OSError:
+                        continue
+                    if int(st[1]) == server_pid and (state is None or st[0] == state):
+                        out.append(p)
+            return out
+        assert kids() == [], "orphans left as zombies: %s" % kids()
+        os.kill(server_pid, signal.SIGTERM)
+        rc = proc.wait(timeout=10)
+        assert rc == 0, rc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def test_one_gib_upload_keeps_memory_flat(srv):
     if QUICK:
         return "skipped in --quick"
