@@ -148,9 +148,9 @@ def stop_pid(pid, name, grace=10.0):
         deadline = time.monotonic() + (grace if sig == signal.SIGTERM else 5)
         while time.monotonic() < deadline:
             try:
-                wpid, _ = os.waitpid(pid, os.WNOHANG)
+                wpid, status = os.waitpid(pid, os.WNOHANG)
                 if wpid == pid:
-                    return
+                    return os.waitstatus_to_exitcode(status)
             except ChildProcessError:
                 pass
             if proc_starttime(pid) is None:
@@ -175,13 +175,29 @@ def start(name, argv, env=None):
     full_env.pop("KUBECONFIG", None)
     if env:
         full_env.update(env)
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(isolate_dns(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                             start_new_session=True, env=full_env, cwd=STATE)
     out.close()
     write_pidfile(p("pids", name + ".pid"), proc.pid)
     with open(p("logs", name + ".cmdline"), "w") as f:
         f.write(" ".join(argv) + "\n")
     return proc
+
+
+def isolate_dns(argv):
+    """Run argv in a private mount namespace whose /etc/resolv.conf names only
+    127.0.0.1, so that no name lookup ever leaves loopback. The sandbox-router
+    falls back to DNS (<id>.<ns>.svc.cluster.local) for a sandbox it has not
+    cached, and the host resolver is not on loopback. Same pid: unshare and
+    sh both exec. Needs root (CAP_SYS_ADMIN); without it, run unconfined."""
+    if os.environ.get("LC_NO_DNS_ISOLATION") or os.geteuid() != 0 or not shutil.which("unshare"):
+        return argv
+    resolv = p("resolv.conf")
+    if not os.path.exists(resolv):
+        with open(resolv, "w") as f:
+            f.write("# agentsandbox localcluster: name lookups stay on loopback\nnameserver 127.0.0.1\n")
+    return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+            'mount --bind "$0" /etc/resolv.conf && exec "$@"', resolv] + list(argv)
 
 
 def free_port():
@@ -244,8 +260,6 @@ def make_pki():
     make_cert("kube-controller-manager", "system:kube-controller-manager", client=True)
     make_cert("kube-scheduler", "system:kube-scheduler", client=True)
     make_cert("kwok", "system:node:" + NODE_NAME, orgs=["system:masters"], client=True)
-    make_cert("agent-sandbox-controller", "system:serviceaccount:%s:agent-sandbox-controller" % ROUTER_NS,
-              orgs=["system:serviceaccounts", "system:serviceaccounts:" + ROUTER_NS], client=True)
     make_cert("sandbox-router", "system:serviceaccount:%s:sandbox-router" % ROUTER_NS,
               orgs=["system:serviceaccounts", "system:serviceaccounts:" + ROUTER_NS], client=True)
     make_cert("podrunner", "lc-podrunner", client=True)
@@ -404,15 +418,22 @@ def cmd_up(version):
     server = "https://127.0.0.1:%d" % ports["apiserver"]
     kc = lambda n: p("kubeconfig", n + ".kubeconfig")  # noqa: E731
     write_kubeconfig(kc("admin"), server, cert_user("admin"))
-    for n in ("kube-controller-manager", "kube-scheduler", "kwok", "agent-sandbox-controller",
-              "sandbox-router", "podrunner"):
+    for n in ("kube-controller-manager", "kube-scheduler", "kwok", "sandbox-router", "podrunner"):
         write_kubeconfig(kc(n), server, cert_user(n))
     # Test credentials: static token, exec plugin, RBAC-restricted user.
     token = base64.b32encode(os.urandom(20)).decode().lower()
     exec_token = base64.b32encode(os.urandom(20)).decode().lower()
+    # The controller runs as its upstream ServiceAccount identity, so the
+    # release's own RBAC applies unchanged. That user name does not fit a
+    # certificate CN (64 bytes), hence a static token.
+    ctl_token = base64.b32encode(os.urandom(20)).decode().lower()
+    ctl_user = "system:serviceaccount:%s:agent-sandbox-controller" % ROUTER_NS
     with open(p("pki", "tokens.csv"), "w") as f:
         f.write('%s,lc-token-user,lc-token-user,"lc-clients"\n' % token)
         f.write('%s,lc-exec-user,lc-exec-user,"lc-clients"\n' % exec_token)
+        f.write('%s,%s,%s,"system:serviceaccounts,system:serviceaccounts:%s"\n' % (
+            ctl_token, ctl_user, ctl_user, ROUTER_NS))
+    write_kubeconfig(kc("agent-sandbox-controller"), server, {"token": ctl_token})
     os.chmod(p("pki", "tokens.csv"), 0o600)
     with open(p("kubeconfig", "exec-token"), "w") as f:
         f.write(exec_token + "\n")
@@ -766,15 +787,17 @@ class PodRunner:
 
     def stop_runtime(self, uid):
         proc, meta = self.procs.pop(uid)
-        stop_pid(proc.pid, "runtime " + meta["pod"], grace=5)
-        proc.wait()
+        code = stop_pid(proc.pid, "runtime " + meta["pod"], grace=5)
+        if proc.poll() is None:
+            proc.wait()
+        code = proc.returncode if code is None else code
         for ext in (".pid", ".json"):
             try:
                 os.unlink(p("podrunner", uid + ext))
             except FileNotFoundError:
                 pass
         shutil.rmtree(meta["base_dir"], ignore_errors=True)
-        self.rlog("stopped runtime for %s (pid %d, exit %s)" % (meta["pod"], proc.pid, proc.returncode))
+        self.rlog("stopped runtime for %s (pid %d, exit %s)" % (meta["pod"], proc.pid, code))
 
     def reaper(self):
         """Restart a runtime that exited while its pod still runs (like a kubelet would)."""

@@ -46,7 +46,7 @@ build_kwok() {
   local out=$CACHE/kwok-$KWOK_VERSION dir
   stamp_ok "$out" "$KWOK_VERSION" && return 0
   mkdir -p "$out"; cd "$LC/gomod/kwok"
-  go build -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" \
+  go build -ldflags "-s -w" \
     -o "$out/kwok" sigs.k8s.io/kwok/cmd/kwok
   # kwok's own default stages (what kwokctl feeds it): node fast + lease
   # heartbeat, pod fast.

@@ -14,6 +14,8 @@ pass=0; fail=0
 ok()   { pass=$((pass+1)); echo "ok - $*"; }
 bad()  { fail=$((fail+1)); echo "FAIL - $*"; }
 check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+kq() { kubectl "$@" >/dev/null; }
+kwait() { kubectl wait "$@" >/dev/null; }
 jqp() { /usr/bin/python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 # 1. kubectl reports the server version we built.
@@ -46,11 +48,11 @@ spec:
   $spec
 EOT
 t0=$(date +%s.%N)
-check "claim $claim becomes Ready" kubectl wait --for=condition=Ready "sandboxclaim/$claim" -n $NS --timeout=90s
+check "claim $claim becomes Ready" kwait --for=condition=Ready "sandboxclaim/$claim" -n $NS --timeout=90s
 echo "#   claim Ready after $(/usr/bin/python3 -c "print(round($(date +%s.%N) - $t0, 2))")s"
 sb=$(kubectl get sandboxclaim "$claim" -n $NS -o json | jqp '(d.get("status",{}).get("sandbox") or {}).get("name") or (d.get("status",{}).get("sandbox") or {}).get("Name") or ""')
 check "claim status names its sandbox ($sb)" test -n "$sb"
-check "sandbox $sb is Ready" kubectl wait --for=condition=Ready "sandbox/$sb" -n $NS --timeout=30s
+check "sandbox $sb is Ready" kwait --for=condition=Ready "sandbox/$sb" -n $NS --timeout=30s
 pod=$(kubectl get sandbox "$sb" -n $NS -o json | jqp 'd["metadata"].get("annotations",{}).get("agents.x-k8s.io/pod-name") or d["metadata"]["name"]')
 ip=$(kubectl get pod "$pod" -n $NS -o jsonpath='{.status.podIP}')
 check "pod $pod has a loopback 127.1.x.y IP ($ip)" bash -c "[[ '$ip' =~ ^127\.1\.[0-9]+\.[0-9]+$ ]]"
@@ -78,11 +80,15 @@ body=$(curl -sS --max-time 10 "${H[@]}" -H "X-Sandbox-Pod-IP: $ip" -H 'Content-T
 check "POST /execute with X-Sandbox-Pod-IP runs in the runtime: $body" bash -c "[[ '$body' == *hello-from-sandbox* ]]"
 code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -H "X-Sandbox-ID: no-such-sandbox" -H "X-Sandbox-Namespace: $NS" "http://127.0.0.1:$port/")
 check "router answers 502 for an unknown sandbox (got $code)" test "$code" = 502
+# Its DNS fallback (<id>.<ns>.svc.cluster.local) must stay on loopback too.
+lookups=$(grep -o 'lookup [^ ]* on [^:]*:53' "$STATE/logs/sandbox-router.log" | sort -u)
+check "router name lookups went only to 127.0.0.1:53 ($(echo $lookups | cut -c1-90))" \
+  bash -c "[ -n '$lookups' ] && ! echo '$lookups' | grep -qv ' on 127\.0\.0\.1:53\$'"
 kill "$pf" 2>/dev/null; wait "$pf" 2>/dev/null; rm -f "$pflog"
 
 # 5. Credentials: token, exec plugin, RBAC-restricted user.
-check "static-token user can list claims" kubectl --kubeconfig "$KCDIR/token.kubeconfig" get sandboxclaims -n $NS -o name
-check "exec-plugin user can list claims" kubectl --kubeconfig "$KCDIR/exec.kubeconfig" get sandboxclaims -n $NS -o name
+check "static-token user can list claims" kq --kubeconfig "$KCDIR/token.kubeconfig" get sandboxclaims -n $NS -o name
+check "exec-plugin user can list claims" kq --kubeconfig "$KCDIR/exec.kubeconfig" get sandboxclaims -n $NS -o name
 check "exec plugin was run" test -s "$STATE/logs/exec-credential.calls"
 err=$(kubectl --kubeconfig "$KCDIR/restricted.kubeconfig" get sandboxclaims -n $NS 2>&1)
 check "restricted user is denied by RBAC ($(echo "$err" | head -1 | cut -c1-80)...)" bash -c "[[ '$err' == *Forbidden* || '$err' == *forbidden* ]]"

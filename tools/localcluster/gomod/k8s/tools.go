@@ -1,7 +1,7 @@
 //go:build tools
 
 // Package tools pins the Kubernetes control-plane commands built from
-// k8s.io/kubernetes v1.34.4 (minor 34).
+// k8s.io/kubernetes v1.33.13 (minor 33).
 package tools
 
 import (
