@@ -1873,17 +1873,37 @@ static int rt_writev_all(struct rt_conn *c, struct iovec *iov, int cnt)
     return 0;
 }
 
+/* The Date header (RFC 9110 6.6.1: an origin server with a clock sends
+   one), formatted once a second per thread. */
+static const char *rt_http_date(void)
+{
+    static _Thread_local time_t cached_at;
+    static _Thread_local char cached[40];
+    time_t now = time(NULL);
+    if (now != cached_at) {
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(cached, sizeof cached, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        cached_at = now;
+    }
+    return cached;
+}
+
 /* Formats the status line and headers into out (>= 512 bytes). */
 static size_t rt_format_head(struct rt_conn *c, char *out, size_t cap, int status, const char *ctype,
                              unsigned long long body_len, const char *extra)
 {
     int n;
+    const char *conn_hdr = "";
     if (atomic_load(&g_stopping))
         c->keep_alive = 0;
+    if (!c->keep_alive)
+        conn_hdr = "Connection: close\r\n";
+    else if (c->req.minor_version == 0)
+        conn_hdr = "Connection: keep-alive\r\n"; /* HTTP/1.0 closes unless told otherwise */
     n = snprintf(out, cap,
-                 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %llu\r\n%s%s\r\n",
-                 status, rt_reason(status), ctype, body_len, extra ? extra : "",
-                 c->keep_alive ? "" : "Connection: close\r\n");
+                 "HTTP/1.1 %d %s\r\nDate: %s\r\nContent-Type: %s\r\nContent-Length: %llu\r\n%s%s\r\n",
+                 status, rt_reason(status), rt_http_date(), ctype, body_len, extra ? extra : "", conn_hdr);
     c->status = status;
     c->responded = 1;
     return n < 0 ? 0 : (size_t)n >= cap ? cap - 1 : (size_t)n;

@@ -639,6 +639,58 @@ def test_sigterm_stops_promptly_with_idle_connections():
     srv.stop()
 
 
+def test_bad_flags_and_environment_fail_clearly():
+    def run(args, env=None):
+        e = dict(os.environ)
+        e.update(env or {})
+        return subprocess.run([BINARY] + args, env=e, capture_output=True, text=True, timeout=10)
+    p = run(["--help"])
+    assert p.returncode == 0 and "--base-dir" in p.stdout and "SANDBOX_EXEC_TIMEOUT_SECONDS" in p.stdout
+    for args, env, why in [(["--port", "70000"], None, "bad value for --port"),
+                           (["--bogus", "1"], None, "unknown option --bogus"),
+                           (["--port"], None, "missing value"),
+                           (["--listen", "localhost", "--base-dir", "/"], None, "not an IPv4 or IPv6 address"),
+                           (["--base-dir", "/nonexistent-rt-dir"], None, "No such file or directory"),
+                           (["--base-dir", "/"], {"SANDBOX_EXEC_TIMEOUT_SECONDS": "soon"}, "not a positive number"),
+                           (["--exec-timeout", "-1"], None, "bad value for --exec-timeout")]:
+        p = run(args, env)
+        assert p.returncode == 2 and why in p.stderr, (args, p.returncode, p.stderr)
+
+
+def test_expect_100_continue_is_honoured(srv):
+    body = multipart("exp.txt", b"expected")
+    head = ("POST /upload HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nConnection: close\r\n"
+            "Content-Type: multipart/form-data; boundary=xYzBoUnDaRy\r\nContent-Length: %d\r\n\r\n" % len(body)).encode()
+    s = socket.create_connection(("127.0.0.1", srv.port))
+    s.settimeout(5)
+    s.sendall(head)
+    assert s.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
+    s.sendall(body)
+    out = b""
+    while True:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        out += chunk
+    s.close()
+    assert out.startswith(b"HTTP/1.1 200 OK"), out
+    assert open(os.path.join(srv.base, "exp.txt"), "rb").read() == b"expected"
+    # HTTP/1.0 keep-alive is answered as such.
+    out = raw(srv, b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET / HTTP/1.0\r\n\r\n")
+    assert out.count(b"200 OK") == 2 and b"Connection: keep-alive" in out, out
+
+
+def test_output_over_the_cap_is_cut_with_a_note():
+    srv = Server(args=["--max-output-bytes", "1000"])
+    try:
+        res = execute(srv, "sh -c 'head -c 300000 /dev/zero | tr \"\\\\0\" a; echo done >&2'")
+        assert res["exit_code"] == 0, res
+        assert res["stdout"].startswith("a" * 1000) and "stdout cut after 1000 bytes" in res["stdout"], res["stdout"][-200:]
+        assert res["stderr"] == "done\n", res
+    finally:
+        srv.stop()
+
+
 def test_as_pid_1_it_reaps_orphans_and_obeys_sigterm():
     """In a pod the runtime is PID 1: orphans of commands become its children."""
     base = tempfile.mkdtemp(prefix="rt-pid1-")
