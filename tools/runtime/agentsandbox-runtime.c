@@ -3275,7 +3275,9 @@ int main(int argc, char **argv)
     }
     /* Few malloc arenas: per-thread arenas would grow RSS with the number
        of connections for no gain at this request size. */
+#ifdef M_ARENA_MAX /* glibc; musl has one small allocator anyway */
     mallopt(M_ARENA_MAX, 2);
+#endif
     signal(SIGPIPE, SIG_IGN);
     /* As PID 1 (the usual case in a pod) the kernel drops signals whose
        action is the default; a handler that never runs (the signals stay
