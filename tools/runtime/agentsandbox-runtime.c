@@ -1878,12 +1878,25 @@ static int rt_writev_all(struct rt_conn *c, struct iovec *iov, int cnt)
 static const char *rt_http_date(void)
 {
     static _Thread_local time_t cached_at;
-    static _Thread_local char cached[40];
+    static _Thread_local char cached[128];
     time_t now = time(NULL);
     if (now != cached_at) {
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        strftime(cached, sizeof cached, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        /* By hand rather than gmtime_r+strftime: in a static glibc those
+           pull in the time zone and locale machinery (~110 KB). Civil date
+           from days since 1970-01-01, Gregorian calendar in 400-year eras. */
+        static const char *const wday[] = {"Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"};
+        static const char *const mon[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                          "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+        long long days = (long long)now / 86400, secs = (long long)now % 86400;
+        long long z = days + 719468, era = z / 146097;
+        long long doe = z - era * 146097;
+        long long yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+        long long doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        long long mp = (5 * doy + 2) / 153;
+        long long d = doy - (153 * mp + 2) / 5 + 1, m = mp < 10 ? mp + 3 : mp - 9;
+        long long y = yoe + era * 400 + (m <= 2);
+        snprintf(cached, sizeof cached, "%s, %02lld %s %lld %02lld:%02lld:%02lld GMT", wday[days % 7], d,
+                 mon[m - 1], y, secs / 3600, secs / 60 % 60, secs % 60);
         cached_at = now;
     }
     return cached;
