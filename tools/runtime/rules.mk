@@ -33,7 +33,7 @@ runtime: $(RT_BIN)
 # sandbox image needs nothing but this file.
 $(RT_BIN): $(RT_SRC) $(RT_DIR)/rules.mk
 	@mkdir -p $(@D)
-	$(CC) $(RT_CFLAGS) -O2 -static -pthread -o $@ $(RT_SRC) -lm
+	$(CC) $(RT_CFLAGS) -O2 -ffunction-sections -fdata-sections -Wl,--gc-sections -static -pthread -o $@ $(RT_SRC) -lm
 	@strip -o $@.stripped $@ && echo "runtime: static binary, stripped size $$(stat -c %s $@.stripped) bytes"
 
 $(RT_ASAN_BIN): $(RT_SRC) $(RT_DIR)/rules.mk
