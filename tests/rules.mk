@@ -132,9 +132,10 @@ $(TB)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_main.h $(HDR) $(ORACLE_
 	$(CLANG) -g -O1 -DASB_FUZZ_REPLAY $(SAN) $< $(FUZZ_EXTRA_$*) -o $@ -lm
 ALL_TARGETS += $(FUZZ_TARGETS:%=$(TB)/fuzz/replay_%)
 
+# The committed seeds plus whatever the fuzzers found so far.
 test-fuzz-replay: $(FUZZ_TARGETS:%=$(TB)/fuzz/replay_%)
-	@for t in $(FUZZ_TARGETS); do echo "--- replay $$t"; \
-	  $(TB)/fuzz/replay_$$t $(FUZZ_SEEDS_$$t) $${FUZZ_SEEDS_EXTRA} || exit 1; done
+	@$(foreach t,$(FUZZ_TARGETS),echo "--- replay $(t)" && \
+	  $(TB)/fuzz/replay_$(t) $(FUZZ_SEEDS_$(t)) $(wildcard $(TB)/fuzz/corpus_$(t)) &&) true
 
 # Bounded runs in make test (FUZZ_SECONDS split over the targets); make fuzz
 # runs longer. Findings are written to build/tests/fuzz/findings.
