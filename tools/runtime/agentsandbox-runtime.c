@@ -441,7 +441,14 @@ struct rt_request {
     int expect_continue;
     const char *content_type;       /* NULL when absent */
     size_t content_type_len;
+    const char *error;              /* why rt_parse_head refused it */
 };
+
+static int rt_head_error(struct rt_request *req, int status, const char *why)
+{
+    req->error = why;
+    return status;
+}
 
 static int rt_is_tchar(unsigned c)
 {
@@ -507,33 +514,33 @@ static int rt_parse_head(const char *head, size_t len, struct rt_request *req)
 {
     const char *p = head, *end = head + len, *line_end;
     const char *sp1, *sp2;
-    int saw_te = 0, seen_headers = 0;
+    int saw_te = 0, saw_host = 0, seen_headers = 0;
 
     memset(req, 0, sizeof *req);
     if (len < 4 || memcmp(end - 4, "\r\n\r\n", 4))
-        return 400;
+        return rt_head_error(req, 400, "the head does not end with a blank line");
     line_end = memchr(p, '\r', len);
     if (!line_end || line_end[1] != '\n')
-        return 400;
+        return rt_head_error(req, 400, "the request line does not end with CRLF");
 
     /* request-line = method SP request-target SP HTTP-version */
     sp1 = memchr(p, ' ', (size_t)(line_end - p));
     if (!sp1 || sp1 == p)
-        return 400;
+        return rt_head_error(req, 400, "malformed request line");
     sp2 = memchr(sp1 + 1, ' ', (size_t)(line_end - sp1 - 1));
     if (!sp2 || sp2 == sp1 + 1)
-        return 400;
+        return rt_head_error(req, 400, "malformed request line");
     for (const char *q = p; q < sp1; q++)
         if (!rt_is_tchar((unsigned char)*q))
-            return 400;
+            return rt_head_error(req, 400, "bad character in the method");
     for (const char *q = sp1 + 1; q < sp2; q++)
         if ((unsigned char)*q <= 0x20 || (unsigned char)*q >= 0x7F)
-            return 400;
+            return rt_head_error(req, 400, "bad character in the request target");
     if (line_end - sp2 - 1 != 8 || memcmp(sp2 + 1, "HTTP/", 5) ||
         sp2[6] < '0' || sp2[6] > '9' || sp2[7] != '.' || sp2[8] < '0' || sp2[8] > '9')
-        return 400;
+        return rt_head_error(req, 400, "malformed HTTP version");
     if (sp2[6] != '1' || (sp2[8] != '0' && sp2[8] != '1'))
-        return 505;
+        return rt_head_error(req, 505, "HTTP version not supported (1.0 and 1.1 are)");
     req->method = p;
     req->method_len = (size_t)(sp1 - p);
     req->target = sp1 + 1;
@@ -541,7 +548,7 @@ static int rt_parse_head(const char *head, size_t len, struct rt_request *req)
     req->minor_version = sp2[8] - '0';
     req->keep_alive = req->minor_version == 1;
     if (req->target[0] != '/')
-        return 400; /* origin-form only: we are nobody's proxy */
+        return rt_head_error(req, 400, "the request target must start with /"); /* we are no proxy */
 
     p = line_end + 2;
     while (p < end) {
@@ -549,24 +556,24 @@ static int rt_parse_head(const char *head, size_t len, struct rt_request *req)
         size_t name_len;
         line_end = memchr(p, '\r', (size_t)(end - p));
         if (!line_end || line_end + 1 >= end || line_end[1] != '\n')
-            return 400;
+            return rt_head_error(req, 400, "a header line does not end with CRLF");
         if (line_end == p)
             break; /* the blank line */
         if (++seen_headers > 100)
-            return 431;
+            return rt_head_error(req, 431, "more than 100 header fields");
         colon = memchr(p, ':', (size_t)(line_end - p));
         if (!colon || colon == p)
-            return 400;
+            return rt_head_error(req, 400, "malformed header line (no name or colon)");
         for (const char *q = p; q < colon; q++)
             if (!rt_is_tchar((unsigned char)*q))
-                return 400;
+                return rt_head_error(req, 400, "bad character in a header name");
         name_len = (size_t)(colon - p);
         v = colon + 1;
         ve = line_end;
         for (const char *q = v; q < ve; q++) {
             unsigned c = (unsigned char)*q;
             if ((c < 0x20 && c != '\t') || c == 0x7F)
-                return 400; /* includes a bare LF inside a line */
+                return rt_head_error(req, 400, "control character in a header value"); /* or a bare LF */
         }
         while (v < ve && (*v == ' ' || *v == '\t'))
             v++;
@@ -576,41 +583,49 @@ static int rt_parse_head(const char *head, size_t len, struct rt_request *req)
         if (rt_ieq(p, name_len, "content-length")) {
             unsigned long long n = 0;
             if (v == ve)
-                return 400;
+                return rt_head_error(req, 400, "empty Content-Length");
             for (const char *q = v; q < ve; q++) {
                 if (*q < '0' || *q > '9' || n > (ULLONG_MAX - 9) / 10)
-                    return 400;
+                    return rt_head_error(req, 400, "invalid Content-Length");
                 n = n * 10 + (unsigned)(*q - '0');
             }
             if (req->has_content_length && n != req->content_length)
-                return 400;
+                return rt_head_error(req, 400, "conflicting Content-Length headers");
             req->has_content_length = 1;
             req->content_length = n;
         } else if (rt_ieq(p, name_len, "transfer-encoding")) {
             /* Only a single "chunked" coding: anything else could mean the
                body length is not what we think it is. */
             if (saw_te || !rt_ieq(v, (size_t)(ve - v), "chunked"))
-                return saw_te ? 400 : 501;
+                return saw_te ? rt_head_error(req, 400, "repeated Transfer-Encoding header")
+                              : rt_head_error(req, 501, "only Transfer-Encoding: chunked is supported");
             saw_te = 1;
             req->chunked = 1;
         } else if (rt_ieq(p, name_len, "connection")) {
             rt_each_token(v, (size_t)(ve - v), rt_connection_token, req);
         } else if (rt_ieq(p, name_len, "expect")) {
             if (!rt_ieq(v, (size_t)(ve - v), "100-continue"))
-                return 417;
+                return rt_head_error(req, 417, "only Expect: 100-continue is supported");
             req->expect_continue = req->minor_version == 1;
+        } else if (rt_ieq(p, name_len, "host")) {
+            if (saw_host)
+                return rt_head_error(req, 400, "repeated Host header");
+            saw_host = 1;
         } else if (rt_ieq(p, name_len, "content-type")) {
             if (req->content_type)
-                return 400;
+                return rt_head_error(req, 400, "repeated Content-Type header");
             req->content_type = v;
             req->content_type_len = (size_t)(ve - v);
         }
         p = line_end + 2;
     }
+    if (req->minor_version == 1 && !saw_host)
+        return rt_head_error(req, 400, "missing Host header (required in HTTP/1.1)");
+    /* The request-smuggling shape: refuse rather than guess the length. */
     if (req->chunked && req->has_content_length)
-        return 400; /* request smuggling shape: refuse rather than guess */
+        return rt_head_error(req, 400, "both Content-Length and Transfer-Encoding");
     if (req->chunked && req->minor_version == 0)
-        return 400;
+        return rt_head_error(req, 400, "chunked transfer coding needs HTTP/1.1");
     return 0;
 }
 
@@ -3132,10 +3147,13 @@ static void *rt_conn_main(void *arg)
         else
             memset(&c->req, 0, sizeof c->req);
         if (st != 1 && st != 0) {
-            static const char *msgs[] = {"Malformed request", "Request head too large", "Request head timed out"};
-            const char *m = st == 431 ? msgs[1] : st == 408 ? msgs[2] : st == 505 ? "HTTP version not supported"
-                          : st == 501 ? "Transfer-Encoding not supported" : st == 417 ? "Expectation not supported" : msgs[0];
-            rt_respond_text(c, st, "detail", m);
+            const char *m = c->req.error ? c->req.error
+                          : st == 431 ? "request head larger than --max-header-bytes"
+                          : st == 408 ? "request head timed out"
+                          : "malformed request head (lines must end with CRLF)";
+            char msg[160];
+            snprintf(msg, sizeof msg, "Bad request: %s", m);
+            rt_respond_text(c, st, "detail", st == 400 ? msg : m);
             linger = 1;
             break;
         }

@@ -513,36 +513,46 @@ def test_exists_reports_decoded_path(srv):
 
 
 def test_malformed_http_gets_clear_errors(srv):
+    H = b"Host: x\r\n"
     cases = [
-        (b"garbage\r\n\r\n", 400),
-        (b"GET / HTTP/2.0\r\nHost: x\r\n\r\n", 505),
-        (b"GET / HTTP/1.1\nHost: x\n\n", 400),
-        (b"GET  / HTTP/1.1\r\nHost: x\r\n\r\n", 400),
-        (b"GET / HTTP/1.1\r\nBad Header: x\r\n\r\n", 400),
-        (b"GET / HTTP/1.1\r\nX: a\x01b\r\n\r\n", 400),
-        (b"GET / HTTP/1.1\r\n folded: x\r\n\r\n", 400),
-        (b"GET http://evil/ HTTP/1.1\r\nHost: x\r\n\r\n", 400),
-        (b"GET / HTTP/1.1\r\nHost: x\r\n" + b"X-Big: " + b"a" * 20000 + b"\r\n\r\n", 431),
-        (b"POST /execute HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
-        (b"POST /execute HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", 400),
-        (b"POST /execute HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 400),
-        (b"POST /execute HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
-        (b"POST /execute HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
-        (b"POST /execute HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcd\r\n", 400),
-        (b"POST /execute HTTP/1.1\r\nExpect: magic\r\n\r\n", 417),
-        (b"GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n", 404),
-        (b"DELETE /upload HTTP/1.1\r\nHost: x\r\n\r\n", 405),
-        (b"POST /download/x HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 405),
+        (b"garbage\r\n\r\n", 400, "malformed request line"),
+        (b"GET / HTTP/2.0\r\n" + H + b"\r\n", 505, "HTTP version"),
+        (b"GET / HTTP/1.1\nHost: x\n\n", 400, "CRLF"),
+        (b"GET  / HTTP/1.1\r\n" + H + b"\r\n", 400, "malformed request line"),
+        (b"GET / HTTP/1.1\r\n" + H + b"Bad Header: x\r\n\r\n", 400, "header name"),
+        (b"GET / HTTP/1.1\r\n" + H + b"X: a\x01b\r\n\r\n", 400, "control character"),
+        (b"GET / HTTP/1.1\r\n" + H + b" folded: x\r\n\r\n", 400, "header"),
+        (b"GET http://evil/ HTTP/1.1\r\n" + H + b"\r\n", 400, "must start with /"),
+        (b"GET / HTTP/1.1\r\n\r\n", 400, "missing Host"),
+        (b"GET / HTTP/1.1\r\n" + H + H + b"\r\n", 400, "repeated Host"),
+        (b"GET / HTTP/1.1\r\n" + H + b"X-Big: " + b"a" * 20000 + b"\r\n\r\n", 431, "max-header-bytes"),
+        (b"GET / HTTP/1.1\r\n" + H + b"X: y\r\n" * 101 + b"\r\n", 431, "100 header fields"),
+        (b"POST /execute HTTP/1.1\r\n" + H + b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", 400,
+         "both Content-Length and Transfer-Encoding"),
+        (b"POST /execute HTTP/1.1\r\n" + H + b"Content-Length: 5\r\nContent-Length: 6\r\n\r\n", 400, "conflicting"),
+        (b"POST /execute HTTP/1.1\r\n" + H + b"Content-Length: -1\r\n\r\n", 400, "invalid Content-Length"),
+        (b"POST /execute HTTP/1.1\r\n" + H + b"Content-Length: 99999999999999999999999\r\n\r\n", 400, "invalid Content-Length"),
+        (b"POST /execute HTTP/1.1\r\n" + H + b"Transfer-Encoding: gzip\r\n\r\n", 501, "chunked"),
+        (b"POST /execute HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400, "needs HTTP/1.1"),
+        (b"POST /execute HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n", 400, "body"),
+        (b"POST /execute HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n3\r\nabcd\r\n", 400, "body"),
+        (b"POST /execute HTTP/1.1\r\n" + H + b"Content-Length: 10\r\n\r\nshort", 400, "body"),
+        (b"POST /execute HTTP/1.1\r\n" + H + b"Expect: magic\r\n\r\n", 417, "100-continue"),
+        (b"GET /nowhere HTTP/1.1\r\n" + H + b"\r\n", 404, "Not Found"),
+        (b"DELETE /upload HTTP/1.1\r\n" + H + b"\r\n", 405, "Method Not Allowed"),
+        (b"POST /download/x HTTP/1.1\r\n" + H + b"Content-Length: 0\r\n\r\n", 405, "Method Not Allowed"),
     ]
-    for data, want in cases:
+    for data, want, why in cases:
         status, out = raw_status(srv, data, half_close=True)
         assert status == want, (data[:60], status, out[:200])
-        body = out.split(b"\r\n\r\n", 1)[1]
-        json.loads(body)  # every error is a JSON body
+        body = json.loads(out.split(b"\r\n\r\n", 1)[1])  # every error is a JSON body
+        assert why in body["detail"], (data[:60], body)
     # A half-sent head is not answered with anything but a close (no crash).
     assert raw(srv, b"GET / HTTP/1.1\r\nHost:", timeout=1, half_close=True) == b""
     r = requests.get(srv.url + "/nowhere")
     assert r.status_code == 404 and r.json() == {"detail": "Not Found"}
+    # The server is unharmed by all of that.
+    assert requests.get(srv.url + "/").status_code == 200
 
 
 def test_body_limits_answer_413():
