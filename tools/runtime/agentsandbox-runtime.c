@@ -1688,9 +1688,9 @@ static int rt_resolve(const char *path, size_t len, struct rt_resolved *r)
                 struct rt_buf next = {0};
                 const char *rel = target;
                 close(fd);
-                if (tl <= 0 || ++links > RT_PATH_MAX_LINKS) {
+                if (tl <= 0 || tl >= PATH_MAX || ++links > RT_PATH_MAX_LINKS) {
                     r->status = RT_PATH_ERROR;
-                    r->err = tl < 0 ? errno : tl == 0 ? ENOENT : ELOOP;
+                    r->err = tl < 0 ? errno : tl == 0 ? ENOENT : tl >= PATH_MAX ? ENAMETOOLONG : ELOOP;
                     break;
                 }
                 target[tl] = 0;
