@@ -701,6 +701,47 @@ def test_output_over_the_cap_is_cut_with_a_note():
         srv.stop()
 
 
+def test_stalled_clients_are_timed_out_and_connections_capped():
+    srv = Server(args=["--header-timeout", "1", "--idle-timeout", "1", "--max-connections", "2"])
+    try:
+        # A head trickled past the header timeout gets 408; an idle one is closed.
+        s = socket.create_connection(("127.0.0.1", srv.port))
+        s.settimeout(10)
+        t = time.time()
+        for piece in [b"GET / HTTP/1.1\r\n", b"Host: x\r\n", b"X-Slow: 1\r\n", b"X-Slow: 2\r\n"]:
+            try:
+                s.sendall(piece)
+            except OSError:
+                break
+            time.sleep(0.6)
+        out = b""
+        try:
+            while True:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                out += chunk
+        except OSError:
+            pass
+        s.close()
+        assert out.startswith(b"HTTP/1.1 408 "), out
+        assert time.time() - t < 6
+        idle = socket.create_connection(("127.0.0.1", srv.port))
+        idle.settimeout(10)
+        assert idle.recv(10) == b""  # closed by the server after --idle-timeout
+        # Two connections held open fill the server; a third waits, then is served.
+        a = socket.create_connection(("127.0.0.1", srv.port))
+        b = socket.create_connection(("127.0.0.1", srv.port))
+        time.sleep(0.2)
+        t = time.time()
+        r = requests.get(srv.url + "/", timeout=10)
+        assert r.status_code == 200 and time.time() - t > 0.5, time.time() - t
+        a.close()
+        b.close()
+    finally:
+        srv.stop()
+
+
 def test_as_pid_1_it_reaps_orphans_and_obeys_sigterm():
     """In a pod the runtime is PID 1: orphans of commands become its children."""
     base = tempfile.mkdtemp(prefix="rt-pid1-")
