@@ -1399,10 +1399,7 @@ static int rt_parse_execute_body(const unsigned char *body, size_t n, struct rt_
     for (;;) {
         struct rt_buf key = {0};
         rt_json_ws(&j);
-        if (j.p < j.end && *j.p == '}' ) {
-            if (!first) {
-                /* fallthrough to close */
-            }
+        if (j.p < j.end && *j.p == '}') { /* after a member, or "{}" */
             j.p++;
             break;
         }
