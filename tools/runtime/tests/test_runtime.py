@@ -341,6 +341,12 @@ def test_upload_writes_files_and_creates_parents(srv):
     # Other form fields around the file part are ignored.
     r = requests.post(srv.url + "/upload", data={"note": "n"}, files={"file": ("n.txt", b"n")})
     assert r.status_code == 200 and open(os.path.join(srv.base, "n.txt"), "rb").read() == b"n"
+    # Non-ASCII names go through as UTF-8, and come back with RFC 5987 quoting.
+    r = requests.post(srv.url + "/upload", files={"file": ("ü/é €.txt", b"unicode")})
+    assert r.status_code == 200 and r.json()["message"] == "File 'ü/é €.txt' uploaded successfully.", r.text
+    r = requests.get(srv.url + "/download/" + q("ü/é €.txt"))
+    assert r.content == b"unicode", r.status_code
+    assert r.headers["Content-Disposition"] == "attachment; filename*=utf-8''%C3%BC/%C3%A9%20%E2%82%AC.txt", r.headers
     # An empty file is a file.
     r = requests.post(srv.url + "/upload", files={"file": ("empty", b"")})
     assert r.status_code == 200 and os.path.getsize(os.path.join(srv.base, "empty")) == 0
