@@ -622,6 +622,164 @@ ASB_API asb_result asb_base64_decode(const char *s, size_t len, asb_buf *out,
                                      asb_error *err);
 
 /* ==========================================================================
+   HTTP/1.1 client with TLS (mbedTLS)
+   ========================================================================== */
+
+/* A parsed http(s) URL. Views borrow the parsed string: they live as long
+   as it does. */
+typedef struct asb_url {
+    asb_str scheme; /* "http" or "https", as written */
+    asb_str host;   /* without the brackets of an IPv6 literal */
+    int port;       /* explicit, else 80 / 443 */
+    asb_str target; /* path and query ("" means "/"); the fragment dropped */
+    int is_https;
+    int host_is_ip; /* 4 or 6 for an IP literal, else 0 */
+} asb_url;
+
+/* Parses `http://host[:port][/path][?query][#fragment]` (also https, IPv6
+   literals in brackets). Rejects other schemes, user info (`user@host`),
+   empty hosts, bad ports and bytes that cannot appear in a request line. */
+ASB_API asb_result asb_url_parse(const char *url, size_t len, asb_url *out,
+                                 asb_error *err);
+
+/* How https connections are verified and authenticated. Zero-initialised
+   means: verify the server against the system CA bundle, no client
+   certificate. Data fields are PEM or DER bytes in memory (kubeconfig's
+   base64-decoded `*-data`); the library copies what it keeps. */
+typedef struct asb_tls_config {
+    const char *ca_file;          /* PEM bundle; default: the system bundle */
+    const char *ca_dir;           /* a hashed directory of CA certificates */
+    const void *ca_data;          /* PEM or DER in memory */
+    size_t ca_data_len;
+    const char *client_cert_file; /* PEM; with the key: mutual TLS */
+    const void *client_cert_data;
+    size_t client_cert_data_len;
+    const char *client_key_file;  /* PEM, RSA or EC */
+    const void *client_key_data;
+    size_t client_key_data_len;
+    const char *server_name;      /* SNI and verification name instead of
+                                     the URL's host (tls-server-name) */
+    int insecure_skip_verify;     /* default 0. 1: no verification at all */
+} asb_tls_config;
+
+/* When a failed request is tried again. Zero-initialised means the
+   defaults below. Only idempotent requests (GET, HEAD, PUT, DELETE,
+   OPTIONS) are retried after they reached the server; any request is
+   retried when it provably never did (DNS failure, connection refused).
+   A streamed response that already delivered bytes is never retried. */
+typedef struct asb_retry_policy {
+    int max_attempts;   /* default 5 (1 turns retries off) */
+    int backoff_ms;     /* default 500: waits 0.5, 1, 2, 4 s ... */
+    int max_backoff_ms; /* default 8000 */
+    int no_jitter;      /* default 0: each wait is drawn from [w/2, w] */
+} asb_retry_policy;
+
+typedef struct asb_http_client_desc {
+    const asb_allocator *allocator; /* default NULL: libc */
+    asb_tls_config tls;             /* for https URLs */
+    int connect_timeout_ms;         /* default 10000 (resolving included) */
+    int read_timeout_ms;            /* default 30000: longest wait for the
+                                       next byte from the server */
+    size_t max_body_bytes;          /* default 16 MiB: cap on buffered
+                                       bodies (streamed ones have none) */
+    size_t max_header_bytes;        /* default 64 KiB: whole header block */
+    int max_headers;                /* default 128 header lines */
+    int max_idle_connections;       /* default 8 kept for reuse; -1: none */
+    asb_retry_policy retry;
+    const char *proxy_url;          /* http://[user:pass@]host:port, used
+                                       with CONNECT for every request;
+                                       default none */
+    int proxy_from_environment;     /* default 0. 1: HTTPS_PROXY /
+                                       HTTP_PROXY / NO_PROXY (and lower
+                                       case) when proxy_url is unset */
+    const char *user_agent;         /* default "agentsandbox.h/<version>" */
+} asb_http_client_desc;
+
+/* Owns the connection pool and the TLS state. Thread safety: requests may
+   run from several threads at once (the pool is locked; each request uses
+   its own connection). Free only when no request is running. */
+typedef struct asb_http_client asb_http_client;
+
+ASB_API asb_result asb_http_client_create(const asb_http_client_desc *desc,
+                                          asb_http_client **out,
+                                          asb_error *err);
+ASB_API void asb_http_client_free(asb_http_client *client);
+
+typedef struct asb_http_header {
+    const char *name;
+    const char *value;
+} asb_http_header;
+
+/* A streamed request body: fill buf[0, cap) and return the byte count, 0
+   at the end, or -1 to abort the request. */
+typedef long (*asb_read_fn)(void *user_data, char *buf, size_t cap);
+/* Response bytes as they arrive; any result but ASB_OK aborts. */
+typedef asb_result (*asb_write_fn)(void *user_data, const char *data,
+                                   size_t len);
+
+typedef struct asb_http_request {
+    const char *method;             /* default "GET" */
+    const char *url;                /* absolute http(s) URL */
+    const asb_http_header *headers; /* names and values may not contain CR,
+                                       LF or NUL; Host, Content-Length,
+                                       Transfer-Encoding and Connection are
+                                       the library's */
+    size_t header_count;
+    const void *body;               /* body_len bytes from memory, or ... */
+    asb_read_fn body_read;          /* ... exactly body_len bytes from here */
+    void *body_read_user;
+    uint64_t body_len;
+    asb_write_fn on_body;           /* stream a 2xx body here instead of
+                                       buffering it (no size cap) */
+    void *on_body_user;
+    int timeout_ms;                 /* whole call, retries included;
+                                       default 0: none beyond the client's
+                                       connect and read timeouts */
+    const asb_retry_policy *retry;  /* default NULL: the client's policy */
+} asb_http_request;
+
+typedef struct asb_http_response {
+    int status;
+    const asb_http_header *headers; /* as received, in order */
+    size_t header_count;
+    asb_buf body;      /* the body when not streamed; for a failure status
+                          also when streamed (capped at max_body_bytes) */
+    int attempts;      /* how many attempts the call made */
+    char *head_;       /* internal: storage behind headers */
+    asb_allocator alloc_;
+} asb_http_response;
+
+/* Performs a request. ASB_OK for a 1xx/2xx final status; a 3xx is
+   ASB_ERR_HTTP_REDIRECT (never followed); 4xx/5xx (after retries) is
+   ASB_ERR_HTTP_STATUS. In every case where a response arrived, *resp holds
+   its status, headers and (capped) body, and err->http_status and
+   err->body (first bytes) are set. Free *resp with asb_http_response_free
+   whatever the result. */
+ASB_API asb_result asb_http_do(asb_http_client *client,
+                               const asb_http_request *req,
+                               asb_http_response *resp, asb_error *err);
+
+/* The first value of a header (names compare case-insensitively), or
+   NULL. Lives as long as the response. */
+ASB_API const char *asb_http_response_header(const asb_http_response *resp,
+                                             const char *name);
+ASB_API void asb_http_response_free(asb_http_response *resp);
+
+/* One file part of a multipart/form-data body, for streaming: send `head`,
+   then the file bytes, then `tail`; the total is head.len + file size +
+   tail.len. The field name and filename are quoted as HTML forms do (`"`
+   -> %22, CR -> %0D, LF -> %0A); a NUL in either is refused. */
+typedef struct asb_multipart {
+    asb_buf head;
+    asb_buf tail;
+    char content_type[96]; /* for the Content-Type request header */
+} asb_multipart;
+ASB_API asb_result asb_multipart_init(asb_multipart *mp, const char *field,
+                                      const char *filename,
+                                      const asb_allocator *alloc);
+ASB_API void asb_multipart_free(asb_multipart *mp);
+
+/* ==========================================================================
    TLS backend
    ========================================================================== */
 
@@ -658,13 +816,32 @@ ASB_API const char *asb_tls_backend(void);
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/types.h>
 #if defined(__linux__)
 #include <sys/syscall.h>
 #endif
 
 #if ASB_TLS
 #include <mbedtls/version.h>
+#include <mbedtls/ctr_drbg.h>
+#include <mbedtls/entropy.h>
+#include <mbedtls/error.h>
+#include <mbedtls/net_sockets.h> /* only for its MBEDTLS_ERR_NET_* codes */
+#include <mbedtls/pk.h>
+#include <mbedtls/ssl.h>
+#include <mbedtls/x509_crt.h>
+#if MBEDTLS_VERSION_NUMBER >= 0x03000000
+#include <psa/crypto.h>
+#endif
 #endif
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -2372,8 +2549,1026 @@ bad:
                      "base64: invalid input at byte %zu", i);
 }
 
+/* >>http ====================================================================
+   URLs, the response parser (a push parser, independent of any socket, so
+   it can be fuzzed and fed any chunking), connections, TLS, the pool and
+   the request loop with retries. */
+
+static int asb__ascii_lower(int c) {
+    return c >= 'A' && c <= 'Z' ? c + 32 : c;
+}
+
+static int asb__ieq(const char *a, size_t alen, const char *b) {
+    size_t i;
+    for (i = 0; i < alen; i++) {
+        if (!b[i] || asb__ascii_lower((unsigned char)a[i]) !=
+                         asb__ascii_lower((unsigned char)b[i]))
+            return 0;
+    }
+    return b[alen] == '\0';
+}
+
+/* Parses a dotted-quad IPv4 or an IPv6 literal with inet_pton semantics
+   (strict: no octal, no short forms); returns 4, 6 or 0. */
+static int asb__ip_literal(const char *s, size_t len, unsigned char out[16]) {
+    char tmp[64];
+    if (len == 0 || len >= sizeof tmp) return 0;
+    memcpy(tmp, s, len);
+    tmp[len] = '\0';
+    if (inet_pton(AF_INET, tmp, out) == 1) return 4;
+    if (inet_pton(AF_INET6, tmp, out) == 1) return 6;
+    return 0;
+}
+
+ASB_API asb_result asb_url_parse(const char *url, size_t len, asb_url *out,
+                                 asb_error *err) {
+    size_t i = 0, hs, he, k;
+    char q[96];
+    unsigned char ip[16];
+    if (!url || !out)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "url: NULL argument");
+    memset(out, 0, sizeof *out);
+    asb__quote(q, sizeof q, url, len, 64);
+    for (k = 0; k < len; k++) {
+        unsigned char c = (unsigned char)url[k];
+        if (c <= 0x20 || c == 0x7f)
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "url \"%s\": contains a space or control character",
+                             q);
+    }
+    if (len >= 7 && asb__ieq(url, 7, "http://") ) {
+        i = 7;
+        out->port = 80;
+    } else if (len >= 8 && asb__ieq(url, 8, "https://")) {
+        i = 8;
+        out->port = 443;
+        out->is_https = 1;
+    } else {
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "url \"%s\": only http:// and https:// are supported", q);
+    }
+    out->scheme.ptr = url;
+    out->scheme.len = i - 3;
+    hs = i;
+    while (i < len && url[i] != '/' && url[i] != '?' && url[i] != '#') i++;
+    he = i;
+    if (memchr(url + hs, '@', he - hs))
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "url \"%s\": user info in URLs is not supported", q);
+    if (hs < he && url[hs] == '[') {
+        const char *rb = (const char *)memchr(url + hs, ']', he - hs);
+        if (!rb)
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "url \"%s\": unterminated IPv6 literal", q);
+        out->host.ptr = url + hs + 1;
+        out->host.len = (size_t)(rb - (url + hs + 1));
+        if (asb__ip_literal(out->host.ptr, out->host.len, ip) != 6)
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "url \"%s\": bad IPv6 literal", q);
+        out->host_is_ip = 6;
+        k = (size_t)(rb - url) + 1;
+    } else {
+        k = hs;
+        while (k < he && url[k] != ':') k++;
+        out->host.ptr = url + hs;
+        out->host.len = k - hs;
+        for (i = hs; i < k; i++) {
+            unsigned char c = (unsigned char)url[i];
+            if (!asb__is_alnum(c) && c != '-' && c != '.' && c != '_')
+                return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                                 "url \"%s\": bad character in host", q);
+        }
+        if (asb__ip_literal(out->host.ptr, out->host.len, ip) == 4)
+            out->host_is_ip = 4;
+    }
+    if (out->host.len == 0 || out->host.len > 253)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "url \"%s\": missing or overlong host", q);
+    if (k < he) {
+        long port = 0;
+        if (url[k] != ':' || k + 1 == he)
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "url \"%s\": bad port", q);
+        for (i = k + 1; i < he; i++) {
+            if (url[i] < '0' || url[i] > '9' || port > 65535)
+                return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                                 "url \"%s\": bad port", q);
+            port = port * 10 + (url[i] - '0');
+        }
+        if (port < 1 || port > 65535)
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "url \"%s\": port out of range", q);
+        out->port = (int)port;
+    }
+    i = he;
+    k = i;
+    while (k < len && url[k] != '#') k++;
+    out->target.ptr = url + i;
+    out->target.len = k - i;
+    return ASB_OK;
+}
+
+/* -- response parser -------------------------------------------------------- */
+
+enum {
+    ASB__HP_HEAD = 0,    /* status line and headers */
+    ASB__HP_BODY_LEN,    /* Content-Length body */
+    ASB__HP_CHUNK_SIZE,  /* a chunk-size line */
+    ASB__HP_CHUNK_DATA,
+    ASB__HP_CHUNK_CRLF,  /* the CRLF after chunk data */
+    ASB__HP_TRAILERS,
+    ASB__HP_BODY_EOF,    /* body until the connection closes */
+    ASB__HP_DONE
+};
+
+/* Where body bytes go. */
+typedef asb_result (*asb__body_sink)(void *ctx, const char *p, size_t n);
+
+typedef struct asb__http_parser {
+    int state;
+    int head_method;        /* request was HEAD: no body whatever it says */
+    size_t max_head;
+    int max_headers;
+    asb_buf head;           /* raw status line and headers */
+    size_t line_start;      /* start of the line being collected in head */
+    int status;
+    int minor;              /* HTTP/1.x */
+    int keep_alive;
+    int chunked;
+    int has_length;
+    uint64_t length;
+    uint64_t remaining;
+    size_t trailer_bytes;
+    char line[80];          /* chunk-size line (extensions skipped) */
+    size_t line_len;
+    int line_overlong;      /* chunk extension longer than we keep */
+    int header_count;
+    asb__body_sink sink;
+    void *sink_ctx;
+    const char *error;      /* static description of a protocol error */
+} asb__http_parser;
+
+static void asb__hp_init(asb__http_parser *p, int head_method, size_t max_head,
+                         int max_headers, const asb_allocator *alloc) {
+    memset(p, 0, sizeof *p);
+    p->head_method = head_method;
+    p->max_head = max_head;
+    p->max_headers = max_headers;
+    asb_buf_init(&p->head, alloc);
+}
+
+static void asb__hp_free(asb__http_parser *p) { asb_buf_free(&p->head); }
+
+static int asb__is_tchar(unsigned char c) {
+    return asb__is_alnum(c) || (c && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+/* Interprets the complete header block in p->head (lines end in LF, CR
+   optional). Called once the blank line arrived. */
+static asb_result asb__hp_parse_head(asb__http_parser *p) {
+    char *s = p->head.ptr, *end = s + p->head.len, *line, *nl;
+    int n = 0, te_seen = 0, conn_close = 0, conn_keep = 0;
+    /* status line: HTTP/1.x SP 3DIGIT [SP reason] */
+    nl = (char *)memchr(s, '\n', (size_t)(end - s));
+    if (!nl || nl - s < 12 || memcmp(s, "HTTP/1.", 7) != 0 ||
+        (s[7] != '0' && s[7] != '1') || s[8] != ' ' || s[9] < '1' || s[9] > '5' ||
+        s[10] < '0' || s[10] > '9' || s[11] < '0' || s[11] > '9' ||
+        (nl - s > 12 && s[12] != ' ' && s[12] != '\r')) {
+        p->error = "malformed status line";
+        return ASB_ERR_HTTP_PROTOCOL;
+    }
+    p->minor = s[7] - '0';
+    p->status = (s[9] - '0') * 100 + (s[10] - '0') * 10 + (s[11] - '0');
+    for (line = s; line < nl; line++)
+        if ((unsigned char)*line < 0x20 && *line != '\t' &&
+            !(*line == '\r' && line + 1 == nl)) {
+            p->error = "control character in status line";
+            return ASB_ERR_HTTP_PROTOCOL;
+        }
+    p->has_length = 0;
+    p->chunked = 0;
+    for (line = nl + 1; line < end; line = nl + 1) {
+        char *colon, *v, *ve;
+        nl = (char *)memchr(line, '\n', (size_t)(end - line));
+        if (!nl) break;
+        ve = nl;
+        if (ve > line && ve[-1] == '\r') ve--;
+        if (ve == line) break; /* the blank line */
+        if (++n > p->max_headers) {
+            p->error = "too many header lines";
+            return ASB_ERR_TOO_LARGE;
+        }
+        if (*line == ' ' || *line == '\t') {
+            p->error = "obsolete header line folding";
+            return ASB_ERR_HTTP_PROTOCOL;
+        }
+        colon = (char *)memchr(line, ':', (size_t)(ve - line));
+        if (!colon || colon == line) {
+            p->error = "header line without a name";
+            return ASB_ERR_HTTP_PROTOCOL;
+        }
+        for (v = line; v < colon; v++)
+            if (!asb__is_tchar((unsigned char)*v)) {
+                p->error = "bad character in a header name";
+                return ASB_ERR_HTTP_PROTOCOL;
+            }
+        v = colon + 1;
+        while (v < ve && (*v == ' ' || *v == '\t')) v++;
+        while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t')) ve--;
+        {
+            char *c;
+            for (c = v; c < ve; c++)
+                if (((unsigned char)*c < 0x20 && *c != '\t') || *c == 0x7f) {
+                    p->error = "control character in a header value";
+                    return ASB_ERR_HTTP_PROTOCOL;
+                }
+        }
+        if (asb__ieq(line, (size_t)(colon - line), "content-length")) {
+            uint64_t l = 0;
+            char *c;
+            if (v == ve) {
+                p->error = "empty Content-Length";
+                return ASB_ERR_HTTP_PROTOCOL;
+            }
+            for (c = v; c < ve; c++) {
+                if (*c < '0' || *c > '9' || l > (UINT64_MAX - 9) / 10) {
+                    p->error = "bad Content-Length";
+                    return ASB_ERR_HTTP_PROTOCOL;
+                }
+                l = l * 10 + (uint64_t)(*c - '0');
+            }
+            if (p->has_length && l != p->length) {
+                p->error = "conflicting Content-Length headers";
+                return ASB_ERR_HTTP_PROTOCOL;
+            }
+            p->has_length = 1;
+            p->length = l;
+        } else if (asb__ieq(line, (size_t)(colon - line), "transfer-encoding")) {
+            /* only "chunked" (the last and only coding we can undo) */
+            te_seen = 1;
+            if ((size_t)(ve - v) == 7 && asb__ieq(v, 7, "chunked"))
+                p->chunked = 1;
+            else {
+                p->error = "unsupported Transfer-Encoding";
+                return ASB_ERR_HTTP_PROTOCOL;
+            }
+        } else if (asb__ieq(line, (size_t)(colon - line), "connection")) {
+            char *t = v;
+            while (t < ve) { /* a comma-separated list of options */
+                char *te = t;
+                while (te < ve && *te != ',') te++;
+                {
+                    char *a = t, *b = te;
+                    while (a < b && (*a == ' ' || *a == '\t')) a++;
+                    while (b > a && (b[-1] == ' ' || b[-1] == '\t')) b--;
+                    if (asb__ieq(a, (size_t)(b - a), "close")) conn_close = 1;
+                    if (asb__ieq(a, (size_t)(b - a), "keep-alive")) conn_keep = 1;
+                }
+                t = te + 1;
+            }
+        }
+    }
+    p->header_count = n;
+    p->keep_alive = p->minor == 1 ? !conn_close : conn_keep && !conn_close;
+    if (te_seen && p->has_length) {
+        /* RFC 9112 §6.3: chunked wins, and the connection is suspect */
+        p->has_length = 0;
+        p->keep_alive = 0;
+    }
+    return ASB_OK;
+}
+
+/* Decides how the body is framed once the head is known. */
+static void asb__hp_start_body(asb__http_parser *p) {
+    if (p->head_method || p->status == 204 || p->status == 304 ||
+        (p->status >= 100 && p->status < 200)) {
+        p->state = ASB__HP_DONE;
+    } else if (p->chunked) {
+        p->state = ASB__HP_CHUNK_SIZE;
+        p->line_len = 0;
+    } else if (p->has_length) {
+        p->remaining = p->length;
+        p->state = p->length ? ASB__HP_BODY_LEN : ASB__HP_DONE;
+    } else {
+        p->state = ASB__HP_BODY_EOF;
+        p->keep_alive = 0;
+    }
+}
+
+/* Feeds bytes; returns ASB_OK (more may come or DONE reached: check
+   p->state) and sets *used to what it consumed, which is less than len only
+   at DONE (the rest belongs to no response of ours). */
+static asb_result asb__hp_feed(asb__http_parser *p, const char *data, size_t len,
+                               size_t *used) {
+    size_t i = 0;
+    asb_result r;
+    while (i < len && p->state != ASB__HP_DONE) {
+        switch (p->state) {
+        case ASB__HP_HEAD: {
+            /* collect until a blank line; look for LF in what arrived */
+            const char *nl = (const char *)memchr(data + i, '\n', len - i);
+            size_t take = nl ? (size_t)(nl - (data + i)) + 1 : len - i;
+            if (p->head.len + take > p->max_head) {
+                p->error = "header block larger than the limit";
+                return ASB_ERR_TOO_LARGE;
+            }
+            if (asb_buf_append(&p->head, data + i, take) != ASB_OK)
+                return ASB_ERR_OUT_OF_MEMORY;
+            i += take;
+            if (!nl) break;
+            {
+                size_t ll = p->head.len - p->line_start;
+                const char *l = p->head.ptr + p->line_start;
+                int blank = ll == 1 || (ll == 2 && l[0] == '\r');
+                p->line_start = p->head.len;
+                if (!blank) break;
+                if (p->head.len <= 2) { /* tolerate a stray empty line first */
+                    p->head.len = 0;
+                    p->line_start = 0;
+                    break;
+                }
+            }
+            r = asb__hp_parse_head(p);
+            if (r != ASB_OK) return r;
+            if (p->status >= 100 && p->status < 200 && p->status != 101) {
+                /* an interim response (100 Continue): the real one follows */
+                p->head.len = 0;
+                p->line_start = 0;
+                break;
+            }
+            asb__hp_start_body(p);
+            break;
+        }
+        case ASB__HP_BODY_LEN:
+        case ASB__HP_CHUNK_DATA: {
+            size_t n = len - i;
+            if ((uint64_t)n > p->remaining) n = (size_t)p->remaining;
+            r = p->sink ? p->sink(p->sink_ctx, data + i, n) : ASB_OK;
+            if (r != ASB_OK) return r;
+            i += n;
+            p->remaining -= n;
+            if (p->remaining == 0) {
+                if (p->state == ASB__HP_BODY_LEN) {
+                    p->state = ASB__HP_DONE;
+                } else {
+                    p->state = ASB__HP_CHUNK_CRLF;
+                    p->line_len = 0;
+                }
+            }
+            break;
+        }
+        case ASB__HP_CHUNK_CRLF: {
+            char c = data[i++];
+            if (c == '\r' && p->line_len == 0) {
+                p->line_len = 1;
+            } else if (c == '\n') {
+                p->state = ASB__HP_CHUNK_SIZE;
+                p->line_len = 0;
+            } else {
+                p->error = "missing CRLF after chunk data";
+                return ASB_ERR_HTTP_PROTOCOL;
+            }
+            break;
+        }
+        case ASB__HP_CHUNK_SIZE: {
+            char c = data[i++];
+            if (c != '\n') {
+                /* keep the size digits; skip extensions (bounded) */
+                if (p->line_len < sizeof p->line) {
+                    p->line[p->line_len++] = c;
+                } else if (++p->trailer_bytes > p->max_head) {
+                    p->error = "chunk-size line too long";
+                    return ASB_ERR_HTTP_PROTOCOL;
+                }
+                break;
+            }
+            {
+                uint64_t size = 0;
+                size_t k = 0, digits = 0;
+                while (k < p->line_len && asb__hexval((unsigned char)p->line[k]) >= 0) {
+                    if (++digits > 15) {
+                        p->error = "chunk size too large";
+                        return ASB_ERR_HTTP_PROTOCOL;
+                    }
+                    size = size * 16 + (uint64_t)asb__hexval((unsigned char)p->line[k]);
+                    k++;
+                }
+                while (k < p->line_len && (p->line[k] == ' ' || p->line[k] == '\t')) k++;
+                if (digits == 0 ||
+                    (k < p->line_len && p->line[k] != ';' && p->line[k] != '\r') ||
+                    (k < p->line_len && p->line[k] == '\r' && k + 1 != p->line_len)) {
+                    p->error = "invalid chunk size";
+                    return ASB_ERR_HTTP_PROTOCOL;
+                }
+                p->trailer_bytes = 0;
+                p->line_len = 0;
+                if (size == 0) {
+                    p->state = ASB__HP_TRAILERS;
+                } else {
+                    p->remaining = size;
+                    p->state = ASB__HP_CHUNK_DATA;
+                }
+            }
+            break;
+        }
+        case ASB__HP_TRAILERS: {
+            /* trailer fields are read and ignored until the blank line */
+            char c = data[i++];
+            if (++p->trailer_bytes > p->max_head) {
+                p->error = "trailer block larger than the limit";
+                return ASB_ERR_TOO_LARGE;
+            }
+            if (c == '\n') {
+                if (p->line_len == 0 || (p->line_len == 1 && p->line[0] == '\r'))
+                    p->state = ASB__HP_DONE;
+                p->line_len = 0;
+            } else if (p->line_len < 2) {
+                p->line[p->line_len++] = c;
+            } else {
+                p->line_len = 2;
+            }
+            break;
+        }
+        case ASB__HP_BODY_EOF: {
+            r = p->sink ? p->sink(p->sink_ctx, data + i, len - i) : ASB_OK;
+            if (r != ASB_OK) return r;
+            i = len;
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    *used = i;
+    return ASB_OK;
+}
+
+/* The connection closed: fine only where the framing says the body ends
+   there. */
+static asb_result asb__hp_eof(asb__http_parser *p) {
+    if (p->state == ASB__HP_BODY_EOF) {
+        p->state = ASB__HP_DONE;
+        return ASB_OK;
+    }
+    if (p->state == ASB__HP_DONE) return ASB_OK;
+    if (p->state == ASB__HP_BODY_LEN) {
+        p->error = "connection closed before Content-Length bytes arrived";
+        return ASB_ERR_HTTP_SHORT_BODY;
+    }
+    p->error = p->state == ASB__HP_HEAD ? "connection closed before a complete response"
+                                        : "connection closed inside a chunked body";
+    return p->state == ASB__HP_HEAD ? ASB_ERR_RECV : ASB_ERR_HTTP_SHORT_BODY;
+}
+
+/* -- clock and sleep --------------------------------------------------------- */
+
+static int64_t asb__now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void asb__sleep_ms(int64_t ms) {
+    struct timespec ts;
+    if (ms <= 0) return;
+    ts.tv_sec = (time_t)(ms / 1000);
+    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+/* -- connections ----------------------------------------------------------------- */
+
+#define ASB__POOL_KEY_SIZE 300
+
+typedef struct asb__conn {
+    int fd;
+    int use_tls;
+    int reused;             /* came from the pool */
+    char key[ASB__POOL_KEY_SIZE]; /* scheme://host:port (+ proxy) */
+    int64_t deadline;       /* absolute ms for the current call, 0: none */
+    int read_timeout_ms;
+    int timed_out;          /* the last I/O failure was a timeout */
+    int last_errno;
+    uint64_t bytes_sent;    /* on this request: did anything leave? */
+    char rbuf[16384];
+    size_t rpos, rlen;
+#if ASB_TLS
+    int tls_ready;
+    mbedtls_ssl_context ssl;
+    int verify_ip;          /* check the certificate's IP SANs ourselves */
+    unsigned char ip[16];
+    int ip_len;
+#endif
+} asb__conn;
+
+/* Waits for the socket; returns 1 ready, 0 timeout, -1 error. The wait is
+   bounded by both the idle timeout and the call's deadline. */
+static int asb__wait(asb__conn *c, short events, int idle_ms) {
+    for (;;) {
+        struct pollfd pfd;
+        int64_t wait = idle_ms > 0 ? idle_ms : -1;
+        int r;
+        if (c->deadline) {
+            int64_t left = c->deadline - asb__now_ms();
+            if (left <= 0) return 0;
+            if (wait < 0 || left < wait) wait = left;
+        }
+        pfd.fd = c->fd;
+        pfd.events = events;
+        pfd.revents = 0;
+        r = poll(&pfd, 1, wait > INT_MAX ? INT_MAX : (int)wait);
+        if (r > 0) return 1;
+        if (r == 0) return 0;
+        if (errno != EINTR) return -1;
+    }
+}
+
+/* Sends everything or fails; never raises SIGPIPE. */
+static int asb__sock_send(asb__conn *c, const void *buf, size_t len) {
+    const char *p = (const char *)buf;
+    size_t left = len;
+    while (left > 0) {
+#ifdef MSG_NOSIGNAL
+        ssize_t n = send(c->fd, p, left, MSG_NOSIGNAL);
+#else
+        ssize_t n = send(c->fd, p, left, 0); /* SO_NOSIGPIPE is set */
+#endif
+        if (n > 0) {
+            p += n;
+            left -= (size_t)n;
+            c->bytes_sent += (uint64_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            int w = asb__wait(c, POLLOUT, c->read_timeout_ms);
+            if (w > 0) continue;
+            c->timed_out = w == 0;
+            c->last_errno = w == 0 ? ETIMEDOUT : errno;
+            return -1;
+        }
+        c->last_errno = n < 0 ? errno : EPIPE;
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads some bytes: >0 count, 0 orderly close, -1 failure (see c->). */
+static long asb__sock_recv(asb__conn *c, void *buf, size_t cap) {
+    for (;;) {
+        ssize_t n = recv(c->fd, buf, cap, 0);
+        if (n >= 0) return (long)n;
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            int w = asb__wait(c, POLLIN, c->read_timeout_ms);
+            if (w > 0) continue;
+            c->timed_out = w == 0;
+            c->last_errno = w == 0 ? ETIMEDOUT : errno;
+            return -1;
+        }
+        c->last_errno = errno;
+        return -1;
+    }
+}
+
+static int asb__set_cloexec_nonblock(int fd) {
+    int fl = fcntl(fd, F_GETFD);
+    if (fl < 0 || fcntl(fd, F_SETFD, fl | FD_CLOEXEC) < 0) return -1;
+    fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return -1;
+    return 0;
+}
+
+/* Resolves and connects, trying each address in turn within the timeout.
+   The socket is non-blocking and close-on-exec. */
+static asb_result asb__tcp_connect(asb__conn *c, const char *host, int port,
+                                   int timeout_ms, asb_error *err) {
+    struct addrinfo hints, *res = NULL, *ai;
+    char portstr[8], hq[96];
+    int rc, last = 0, timed_out = 0;
+    int64_t deadline = asb__now_ms() + timeout_ms;
+    if (c->deadline && c->deadline < deadline) deadline = c->deadline;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    snprintf(portstr, sizeof portstr, "%d", port);
+    asb__quote(hq, sizeof hq, host, strlen(host), 80);
+    rc = getaddrinfo(host, portstr, &hints, &res);
+    if (rc != 0)
+        return asb__fail(err, ASB_ERR_DNS, "cannot resolve \"%s\": %s", hq,
+                         gai_strerror(rc));
+    for (ai = res; ai; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+        int one = 1;
+        if (fd < 0) {
+            last = errno;
+            continue;
+        }
+        if (asb__set_cloexec_nonblock(fd) < 0) {
+            last = errno;
+            close(fd);
+            continue;
+        }
+#ifdef SO_NOSIGPIPE
+        setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
+#endif
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        c->fd = fd;
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
+        if (errno == EINPROGRESS || errno == EINTR) {
+            int64_t saved = c->deadline;
+            socklen_t sl = sizeof(int);
+            int w, soerr = 0;
+            c->deadline = deadline;
+            w = asb__wait(c, POLLOUT, -1);
+            c->deadline = saved;
+            if (w > 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 &&
+                soerr == 0)
+                break;
+            if (w == 0) timed_out = 1;
+            last = w > 0 ? soerr : (w == 0 ? ETIMEDOUT : errno);
+        } else {
+            last = errno;
+        }
+        close(fd);
+        c->fd = -1;
+        if (asb__now_ms() >= deadline) {
+            timed_out = 1;
+            break;
+        }
+    }
+    freeaddrinfo(res);
+    if (c->fd >= 0) return ASB_OK;
+    if (timed_out)
+        return asb__fail(err, ASB_ERR_TIMEOUT, "connect to %s port %d: timed out",
+                         hq, port);
+    return asb__fail(err, ASB_ERR_CONNECT, "connect to %s port %d: %s", hq, port,
+                     strerror(last ? last : ECONNREFUSED));
+}
+
 /* >>tls =====================================================================
-   The TLS layer arrives with the HTTP client; for now it names its backend. */
+   mbedTLS behind the connection: configuration per client, verification
+   with the library's own IP-address SAN check (mbedTLS 2.28 has none; 3.x
+   gets the same check so both behave alike), readable failures. */
+
+#if ASB_TLS
+#if MBEDTLS_VERSION_NUMBER >= 0x03000000
+#define ASB__MBEDTLS3 1
+#else
+#define ASB__MBEDTLS3 0
+#endif
+
+typedef struct asb__tls {
+    mbedtls_ssl_config conf;
+    mbedtls_x509_crt ca;
+    mbedtls_x509_crt cert;
+    mbedtls_pk_context key;
+    mbedtls_entropy_context entropy;
+    mbedtls_ctr_drbg_context drbg;
+    pthread_mutex_t rng_lock; /* the DRBG is shared by every connection */
+    int has_ca, has_cert, insecure;
+    char *server_name;
+} asb__tls;
+
+static const char *asb__alpn[] = {"http/1.1", NULL};
+
+static int asb__tls_rng(void *ctx, unsigned char *out, size_t len) {
+    asb__tls *t = (asb__tls *)ctx;
+    int r;
+    pthread_mutex_lock(&t->rng_lock);
+    r = mbedtls_ctr_drbg_random(&t->drbg, out, len);
+    pthread_mutex_unlock(&t->rng_lock);
+    return r;
+}
+
+static void asb__tls_strerror(int code, char *buf, size_t cap) {
+#if defined(MBEDTLS_ERROR_C)
+    mbedtls_strerror(code, buf, cap);
+#else
+    snprintf(buf, cap, "mbedTLS error");
+#endif
+}
+
+/* memmem is not POSIX; this one is only used on short needles. */
+static const void *asb__memmem(const void *hay, size_t hl, const void *needle,
+                               size_t nl) {
+    const char *h = (const char *)hay;
+    size_t i;
+    if (nl == 0) return hay;
+    for (i = 0; i + nl <= hl; i++)
+        if (h[i] == *(const char *)needle && memcmp(h + i, needle, nl) == 0)
+            return h + i;
+    return NULL;
+}
+
+/* Parses certificates from memory: PEM needs its terminating NUL counted,
+   DER must not have one, so PEM is copied with a NUL appended. */
+static int asb__x509_parse_mem(mbedtls_x509_crt *crt, const void *data, size_t len,
+                               const asb_allocator *a) {
+    int r;
+    char *tmp;
+    if (len >= 10 && asb__memmem(data, len, "-----BEGIN", 10)) {
+        tmp = (char *)a->alloc_fn(len + 1, a->user_data);
+        if (!tmp) return MBEDTLS_ERR_X509_ALLOC_FAILED;
+        memcpy(tmp, data, len);
+        tmp[len] = '\0';
+        r = mbedtls_x509_crt_parse(crt, (const unsigned char *)tmp, len + 1);
+        a->free_fn(tmp, a->user_data);
+        return r;
+    }
+    return mbedtls_x509_crt_parse_der(crt, (const unsigned char *)data, len);
+}
+
+static int asb__pk_parse_mem(asb__tls *t, const void *data, size_t len,
+                             const asb_allocator *a) {
+    int r;
+    char *tmp = (char *)a->alloc_fn(len + 1, a->user_data);
+    if (!tmp) return MBEDTLS_ERR_PK_ALLOC_FAILED;
+    memcpy(tmp, data, len);
+    tmp[len] = '\0';
+#if ASB__MBEDTLS3
+    r = mbedtls_pk_parse_key(&t->key, (const unsigned char *)tmp, len + 1, NULL, 0,
+                             asb__tls_rng, t);
+#else
+    r = mbedtls_pk_parse_key(&t->key, (const unsigned char *)tmp, len + 1, NULL, 0);
+#endif
+    /* the key's PEM was in tmp: wipe before freeing */
+    memset(tmp, 0, len + 1);
+    a->free_fn(tmp, a->user_data);
+    (void)t;
+    return r;
+}
+
+static const char *asb__system_ca_files[] = {
+    "/etc/ssl/certs/ca-certificates.crt", /* Debian, Ubuntu, Alpine, Arch */
+    "/etc/pki/tls/certs/ca-bundle.crt",   /* Fedora, RHEL */
+    "/etc/ssl/ca-bundle.pem",             /* openSUSE */
+    "/etc/ssl/cert.pem",                  /* macOS, BSDs, Alpine */
+    NULL};
+
+static void asb__tls_free(asb__tls *t, const asb_allocator *a) {
+    if (!t) return;
+    mbedtls_ssl_config_free(&t->conf);
+    mbedtls_x509_crt_free(&t->ca);
+    mbedtls_x509_crt_free(&t->cert);
+    mbedtls_pk_free(&t->key);
+    mbedtls_ctr_drbg_free(&t->drbg);
+    mbedtls_entropy_free(&t->entropy);
+    pthread_mutex_destroy(&t->rng_lock);
+    if (t->server_name) a->free_fn(t->server_name, a->user_data);
+    a->free_fn(t, a->user_data);
+}
+
+static asb_result asb__tls_fail(asb_error *err, int code, const char *what) {
+    char m[160];
+    asb__tls_strerror(code, m, sizeof m);
+    return asb__fail(err, ASB_ERR_TLS_CONFIG, "tls: %s: %s (mbedTLS -0x%04x)", what,
+                     m, (unsigned)-code);
+}
+
+static asb_result asb__tls_create(const asb_tls_config *cfg, const asb_allocator *a,
+                                  asb__tls **out, asb_error *err) {
+    asb__tls *t;
+    int r;
+    static const char pers[] = "agentsandbox.h";
+    *out = NULL;
+    t = (asb__tls *)a->alloc_fn(sizeof *t, a->user_data);
+    if (!t) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "tls: out of memory");
+    memset(t, 0, sizeof *t);
+    pthread_mutex_init(&t->rng_lock, NULL);
+    mbedtls_ssl_config_init(&t->conf);
+    mbedtls_x509_crt_init(&t->ca);
+    mbedtls_x509_crt_init(&t->cert);
+    mbedtls_pk_init(&t->key);
+    mbedtls_entropy_init(&t->entropy);
+    mbedtls_ctr_drbg_init(&t->drbg);
+#if ASB__MBEDTLS3 && defined(MBEDTLS_USE_PSA_CRYPTO)
+    if (psa_crypto_init() != PSA_SUCCESS) {
+        asb__tls_free(t, a);
+        return asb__fail(err, ASB_ERR_TLS_CONFIG, "tls: psa_crypto_init failed");
+    }
+#endif
+    r = mbedtls_ctr_drbg_seed(&t->drbg, mbedtls_entropy_func, &t->entropy,
+                              (const unsigned char *)pers, sizeof pers - 1);
+    if (r != 0) {
+        asb_result e = asb__tls_fail(err, r, "seeding the random generator");
+        asb__tls_free(t, a);
+        return e;
+    }
+    t->insecure = cfg->insecure_skip_verify != 0;
+    if (cfg->ca_data && cfg->ca_data_len) {
+        r = asb__x509_parse_mem(&t->ca, cfg->ca_data, cfg->ca_data_len, a);
+        if (r != 0) goto bad_ca;
+        t->has_ca = 1;
+    }
+    if (cfg->ca_file) {
+        r = mbedtls_x509_crt_parse_file(&t->ca, cfg->ca_file);
+        if (r != 0) goto bad_ca;
+        t->has_ca = 1;
+    }
+    if (cfg->ca_dir) {
+        r = mbedtls_x509_crt_parse_path(&t->ca, cfg->ca_dir);
+        if (r < 0) goto bad_ca;
+        if (r > 0 && t->ca.version == 0) {
+            r = MBEDTLS_ERR_X509_INVALID_FORMAT;
+            goto bad_ca;
+        }
+        t->has_ca = 1;
+    }
+    if (!t->has_ca && !t->insecure) {
+        int k;
+        for (k = 0; asb__system_ca_files[k]; k++) {
+            if (access(asb__system_ca_files[k], R_OK) == 0 &&
+                mbedtls_x509_crt_parse_file(&t->ca, asb__system_ca_files[k]) >= 0 &&
+                t->ca.version != 0) {
+                t->has_ca = 1;
+                break;
+            }
+        }
+        /* no bundle is not an error yet: only an https request needs one */
+    }
+    if ((cfg->client_cert_file || cfg->client_cert_data) !=
+        (cfg->client_key_file || cfg->client_key_data)) {
+        asb__tls_free(t, a);
+        return asb__fail(err, ASB_ERR_TLS_CONFIG,
+                         "tls: a client certificate needs its key, and a key its "
+                         "certificate");
+    }
+    if (cfg->client_cert_file || cfg->client_cert_data) {
+        r = cfg->client_cert_data
+                ? asb__x509_parse_mem(&t->cert, cfg->client_cert_data,
+                                      cfg->client_cert_data_len, a)
+                : mbedtls_x509_crt_parse_file(&t->cert, cfg->client_cert_file);
+        if (r != 0) {
+            asb_result e = asb__tls_fail(err, r, "cannot read the client certificate");
+            asb__tls_free(t, a);
+            return e;
+        }
+        if (cfg->client_key_data)
+            r = asb__pk_parse_mem(t, cfg->client_key_data, cfg->client_key_data_len, a);
+        else
+#if ASB__MBEDTLS3
+            r = mbedtls_pk_parse_keyfile(&t->key, cfg->client_key_file, NULL,
+                                         asb__tls_rng, t);
+#else
+            r = mbedtls_pk_parse_keyfile(&t->key, cfg->client_key_file, NULL);
+#endif
+        if (r != 0) {
+            asb_result e = asb__tls_fail(err, r, "cannot read the client key");
+            asb__tls_free(t, a);
+            return e;
+        }
+        t->has_cert = 1;
+    }
+    if (cfg->server_name) {
+        size_t n = strlen(cfg->server_name);
+        t->server_name = (char *)a->alloc_fn(n + 1, a->user_data);
+        if (!t->server_name) {
+            asb__tls_free(t, a);
+            return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "tls: out of memory");
+        }
+        memcpy(t->server_name, cfg->server_name, n + 1);
+    }
+    r = mbedtls_ssl_config_defaults(&t->conf, MBEDTLS_SSL_IS_CLIENT,
+                                    MBEDTLS_SSL_TRANSPORT_STREAM,
+                                    MBEDTLS_SSL_PRESET_DEFAULT);
+    if (r != 0) {
+        asb_result e = asb__tls_fail(err, r, "mbedtls_ssl_config_defaults");
+        asb__tls_free(t, a);
+        return e;
+    }
+    /* OPTIONAL, not REQUIRED: the handshake completes so the library can
+       apply its own IP check and say exactly why a certificate failed;
+       any failure flag still refuses the connection (asb__tls_handshake). */
+    mbedtls_ssl_conf_authmode(&t->conf, t->insecure ? MBEDTLS_SSL_VERIFY_NONE
+                                                    : MBEDTLS_SSL_VERIFY_OPTIONAL);
+    mbedtls_ssl_conf_ca_chain(&t->conf, &t->ca, NULL);
+    mbedtls_ssl_conf_rng(&t->conf, asb__tls_rng, t);
+    mbedtls_ssl_conf_alpn_protocols(&t->conf, asb__alpn);
+    if (t->has_cert) {
+        r = mbedtls_ssl_conf_own_cert(&t->conf, &t->cert, &t->key);
+        if (r != 0) {
+            asb_result e = asb__tls_fail(err, r, "client certificate and key");
+            asb__tls_free(t, a);
+            return e;
+        }
+    }
+    *out = t;
+    return ASB_OK;
+bad_ca : {
+    asb_result e = asb__tls_fail(err, r, "cannot read the CA certificates");
+    asb__tls_free(t, a);
+    return e;
+}
+}
+
+/* The BIO callbacks: blocking-with-timeout I/O on the non-blocking socket,
+   so mbedTLS never sees WANT_READ/WANT_WRITE. */
+static int asb__bio_send(void *ctx, const unsigned char *buf, size_t len) {
+    asb__conn *c = (asb__conn *)ctx;
+    if (asb__sock_send(c, buf, len) != 0)
+        return c->timed_out ? MBEDTLS_ERR_SSL_TIMEOUT : MBEDTLS_ERR_NET_SEND_FAILED;
+    return len > INT_MAX ? INT_MAX : (int)len;
+}
+
+static int asb__bio_recv(void *ctx, unsigned char *buf, size_t len) {
+    asb__conn *c = (asb__conn *)ctx;
+    long n = asb__sock_recv(c, buf, len > INT_MAX ? INT_MAX : len);
+    if (n < 0)
+        return c->timed_out ? MBEDTLS_ERR_SSL_TIMEOUT
+                            : (c->last_errno == ECONNRESET ? MBEDTLS_ERR_NET_CONN_RESET
+                                                           : MBEDTLS_ERR_NET_RECV_FAILED);
+    return (int)n;
+}
+
+/* Does the certificate carry this address among its IP-address SANs? */
+static int asb__crt_has_ip(const mbedtls_x509_crt *crt, const unsigned char *ip,
+                           int ip_len) {
+    const mbedtls_x509_sequence *s = &crt->subject_alt_names;
+    for (; s && s->buf.p; s = s->next) {
+        if (s->buf.tag == (MBEDTLS_ASN1_CONTEXT_SPECIFIC | 7) &&
+            s->buf.len == (size_t)ip_len && memcmp(s->buf.p, ip, (size_t)ip_len) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static int asb__tls_verify_cb(void *ctx, mbedtls_x509_crt *crt, int depth,
+                              uint32_t *flags) {
+    asb__conn *c = (asb__conn *)ctx;
+    if (depth == 0 && c->verify_ip) {
+        /* the name check for an IP host is the IP-SAN check, ours */
+        *flags &= ~(uint32_t)MBEDTLS_X509_BADCERT_CN_MISMATCH;
+        if (!asb__crt_has_ip(crt, c->ip, c->ip_len))
+            *flags |= MBEDTLS_X509_BADCERT_CN_MISMATCH;
+    }
+    return 0;
+}
+
+static asb_result asb__tls_handshake(asb__conn *c, asb__tls *t, const char *host,
+                                     int host_is_ip, asb_error *err) {
+    int r;
+    uint32_t flags;
+    const char *name = t->server_name ? t->server_name : host;
+    char hq[96];
+    asb__quote(hq, sizeof hq, name, strlen(name), 80);
+    if (!t->has_ca && !t->insecure)
+        return asb__fail(err, ASB_ERR_TLS_CONFIG,
+                         "tls: no CA certificates to verify %s (no system bundle "
+                         "found; set ca_file, ca_dir or ca_data)",
+                         hq);
+    mbedtls_ssl_init(&c->ssl);
+    c->tls_ready = 1;
+    r = mbedtls_ssl_setup(&c->ssl, &t->conf);
+    if (r != 0) return asb__tls_fail(err, r, "mbedtls_ssl_setup");
+    c->verify_ip = 0;
+    if (!t->server_name && host_is_ip) {
+        unsigned char ip[16];
+        int v = asb__ip_literal(host, strlen(host), ip);
+        c->verify_ip = 1;
+        c->ip_len = v == 4 ? 4 : 16;
+        memcpy(c->ip, ip, (size_t)c->ip_len);
+#if ASB__MBEDTLS3
+        /* 3.x wants a hostname to verify against; it matches IP SANs for
+           an IP string itself, and our callback agrees */
+        r = mbedtls_ssl_set_hostname(&c->ssl, host);
+#else
+        r = 0; /* no SNI for an address (RFC 6066); our callback checks */
+#endif
+    } else {
+        r = mbedtls_ssl_set_hostname(&c->ssl, name);
+    }
+    if (r != 0) return asb__tls_fail(err, r, "server name");
+    mbedtls_ssl_set_verify(&c->ssl, asb__tls_verify_cb, c);
+    mbedtls_ssl_set_bio(&c->ssl, c, asb__bio_send, asb__bio_recv, NULL);
+    do {
+        r = mbedtls_ssl_handshake(&c->ssl);
+    } while (r == MBEDTLS_ERR_SSL_WANT_READ || r == MBEDTLS_ERR_SSL_WANT_WRITE);
+    flags = mbedtls_ssl_get_verify_result(&c->ssl);
+    if (r == 0 && !t->insecure && flags != 0) r = MBEDTLS_ERR_X509_CERT_VERIFY_FAILED;
+    if (r != 0) {
+        char m[200], why[300];
+        if (r == MBEDTLS_ERR_SSL_TIMEOUT)
+            return asb__fail(err, ASB_ERR_TIMEOUT, "tls handshake with %s: timed out",
+                             hq);
+        if (r == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED && flags != 0 && flags != (uint32_t)-1) {
+            size_t k;
+            mbedtls_x509_crt_verify_info(why, sizeof why, "", flags);
+            for (k = 0; why[k]; k++)
+                if (why[k] == '\n') why[k] = why[k + 1] ? ';' : '\0';
+            return asb__fail(err, ASB_ERR_TLS_VERIFY,
+                             "tls: the certificate of %s is not trusted: %s "
+                             "(flags 0x%x, mbedTLS -0x%04x)",
+                             hq, why, (unsigned)flags, (unsigned)-r);
+        }
+        asb__tls_strerror(r, m, sizeof m);
+        return asb__fail(err, ASB_ERR_TLS_HANDSHAKE,
+                         "tls handshake with %s failed: %s (mbedTLS -0x%04x)", hq, m,
+                         (unsigned)-r);
+    }
+    return ASB_OK;
+}
+#endif /* ASB_TLS */
 
 ASB_API const char *asb_tls_backend(void) {
 #if ASB_TLS
@@ -2382,6 +3577,919 @@ ASB_API const char *asb_tls_backend(void) {
     return "none";
 #endif
 }
+
+/* >>http (client) ==========================================================
+   The pool, connection set-up and the request loop with retries.
+
+   -- the client -------------------------------------------------------------- */
+
+#define ASB__MAX_POOL 32
+
+struct asb_http_client {
+    asb_allocator alloc;
+    int connect_timeout_ms, read_timeout_ms, max_headers, max_idle;
+    size_t max_body, max_head;
+    asb_retry_policy retry;
+    char *user_agent;
+    char *proxy;             /* "host:port" or NULL */
+    char *proxy_auth;        /* base64 user:pass or NULL (never logged) */
+    char *no_proxy;          /* NO_PROXY list or NULL */
+    pthread_mutex_t lock;    /* guards the pool */
+    asb__conn *idle[ASB__MAX_POOL];
+    int idle_count;
+#if ASB_TLS
+    asb__tls *tls;
+#endif
+};
+
+static char *asb__strdup(const asb_allocator *a, const char *s, size_t n) {
+    char *p = (char *)a->alloc_fn(n + 1, a->user_data);
+    if (p) {
+        memcpy(p, s, n);
+        p[n] = '\0';
+    }
+    return p;
+}
+
+static void asb__conn_close(asb_http_client *cl, asb__conn *c) {
+    if (!c) return;
+#if ASB_TLS
+    if (c->tls_ready) {
+        if (c->fd >= 0) {
+            /* a best-effort close_notify that must not wait on the peer */
+            int64_t saved = c->deadline;
+            c->deadline = asb__now_ms() + 100;
+            mbedtls_ssl_close_notify(&c->ssl);
+            c->deadline = saved;
+        }
+        mbedtls_ssl_free(&c->ssl);
+        c->tls_ready = 0;
+    }
+#endif
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
+    cl->alloc.free_fn(c, cl->alloc.user_data);
+}
+
+/* Sets up the proxy from the description or the environment. */
+static asb_result asb__client_proxy(asb_http_client *cl, const asb_http_client_desc *d,
+                                    asb_error *err) {
+    const char *p = d->proxy_url;
+    asb_url u;
+    asb_result r;
+    const char *at, *hs;
+    if (!p && d->proxy_from_environment) {
+        const char *np = getenv("NO_PROXY");
+        if (!np) np = getenv("no_proxy");
+        if (np && *np) {
+            cl->no_proxy = asb__strdup(&cl->alloc, np, strlen(np));
+            if (!cl->no_proxy) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "out of memory");
+        }
+        p = getenv("HTTPS_PROXY");
+        if (!p || !*p) p = getenv("https_proxy");
+        if (!p || !*p) p = getenv("HTTP_PROXY");
+        if (!p || !*p) p = getenv("http_proxy");
+        if (p && !*p) p = NULL;
+    }
+    if (!p) return ASB_OK;
+    /* user:pass@ is allowed here (and only here), then parsed away */
+    hs = strstr(p, "://");
+    hs = hs ? hs + 3 : p;
+    at = strchr(hs, '@');
+    if (at) {
+        asb_buf b;
+        char *tmp;
+        asb_buf_init(&b, &cl->alloc);
+        if (asb_base64_encode(hs, (size_t)(at - hs), &b) != ASB_OK)
+            return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "out of memory");
+        cl->proxy_auth = b.ptr;
+        tmp = (char *)cl->alloc.alloc_fn(strlen(p) + 1, cl->alloc.user_data);
+        if (!tmp) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "out of memory");
+        memcpy(tmp, p, (size_t)(hs - p));
+        strcpy(tmp + (hs - p), at + 1);
+        r = asb_url_parse(tmp, strlen(tmp), &u, err);
+        if (r == ASB_OK) {
+            size_t n = u.host.len + 8;
+            cl->proxy = (char *)cl->alloc.alloc_fn(n + 2, cl->alloc.user_data);
+            if (cl->proxy)
+                snprintf(cl->proxy, n + 2, "%.*s:%d", (int)u.host.len, u.host.ptr, u.port);
+        }
+        cl->alloc.free_fn(tmp, cl->alloc.user_data);
+    } else {
+        r = asb_url_parse(p, strlen(p), &u, err);
+        if (r == ASB_OK) {
+            size_t n = u.host.len + 8;
+            cl->proxy = (char *)cl->alloc.alloc_fn(n + 2, cl->alloc.user_data);
+            if (cl->proxy)
+                snprintf(cl->proxy, n + 2, "%.*s:%d", (int)u.host.len, u.host.ptr, u.port);
+        }
+    }
+    if (r != ASB_OK) {
+        if (err) {
+            char m[ASB_ERROR_MESSAGE_SIZE];
+            memcpy(m, err->message, sizeof m);
+            snprintf(err->message, sizeof err->message, "proxy: %.400s", m);
+            err->code = ASB_ERR_PROXY;
+        }
+        return ASB_ERR_PROXY;
+    }
+    if (!cl->proxy) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "out of memory");
+    return ASB_OK;
+}
+
+ASB_API asb_result asb_http_client_create(const asb_http_client_desc *desc,
+                                          asb_http_client **out, asb_error *err) {
+    asb_http_client_desc zero;
+    asb_http_client *cl;
+    asb_allocator a;
+    asb_result r;
+    const char *ua;
+    char defua[64];
+    if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "http: NULL out");
+    *out = NULL;
+    if (!desc) {
+        memset(&zero, 0, sizeof zero);
+        desc = &zero;
+    }
+    if (asb__allocator_resolve(desc->allocator, &a) != ASB_OK)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "allocator: give all three functions or none");
+    cl = (asb_http_client *)a.alloc_fn(sizeof *cl, a.user_data);
+    if (!cl) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "http: out of memory");
+    memset(cl, 0, sizeof *cl);
+    cl->alloc = a;
+    pthread_mutex_init(&cl->lock, NULL);
+    /* defaults, in one place */
+    cl->connect_timeout_ms = desc->connect_timeout_ms > 0 ? desc->connect_timeout_ms : 10000;
+    cl->read_timeout_ms = desc->read_timeout_ms > 0 ? desc->read_timeout_ms : 30000;
+    cl->max_body = desc->max_body_bytes ? desc->max_body_bytes : (size_t)16 << 20;
+    cl->max_head = desc->max_header_bytes ? desc->max_header_bytes : (size_t)64 << 10;
+    cl->max_headers = desc->max_headers > 0 ? desc->max_headers : 128;
+    cl->max_idle = desc->max_idle_connections < 0 ? 0
+                   : desc->max_idle_connections > 0
+                       ? (desc->max_idle_connections > ASB__MAX_POOL ? ASB__MAX_POOL
+                                                                     : desc->max_idle_connections)
+                       : 8;
+    cl->retry = desc->retry;
+    snprintf(defua, sizeof defua, "agentsandbox.h/%s", ASB_VERSION_STRING);
+    ua = desc->user_agent ? desc->user_agent : defua;
+    cl->user_agent = asb__strdup(&a, ua, strlen(ua));
+    if (!cl->user_agent) {
+        asb_http_client_free(cl);
+        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "http: out of memory");
+    }
+    {
+        const char *c;
+        for (c = cl->user_agent; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f) {
+                asb_http_client_free(cl);
+                return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                                 "http: user_agent contains a control character");
+            }
+    }
+    r = asb__client_proxy(cl, desc, err);
+    if (r != ASB_OK) {
+        asb_http_client_free(cl);
+        return r;
+    }
+#if ASB_TLS
+    r = asb__tls_create(&desc->tls, &a, &cl->tls, err);
+    if (r != ASB_OK) {
+        asb_http_client_free(cl);
+        return r;
+    }
+#endif
+    *out = cl;
+    return ASB_OK;
+}
+
+ASB_API void asb_http_client_free(asb_http_client *cl) {
+    int i;
+    if (!cl) return;
+    for (i = 0; i < cl->idle_count; i++) asb__conn_close(cl, cl->idle[i]);
+#if ASB_TLS
+    asb__tls_free(cl->tls, &cl->alloc);
+#endif
+    if (cl->user_agent) cl->alloc.free_fn(cl->user_agent, cl->alloc.user_data);
+    if (cl->proxy) cl->alloc.free_fn(cl->proxy, cl->alloc.user_data);
+    if (cl->proxy_auth) {
+        memset(cl->proxy_auth, 0, strlen(cl->proxy_auth));
+        cl->alloc.free_fn(cl->proxy_auth, cl->alloc.user_data);
+    }
+    if (cl->no_proxy) cl->alloc.free_fn(cl->no_proxy, cl->alloc.user_data);
+    pthread_mutex_destroy(&cl->lock);
+    cl->alloc.free_fn(cl, cl->alloc.user_data);
+}
+
+/* NO_PROXY: comma-separated hosts or domain suffixes ("*" for all). */
+static int asb__no_proxy_match(const char *list, const asb_url *u) {
+    const char *p = list;
+    while (p && *p) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        while (n && (*p == ' ' || *p == '.')) {
+            p++;
+            n--;
+        }
+        while (n && p[n - 1] == ' ') n--;
+        if (n == 1 && *p == '*') return 1;
+        if (n && n <= u->host.len) {
+            /* a host, or a domain suffix at a label boundary */
+            size_t k;
+            int same = 1;
+            for (k = 0; k < n; k++)
+                if (asb__ascii_lower((unsigned char)u->host.ptr[u->host.len - n + k]) !=
+                    asb__ascii_lower((unsigned char)p[k]))
+                    same = 0;
+            if (same && (n == u->host.len || u->host.ptr[u->host.len - n - 1] == '.'))
+                return 1;
+        }
+        p = e ? e + 1 : NULL;
+    }
+    return 0;
+}
+
+/* Takes an idle connection for this key, dropping dead ones: a pooled
+   connection that is readable (the server closed it, or sent something
+   unasked) cannot carry our request. */
+static asb__conn *asb__pool_take(asb_http_client *cl, const char *key) {
+    asb__conn *found = NULL;
+    int i;
+    pthread_mutex_lock(&cl->lock);
+    for (i = cl->idle_count - 1; i >= 0; i--) {
+        if (strcmp(cl->idle[i]->key, key) == 0) {
+            found = cl->idle[i];
+            cl->idle[i] = cl->idle[--cl->idle_count];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&cl->lock);
+    if (found) {
+        struct pollfd pfd;
+        pfd.fd = found->fd;
+        pfd.events = POLLIN;
+        pfd.revents = 0;
+        if (poll(&pfd, 1, 0) != 0) {
+            asb__conn_close(cl, found);
+            return NULL;
+        }
+        found->reused = 1;
+    }
+    return found;
+}
+
+static void asb__pool_put(asb_http_client *cl, asb__conn *c) {
+    asb__conn *evict = NULL;
+    pthread_mutex_lock(&cl->lock);
+    if (cl->max_idle == 0) {
+        evict = c;
+    } else {
+        if (cl->idle_count >= cl->max_idle) { /* drop the oldest */
+            evict = cl->idle[0];
+            memmove(cl->idle, cl->idle + 1, (size_t)(cl->idle_count - 1) * sizeof cl->idle[0]);
+            cl->idle_count--;
+        }
+        cl->idle[cl->idle_count++] = c;
+    }
+    pthread_mutex_unlock(&cl->lock);
+    asb__conn_close(cl, evict);
+}
+
+/* Reads and writes through TLS when the connection has it. */
+static asb_result asb__conn_write(asb__conn *c, const void *buf, size_t len) {
+#if ASB_TLS
+    if (c->use_tls) {
+        const unsigned char *p = (const unsigned char *)buf;
+        while (len > 0) {
+            int n = mbedtls_ssl_write(&c->ssl, p, len);
+            if (n == MBEDTLS_ERR_SSL_WANT_READ || n == MBEDTLS_ERR_SSL_WANT_WRITE) continue;
+            if (n <= 0) return c->timed_out ? ASB_ERR_TIMEOUT : ASB_ERR_SEND;
+            p += n;
+            len -= (size_t)n;
+        }
+        return ASB_OK;
+    }
+#endif
+    if (asb__sock_send(c, buf, len) != 0) return c->timed_out ? ASB_ERR_TIMEOUT : ASB_ERR_SEND;
+    return ASB_OK;
+}
+
+/* >0 bytes, 0 at the end of the stream, <0 an asb_result. */
+static long asb__conn_read(asb__conn *c, char *buf, size_t cap) {
+#if ASB_TLS
+    if (c->use_tls) {
+        for (;;) {
+            int n = mbedtls_ssl_read(&c->ssl, (unsigned char *)buf, cap > INT_MAX ? INT_MAX : cap);
+            if (n > 0) return n;
+            if (n == 0 || n == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY) return 0;
+            if (n == MBEDTLS_ERR_SSL_WANT_READ || n == MBEDTLS_ERR_SSL_WANT_WRITE) continue;
+#ifdef MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET
+            if (n == MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET) continue;
+#endif
+            if (n == MBEDTLS_ERR_NET_CONN_RESET) return ASB_ERR_RECV;
+            return c->timed_out ? ASB_ERR_TIMEOUT : ASB_ERR_RECV;
+        }
+    }
+#endif
+    {
+        long n = asb__sock_recv(c, buf, cap);
+        if (n >= 0) return n;
+        return c->timed_out ? ASB_ERR_TIMEOUT : ASB_ERR_RECV;
+    }
+}
+
+/* Opens a connection to the URL's endpoint: directly or through the
+   proxy's CONNECT tunnel, then TLS for https. */
+static asb_result asb__conn_open(asb_http_client *cl, const asb_url *u, const char *host,
+                                 const char *key, int64_t deadline, asb__conn **out,
+                                 asb_error *err) {
+    asb__conn *c = (asb__conn *)cl->alloc.alloc_fn(sizeof *c, cl->alloc.user_data);
+    asb_result r;
+    int via_proxy = cl->proxy && !(cl->no_proxy && asb__no_proxy_match(cl->no_proxy, u));
+    *out = NULL;
+    if (!c) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "http: out of memory");
+    memset(c, 0, sizeof *c);
+    c->fd = -1;
+    c->deadline = deadline;
+    c->read_timeout_ms = cl->read_timeout_ms;
+    snprintf(c->key, sizeof c->key, "%s", key);
+    if (via_proxy) {
+        char phost[300], req[700];
+        const char *colon = strrchr(cl->proxy, ':');
+        int pport = atoi(colon + 1);
+        asb__http_parser hp;
+        size_t used = 0;
+        snprintf(phost, sizeof phost, "%.*s", (int)(colon - cl->proxy), cl->proxy);
+        r = asb__tcp_connect(c, phost, pport, cl->connect_timeout_ms, err);
+        if (r != ASB_OK) {
+            if (err) err->code = ASB_ERR_PROXY;
+            asb__conn_close(cl, c);
+            return r == ASB_ERR_TIMEOUT ? r : ASB_ERR_PROXY;
+        }
+        snprintf(req, sizeof req,
+                 "CONNECT %s%s%s:%d HTTP/1.1\r\nHost: %s%s%s:%d\r\n%s%s%s\r\n",
+                 u->host_is_ip == 6 ? "[" : "", host, u->host_is_ip == 6 ? "]" : "",
+                 u->port, u->host_is_ip == 6 ? "[" : "", host,
+                 u->host_is_ip == 6 ? "]" : "", u->port,
+                 cl->proxy_auth ? "Proxy-Authorization: Basic " : "",
+                 cl->proxy_auth ? cl->proxy_auth : "", cl->proxy_auth ? "\r\n" : "");
+        r = asb__conn_write(c, req, strlen(req));
+        memset(req, 0, sizeof req);
+        asb__hp_init(&hp, 1, cl->max_head, cl->max_headers, &cl->alloc);
+        while (r == ASB_OK && hp.state != ASB__HP_DONE) {
+            /* read one byte at a time: the tunnel's bytes after the
+               response belong to TLS, not to us */
+            char ch;
+            long n = asb__conn_read(c, &ch, 1);
+            if (n <= 0) {
+                r = n == 0 ? ASB_ERR_PROXY : (asb_result)n;
+                break;
+            }
+            r = asb__hp_feed(&hp, &ch, 1, &used);
+        }
+        if (r == ASB_OK && (hp.status < 200 || hp.status > 299)) {
+            int st = hp.status;
+            asb__hp_free(&hp);
+            asb__conn_close(cl, c);
+            r = asb__fail(err, ASB_ERR_PROXY, "proxy %s refused CONNECT to %s:%d: status %d",
+                          cl->proxy, host, u->port, st);
+            if (err) err->http_status = st;
+            return r;
+        }
+        asb__hp_free(&hp);
+        if (r != ASB_OK) {
+            asb__conn_close(cl, c);
+            return asb__fail(err, r == ASB_ERR_TIMEOUT ? r : ASB_ERR_PROXY,
+                             "proxy %s: CONNECT to %s:%d failed (%s)", cl->proxy, host,
+                             u->port, asb_result_str(r));
+        }
+    } else {
+        r = asb__tcp_connect(c, host, u->port, cl->connect_timeout_ms, err);
+        if (r != ASB_OK) {
+            asb__conn_close(cl, c);
+            return r;
+        }
+    }
+    if (u->is_https) {
+#if ASB_TLS
+        c->use_tls = 1;
+        r = asb__tls_handshake(c, cl->tls, host, u->host_is_ip, err);
+        if (r != ASB_OK) {
+            asb__conn_close(cl, c);
+            return r;
+        }
+#else
+        asb__conn_close(cl, c);
+        return asb__fail(err, ASB_ERR_TLS_UNAVAILABLE,
+                         "https://%s: this build has no TLS (ASB_TLS 0)", host);
+#endif
+    }
+    *out = c;
+    return ASB_OK;
+}
+
+/* -- one request ------------------------------------------------------------- */
+
+static int asb__method_idempotent(const char *m) {
+    return strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0 || strcmp(m, "PUT") == 0 ||
+           strcmp(m, "DELETE") == 0 || strcmp(m, "OPTIONS") == 0;
+}
+
+static int asb__header_text_ok(const char *s) {
+    for (; *s; s++)
+        if (*s == '\r' || *s == '\n') return 0;
+    return 1;
+}
+
+/* Where response body bytes go: the caller's callback for 2xx when
+   streaming, else the response buffer up to the cap. */
+typedef struct asb__sink_ctx {
+    asb__http_parser *hp;
+    asb_http_response *resp;
+    const asb_http_request *req;
+    size_t cap;
+    uint64_t delivered;  /* bytes handed to the caller's callback */
+    int too_large;
+    asb_result user_err;
+} asb__sink_ctx;
+
+static asb_result asb__sink(void *ctx, const char *p, size_t n) {
+    asb__sink_ctx *s = (asb__sink_ctx *)ctx;
+    int ok = s->hp->status >= 200 && s->hp->status < 300;
+    if (ok && s->req->on_body) {
+        asb_result r = s->req->on_body(s->req->on_body_user, p, n);
+        s->delivered += n;
+        if (r != ASB_OK) {
+            s->user_err = r;
+            return ASB_ERR_CANCELLED;
+        }
+        return ASB_OK;
+    }
+    if (s->resp->body.len + n > s->cap) {
+        s->too_large = 1;
+        return ASB_ERR_TOO_LARGE;
+    }
+    return asb_buf_append(&s->resp->body, p, n);
+}
+
+/* Builds "Name: value" pairs for the response out of the parser's head. */
+static asb_result asb__resp_take_head(asb_http_response *resp, asb__http_parser *hp) {
+    size_t n = 0, i;
+    char *s, *end, *line, *nl;
+    asb_http_header *hdrs;
+    /* headers array first, then the text, in one allocation */
+    size_t bytes = (size_t)hp->header_count * sizeof(asb_http_header) + hp->head.len + 1;
+    char *mem = (char *)resp->alloc_.alloc_fn(bytes, resp->alloc_.user_data);
+    if (!mem) return ASB_ERR_OUT_OF_MEMORY;
+    hdrs = (asb_http_header *)(void *)mem;
+    s = mem + (size_t)hp->header_count * sizeof(asb_http_header);
+    memcpy(s, hp->head.ptr, hp->head.len);
+    s[hp->head.len] = '\0';
+    end = s + hp->head.len;
+    line = (char *)memchr(s, '\n', (size_t)(end - s));
+    line = line ? line + 1 : end;
+    for (i = 0; line < end && n < (size_t)hp->header_count; line = nl + 1, i++) {
+        char *colon, *v, *ve;
+        nl = (char *)memchr(line, '\n', (size_t)(end - line));
+        if (!nl) break;
+        ve = nl;
+        if (ve > line && ve[-1] == '\r') ve--;
+        if (ve == line) break;
+        colon = (char *)memchr(line, ':', (size_t)(ve - line));
+        if (!colon) break;
+        *colon = '\0';
+        v = colon + 1;
+        while (v < ve && (*v == ' ' || *v == '\t')) v++;
+        while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t')) ve--;
+        *ve = '\0';
+        hdrs[n].name = line;
+        hdrs[n].value = v;
+        n++;
+    }
+    resp->head_ = mem;
+    resp->headers = hdrs;
+    resp->header_count = n;
+    return ASB_OK;
+}
+
+typedef struct asb__attempt {
+    asb_result r;
+    int reached;       /* bytes of the request reached a connected server */
+    int stale;         /* failed on a reused connection before any answer */
+    uint64_t delivered;
+} asb__attempt;
+
+/* Writes the request head into buf. */
+static asb_result asb__build_head(asb_http_client *cl, const asb_http_request *req,
+                                  const char *method, const asb_url *u, asb_buf *b,
+                                  asb_error *err) {
+    size_t i;
+    char tmp[64];
+    asb_result r = ASB_OK;
+    int has_body = req->body || req->body_read || req->body_len ||
+                   strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
+                   strcmp(method, "PATCH") == 0;
+#define ASB__PUT(s, n) do { if (r == ASB_OK) r = asb_buf_append(b, (s), (n)); } while (0)
+#define ASB__PUTS(s) ASB__PUT((s), strlen(s))
+    ASB__PUTS(method);
+    ASB__PUT(" ", 1);
+    if (u->target.len == 0 || u->target.ptr[0] != '/') ASB__PUT("/", 1);
+    ASB__PUT(u->target.ptr, u->target.len);
+    ASB__PUTS(" HTTP/1.1\r\nHost: ");
+    if (u->host_is_ip == 6) ASB__PUT("[", 1);
+    ASB__PUT(u->host.ptr, u->host.len);
+    if (u->host_is_ip == 6) ASB__PUT("]", 1);
+    if (u->port != (u->is_https ? 443 : 80)) {
+        snprintf(tmp, sizeof tmp, ":%d", u->port);
+        ASB__PUTS(tmp);
+    }
+    ASB__PUTS("\r\nUser-Agent: ");
+    ASB__PUTS(cl->user_agent);
+    ASB__PUTS("\r\n");
+    if (has_body) {
+        snprintf(tmp, sizeof tmp, "Content-Length: %llu\r\n",
+                 (unsigned long long)req->body_len);
+        ASB__PUTS(tmp);
+    }
+    for (i = 0; i < req->header_count; i++) {
+        const asb_http_header *h = &req->headers[i];
+        const char *c;
+        int bad = !h->name || !h->value || !*h->name;
+        for (c = h->name; !bad && *c; c++)
+            if (!asb__is_tchar((unsigned char)*c)) bad = 1;
+        if (!bad && !asb__header_text_ok(h->value)) bad = 1;
+        if (bad)
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "http: request header %zu has an invalid name or a value "
+                             "with CR, LF or NUL; nothing was sent",
+                             i);
+        if (asb__ieq(h->name, strlen(h->name), "host") ||
+            asb__ieq(h->name, strlen(h->name), "content-length") ||
+            asb__ieq(h->name, strlen(h->name), "transfer-encoding") ||
+            asb__ieq(h->name, strlen(h->name), "connection"))
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "http: header \"%s\" is set by the library", h->name);
+        ASB__PUTS(h->name);
+        ASB__PUT(": ", 2);
+        ASB__PUTS(h->value);
+        ASB__PUT("\r\n", 2);
+    }
+    ASB__PUT("\r\n", 2);
+#undef ASB__PUT
+#undef ASB__PUTS
+    if (r != ASB_OK) return asb__fail(err, r, "http: out of memory");
+    return ASB_OK;
+}
+
+static void asb__describe(asb_error *err, asb_result code, const char *method,
+                          const asb_url *u, const char *what) {
+    char host[96];
+    asb__quote(host, sizeof host, u->host.ptr, u->host.len, 80);
+    if (!err) return;
+    /* the path without its query: a query may carry tokens */
+    {
+        const char *q = (const char *)memchr(u->target.ptr, '?', u->target.len);
+        size_t pl = q ? (size_t)(q - u->target.ptr) : u->target.len;
+        char path[200];
+        asb__quote(path, sizeof path, u->target.ptr, pl, 120);
+        asb__fail(err, code, "%s %s://%s:%d%s: %s", method,
+                  u->is_https ? "https" : "http", host, u->port, path, what);
+    }
+}
+
+static void asb__attempt_once(asb_http_client *cl, const asb_http_request *req,
+                              const char *method, const asb_url *u, const char *host,
+                              const char *key, int64_t deadline, asb_http_response *resp,
+                              asb_buf *head, asb_error *err, asb__attempt *at) {
+    asb__conn *c = NULL;
+    asb__http_parser hp;
+    asb__sink_ctx sc;
+    asb_result r;
+    int got_bytes = 0;
+    memset(at, 0, sizeof *at);
+    c = asb__pool_take(cl, key);
+    if (!c) {
+        r = asb__conn_open(cl, u, host, key, deadline, &c, err);
+        if (r != ASB_OK) {
+            at->r = r;
+            return;
+        }
+    }
+    c->deadline = deadline;
+    c->bytes_sent = 0;
+    c->timed_out = 0;
+    /* head and small bodies go out in one write */
+    r = ASB_OK;
+    if (req->body && req->body_len <= 65536) {
+        size_t hl = head->len;
+        r = asb_buf_append(head, req->body, (size_t)req->body_len);
+        if (r == ASB_OK) r = asb__conn_write(c, head->ptr, head->len);
+        head->len = hl;
+    } else {
+        r = asb__conn_write(c, head->ptr, head->len);
+        if (r == ASB_OK && req->body) {
+            r = asb__conn_write(c, req->body, (size_t)req->body_len);
+        } else if (r == ASB_OK && req->body_read) {
+            char chunk[65536];
+            uint64_t sent = 0;
+            for (;;) {
+                long n = req->body_read(req->body_read_user, chunk, sizeof chunk);
+                if (n < 0) {
+                    r = ASB_ERR_CANCELLED;
+                    asb__describe(err, r, method, u, "the body_read callback aborted");
+                    break;
+                }
+                if (n == 0) break;
+                if (sent + (uint64_t)n > req->body_len) {
+                    r = ASB_ERR_INVALID_ARGUMENT;
+                    asb__describe(err, r, method, u,
+                                  "body_read produced more bytes than body_len");
+                    break;
+                }
+                r = asb__conn_write(c, chunk, (size_t)n);
+                if (r != ASB_OK) break;
+                sent += (uint64_t)n;
+            }
+            if (r == ASB_OK && sent != req->body_len) {
+                r = ASB_ERR_INVALID_ARGUMENT;
+                asb__describe(err, r, method, u,
+                              "body_read produced fewer bytes than body_len");
+            }
+            if (r != ASB_OK && r != ASB_ERR_SEND && r != ASB_ERR_TIMEOUT) {
+                at->reached = 1;
+                at->r = r;
+                asb__conn_close(cl, c);
+                return;
+            }
+        }
+    }
+    at->reached = c->bytes_sent > 0;
+    if (r != ASB_OK) {
+        at->stale = c->reused;
+        at->r = r;
+        asb__describe(err, r, method, u,
+                      r == ASB_ERR_TIMEOUT ? "timed out sending the request"
+                                           : "the connection failed while sending");
+        if (err) err->message[sizeof err->message - 1] = '\0';
+        asb__conn_close(cl, c);
+        return;
+    }
+    /* the response */
+    asb__hp_init(&hp, strcmp(method, "HEAD") == 0, cl->max_head, cl->max_headers, &cl->alloc);
+    memset(&sc, 0, sizeof sc);
+    sc.hp = &hp;
+    sc.resp = resp;
+    sc.req = req;
+    sc.cap = cl->max_body;
+    hp.sink = asb__sink;
+    hp.sink_ctx = &sc;
+    for (;;) {
+        long n;
+        size_t used = 0;
+        if (c->rpos < c->rlen) {
+            r = asb__hp_feed(&hp, c->rbuf + c->rpos, c->rlen - c->rpos, &used);
+            c->rpos += used;
+            if (r != ASB_OK || hp.state == ASB__HP_DONE) break;
+        }
+        c->rpos = c->rlen = 0;
+        n = asb__conn_read(c, c->rbuf, sizeof c->rbuf);
+        if (n > 0) {
+            got_bytes = 1;
+            c->rlen = (size_t)n;
+            continue;
+        }
+        if (n == 0) {
+            r = asb__hp_eof(&hp);
+        } else {
+            r = (asb_result)n;
+        }
+        break;
+    }
+    at->delivered = sc.delivered;
+    if (r == ASB_OK && hp.state == ASB__HP_DONE) {
+        resp->status = hp.status;
+        r = asb__resp_take_head(resp, &hp);
+        if (r == ASB_OK && hp.keep_alive && c->rpos == c->rlen && cl->max_idle > 0) {
+            asb__pool_put(cl, c);
+            c = NULL;
+        }
+    } else {
+        if (!got_bytes && c->reused && (r == ASB_ERR_RECV || r == ASB_ERR_SEND))
+            at->stale = 1;
+        if (r == ASB_ERR_CANCELLED && sc.user_err != ASB_OK) {
+            r = sc.user_err;
+            asb__describe(err, r, method, u, "the on_body callback stopped the transfer");
+        } else if (sc.too_large) {
+            char m[120];
+            snprintf(m, sizeof m, "response body larger than the %zu-byte cap", sc.cap);
+            asb__describe(err, r, method, u, m);
+        } else if (r == ASB_ERR_TIMEOUT) {
+            asb__describe(err, r, method, u, "timed out waiting for the response");
+        } else if (hp.error) {
+            asb__describe(err, r, method, u, hp.error);
+        } else {
+            char m[160];
+            snprintf(m, sizeof m, "connection failed while reading the response (%s)",
+                     strerror(c->last_errno ? c->last_errno : EPIPE));
+            asb__describe(err, r, method, u, m);
+        }
+        if (hp.status && err) err->http_status = hp.status;
+    }
+    asb__hp_free(&hp);
+    if (c) asb__conn_close(cl, c);
+    at->r = r;
+}
+
+ASB_API asb_result asb_http_do(asb_http_client *cl, const asb_http_request *req,
+                               asb_http_response *resp, asb_error *err) {
+    asb_url u;
+    asb_result r;
+    char host[260], key[ASB__POOL_KEY_SIZE];
+    const char *method;
+    asb_retry_policy pol;
+    asb_buf head;
+    int attempt, stale_retried = 0, idem;
+    int64_t deadline;
+    if (!resp) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "http: NULL response");
+    memset(resp, 0, sizeof *resp);
+    if (!cl || !req || !req->url)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "http: NULL client or request");
+    resp->alloc_ = cl->alloc;
+    asb_buf_init(&resp->body, &cl->alloc);
+    method = req->method ? req->method : "GET";
+    {
+        const char *c;
+        if (!*method)
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "http: empty method");
+        for (c = method; *c; c++)
+            if (!asb__is_tchar((unsigned char)*c))
+                return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "http: invalid method");
+    }
+    if (req->body && req->body_read)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "http: give body or body_read, not both");
+    r = asb_url_parse(req->url, strlen(req->url), &u, err);
+    if (r != ASB_OK) return r;
+    snprintf(host, sizeof host, "%.*s", (int)u.host.len, u.host.ptr);
+    snprintf(key, sizeof key, "%s://%s:%d", u.is_https ? "https" : "http", host, u.port);
+    asb_buf_init(&head, &cl->alloc);
+    r = asb__build_head(cl, req, method, &u, &head, err);
+    if (r != ASB_OK) {
+        asb_buf_free(&head);
+        return r;
+    }
+    pol = req->retry ? *req->retry : cl->retry;
+    if (pol.max_attempts <= 0) pol.max_attempts = 5;
+    if (pol.backoff_ms <= 0) pol.backoff_ms = 500;
+    if (pol.max_backoff_ms <= 0) pol.max_backoff_ms = 8000;
+    idem = asb__method_idempotent(method) && !req->body_read;
+    deadline = req->timeout_ms > 0 ? asb__now_ms() + req->timeout_ms : 0;
+    for (attempt = 1;; attempt++) {
+        asb__attempt at;
+        int retry = 0;
+        resp->attempts = attempt;
+        resp->body.len = 0;
+        if (resp->head_) {
+            resp->alloc_.free_fn(resp->head_, resp->alloc_.user_data);
+            resp->head_ = NULL;
+            resp->headers = NULL;
+            resp->header_count = 0;
+        }
+        asb__attempt_once(cl, req, method, &u, host, key, deadline, resp, &head, err, &at);
+        r = at.r;
+        if (r == ASB_OK) {
+            int st = resp->status;
+            if (st >= 300 && st < 400 && st != 304) {
+                const char *loc = asb_http_response_header(resp, "Location");
+                char lq[160], m[220];
+                asb__quote(lq, sizeof lq, loc ? loc : "", loc ? strlen(loc) : 0, 120);
+                snprintf(m, sizeof m, "redirect %d to \"%s\" not followed", st, lq);
+                asb__describe(err, ASB_ERR_HTTP_REDIRECT, method, &u, m);
+                r = ASB_ERR_HTTP_REDIRECT;
+            } else if (st >= 400) {
+                char m[64];
+                snprintf(m, sizeof m, "status %d", st);
+                asb__describe(err, ASB_ERR_HTTP_STATUS, method, &u, m);
+                r = ASB_ERR_HTTP_STATUS;
+                retry = idem && (st == 500 || st == 502 || st == 503 || st == 504);
+            }
+            if (r != ASB_OK && err) {
+                err->http_status = st;
+                err->body_len = resp->body.len < sizeof err->body ? resp->body.len
+                                                                   : sizeof err->body;
+                if (err->body_len) memcpy(err->body, resp->body.ptr, err->body_len);
+            }
+        } else if (at.stale && !stale_retried && (idem || !at.reached)) {
+            /* the server had closed a pooled connection: once more, fresh,
+               not counted as an attempt */
+            stale_retried = 1;
+            attempt--;
+            continue;
+        } else if (at.delivered == 0) {
+            int conn_failure = r == ASB_ERR_DNS || r == ASB_ERR_CONNECT ||
+                               r == ASB_ERR_PROXY || r == ASB_ERR_SEND ||
+                               r == ASB_ERR_RECV;
+            retry = conn_failure && (idem || !at.reached);
+        }
+        if (!retry || attempt >= pol.max_attempts) break;
+        {
+            int64_t wait = pol.backoff_ms;
+            int k;
+            for (k = 1; k < attempt && wait < pol.max_backoff_ms; k++) wait *= 2;
+            if (wait > pol.max_backoff_ms) wait = pol.max_backoff_ms;
+            if (!pol.no_jitter) {
+                unsigned char rb[2];
+                unsigned v = 0;
+                if (asb__random_bytes(rb, 2) == ASB_OK) v = (unsigned)(rb[0] << 8 | rb[1]);
+                wait = wait / 2 + (int64_t)((uint64_t)(wait / 2) * v / 65535u);
+            }
+            if (deadline && asb__now_ms() + wait >= deadline) break;
+            asb__sleep_ms(wait);
+        }
+    }
+    asb_buf_free(&head);
+    if (r == ASB_OK && err) err->http_status = resp->status;
+    return r;
+}
+
+ASB_API const char *asb_http_response_header(const asb_http_response *resp,
+                                             const char *name) {
+    size_t i, n;
+    if (!resp || !name) return NULL;
+    n = strlen(name);
+    for (i = 0; i < resp->header_count; i++)
+        if (asb__ieq(name, n, resp->headers[i].name)) return resp->headers[i].value;
+    return NULL;
+}
+
+ASB_API void asb_http_response_free(asb_http_response *resp) {
+    if (!resp) return;
+    asb_buf_free(&resp->body);
+    if (resp->head_ && resp->alloc_.free_fn)
+        resp->alloc_.free_fn(resp->head_, resp->alloc_.user_data);
+    resp->head_ = NULL;
+    resp->headers = NULL;
+    resp->header_count = 0;
+}
+
+/* -- multipart --------------------------------------------------------------- */
+
+/* Appends a form-data parameter value quoted as browsers do. */
+static asb_result asb__mp_quoted(asb_buf *b, const char *s) {
+    asb_result r = asb_buf_append(b, "\"", 1);
+    for (; r == ASB_OK && *s; s++) {
+        if (*s == '"') r = asb_buf_append(b, "%22", 3);
+        else if (*s == '\r') r = asb_buf_append(b, "%0D", 3);
+        else if (*s == '\n') r = asb_buf_append(b, "%0A", 3);
+        else r = asb_buf_append(b, s, 1);
+    }
+    if (r == ASB_OK) r = asb_buf_append(b, "\"", 1);
+    return r;
+}
+
+ASB_API asb_result asb_multipart_init(asb_multipart *mp, const char *field,
+                                      const char *filename, const asb_allocator *alloc) {
+    unsigned char rnd[12];
+    char boundary[48];
+    asb_result r;
+    int i;
+    if (!mp || !field || !filename) return ASB_ERR_INVALID_ARGUMENT;
+    memset(mp, 0, sizeof *mp);
+    r = asb_buf_init(&mp->head, alloc);
+    if (r != ASB_OK) return r;
+    asb_buf_init(&mp->tail, alloc);
+    /* a random boundary: the file's bytes cannot be chosen to match it */
+    if (asb__random_bytes(rnd, sizeof rnd) != ASB_OK) return ASB_ERR_IO;
+    memcpy(boundary, "asb-", 4);
+    for (i = 0; i < 12; i++) {
+        boundary[4 + 2 * i] = "0123456789abcdef"[rnd[i] >> 4];
+        boundary[5 + 2 * i] = "0123456789abcdef"[rnd[i] & 15];
+    }
+    boundary[28] = '\0';
+    snprintf(mp->content_type, sizeof mp->content_type,
+             "multipart/form-data; boundary=%s", boundary);
+    r = asb_buf_append(&mp->head, "--", 2);
+    if (r == ASB_OK) r = asb_buf_append(&mp->head, boundary, 28);
+    if (r == ASB_OK)
+        r = asb_buf_append(&mp->head, "\r\nContent-Disposition: form-data; name=", 39);
+    if (r == ASB_OK) r = asb__mp_quoted(&mp->head, field);
+    if (r == ASB_OK) r = asb_buf_append(&mp->head, "; filename=", 11);
+    if (r == ASB_OK) r = asb__mp_quoted(&mp->head, filename);
+    if (r == ASB_OK)
+        r = asb_buf_append(&mp->head, "\r\nContent-Type: application/octet-stream\r\n\r\n", 44);
+    if (r == ASB_OK) r = asb_buf_append(&mp->tail, "\r\n--", 4);
+    if (r == ASB_OK) r = asb_buf_append(&mp->tail, boundary, 28);
+    if (r == ASB_OK) r = asb_buf_append(&mp->tail, "--\r\n", 4);
+    if (r != ASB_OK) asb_multipart_free(mp);
+    return r;
+}
+
+ASB_API void asb_multipart_free(asb_multipart *mp) {
+    if (!mp) return;
+    asb_buf_free(&mp->head);
+    asb_buf_free(&mp->tail);
+}
+
 
 #endif /* ASB__IMPLEMENTATION_DONE */
 #endif /* AGENTSANDBOX_IMPLEMENTATION */
