@@ -59,6 +59,10 @@ STATE = os.environ.get("LC_STATE_DIR") or os.path.join(REPO, "build", "localclus
 POD_CIDR = os.environ.get("LC_POD_CIDR") or "127.1.0.0/24"
 RUNTIME_BIN = os.environ.get("LC_RUNTIME_BIN") or os.path.join(REPO, "build", "runtime", "agentsandbox-runtime")
 RUNTIME_PORT = int(os.environ.get("LC_RUNTIME_PORT") or "8888")
+# Loopback too: only the `kubernetes` Service gets an address (the router
+# Service is headless) and nothing dials it, but no address we hand out
+# should point off the machine.
+SERVICE_CIDR = os.environ.get("LC_SERVICE_CIDR") or "127.2.0.0/24"
 NODE_NAME = "kwok-node-0"
 ROUTER_NS = "agent-sandbox-system"
 TEMPLATE = "python-sandbox-template"
@@ -252,7 +256,8 @@ def make_pki():
             "-days", "30", "-sha256", "-addext", "basicConstraints=critical,CA:TRUE",
             "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature", "-out", p("pki", "ca.crt"))
     sans = ["DNS:localhost", "DNS:kubernetes", "DNS:kubernetes.default", "DNS:kubernetes.default.svc",
-            "DNS:kubernetes.default.svc.cluster.local", "IP:127.0.0.1", "IP:::1"]
+            "DNS:kubernetes.default.svc.cluster.local", "IP:127.0.0.1", "IP:::1",
+            "IP:" + str(next(ipaddress.ip_network(SERVICE_CIDR).hosts()))]
     make_cert("apiserver", "kube-apiserver", sans=sans, server=True)
     make_cert("apiserver-kubelet-client", "kube-apiserver-kubelet-client", orgs=["system:masters"], client=True)
     make_cert("kwok-serving", NODE_NAME, sans=["DNS:localhost", "DNS:" + NODE_NAME, "IP:127.0.0.1"], server=True)
@@ -385,6 +390,8 @@ def cmd_up(version):
     net = ipaddress.ip_network(POD_CIDR)
     if not net.is_loopback:
         die("LC_POD_CIDR %s is not a loopback range" % POD_CIDR)
+    if not ipaddress.ip_network(SERVICE_CIDR).is_loopback or ipaddress.ip_network(SERVICE_CIDR).overlaps(net):
+        die("LC_SERVICE_CIDR %s must be a loopback range apart from the pod CIDR" % SERVICE_CIDR)
     running = [c for c in COMPONENTS if read_pidfile(p("pids", c + ".pid"))]
     if running:
         die("a cluster is already running from %s (%s); run `make cluster-down` first" % (STATE, ", ".join(running)))
@@ -472,7 +479,7 @@ def cmd_up(version):
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
         "--service-account-key-file=" + p("pki", "sa.pub"),
         "--service-account-signing-key-file=" + p("pki", "sa.key"),
-        "--service-cluster-ip-range=" + os.environ.get("LC_SERVICE_CIDR", "10.96.0.0/24"),
+        "--service-cluster-ip-range=" + SERVICE_CIDR,
         "--endpoint-reconciler-type=none",
         "--kubelet-client-certificate=" + p("pki", "apiserver-kubelet-client.crt"),
         "--kubelet-client-key=" + p("pki", "apiserver-kubelet-client.key"),

@@ -8,19 +8,25 @@ PY=${LC_PYTHON:-/usr/bin/python3}
 releases=("$@"); [ ${#releases[@]} -gt 0 ] || releases=(v0.4.6 v0.5.6)
 trap '"$PY" "$LC/lc.py" down >/dev/null 2>&1' EXIT
 "$PY" "$LC/lc.py" down >/dev/null 2>&1
-rc=0
+rc=0; total_p=0; total_f=0
 for rel in "${releases[@]}"; do
   echo "--- cluster-e2e: agent-sandbox $rel"
   start=$(date +%s)
   if ! out=$("$PY" "$LC/lc.py" up --agent-sandbox "$rel"); then
     echo "$out"; echo "cluster-e2e: cluster-up failed for $rel" >&2
     "$PY" "$LC/lc.py" status || true
-    rc=1; "$PY" "$LC/lc.py" down; continue
+    rc=1; total_f=$((total_f + 1)); "$PY" "$LC/lc.py" down; continue
   fi
   echo "$out" | tail -3
   echo "cluster-e2e: cluster-up $rel took $(( $(date +%s) - start ))s"
   kc=$(echo "$out" | tail -1 | sed -n 's/^export KUBECONFIG=//p')
-  KUBECONFIG=$kc "$LC/tests/e2e.sh" "$rel" || rc=1
+  res=$(mktemp)
+  KUBECONFIG=$kc "$LC/tests/e2e.sh" "$rel" | tee "$res"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+  read -r p f < <(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' "$res" | tail -1)
+  total_p=$((total_p + ${p:-0})); total_f=$((total_f + ${f:-1}))
+  rm -f "$res"
   "$PY" "$LC/lc.py" down
 done
+echo "cluster-e2e (${releases[*]}): $total_p passed, $total_f failed"
 exit $rc
