@@ -3553,13 +3553,22 @@ static asb_result asb__tls_handshake(asb__conn *c, asb__tls *t, const char *host
                              hq);
         if (r == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED && flags != 0 && flags != (uint32_t)-1) {
             size_t k;
+            /* the usual three first, in plain words; then mbedTLS's list */
+            const char *kind =
+                (flags & MBEDTLS_X509_BADCERT_EXPIRED) ? "expired"
+                : (flags & MBEDTLS_X509_BADCERT_FUTURE) ? "not yet valid"
+                : (flags & MBEDTLS_X509_BADCERT_NOT_TRUSTED) ? "unknown CA"
+                : (flags & MBEDTLS_X509_BADCERT_CN_MISMATCH)
+                    ? (c->verify_ip ? "name mismatch (no IP-address SAN for this address)"
+                                    : "name mismatch")
+                    : "rejected";
             mbedtls_x509_crt_verify_info(why, sizeof why, "", flags);
             for (k = 0; why[k]; k++)
                 if (why[k] == '\n') why[k] = why[k + 1] ? ';' : '\0';
             return asb__fail(err, ASB_ERR_TLS_VERIFY,
-                             "tls: the certificate of %s is not trusted: %s "
+                             "tls: the certificate of %s is not trusted: %s: %s "
                              "(flags 0x%x, mbedTLS -0x%04x)",
-                             hq, why, (unsigned)flags, (unsigned)-r);
+                             hq, kind, why, (unsigned)flags, (unsigned)-r);
         }
         asb__tls_strerror(r, m, sizeof m);
         return asb__fail(err, ASB_ERR_TLS_HANDSHAKE,

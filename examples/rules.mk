@@ -2,7 +2,7 @@
 EX := $(BUILD)/examples
 $(EX)/%: examples/%.c agentsandbox.h
 	@mkdir -p $(@D)
-	$(CC) -std=c99 $(OPT) $(CFLAGS_WARN) $< -o $@ $(TLS_LIBS) -lm
+	$(CC) -std=c99 $(OPT) $(CFLAGS_WARN) $< -o $@ $(TLS_LIBS) -lm -pthread
 EXAMPLES := $(patsubst examples/%.c,$(EX)/%,$(wildcard examples/*.c))
 ALL_TARGETS += $(EXAMPLES)
 

@@ -4,11 +4,12 @@
 
 TB := $(BUILD)/tests
 HDR := agentsandbox.h
-TEST_SRCS := tests/test_json.c tests/test_rules.c
+TEST_SRCS := tests/test_json.c tests/test_rules.c tests/test_http.c
 TEST_DEPS := $(HDR) tests/asbtest.h
 ORACLE_HDRS := tests/oracle/jsmn_oracle.h tests/oracle/json_ref.h \
                tests/oracle/json_contract.h tests/oracle/k8s_gen.h
 SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
+LINK := $(TLS_LIBS) -lm -pthread
 UNIT_NAMES := $(basename $(notdir $(TEST_SRCS)))
 
 # --- jsmn oracle, one object per mode, per build flavour (plain, asan) ----
@@ -28,27 +29,27 @@ JSMN_ASAN_OBJS := $(JSMN_MODES:%=$(TB)/oracle/asan_jsmn_%.o)
 # --- unit tests in every flavour ---------------------------------------------
 $(TB)/c/%: tests/%.c $(TEST_DEPS)
 	@mkdir -p $(@D)
-	$(CC) -std=c99 $(OPT) $(CFLAGS_WARN) $< -o $@ -lm
+	$(CC) -std=c99 $(OPT) $(CFLAGS_WARN) $< -o $@ $(LINK)
 $(TB)/cxx/%: tests/%.c $(TEST_DEPS)
 	@mkdir -p $(@D)
-	$(CXX) -x c++ -std=c++11 $(OPT) $(CFLAGS_WARN) $< -o $@
+	$(CXX) -x c++ -std=c++11 $(OPT) $(CFLAGS_WARN) $< -o $@ $(LINK)
 $(TB)/notls/%: tests/%.c $(TEST_DEPS)
 	@mkdir -p $(@D)
 	$(CLANG) -std=c11 -DASB_TLS=0 $(OPT) $(CFLAGS_WARN) $< -o $@ -lm
 $(TB)/asan/%: tests/%.c $(TEST_DEPS)
 	@mkdir -p $(@D)
-	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) $< -o $@ -lm
+	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) $< -o $@ $(LINK)
 # Tiny limits: the same tests must hold with the smallest sane settings.
 $(TB)/tiny/%: tests/%.c $(TEST_DEPS)
 	@mkdir -p $(@D)
 	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) -DASB_JSON_MAX_DEPTH=8 \
-	  -DASB_JSON_MAX_DOC_TOKENS=64 $< -o $@ -lm
+	  -DASB_JSON_MAX_DOC_TOKENS=64 $< -o $@ $(LINK)
 $(TB)/c/test_json_diff: tests/test_json_diff.c $(TEST_DEPS) $(ORACLE_HDRS) $(JSMN_OBJS)
 	@mkdir -p $(@D)
-	$(CC) -std=c99 $(OPT) $(CFLAGS_WARN) $< $(JSMN_OBJS) -o $@ -lm
+	$(CC) -std=c99 $(OPT) $(CFLAGS_WARN) $< $(JSMN_OBJS) -o $@ $(LINK)
 $(TB)/asan/test_json_diff: tests/test_json_diff.c $(TEST_DEPS) $(ORACLE_HDRS) $(JSMN_ASAN_OBJS)
 	@mkdir -p $(@D)
-	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) $< $(JSMN_ASAN_OBJS) -o $@ -lm
+	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) $< $(JSMN_ASAN_OBJS) -o $@ $(LINK)
 
 UNIT_BINS := $(foreach f,c cxx notls asan tiny,$(UNIT_NAMES:%=$(TB)/$(f)/%)) \
              $(TB)/c/test_json_diff $(TB)/asan/test_json_diff
@@ -56,11 +57,11 @@ ALL_TARGETS += $(UNIT_BINS)
 
 .PHONY: test-compile-matrix test-symbols test-unit test-asan test-tiny \
         test-json-diff test-fuzz-replay test-fuzz-short test-readme \
-        fuzz-json fuzz-rules bench-json
+        fuzz-json fuzz-rules fuzz-http bench-json
 TEST_TIERS += test-compile-matrix test-symbols test-unit test-json-diff \
               test-asan test-tiny test-fuzz-replay test-fuzz-short test-readme
 BENCH_TIERS += bench-json
-FUZZ_TIERS += fuzz-json fuzz-rules
+FUZZ_TIERS += fuzz-json fuzz-rules fuzz-http
 EXTRA_DEPS_TARGETS += deps-locale
 
 # A decimal-comma locale, so the JSON number tests prove locale
@@ -119,17 +120,18 @@ test-json-diff: $(TB)/c/test_json_diff
 	@$(TB)/c/test_json_diff
 
 # --- fuzzing ------------------------------------------------------------------
-FUZZ_TARGETS := json rules
+FUZZ_TARGETS := json rules http
 FUZZ_EXTRA_json := $(JSMN_ASAN_OBJS)
+FUZZ_SEEDS_http := tests/fuzz/seeds_http
 FUZZ_SEEDS_json := tests/json/valid tests/json/invalid tests/json/forbidden
 FUZZ_SEEDS_rules := tests/fuzz/seeds_rules
 $(TB)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_main.h $(HDR) $(ORACLE_HDRS) $(JSMN_ASAN_OBJS)
 	@mkdir -p $(@D)
 	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	  $< $(FUZZ_EXTRA_$*) -o $@ -lm
+	  $< $(FUZZ_EXTRA_$*) -o $@ $(LINK)
 $(TB)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_main.h $(HDR) $(ORACLE_HDRS) $(JSMN_ASAN_OBJS)
 	@mkdir -p $(@D)
-	$(CLANG) -g -O1 -DASB_FUZZ_REPLAY $(SAN) $< $(FUZZ_EXTRA_$*) -o $@ -lm
+	$(CLANG) -g -O1 -DASB_FUZZ_REPLAY $(SAN) $< $(FUZZ_EXTRA_$*) -o $@ $(LINK)
 ALL_TARGETS += $(FUZZ_TARGETS:%=$(TB)/fuzz/replay_%)
 
 # The committed seeds plus whatever the fuzzers found so far.
@@ -139,8 +141,9 @@ test-fuzz-replay: $(FUZZ_TARGETS:%=$(TB)/fuzz/replay_%)
 
 # Bounded runs in make test (FUZZ_SECONDS split over the targets); make fuzz
 # runs longer. Findings are written to build/tests/fuzz/findings.
-FUZZ_SHARE_json := 45
-FUZZ_SHARE_rules := 15
+FUZZ_SHARE_json := 30
+FUZZ_SHARE_rules := 10
+FUZZ_SHARE_http := 20
 define FUZZ_RUN
 	@mkdir -p $(TB)/fuzz/corpus_$(1) $(TB)/fuzz/findings; \
 	secs=$$(( $(2) )); [ $$secs -ge 1 ] || secs=1; \
@@ -154,10 +157,13 @@ endef
 test-fuzz-short: $(FUZZ_TARGETS:%=$(TB)/fuzz/fuzz_%)
 	$(call FUZZ_RUN,json,$(FUZZ_SECONDS) * $(FUZZ_SHARE_json) / 60)
 	$(call FUZZ_RUN,rules,$(FUZZ_SECONDS) * $(FUZZ_SHARE_rules) / 60)
+	$(call FUZZ_RUN,http,$(FUZZ_SECONDS) * $(FUZZ_SHARE_http) / 60)
 fuzz-json: $(TB)/fuzz/fuzz_json
 	$(call FUZZ_RUN,json,$(FUZZ_SECONDS))
 fuzz-rules: $(TB)/fuzz/fuzz_rules
 	$(call FUZZ_RUN,rules,$(FUZZ_SECONDS))
+fuzz-http: $(TB)/fuzz/fuzz_http
+	$(call FUZZ_RUN,http,$(FUZZ_SECONDS))
 
 # --- README examples compile (and the quick start runs) ------------------------
 test-readme:
@@ -166,7 +172,7 @@ test-readme:
 # --- benchmark ---------------------------------------------------------------------
 $(TB)/bench_json: tests/bench/bench_json.c $(HDR) $(ORACLE_HDRS) $(JSMN_OBJS)
 	@mkdir -p $(@D)
-	$(CC) -std=c99 -O2 -DNDEBUG -Wno-unused-function $< $(JSMN_OBJS) -o $@ -lm
+	$(CC) -std=c99 -O2 -DNDEBUG -Wno-unused-function $< $(JSMN_OBJS) -o $@ $(LINK)
 ALL_TARGETS += $(TB)/bench_json
 bench-json: $(TB)/bench_json
 	@$(TB)/bench_json

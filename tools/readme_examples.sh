@@ -19,9 +19,9 @@ for f in "$out"/example_*.c; do
   [ -e "$f" ] || continue
   count=$((count + 1))
   gcc -std=c99 -Wall -Wextra -Wpedantic -Werror -I"$top" "$f" -o "${f%.c}" \
-      -lmbedtls -lmbedx509 -lmbedcrypto -lm || { echo "readme: $f does not compile (C99)"; exit 1; }
+      -lmbedtls -lmbedx509 -lmbedcrypto -lm -pthread || { echo "readme: $f does not compile (C99)"; exit 1; }
   g++ -x c++ -std=c++11 -Wall -Wextra -Werror -I"$top" "$f" -o "${f%.c}.cxx" \
-      -lmbedtls -lmbedx509 -lmbedcrypto || { echo "readme: $f does not compile (C++11)"; exit 1; }
+      -lmbedtls -lmbedx509 -lmbedcrypto -pthread || { echo "readme: $f does not compile (C++11)"; exit 1; }
   if head -n 1 "$f" | grep -q '^// run'; then
     "${f%.c}" > "${f%.c}.out" || { echo "readme: $f failed when run"; exit 1; }
   fi

@@ -1,0 +1,293 @@
+/* HTTP: URLs, the response parser fed any way the network may cut it,
+   request heads, multipart framing. (Talking to real servers is
+   tests/test_http_peers.c.) */
+#define AGENTSANDBOX_IMPLEMENTATION
+#include "../agentsandbox.h"
+#include "asbtest.h"
+
+ASBT_TEST(urls_parse_with_ports_ipv6_paths_and_queries) {
+    asb_url u;
+    ASBT_EQ_RES(asb_url_parse("https://127.0.0.1:6443/api?x=1#frag", 35, &u, NULL), ASB_OK);
+    ASBT_EQ_INT(u.is_https, 1);
+    ASBT_EQ_MEM(u.host.ptr, u.host.len, "127.0.0.1", 9);
+    ASBT_EQ_INT(u.port, 6443);
+    ASBT_EQ_INT(u.host_is_ip, 4);
+    ASBT_EQ_MEM(u.target.ptr, u.target.len, "/api?x=1", 8);
+    ASBT_EQ_RES(asb_url_parse("http://[::1]:8080", 17, &u, NULL), ASB_OK);
+    ASBT_EQ_MEM(u.host.ptr, u.host.len, "::1", 3);
+    ASBT_EQ_INT(u.host_is_ip, 6);
+    ASBT_EQ_INT(u.target.len, 0);
+    ASBT_EQ_RES(asb_url_parse("HTTP://Example.COM", 18, &u, NULL), ASB_OK);
+    ASBT_EQ_INT(u.port, 80);
+    ASBT_EQ_INT(u.host_is_ip, 0);
+    ASBT_EQ_RES(asb_url_parse("https://h?q", 11, &u, NULL), ASB_OK);
+    ASBT_EQ_INT(u.port, 443);
+    ASBT_EQ_MEM(u.target.ptr, u.target.len, "?q", 2);
+}
+
+ASBT_TEST(bad_urls_are_refused_with_a_reason) {
+    static const char *bad[][2] = {
+        {"ftp://x/", "only http"},       {"http://", "host"},
+        {"http://:80/", "host"},         {"http://h:0/", "port"},
+        {"http://h:65536/", "port"},     {"http://h:8x/", "port"},
+        {"http://u:p@h/", "user info"},  {"http://[::1/", "IPv6"},
+        {"http://[zz]/", "IPv6"},        {"http://h/a b", "space"},
+        {"http://h/\r\nX: y", "control"}, {"http://ho$t/", "host"},
+        {"http://h:/", "port"},
+    };
+    size_t i;
+    asb_url u;
+    asb_error err;
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ASBT_EQ_RES(asb_url_parse(bad[i][0], strlen(bad[i][0]), &u, &err),
+                    ASB_ERR_INVALID_ARGUMENT);
+        ASBT_CONTAINS(err.message, bad[i][1]);
+    }
+}
+
+/* -- the parser ---------------------------------------------------------------- */
+
+typedef struct parsed {
+    asb_result r;
+    int status, keep_alive, done;
+    asb_buf body;
+    const char *error;
+} parsed;
+
+static asb_result to_buf(void *ctx, const char *p, size_t n) {
+    return asb_buf_append((asb_buf *)ctx, p, n);
+}
+
+/* Feeds text in pieces of `step` bytes (0: whole), then EOF if asked. */
+static void parse(const char *text, size_t len, size_t step, int head, int eof, parsed *o) {
+    asb__http_parser p;
+    size_t i = 0;
+    memset(o, 0, sizeof *o);
+    asb_buf_init(&o->body, NULL);
+    asb__hp_init(&p, head, 4096, 32, NULL);
+    p.sink = to_buf;
+    p.sink_ctx = &o->body;
+    while (i < len && o->r == ASB_OK && p.state != ASB__HP_DONE) {
+        size_t n = step && step < len - i ? step : len - i, used = 0;
+        o->r = asb__hp_feed(&p, text + i, n, &used);
+        i += used;
+    }
+    if (o->r == ASB_OK && eof) o->r = asb__hp_eof(&p);
+    o->status = p.status;
+    o->keep_alive = p.keep_alive;
+    o->done = p.state == ASB__HP_DONE;
+    o->error = p.error;
+    asb__hp_free(&p);
+}
+
+ASBT_TEST(chunked_body_split_at_every_byte_boundary_is_the_same) {
+    const char *resp = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+                       "Content-Type: application/json\r\n\r\n"
+                       "4;name=\"v\"\r\n{\"a\"\r\n3\r\n:1}\r\nA \r\n0123456789\r\n"
+                       "0\r\nX-Trailer: yes\r\n\r\n";
+    size_t step, len = strlen(resp);
+    for (step = 0; step <= len; step++) {
+        parsed o;
+        parse(resp, len, step, 0, 0, &o);
+        ASBT_EQ_RES(o.r, ASB_OK);
+        ASBT_CHECK(o.done);
+        ASBT_EQ_INT(o.status, 200);
+        ASBT_EQ_INT(o.keep_alive, 1);
+        ASBT_EQ_MEM(o.body.ptr, o.body.len, "{\"a\":1}0123456789", 17);
+        asb_buf_free(&o.body);
+    }
+}
+
+ASBT_TEST(content_length_and_until_close_bodies) {
+    parsed o;
+    const char *a = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloEXTRA";
+    const char *b = "HTTP/1.0 200 OK\r\n\r\nall of it";
+    const char *c = "HTTP/1.1 200 OK\nContent-Length: 2\n\nok"; /* bare LF */
+    parse(a, strlen(a), 0, 0, 0, &o);
+    ASBT_EQ_RES(o.r, ASB_OK);
+    ASBT_EQ_MEM(o.body.ptr, o.body.len, "hello", 5); /* stops at the length */
+    asb_buf_free(&o.body);
+    parse(b, strlen(b), 3, 0, 1, &o);
+    ASBT_EQ_RES(o.r, ASB_OK);
+    ASBT_EQ_INT(o.keep_alive, 0);
+    ASBT_EQ_MEM(o.body.ptr, o.body.len, "all of it", 9);
+    asb_buf_free(&o.body);
+    parse(c, strlen(c), 1, 0, 0, &o);
+    ASBT_EQ_RES(o.r, ASB_OK);
+    ASBT_EQ_MEM(o.body.ptr, o.body.len, "ok", 2);
+    asb_buf_free(&o.body);
+}
+
+ASBT_TEST(short_bodies_and_cut_chunks_are_errors_not_data) {
+    parsed o;
+    const char *a = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhello";
+    const char *b = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nabc";
+    const char *c = "HTTP/1.1 200 OK\r\nContent-Le";
+    parse(a, strlen(a), 0, 0, 1, &o);
+    ASBT_EQ_RES(o.r, ASB_ERR_HTTP_SHORT_BODY);
+    ASBT_CONTAINS(o.error, "Content-Length");
+    asb_buf_free(&o.body);
+    parse(b, strlen(b), 0, 0, 1, &o);
+    ASBT_EQ_RES(o.r, ASB_ERR_HTTP_SHORT_BODY);
+    asb_buf_free(&o.body);
+    parse(c, strlen(c), 0, 0, 1, &o);
+    ASBT_EQ_RES(o.r, ASB_ERR_RECV);
+    asb_buf_free(&o.body);
+}
+
+ASBT_TEST(malformed_responses_are_protocol_errors) {
+    static const char *bad[] = {
+        "HTTP/2 200 OK\r\n\r\n",
+        "HTTP/1.1 20 OK\r\n\r\n",
+        "HTTP/1.1 600 Nope\r\n\r\n",
+        "HTTP/1.1 200OK\r\n\r\n",
+        "garbage\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nNo colon here\r\n\r\n",
+        "HTTP/1.1 200 OK\r\n: empty name\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nBad Name: x\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nX: a\r\n folded\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nX: a\x01b\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: 5x\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffff\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3 x\r\nabc\r\n",
+    };
+    size_t i;
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        parsed o;
+        parse(bad[i], strlen(bad[i]), 0, 0, 1, &o);
+        if (o.r == ASB_OK) fprintf(stderr, "    accepted #%zu\n", i);
+        ASBT_CHECK(o.r == ASB_ERR_HTTP_PROTOCOL || o.r == ASB_ERR_TOO_LARGE);
+        ASBT_CHECK(o.error != NULL);
+        asb_buf_free(&o.body);
+    }
+}
+
+ASBT_TEST(header_limits_are_enforced) {
+    asb_buf big;
+    parsed o;
+    int i;
+    asb_buf_init(&big, NULL);
+    asb_buf_append(&big, "HTTP/1.1 200 OK\r\n", 17);
+    for (i = 0; i < 40; i++) asb_buf_append(&big, "X-A: b\r\n", 8); /* limit is 32 */
+    asb_buf_append(&big, "\r\n", 2);
+    parse(big.ptr, big.len, 0, 0, 1, &o);
+    ASBT_EQ_RES(o.r, ASB_ERR_TOO_LARGE);
+    ASBT_CONTAINS(o.error, "too many header lines");
+    asb_buf_free(&o.body);
+    big.len = 0;
+    asb_buf_append(&big, "HTTP/1.1 200 OK\r\nX-Big: ", 25);
+    for (i = 0; i < 5000; i++) asb_buf_append(&big, "a", 1); /* limit 4096 */
+    parse(big.ptr, big.len, 7, 0, 1, &o);
+    ASBT_EQ_RES(o.r, ASB_ERR_TOO_LARGE);
+    asb_buf_free(&o.body);
+    asb_buf_free(&big);
+}
+
+ASBT_TEST(no_body_for_head_204_304_and_interim_responses_are_skipped) {
+    parsed o;
+    const char *h = "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n";
+    const char *n = "HTTP/1.1 204 No Content\r\n\r\n";
+    const char *m = "HTTP/1.1 304 Not Modified\r\nContent-Length: 10\r\n\r\n";
+    const char *i = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok";
+    parse(h, strlen(h), 0, 1, 0, &o);
+    ASBT_EQ_RES(o.r, ASB_OK);
+    ASBT_CHECK(o.done);
+    ASBT_EQ_INT(o.body.len, 0);
+    asb_buf_free(&o.body);
+    parse(n, strlen(n), 0, 0, 0, &o);
+    ASBT_CHECK(o.done && o.status == 204);
+    asb_buf_free(&o.body);
+    parse(m, strlen(m), 0, 0, 0, &o);
+    ASBT_CHECK(o.done && o.status == 304 && o.body.len == 0);
+    asb_buf_free(&o.body);
+    parse(i, strlen(i), 5, 0, 0, &o);
+    ASBT_EQ_RES(o.r, ASB_OK);
+    ASBT_EQ_INT(o.status, 201);
+    ASBT_EQ_MEM(o.body.ptr, o.body.len, "ok", 2);
+    asb_buf_free(&o.body);
+}
+
+ASBT_TEST(connection_close_and_chunked_with_length_end_keep_alive) {
+    parsed o;
+    const char *a = "HTTP/1.1 200 OK\r\nConnection: keep-alive, Close\r\nContent-Length: 0\r\n\r\n";
+    const char *b = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\n\r\n";
+    const char *c = "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n";
+    parse(a, strlen(a), 0, 0, 0, &o);
+    ASBT_CHECK(o.done && !o.keep_alive);
+    asb_buf_free(&o.body);
+    parse(b, strlen(b), 0, 0, 0, &o);
+    ASBT_CHECK(o.done && !o.keep_alive);
+    ASBT_EQ_MEM(o.body.ptr, o.body.len, "ab", 2); /* chunked wins */
+    asb_buf_free(&o.body);
+    parse(c, strlen(c), 0, 0, 0, &o);
+    ASBT_CHECK(o.done && o.keep_alive);
+    asb_buf_free(&o.body);
+}
+
+/* -- requests ------------------------------------------------------------------- */
+
+ASBT_TEST(request_headers_with_cr_lf_are_never_sent) {
+    asb_http_client *cl;
+    asb_http_request req;
+    asb_http_response resp;
+    asb_http_header h[1];
+    asb_error err;
+    static const char *names[] = {"X-Ok", "Bad Name", "X:y", "", "Host", "content-length"};
+    static const char *values[] = {"a\r\nX-Evil: 1", "v", "v", "v", "h", "1"};
+    size_t i;
+    ASBT_EQ_RES(asb_http_client_create(NULL, &cl, &err), ASB_OK);
+    for (i = 0; i < 6; i++) {
+        memset(&req, 0, sizeof req);
+        /* port 9 (discard) on loopback: nothing may even be tried */
+        req.url = "http://127.0.0.1:9/";
+        h[0].name = names[i];
+        h[0].value = values[i];
+        req.headers = h;
+        req.header_count = 1;
+        ASBT_EQ_RES(asb_http_do(cl, &req, &resp, &err), ASB_ERR_INVALID_ARGUMENT);
+        ASBT_EQ_INT(resp.attempts, 0);
+        asb_http_response_free(&resp);
+    }
+    asb_http_client_free(cl);
+}
+
+ASBT_TEST(multipart_framing_quotes_names_like_browsers) {
+    asb_multipart mp;
+    const char *ct;
+    ASBT_EQ_RES(asb_multipart_init(&mp, "file", "dir/a \"b\"\r\n.txt", NULL), ASB_OK);
+    ct = strstr(mp.content_type, "boundary=");
+    ASBT_CHECK(ct != NULL);
+    ct += 9;
+    ASBT_EQ_INT(strlen(ct), 28);
+    ASBT_CHECK(strncmp(mp.head.ptr, "--", 2) == 0 && strncmp(mp.head.ptr + 2, ct, 28) == 0);
+    ASBT_CONTAINS(mp.head.ptr,
+                  "Content-Disposition: form-data; name=\"file\"; "
+                  "filename=\"dir/a %22b%22%0D%0A.txt\"\r\n");
+    ASBT_CHECK(mp.head.len >= 4 &&
+               memcmp(mp.head.ptr + mp.head.len - 4, "\r\n\r\n", 4) == 0);
+    ASBT_EQ_INT(mp.tail.len, 4 + 28 + 4);
+    ASBT_CHECK(memcmp(mp.tail.ptr + 4, ct, 28) == 0);
+    asb_multipart_free(&mp);
+}
+
+ASBT_LIST(
+    ASBT_CASE(urls_parse_with_ports_ipv6_paths_and_queries)
+    ASBT_CASE(bad_urls_are_refused_with_a_reason)
+    ASBT_CASE(chunked_body_split_at_every_byte_boundary_is_the_same)
+    ASBT_CASE(content_length_and_until_close_bodies)
+    ASBT_CASE(short_bodies_and_cut_chunks_are_errors_not_data)
+    ASBT_CASE(malformed_responses_are_protocol_errors)
+    ASBT_CASE(header_limits_are_enforced)
+    ASBT_CASE(no_body_for_head_204_304_and_interim_responses_are_skipped)
+    ASBT_CASE(connection_close_and_chunked_with_length_end_keep_alive)
+    ASBT_CASE(request_headers_with_cr_lf_are_never_sent)
+    ASBT_CASE(multipart_framing_quotes_names_like_browsers)
+)
+ASBT_MAIN()
