@@ -19,6 +19,15 @@ if [ -f "$PREFIX/.stamp" ] && [ -f "$PREFIX/lib/libmbedtls.a" ]; then
   exit 0
 fi
 
+mkdir -p "$SRC" "$(dirname "$PREFIX")"
+# Two builds at once (two clones on one machine) take turns; the second
+# finds the stamp and stops.
+exec 9>"$SRC/.lock"
+flock 9
+if [ -f "$PREFIX/.stamp" ] && [ -f "$PREFIX/lib/libmbedtls.a" ]; then
+  exit 0
+fi
+
 if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
 start=$(date +%s)
 
@@ -40,7 +49,6 @@ if ! have_src; then
   have_src || { echo "mbedtls3: no mbedtls 3.6 source package after apt-get update" >&2; exit 1; }
 fi
 
-mkdir -p "$SRC"
 cd "$SRC"
 version=$(apt-cache showsrc mbedtls | awk '/^Version: 3\.6\./ {print $2; exit}')
 dsc="mbedtls_${version}.dsc"

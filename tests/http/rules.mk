@@ -30,3 +30,6 @@ mbedtls3:
 # cmake builds mbedTLS; dpkg-dev (dpkg-source), bzip2 and xz-utils unpack
 # its source package. nginx-light, curl, openssl, python3: in DEB_PACKAGES.
 EXTRA_DEB_PACKAGES += cmake dpkg-dev bzip2 xz-utils
+
+TEST_TIERS         += http-peers-selftest
+EXTRA_DEPS_TARGETS += mbedtls3
