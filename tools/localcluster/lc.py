@@ -331,6 +331,24 @@ def http_get(url, timeout=2.0, insecure_tls=False):
         return r.status, r.read()
 
 
+API = {"server": None}
+
+
+def api_get(path):
+    """GET an API path as admin; the decoded object, or None on 404."""
+    try:
+        return json.loads(https_get(API["server"] + path)[1])
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            return None
+        raise
+
+
+def has_condition(obj, ctype):
+    conds = ((obj or {}).get("status") or {}).get("conditions") or []
+    return any(c.get("type") == ctype and c.get("status") == "True" for c in conds)
+
+
 def wait_until(what, fn, timeout, name=None, interval=0.2):
     """Poll fn() until truthy; fail with the component's log tail."""
     deadline = time.monotonic() + timeout
@@ -410,7 +428,7 @@ def cmd_up(version):
 
     shutil.rmtree(STATE, ignore_errors=True)
     for d in ("pki", "kubeconfig", "logs", "pids", "etcd", "pods", "podrunner"):
-        os.makedirs(p(d), exist_ok=True)
+        os.makedirs(p(d), mode=0o700, exist_ok=True)
     ports = {k: free_port() for k in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "kwok",
                                       "controller-probe", "router", "router-metrics", "router-probe")}
     info = {"agent_sandbox": version, "k8s": VERSIONS["K8S_VERSION"], "ports": ports,
@@ -423,6 +441,7 @@ def cmd_up(version):
 
     make_pki()
     server = "https://127.0.0.1:%d" % ports["apiserver"]
+    API["server"] = server
     kc = lambda n: p("kubeconfig", n + ".kubeconfig")  # noqa: E731
     write_kubeconfig(kc("admin"), server, cert_user("admin"))
     for n in ("kube-controller-manager", "kube-scheduler", "kwok", "sandbox-router", "podrunner"):
@@ -542,7 +561,6 @@ def cmd_up(version):
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ROUTER_NS}},
     ]
     docs += yaml.safe_load_all(open(os.path.join(LC, "manifests", "rbac.yaml")))
-    apply_docs([d for d in docs if d])
     # Upstream RBAC for the controller (ClusterRoles and their bindings).
     upstream = []
     for fn in ("rbac.generated.yaml", "extensions-rbac.generated.yaml", "extensions.yaml", "controller.yaml"):
@@ -551,7 +569,6 @@ def cmd_up(version):
             upstream += [d for d in load_yaml_docs(path)
                          if d.get("kind") in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
                                               "ServiceAccount")]
-    apply_docs(upstream)
     # The router's own RBAC, bound to the router identity in agent-sandbox-system.
     router_rbac = []
     for d in load_yaml_docs(os.path.join(CACHE, "agent-sandbox-" + VERSIONS["ROUTER_VERSION"],
@@ -563,7 +580,7 @@ def cmd_up(version):
         router_rbac.append(d)
     router_rbac.append({"apiVersion": "v1", "kind": "ServiceAccount",
                         "metadata": {"name": "sandbox-router", "namespace": ROUTER_NS}})
-    apply_docs(router_rbac)
+    apply_docs([d for d in docs + upstream + router_rbac if d])
 
     # CRDs: the release's own, server-side (two exceed the client-side annotation limit).
     crds = []
@@ -588,9 +605,9 @@ def cmd_up(version):
                lambda: http_get("https://127.0.0.1:%d/healthz" % ports["scheduler"], insecure_tls=True)[0] == 200,
                60, "kube-scheduler")
     wait_until("node %s Ready" % NODE_NAME, lambda: node_ready(), 60, "kwok")
-    wait_until("ServiceAccount default/default", lambda: kubectl(
-        "get", "serviceaccount", "default", "-n", "default", check=False).returncode == 0, 60,
-        "kube-controller-manager")
+    wait_until("ServiceAccount default/default",
+               lambda: api_get("/api/v1/namespaces/default/serviceaccounts/default"), 60,
+               "kube-controller-manager")
     log("controller-manager, scheduler, kwok node ready")
 
     ctl_args = [os.path.join(asb, "agent-sandbox-controller"), "--kubeconfig=" + kc("agent-sandbox-controller"),
@@ -616,9 +633,9 @@ def cmd_up(version):
         "http://127.0.0.1:%d/readyz" % ports["controller-probe"])[0] == 200, 60, "agent-sandbox-controller")
     wait_until("sandbox-router /healthz", lambda: http_get(
         "http://127.0.0.1:%d/healthz" % ports["router"])[0] == 200, 30, "sandbox-router")
-    wait_until("router pod Running", lambda: kubectl(
-        "get", "pod", "sandbox-router", "-n", ROUTER_NS, "-o", "jsonpath={.status.phase}",
-        check=False).stdout == b"Running", 60, "kwok")
+    wait_until("router pod Running", lambda: ((api_get(
+        "/api/v1/namespaces/%s/pods/sandbox-router" % ROUTER_NS) or {}).get("status") or {}).get("phase")
+        == "Running", 60, "kwok")
 
     # Sandbox template (and warm pool) for the release's API version.
     api = "v1beta1" if version == VERSIONS["AGENT_SANDBOX_V05"] else "v1alpha1"
@@ -654,19 +671,12 @@ and port-forward (ClusterRole agentsandbox-client).
 
 
 def node_ready():
-    r = kubectl("get", "node", NODE_NAME, "-o", "json", check=False)
-    if r.returncode != 0:
-        return False
-    node = json.loads(r.stdout)
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions", []))
+    return has_condition(api_get("/api/v1/nodes/" + NODE_NAME), "Ready")
 
 
 def warmpool_ready():
-    r = kubectl("get", "sandboxwarmpool", WARMPOOL, "-n", "default", "-o", "json", check=False)
-    if r.returncode != 0:
-        return False
-    st = json.loads(r.stdout).get("status", {})
-    return st.get("readyReplicas", 0) >= 1
+    pool = api_get("/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/default/sandboxwarmpools/" + WARMPOOL)
+    return ((pool or {}).get("status") or {}).get("readyReplicas", 0) >= 1
 
 
 def probe_sandbox(api):
@@ -677,13 +687,9 @@ def probe_sandbox(api):
           "spec": {"podTemplate": tpl["spec"]["podTemplate"]}}
     apply_docs([sb])
 
-    def ready():
-        r = kubectl("get", "sandbox", name, "-n", "default", "-o", "json", check=False)
-        if r.returncode != 0:
-            return False
-        conds = json.loads(r.stdout).get("status", {}).get("conditions", [])
-        return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
-    wait_until("probe Sandbox Ready", ready, 60, "agent-sandbox-controller")
+    path = "/apis/agents.x-k8s.io/%s/namespaces/default/sandboxes/%s" % (api, name)
+    wait_until("probe Sandbox Ready", lambda: has_condition(api_get(path), "Ready"), 60,
+               "agent-sandbox-controller")
     kubectl("delete", "sandbox", name, "-n", "default", "--wait=true", "--timeout=60s")
 
 

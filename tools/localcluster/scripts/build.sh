@@ -12,7 +12,7 @@ LC=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${AGENTSANDBOX_CACHE:-$HOME/.cache/agentsandbox}
 export GOTOOLCHAIN=local CGO_ENABLED=0
 # Two cores: never more than two compile jobs; reuse Go's own caches.
-export GOFLAGS="${GOFLAGS:+$GOFLAGS }-p=2 -mod=readonly -trimpath"
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-p=2 -mod=readonly -trimpath -buildvcs=false"
 
 stamp_ok() { [ -f "$1/.built" ] && [ "$(cat "$1/.built")" = "$2" ]; }
 
