@@ -5,7 +5,8 @@
     tests/http/peers.py stop  STATEDIR   stop exactly the processes `start` recorded
     tests/http/peers.py serve STATEDIR   (internal) the Python peers' process
 
-Everything listens on loopback only, on ports the kernel picks. `start` returns
+Everything listens on loopback only, on ports the kernel picks. One set of
+peers per STATEDIR: `start` first stops whatever that STATEDIR already runs. `start` returns
 once every peer accepts connections, and fails loudly (exit 1, logs printed)
 otherwise. Certificates come from certs.sh into STATEDIR/certs.
 
@@ -891,7 +892,7 @@ pid {nd}/nginx.pid;
 error_log {nd}/error.log warn;
 events {{ worker_connections 1024; }}
 http {{
-    access_log {nd}/access.log;
+    access_log {nd}/access.log combined buffer=64k flush=1s;
     client_body_temp_path {nd}/body;
     proxy_temp_path {nd}/proxy;
     fastcgi_temp_path {nd}/fastcgi;
@@ -1082,8 +1083,11 @@ def start(statedir):
                                 "-c", conf], stdin=subprocess.DEVNULL, stdout=out, stderr=out)
         if r.returncode == 0:
             break
-        with open(os.path.join(nd, "start.log")) as f:
-            text = f.read()
+        text = ""
+        for name in ("start.log", "error.log"):
+            if os.path.exists(os.path.join(nd, name)):
+                with open(os.path.join(nd, name)) as f:
+                    text += f.read()
         if "Address already in use" not in text or attempt == 4:
             fail(statedir, "nginx exited %d" % r.returncode)
     deadline = time.monotonic() + 10
