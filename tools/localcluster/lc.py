@@ -410,9 +410,6 @@ def cmd_up(version):
         die("LC_POD_CIDR %s is not a loopback range" % POD_CIDR)
     if not ipaddress.ip_network(SERVICE_CIDR).is_loopback or ipaddress.ip_network(SERVICE_CIDR).overlaps(net):
         die("LC_SERVICE_CIDR %s must be a loopback range apart from the pod CIDR" % SERVICE_CIDR)
-    running = [c for c in COMPONENTS if read_pidfile(p("pids", c + ".pid"))]
-    if running:
-        die("a cluster is already running from %s (%s); run `make cluster-down` first" % (STATE, ", ".join(running)))
     asb = os.path.join(CACHE, "agent-sandbox-" + version)
     need = [binpath(c) for c in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
                                  "kwok", "sandbox-router")]
@@ -695,7 +692,7 @@ def probe_sandbox(api):
 
 # ---------------------------------------------------------------- down / status
 
-def cmd_down():
+def cmd_down(remove_state=True):
     stopped = []
     for name in reversed(COMPONENTS):
         pid = read_pidfile(p("pids", name + ".pid"))
@@ -710,7 +707,7 @@ def cmd_down():
                 stop_pid(pid, "runtime " + fn)
                 stopped.append("runtime(%d)" % pid)
     log("stopped: " + (", ".join(stopped) or "nothing was running"))
-    if os.path.isdir(STATE):
+    if remove_state and os.path.isdir(STATE):
         shutil.rmtree(STATE, ignore_errors=True)
         log("removed " + STATE)
 
@@ -813,17 +810,35 @@ class PodRunner:
         self.rlog("stopped runtime for %s (pid %d, exit %s)" % (meta["pod"], proc.pid, code))
 
     def reaper(self):
-        """Restart a runtime that exited while its pod still runs (like a kubelet would)."""
+        """Restart a runtime that exited while its pod still runs (like a
+        kubelet would), with a doubling back-off for one that keeps dying."""
+        pending, failures = {}, {}  # uid -> restart time; uid -> quick exits in a row
         while not self.stopping:
-            time.sleep(1)
+            time.sleep(0.5)
             with self.lock:
                 for uid, (proc, meta) in list(self.procs.items()):
                     if proc.poll() is not None:
-                        self.rlog("runtime for %s exited with %s; restarting" % (meta["pod"], proc.returncode))
                         del self.procs[uid]
-                        pod = self.pods.get(uid)
-                        if pod and self.wanted(pod) and time.time() - meta["started"] > 2:
+                        quick = time.time() - meta["started"] < 10
+                        failures[uid] = failures.get(uid, 0) + 1 if quick else 1
+                        delay = min(30.0, 0.5 * 2 ** (failures[uid] - 1))
+                        self.rlog("runtime for %s exited with %s; restarting in %.1fs" % (
+                            meta["pod"], proc.returncode, delay))
+                        pending[uid] = time.time() + delay
+                for uid in list(failures):
+                    if uid not in self.pods:
+                        failures.pop(uid, None)
+                        pending.pop(uid, None)
+                for uid, when in list(pending.items()):
+                    pod = self.pods.get(uid)
+                    if pod is None or not self.wanted(pod) or uid in self.procs:
+                        del pending[uid]
+                    elif time.time() >= when:
+                        del pending[uid]
+                        try:
                             self.start_runtime(pod)
+                        except OSError as e:
+                            self.rlog("cannot start runtime for %s: %s" % (uid, e))
 
     def request(self, path, timeout):
         req = urllib.request.Request(self.server + path, headers={"Accept": "application/json"})
@@ -895,7 +910,17 @@ def main(argv):
         version = VERSIONS["AGENT_SANDBOX_V04"]
         if len(argv) >= 4 and argv[2] == "--agent-sandbox":
             version = argv[3]
-        cmd_up(version)
+        running = [c for c in COMPONENTS if read_pidfile(p("pids", c + ".pid"))]
+        if running:
+            die("a cluster is already running from %s (%s); run `make cluster-down` first" % (
+                STATE, ", ".join(running)))
+        try:
+            cmd_up(version)
+        except (SystemExit, KeyboardInterrupt, Exception):
+            # Leave nothing running after a failed start; keep the logs.
+            cmd_down(remove_state=False)
+            log("cluster-up failed: stopped what it had started; logs kept in %s" % p("logs"))
+            raise
     elif cmd == "down":
         cmd_down()
     elif cmd == "status":

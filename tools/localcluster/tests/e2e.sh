@@ -63,7 +63,7 @@ check "the scheduler bound $pod to the kwok node ($node)" test "$node" = kwok-no
 pflog=$(mktemp); kubectl port-forward svc/sandbox-router-svc -n agent-sandbox-system :8080 >"$pflog" 2>&1 &
 pf=$!
 port=""
-for _ in $(seq 1 100); do
+for _ in $(seq 1 300); do
   port=$(sed -n 's/^Forwarding from 127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$pflog" | head -1)
   [ -n "$port" ] && break; sleep 0.1
 done

@@ -12,7 +12,11 @@ rc=0; total_p=0; total_f=0
 for rel in "${releases[@]}"; do
   echo "--- cluster-e2e: agent-sandbox $rel"
   start=$(date +%s)
-  if ! out=$("$PY" "$LC/lc.py" up --agent-sandbox "$rel"); then
+  # Ports are picked free just before the daemons bind them; another process
+  # on the machine can win that race. One retry, reported, covers that.
+  if ! out=$("$PY" "$LC/lc.py" up --agent-sandbox "$rel") &&
+     { echo "$out" | tail -5; echo "cluster-e2e: cluster-up failed once for $rel; logs above; retrying" >&2
+       "$PY" "$LC/lc.py" down >/dev/null; ! out=$("$PY" "$LC/lc.py" up --agent-sandbox "$rel"); }; then
     echo "$out"; echo "cluster-e2e: cluster-up failed for $rel" >&2
     "$PY" "$LC/lc.py" status || true
     rc=1; total_f=$((total_f + 1)); "$PY" "$LC/lc.py" down; continue
