@@ -11,6 +11,7 @@
 # ships as libmbedtls-dev 3.6; programs and the test suite are not built.
 set -euo pipefail
 
+HOME=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
 PREFIX=${1:-${MBEDTLS3_PREFIX:-$HOME/.cache/agentsandbox/mbedtls-3.6}}
 SRC=${MBEDTLS3_SRC:-$HOME/.cache/agentsandbox/src}
 SOURCES=/etc/apt/sources.list.d/agentsandbox-trixie-src.sources

@@ -11,7 +11,7 @@
 # brings them up, exports ASB_PEER_* (peers.env), runs it, and stops them.
 
 HTTP_PEERS_DIR  := $(BUILD)/http-peers
-MBEDTLS3_PREFIX ?= $(HOME)/.cache/agentsandbox/mbedtls-3.6
+MBEDTLS3_PREFIX ?= $(or $(HOME),/root)/.cache/agentsandbox/mbedtls-3.6
 # For test programs built against 3.6 instead of Debian's 2.28:
 MBEDTLS3_CFLAGS := -I$(MBEDTLS3_PREFIX)/include
 MBEDTLS3_LIBS   := $(MBEDTLS3_PREFIX)/lib/libmbedtls.a $(MBEDTLS3_PREFIX)/lib/libmbedx509.a \
