@@ -204,10 +204,19 @@ def isolate_dns(argv):
             'mount --bind "$0" /etc/resolv.conf && exec "$@"', resolv] + list(argv)
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(names):
+    """Distinct free ports on 127.0.0.1: all sockets stay bound until every
+    port is picked (one at a time, the kernel may hand out a port twice)."""
+    socks = []
+    try:
+        for _ in names:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return {n: s.getsockname()[1] for n, s in zip(names, socks)}
+    finally:
+        for s in socks:
+            s.close()
 
 
 # ---------------------------------------------------------------- PKI
@@ -426,8 +435,8 @@ def cmd_up(version):
     shutil.rmtree(STATE, ignore_errors=True)
     for d in ("pki", "kubeconfig", "logs", "pids", "etcd", "pods", "podrunner"):
         os.makedirs(p(d), mode=0o700, exist_ok=True)
-    ports = {k: free_port() for k in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "kwok",
-                                      "controller-probe", "router", "router-metrics", "router-probe")}
+    ports = free_ports(("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "kwok",
+                        "controller-probe", "router", "router-metrics", "router-probe"))
     info = {"agent_sandbox": version, "k8s": VERSIONS["K8S_VERSION"], "ports": ports,
             "pod_cidr": POD_CIDR, "runtime_bin": RUNTIME_BIN, "runtime_port": RUNTIME_PORT,
             "router_namespace": ROUTER_NS, "template": TEMPLATE,
@@ -578,6 +587,7 @@ def cmd_up(version):
     router_rbac.append({"apiVersion": "v1", "kind": "ServiceAccount",
                         "metadata": {"name": "sandbox-router", "namespace": ROUTER_NS}})
     apply_docs([d for d in docs + upstream + router_rbac if d])
+    log("applied node, namespace, RBAC")
 
     # CRDs: the release's own, server-side (two exceed the client-side annotation limit).
     crds = []
@@ -591,6 +601,7 @@ def cmd_up(version):
                 d["spec"]["conversion"] = {"strategy": "None"}
             crds.append(d)
     apply_docs(crds, server_side=True)
+    log("applied CRDs")
     kubectl("wait", "--for=condition=Established", "--timeout=60s",
             *["crd/" + d["metadata"]["name"] for d in crds])
     log("RBAC, node and %d CRDs established" % len(crds))
