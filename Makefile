@@ -28,7 +28,7 @@ FUZZ_TIERS   :=
 .PHONY: all test bench fuzz deps clean
 all: deps-check-quiet
 
-include $(sort $(wildcard tests/rules.mk tools/*/rules.mk examples/rules.mk))
+include $(sort $(wildcard tests/rules.mk tests/*/rules.mk tools/*/rules.mk examples/rules.mk))
 
 all: $(ALL_TARGETS)
 

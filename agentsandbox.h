@@ -3232,6 +3232,20 @@ typedef struct asb__tls {
 
 static const char *asb__alpn[] = {"http/1.1", NULL};
 
+#if ASB__MBEDTLS3
+/* Signature algorithms, PKCS#1 v1.5 before PSS for RSA. mbedTLS 3.6.6 with
+   TLS 1.3 enabled offers rsa_pss_rsae_* but then rejects a TLS 1.2
+   ServerKeyExchange signed that way (-0x6600); servers that follow the
+   client's order (Go's crypto/tls: the Kubernetes apiserver) then pick
+   PKCS#1 and the handshake works. TLS 1.3 still gets PSS, which it needs. */
+static const uint16_t asb__sig_algs[] = {
+    MBEDTLS_TLS1_3_SIG_ECDSA_SECP256R1_SHA256, MBEDTLS_TLS1_3_SIG_ECDSA_SECP384R1_SHA384,
+    MBEDTLS_TLS1_3_SIG_ECDSA_SECP521R1_SHA512, MBEDTLS_TLS1_3_SIG_RSA_PKCS1_SHA256,
+    MBEDTLS_TLS1_3_SIG_RSA_PKCS1_SHA384,       MBEDTLS_TLS1_3_SIG_RSA_PKCS1_SHA512,
+    MBEDTLS_TLS1_3_SIG_RSA_PSS_RSAE_SHA256,    MBEDTLS_TLS1_3_SIG_RSA_PSS_RSAE_SHA384,
+    MBEDTLS_TLS1_3_SIG_RSA_PSS_RSAE_SHA512,    MBEDTLS_TLS1_3_SIG_NONE};
+#endif
+
 static int asb__tls_rng(void *ctx, unsigned char *out, size_t len) {
     asb__tls *t = (asb__tls *)ctx;
     int r;
@@ -3342,7 +3356,7 @@ static asb_result asb__tls_create(const asb_tls_config *cfg, const asb_allocator
     mbedtls_pk_init(&t->key);
     mbedtls_entropy_init(&t->entropy);
     mbedtls_ctr_drbg_init(&t->drbg);
-#if ASB__MBEDTLS3 && defined(MBEDTLS_USE_PSA_CRYPTO)
+#if ASB__MBEDTLS3 && defined(MBEDTLS_PSA_CRYPTO_C)
     if (psa_crypto_init() != PSA_SUCCESS) {
         asb__tls_free(t, a);
         return asb__fail(err, ASB_ERR_TLS_CONFIG, "tls: psa_crypto_init failed");
@@ -3445,6 +3459,9 @@ static asb_result asb__tls_create(const asb_tls_config *cfg, const asb_allocator
     mbedtls_ssl_conf_ca_chain(&t->conf, &t->ca, NULL);
     mbedtls_ssl_conf_rng(&t->conf, asb__tls_rng, t);
     mbedtls_ssl_conf_alpn_protocols(&t->conf, asb__alpn);
+#if ASB__MBEDTLS3
+    mbedtls_ssl_conf_sig_algs(&t->conf, asb__sig_algs);
+#endif
     if (t->has_cert) {
         r = mbedtls_ssl_conf_own_cert(&t->conf, &t->cert, &t->key);
         if (r != 0) {
@@ -3528,12 +3545,14 @@ static asb_result asb__tls_handshake(asb__conn *c, asb__tls *t, const char *host
         c->verify_ip = 1;
         c->ip_len = v == 4 ? 4 : 16;
         memcpy(c->ip, ip, (size_t)c->ip_len);
+        /* No SNI for an address (RFC 6066): mbedTLS 3.x would send the IP
+           as SNI if given it as the hostname, and since 3.6.3 refuses to
+           verify without one unless told explicitly (NULL). The name
+           check for an address is our callback's IP-SAN check. */
 #if ASB__MBEDTLS3
-        /* 3.x wants a hostname to verify against; it matches IP SANs for
-           an IP string itself, and our callback agrees */
-        r = mbedtls_ssl_set_hostname(&c->ssl, host);
+        r = mbedtls_ssl_set_hostname(&c->ssl, NULL);
 #else
-        r = 0; /* no SNI for an address (RFC 6066); our callback checks */
+        r = 0;
 #endif
     } else {
         r = mbedtls_ssl_set_hostname(&c->ssl, name);

@@ -176,3 +176,26 @@ $(TB)/bench_json: tests/bench/bench_json.c $(HDR) $(ORACLE_HDRS) $(JSMN_OBJS)
 ALL_TARGETS += $(TB)/bench_json
 bench-json: $(TB)/bench_json
 	@$(TB)/bench_json
+
+# --- HTTP/TLS against real peers, with mbedTLS 2.28 (Debian) and 3.6 -------
+# (MBEDTLS3_* and the peers come from tests/http/rules.mk.)
+$(TB)/asan/test_http_peers: tests/test_http_peers.c $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) $< -o $@ $(LINK)
+$(TB)/asan3/test_http_peers: tests/test_http_peers.c $(TEST_DEPS) | mbedtls3
+	@mkdir -p $(@D)
+	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) $(MBEDTLS3_CFLAGS) $< -o $@ \
+	  $(MBEDTLS3_LIBS) -lm -pthread
+$(TB)/cxx3/test_http: tests/test_http.c $(TEST_DEPS) | mbedtls3
+	@mkdir -p $(@D)
+	$(CXX) -x c++ -std=c++11 $(OPT) $(CFLAGS_WARN) $(MBEDTLS3_CFLAGS) $< -x none -o $@ \
+	  $(MBEDTLS3_LIBS) -pthread
+ALL_TARGETS += $(TB)/asan/test_http_peers
+
+.PHONY: test-http-peers
+TEST_TIERS += test-http-peers
+test-http-peers: $(TB)/asan/test_http_peers $(TB)/asan3/test_http_peers $(TB)/cxx3/test_http
+	@echo "--- cxx3/test_http (mbedTLS 3.6, C++)"; $(TB)/cxx3/test_http | tail -1
+	@tests/http/with-peers.sh $(HTTP_PEERS_DIR) sh -c '\
+	  echo "--- asan/test_http_peers (mbedTLS 2.28)" && $(TB)/asan/test_http_peers && \
+	  echo "--- asan3/test_http_peers (mbedTLS 3.6)" && $(TB)/asan3/test_http_peers'
