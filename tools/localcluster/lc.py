@@ -432,6 +432,8 @@ def cmd_up(version):
     if shutil.which("kubectl") is None:
         die("kubectl is not on PATH")
 
+    if os.path.isdir(STATE) and os.listdir(STATE) and not os.path.exists(p("cluster.json")):
+        die("%s exists and is not a local-cluster state directory; refusing to reuse it" % STATE)
     shutil.rmtree(STATE, ignore_errors=True)
     for d in ("pki", "kubeconfig", "logs", "pids", "etcd", "pods", "podrunner"):
         os.makedirs(p(d), mode=0o700, exist_ok=True)
@@ -718,15 +720,20 @@ def cmd_down(remove_state=True):
                 stop_pid(pid, "runtime " + fn)
                 stopped.append("runtime(%d)" % pid)
     log("stopped: " + (", ".join(stopped) or "nothing was running"))
+    ours = {"pki", "kubeconfig", "logs", "pids", "etcd", "pods", "podrunner", "cluster.json", "kwok.yaml",
+            "resolv.conf"}
     if remove_state and os.path.isdir(STATE):
-        shutil.rmtree(STATE, ignore_errors=True)
-        log("removed " + STATE)
+        if os.path.exists(p("cluster.json")) or set(os.listdir(STATE)) <= ours:
+            shutil.rmtree(STATE, ignore_errors=True)
+            log("removed " + STATE)
+        else:
+            log("%s does not look like local-cluster state; left alone" % STATE)
 
 
 def cmd_status():
     if not os.path.exists(p("cluster.json")):
-        print("no cluster state in %s" % STATE)
-        return 1
+        print("no local cluster (no state in %s)" % STATE)
+        return 0
     info = json.load(open(p("cluster.json")))
     print("cluster state %s: agent-sandbox %s, kubernetes %s, pod CIDR %s" % (
         STATE, info["agent_sandbox"], info["k8s"], info["pod_cidr"]))

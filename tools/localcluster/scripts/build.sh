@@ -9,7 +9,7 @@ set -euo pipefail
 LC=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck disable=SC1091
 . "$LC/versions.env"
-CACHE=${AGENTSANDBOX_CACHE:-$HOME/.cache/agentsandbox}
+CACHE=${AGENTSANDBOX_CACHE:-$(cd ~ && pwd)/.cache/agentsandbox}
 export GOTOOLCHAIN=local CGO_ENABLED=0
 # Two cores: never more than two compile jobs; reuse Go's own caches.
 export GOFLAGS="${GOFLAGS:+$GOFLAGS }-p=2 -mod=readonly -trimpath -buildvcs=false"
