@@ -3049,7 +3049,7 @@ typedef struct asb__conn {
     int timed_out;          /* the last I/O failure was a timeout */
     int last_errno;
     uint64_t bytes_sent;    /* on this request: did anything leave? */
-    char rbuf[16384];
+    char rbuf[65536];      /* large reads: fewer syscalls on big bodies */
     size_t rpos, rlen;
 #if ASB_TLS
     int tls_ready;

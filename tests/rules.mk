@@ -199,3 +199,12 @@ test-http-peers: $(TB)/asan/test_http_peers $(TB)/asan3/test_http_peers $(TB)/cx
 	@tests/http/with-peers.sh $(HTTP_PEERS_DIR) sh -c '\
 	  echo "--- asan/test_http_peers (mbedTLS 2.28)" && $(TB)/asan/test_http_peers && \
 	  echo "--- asan3/test_http_peers (mbedTLS 3.6)" && $(TB)/asan3/test_http_peers'
+
+$(TB)/bench_http: tests/bench/bench_http.c $(HDR)
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O2 -DNDEBUG $< -o $@ $(LINK)
+ALL_TARGETS += $(TB)/bench_http
+BENCH_TIERS += bench-http
+.PHONY: bench-http
+bench-http: $(TB)/bench_http
+	@tests/http/with-peers.sh $(HTTP_PEERS_DIR) $(TB)/bench_http
