@@ -16,13 +16,15 @@
 
    Everywhere else, include it without the define. Link with mbedTLS:
 
-       cc -std=c99 app.c -lmbedtls -lmbedx509 -lmbedcrypto
+       cc -std=c99 app.c -lmbedtls -lmbedx509 -lmbedcrypto -pthread
+
+   (mbedTLS 2.28 and 3.6 both work.)
 
    or build without TLS (plain HTTP only; no mbedTLS needed) by defining
    ASB_TLS to 0 in every file that includes the header.
 
    ===========================================================================
-   QUICK START (what works today: JSON and the SDK's small rules)
+   QUICK START (what works today: JSON, the SDK's rules, HTTP/TLS)
    ===========================================================================
 
        #define AGENTSANDBOX_IMPLEMENTATION
@@ -55,8 +57,10 @@
        The design of the whole API ..... search "DESIGN"
        JSON ............................ search "JSON"
        Small rules (paths, labels, ...)  search "RULES"
+       HTTP/1.1 and TLS ................ search "HTTP AND TLS"
        Implementation banners .......... search ">>platform", ">>bytes",
-                                         ">>json", ">>rules"
+                                         ">>json", ">>rules", ">>http",
+                                         ">>tls", ">>http (client)"
        License ......................... end of file
 
    ===========================================================================
@@ -100,6 +104,10 @@
    reason and the first bytes of an unexpected body. Messages never contain
    tokens, keys or passwords.
 
+   mbedTLS allocates with its own calloc/free; routing it elsewhere is
+   process-wide (mbedtls_platform_set_calloc_free), so the library leaves
+   that choice to the program.
+
    The JSON tokenizer alone keeps jsmn's convention (a token count, or one of
    ASB_JSON_ERROR_NOMEM / _INVAL / _PART), so code written for jsmn ports by
    renaming.
@@ -109,19 +117,25 @@
    nothing is printed by default.
 
    Thread safety. Nothing is global: no process-wide init, no hidden state.
-   Everything implemented so far is reentrant: functions touch only the
-   objects passed to them, so different objects may be used from different
-   threads at once; one object (a writer, a doc being parsed) from one
-   thread at a time. Reading an already parsed asb_json_doc from several
-   threads is safe.
+   Functions touch only the objects passed to them, so different objects
+   may be used from different threads at once; one object (a writer, a doc
+   being parsed) from one thread at a time. Reading an already parsed
+   asb_json_doc from several threads is safe. An asb_http_client is the
+   exception by design: several threads may run requests on it at once
+   (its pool and random generator are locked; each request has its own
+   connection); create and free it from one thread.
+
+   Signals. The library never raises SIGPIPE (MSG_NOSIGNAL / SO_NOSIGPIPE)
+   and installs no signal handlers. Every descriptor it opens is
+   close-on-exec.
 
    ===========================================================================
    DESIGN (the whole public API; later releases fill it in)
    ===========================================================================
 
    This is the plan every layer follows, so the pieces fit. What is declared
-   below this comment is implemented and tested; what is only described
-   here is not declared yet.
+   below this comment is implemented and tested (JSON, rules, HTTP, TLS);
+   what is only described here is not declared yet.
 
    Layers, bottom up, each usable on its own by a power user:
 
@@ -200,6 +214,41 @@
    Lookup: asb_json_find(doc, from, "items.3.metadata.name") (also
    "items[3].metadata.name"; write `\.` for a dot inside a key, as in
    "metadata.annotations.agents\\.x-k8s\\.io/pod-name").
+
+   ===========================================================================
+   HTTP AND TLS
+   ===========================================================================
+
+   One asb_http_client per program (or per set of settings) owns a pool of
+   keep-alive connections and the TLS state; asb_http_do performs one
+   request with the client's timeouts and retry policy:
+
+       asb_http_client_desc d = {0};      // C++: asb_http_client_desc d{};
+       asb_http_client *http;
+       asb_http_request req = {0};
+       asb_http_response resp;
+       asb_error err;
+       d.tls.ca_file = "/etc/kubernetes/ca.crt";   // default: system bundle
+       if (asb_http_client_create(&d, &http, &err) != ASB_OK) ...
+       req.url = "https://127.0.0.1:6443/version";
+       if (asb_http_do(http, &req, &resp, &err) == ASB_OK)
+           printf("%.*s\n", (int)resp.body.len, resp.body.ptr);
+       else
+           fprintf(stderr, "%s (HTTP %d)\n", err.message, err.http_status);
+       asb_http_response_free(&resp);     // always, whatever the result
+       asb_http_client_free(http);
+
+   What it guarantees: a redirect is an error, never followed; a 4xx/5xx is
+   ASB_ERR_HTTP_STATUS with the status and the body's first bytes in err
+   (the whole body, capped, in resp); a body shorter than its
+   Content-Length is an error, never partial data; only idempotent methods
+   are retried once they reached the server (a POST only when it provably
+   did not); header values with CR/LF/NUL are refused before anything is
+   sent; servers addressed by IP are verified against the certificate's
+   IP-address SANs with mbedTLS 2.28 and 3.x alike, and get no SNI.
+   Large bodies stream both ways (body_read / on_body) in constant memory.
+   getaddrinfo has no timeout of its own: a stuck resolver can outlast
+   connect_timeout_ms (loopback and IP literals never resolve).
 
    ===========================================================================
    RULES

@@ -7,6 +7,7 @@
 #include "asbtest.h"
 #include <dirent.h>
 #include <sys/resource.h>
+#include <pthread.h>
 
 static const char *env(const char *name) {
     const char *v = getenv(name);
@@ -733,6 +734,47 @@ ASBT_TEST(proxy_from_environment_respects_no_proxy) {
     free(f);
 }
 
+typedef struct worker {
+    asb_http_client *cl;
+    const char *u;
+    int ok;
+} worker;
+
+static void *worker_run(void *arg) {
+    worker *w = (worker *)arg;
+    int i;
+    for (i = 0; i < 200; i++) {
+        asb_http_request req;
+        asb_http_response resp;
+        memset(&req, 0, sizeof req);
+        req.url = w->u;
+        if (asb_http_do(w->cl, &req, &resp, NULL) == ASB_OK && resp.body.len == 17) w->ok++;
+        asb_http_response_free(&resp);
+    }
+    return NULL;
+}
+
+ASBT_TEST(one_client_serves_several_threads_at_once) {
+    fixture *f = fx_new();
+    worker w[4];
+    pthread_t th[4];
+    int i;
+    f->d.tls.ca_file = env("ASB_PEER_CERTS_CA");
+    ASBT_EQ_RES(fx_open(f), ASB_OK);
+    for (i = 0; i < 4; i++) {
+        w[i].cl = f->cl;
+        w[i].u = i % 2 ? url("https://localhost:%s/small.txt", env("ASB_PEER_NGINX_HTTPS"))
+                       : url("http://127.0.0.1:%s/small.txt", env("ASB_PEER_NGINX_HTTP"));
+        w[i].ok = 0;
+        pthread_create(&th[i], NULL, worker_run, &w[i]);
+    }
+    for (i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    for (i = 0; i < 4; i++) ASBT_EQ_INT(w[i].ok, 200);
+    ASBT_CHECK(f->cl->idle_count <= 4);
+    ASBT_EQ_INT(fx_close(f), 0);
+    free(f);
+}
+
 ASBT_LIST(
     ASBT_CASE(nginx_serves_small_files_over_one_kept_alive_connection)
     ASBT_CASE(nginx_chunked_response_is_reassembled)
@@ -758,5 +800,6 @@ ASBT_LIST(
     ASBT_CASE(streamed_multipart_upload_has_an_exact_length)
     ASBT_CASE(https_through_a_connect_proxy_with_credentials)
     ASBT_CASE(proxy_from_environment_respects_no_proxy)
+    ASBT_CASE(one_client_serves_several_threads_at_once)
 )
 ASBT_MAIN()
