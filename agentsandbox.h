@@ -671,6 +671,63 @@ ASB_API asb_result asb_base64_decode(const char *s, size_t len, asb_buf *out,
                                      asb_error *err);
 
 /* ==========================================================================
+   YAML (the subset kubeconfig files use)
+   ========================================================================== */
+
+/* A YAML node. Maps keep their keys and values as alternating children
+   (key, value, key, value ...); sequences their items. Scalars keep the
+   decoded text (NUL-terminated; binary-safe with len). `plain` tells an
+   unquoted scalar (which may mean null or a boolean) from a quoted or
+   block one (always a string). */
+typedef enum asb_yaml_type {
+    ASB_YAML_NULL = 0, /* an empty value, `~` or `null` */
+    ASB_YAML_SCALAR,
+    ASB_YAML_MAP,
+    ASB_YAML_SEQ
+} asb_yaml_type;
+
+typedef struct asb_yaml_node {
+    asb_yaml_type type;
+    int line, col;               /* where it starts, 1-based */
+    const char *str;             /* scalar text ("" for others) */
+    size_t len;
+    int plain;                   /* an unquoted scalar */
+    int count;                   /* children: 2 per map entry, 1 per item */
+    struct asb_yaml_node *first; /* first child */
+    struct asb_yaml_node *next;  /* next sibling */
+} asb_yaml_node;
+
+/* A parsed document; owns every node and string. */
+typedef struct asb_yaml_doc {
+    asb_yaml_node *root;
+    void *arena_; /* internal */
+    asb_allocator alloc_;
+} asb_yaml_doc;
+
+/* Parses one YAML document: block maps and sequences (items holding maps,
+   sequences not indented under their key), plain, single- and
+   double-quoted scalars (with escapes and line folding), literal and
+   folded block scalars with chomping and indentation indicators, flow
+   maps and sequences (so a JSON file loads), comments and `---`.
+   Anything else (anchors, aliases, tags, several documents, duplicate
+   keys, tabs in indentation, bad indentation) is ASB_ERR_KUBECONFIG with
+   "<name>:<line>:<col>: <what>" in err->message, never a guessed value.
+   `name` labels messages (a file name). */
+ASB_API asb_result asb_yaml_parse(asb_yaml_doc *doc, const char *text, size_t len,
+                                  const char *name, const asb_allocator *alloc,
+                                  asb_error *err);
+ASB_API void asb_yaml_free(asb_yaml_doc *doc);
+
+/* The value of `key` in a map node, or NULL (absent, or not a map). */
+ASB_API const asb_yaml_node *asb_yaml_get(const asb_yaml_node *map, const char *key);
+/* True for a null node or a missing one (NULL). */
+ASB_API int asb_yaml_is_null(const asb_yaml_node *node);
+/* A boolean: plain true/false (any case, as YAML 1.2's core schema, plus
+   yes/no/on/off as YAML 1.1 and Go's yaml.v2 read them); quoted text is
+   not a boolean. ASB_ERR_INVALID_ARGUMENT otherwise. */
+ASB_API asb_result asb_yaml_bool(const asb_yaml_node *node, int *out);
+
+/* ==========================================================================
    HTTP/1.1 client with TLS (mbedTLS)
    ========================================================================== */
 
@@ -2596,6 +2653,917 @@ bad:
     out->ptr[before] = '\0';
     return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
                      "base64: invalid input at byte %zu", i);
+}
+
+/* >>yaml ====================================================================
+   A YAML reader for kubeconfig files: block and flow collections, every
+   scalar style, comments; a clear error with line and column for anything
+   it does not read, never a guessed value. Nodes and strings live in an
+   arena freed at once. */
+
+#ifndef ASB_YAML_MAX_DEPTH
+#define ASB_YAML_MAX_DEPTH 64
+#endif
+
+typedef struct asb__arena_chunk {
+    struct asb__arena_chunk *next;
+    size_t used, cap;
+} asb__arena_chunk;
+
+typedef struct asb__arena {
+    asb__arena_chunk *head;
+    asb_allocator alloc;
+} asb__arena;
+
+/* Chunk header rounded up so the data after it is 16-byte aligned. */
+#define ASB__ARENA_HDR ((sizeof(asb__arena_chunk) + 15) & ~(size_t)15)
+
+static void *asb__arena_alloc(asb__arena *a, size_t size) {
+    asb__arena_chunk *c = a->head;
+    size = (size + 15) & ~(size_t)15;
+    if (!c || c->cap - c->used < size) {
+        size_t cap = size > 16384 ? size : 16384;
+        c = (asb__arena_chunk *)a->alloc.alloc_fn(ASB__ARENA_HDR + cap, a->alloc.user_data);
+        if (!c) return NULL;
+        c->next = a->head;
+        c->used = 0;
+        c->cap = cap;
+        a->head = c;
+    }
+    c->used += size;
+    return (char *)c + ASB__ARENA_HDR + c->used - size;
+}
+
+static void asb__arena_free(asb__arena *a) {
+    while (a && a->head) {
+        asb__arena_chunk *n = a->head->next;
+        a->alloc.free_fn(a->head, a->alloc.user_data);
+        a->head = n;
+    }
+}
+
+typedef struct asb__yp {
+    const char *s;
+    size_t n, pos, line_start;
+    int line;
+    int depth;
+    const char *name;
+    asb_error *err;
+    int failed;
+    asb__arena *arena;
+    asb_buf tmp; /* scalar being decoded */
+} asb__yp;
+
+static int asb__yp_col(const asb__yp *p) { return (int)(p->pos - p->line_start) + 1; }
+
+static asb_yaml_node *asb__yp_fail(asb__yp *p, int line, int col, const char *what) {
+    if (!p->failed) {
+        char nq[120];
+        asb__quote(nq, sizeof nq, p->name, strlen(p->name), 100);
+        asb__fail(p->err, ASB_ERR_KUBECONFIG, "%s:%d:%d: %s", nq, line, col, what);
+        p->failed = 1;
+    }
+    return NULL;
+}
+#define ASB__YFAIL(p, what) asb__yp_fail((p), (p)->line, asb__yp_col(p), (what))
+
+static asb_yaml_node *asb__yp_node(asb__yp *p, asb_yaml_type t, int line, int col) {
+    asb_yaml_node *nd = (asb_yaml_node *)asb__arena_alloc(p->arena, sizeof *nd);
+    if (!nd) return asb__yp_fail(p, line, col, "out of memory");
+    memset(nd, 0, sizeof *nd);
+    nd->type = t;
+    nd->line = line;
+    nd->col = col;
+    nd->str = "";
+    return nd;
+}
+
+/* Turns p->tmp into the node's string, copied into the arena. */
+static asb_yaml_node *asb__yp_scalar(asb__yp *p, int line, int col, int plain) {
+    asb_yaml_node *nd = asb__yp_node(p, ASB_YAML_SCALAR, line, col);
+    char *str;
+    if (!nd) return NULL;
+    str = (char *)asb__arena_alloc(p->arena, p->tmp.len + 1);
+    if (!str) return asb__yp_fail(p, line, col, "out of memory");
+    if (p->tmp.len) memcpy(str, p->tmp.ptr, p->tmp.len);
+    str[p->tmp.len] = '\0';
+    nd->str = str;
+    nd->len = p->tmp.len;
+    nd->plain = plain;
+    /* the core schema's nulls, when unquoted */
+    if (plain && (nd->len == 0 || (nd->len == 1 && str[0] == '~') ||
+                  (nd->len == 4 && (!strcmp(str, "null") || !strcmp(str, "Null") ||
+                                    !strcmp(str, "NULL")))))
+        nd->type = ASB_YAML_NULL;
+    return nd;
+}
+
+static void asb__yp_append(asb_yaml_node *parent, asb_yaml_node **last, asb_yaml_node *child) {
+    if (*last)
+        (*last)->next = child;
+    else
+        parent->first = child;
+    *last = child;
+    parent->count++;
+}
+
+static int asb__yp_eol(const asb__yp *p) {
+    return p->pos >= p->n || p->s[p->pos] == '\n' ||
+           (p->s[p->pos] == '\r' && (p->pos + 1 >= p->n || p->s[p->pos + 1] == '\n'));
+}
+
+static void asb__yp_spaces(asb__yp *p) {
+    while (p->pos < p->n && (p->s[p->pos] == ' ' || p->s[p->pos] == '\t')) p->pos++;
+}
+
+/* Past the end of the current line (its newline included). */
+static void asb__yp_next_line(asb__yp *p) {
+    while (p->pos < p->n && p->s[p->pos] != '\n') p->pos++;
+    if (p->pos < p->n) {
+        p->pos++;
+        p->line++;
+        p->line_start = p->pos;
+    }
+}
+
+/* After a value on a line: only spaces and a comment may follow. */
+static int asb__yp_end_line(asb__yp *p) {
+    size_t before = p->pos;
+    asb__yp_spaces(p);
+    if (p->pos < p->n && p->s[p->pos] == '#' && (p->pos == before ? (before == p->line_start) || p->s[before - 1] == ' ' || p->s[before - 1] == '\t' : 1)) {
+        asb__yp_next_line(p);
+        return 1;
+    }
+    if (!asb__yp_eol(p)) {
+        ASB__YFAIL(p, "unexpected text after a value");
+        return 0;
+    }
+    asb__yp_next_line(p);
+    return 1;
+}
+
+static int asb__yp_doc_marker(const asb__yp *p) {
+    size_t i = p->line_start;
+    if (i + 3 > p->n) return 0;
+    if (!(memcmp(p->s + i, "---", 3) == 0 || memcmp(p->s + i, "...", 3) == 0)) return 0;
+    return i + 3 == p->n || p->s[i + 3] == ' ' || p->s[i + 3] == '\n' || p->s[i + 3] == '\r' ||
+           p->s[i + 3] == '\t';
+}
+
+/* Skips blank and comment-only lines. Returns the next content line's
+   indentation with pos at the line start, or -1 at the end of input or at
+   a document marker. Tabs may not indent. */
+static int asb__yp_skip_blank(asb__yp *p) {
+    while (p->pos < p->n) {
+        size_t i = p->line_start;
+        int ind = 0;
+        p->pos = p->line_start;
+        if (asb__yp_doc_marker(p)) return -1;
+        while (i < p->n && p->s[i] == ' ') {
+            i++;
+            ind++;
+        }
+        {
+            size_t j = i;
+            while (j < p->n && (p->s[j] == ' ' || p->s[j] == '\t')) j++;
+            if (j >= p->n || p->s[j] == '\n' || p->s[j] == '#' ||
+                (p->s[j] == '\r' && (j + 1 >= p->n || p->s[j + 1] == '\n'))) {
+                asb__yp_next_line(p);
+                continue;
+            }
+            if (j != i) { /* a tab before content */
+                p->pos = i;
+                ASB__YFAIL(p, "tab character in indentation");
+                return -2;
+            }
+        }
+        return ind;
+    }
+    return -1;
+}
+
+/* -- scalars ------------------------------------------------------------------ */
+
+static int asb__yp_put(asb__yp *p, const char *s, size_t n) {
+    if (asb_buf_append(&p->tmp, s, n) != ASB_OK) {
+        ASB__YFAIL(p, "out of memory");
+        return 0;
+    }
+    return 1;
+}
+
+static int asb__yp_put_utf8(asb__yp *p, unsigned long cp) {
+    char u[4];
+    size_t k;
+    if (cp >= 0xD800 && cp <= 0xDFFF) return 0;
+    if (cp < 0x80) {
+        u[0] = (char)cp;
+        k = 1;
+    } else if (cp < 0x800) {
+        u[0] = (char)(0xC0 | (cp >> 6));
+        u[1] = (char)(0x80 | (cp & 0x3F));
+        k = 2;
+    } else if (cp < 0x10000) {
+        u[0] = (char)(0xE0 | (cp >> 12));
+        u[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        u[2] = (char)(0x80 | (cp & 0x3F));
+        k = 3;
+    } else if (cp <= 0x10FFFF) {
+        u[0] = (char)(0xF0 | (cp >> 18));
+        u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        u[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        u[3] = (char)(0x80 | (cp & 0x3F));
+        k = 4;
+    } else {
+        return 0;
+    }
+    return asb__yp_put(p, u, k);
+}
+
+/* A line break inside a quoted scalar folds: trailing blanks go, one break
+   becomes a space, each further empty line a newline. */
+static int asb__yp_fold_break(asb__yp *p) {
+    int empties = 0;
+    while (p->tmp.len && (p->tmp.ptr[p->tmp.len - 1] == ' ' || p->tmp.ptr[p->tmp.len - 1] == '\t'))
+        p->tmp.len--;
+    for (;;) {
+        asb__yp_next_line(p);
+        asb__yp_spaces(p);
+        if (p->pos < p->n && asb__yp_eol(p)) {
+            empties++;
+            continue;
+        }
+        break;
+    }
+    if (p->pos >= p->n) return 0;
+    if (p->line_start == p->pos - (p->pos - p->line_start) && asb__yp_doc_marker(p) &&
+        p->pos - p->line_start < 3)
+        return 0;
+    if (empties == 0) return asb__yp_put(p, " ", 1);
+    while (empties--)
+        if (!asb__yp_put(p, "\n", 1)) return 0;
+    return 1;
+}
+
+static asb_yaml_node *asb__yp_double(asb__yp *p) {
+    int line = p->line, col = asb__yp_col(p);
+    p->tmp.len = 0;
+    p->pos++;
+    for (;;) {
+        unsigned char c;
+        if (p->pos >= p->n) return asb__yp_fail(p, line, col, "unterminated double-quoted string");
+        c = (unsigned char)p->s[p->pos];
+        if (c == '"') {
+            p->pos++;
+            return asb__yp_scalar(p, line, col, 0);
+        }
+        if (c == '\n' || (c == '\r' && p->pos + 1 < p->n && p->s[p->pos + 1] == '\n')) {
+            if (!asb__yp_fold_break(p))
+                return asb__yp_fail(p, line, col, "unterminated double-quoted string");
+            continue;
+        }
+        if (c == '\\') {
+            unsigned char e = p->pos + 1 < p->n ? (unsigned char)p->s[p->pos + 1] : 0;
+            const char *simple = NULL;
+            int hex = 0;
+            switch (e) {
+            case '0': simple = "\0"; break;
+            case 'a': simple = "\a"; break;
+            case 'b': simple = "\b"; break;
+            case 't': case '\t': simple = "\t"; break;
+            case 'n': simple = "\n"; break;
+            case 'v': simple = "\v"; break;
+            case 'f': simple = "\f"; break;
+            case 'r': simple = "\r"; break;
+            case 'e': simple = "\x1b"; break;
+            case ' ': simple = " "; break;
+            case '"': simple = "\""; break;
+            case '/': simple = "/"; break;
+            case '\\': simple = "\\"; break;
+            case 'N': simple = "\xc2\x85"; break;
+            case '_': simple = "\xc2\xa0"; break;
+            case 'L': simple = "\xe2\x80\xa8"; break;
+            case 'P': simple = "\xe2\x80\xa9"; break;
+            case 'x': hex = 2; break;
+            case 'u': hex = 4; break;
+            case 'U': hex = 8; break;
+            case '\n': /* an escaped line break joins the lines */
+                p->pos++;
+                asb__yp_next_line(p);
+                asb__yp_spaces(p);
+                continue;
+            default:
+                return ASB__YFAIL(p, "unknown escape in a double-quoted string");
+            }
+            if (simple) {
+                if (!asb__yp_put(p, simple, e == '0' ? 1 : strlen(simple))) return NULL;
+                p->pos += 2;
+            } else {
+                unsigned long cp = 0;
+                int k;
+                for (k = 0; k < hex; k++) {
+                    int v = p->pos + 2 + (size_t)k < p->n
+                                ? asb__hexval((unsigned char)p->s[p->pos + 2 + (size_t)k])
+                                : -1;
+                    if (v < 0) return ASB__YFAIL(p, "bad hex escape in a double-quoted string");
+                    cp = cp * 16 + (unsigned long)v;
+                }
+                if (!asb__yp_put_utf8(p, cp))
+                    return ASB__YFAIL(p, "escape is not a Unicode scalar value");
+                p->pos += 2 + (size_t)hex;
+            }
+            continue;
+        }
+        if (c < 0x20 && c != '\t') return ASB__YFAIL(p, "control character in a string");
+        if (!asb__yp_put(p, p->s + p->pos, 1)) return NULL;
+        p->pos++;
+    }
+}
+
+static asb_yaml_node *asb__yp_single(asb__yp *p) {
+    int line = p->line, col = asb__yp_col(p);
+    p->tmp.len = 0;
+    p->pos++;
+    for (;;) {
+        unsigned char c;
+        if (p->pos >= p->n) return asb__yp_fail(p, line, col, "unterminated single-quoted string");
+        c = (unsigned char)p->s[p->pos];
+        if (c == '\'') {
+            if (p->pos + 1 < p->n && p->s[p->pos + 1] == '\'') {
+                if (!asb__yp_put(p, "'", 1)) return NULL;
+                p->pos += 2;
+                continue;
+            }
+            p->pos++;
+            return asb__yp_scalar(p, line, col, 0);
+        }
+        if (c == '\n' || (c == '\r' && p->pos + 1 < p->n && p->s[p->pos + 1] == '\n')) {
+            if (!asb__yp_fold_break(p))
+                return asb__yp_fail(p, line, col, "unterminated single-quoted string");
+            continue;
+        }
+        if (c < 0x20 && c != '\t') return ASB__YFAIL(p, "control character in a string");
+        if (!asb__yp_put(p, p->s + p->pos, 1)) return NULL;
+        p->pos++;
+    }
+}
+
+/* A plain scalar to the end of its text on this line: it stops before
+   ": " (or ':' at the end), before " #", and in flow context before
+   , [ ] { }. Trailing blanks are not part of it. */
+static size_t asb__yp_plain_end(const asb__yp *p, int flow) {
+    size_t i = p->pos;
+    while (i < p->n && p->s[i] != '\n') {
+        char c = p->s[i];
+        if (c == '\r' && (i + 1 >= p->n || p->s[i + 1] == '\n')) break;
+        if (c == ':' && (i + 1 >= p->n || p->s[i + 1] == ' ' || p->s[i + 1] == '\t' ||
+                         p->s[i + 1] == '\n' || p->s[i + 1] == '\r' ||
+                         (flow && strchr(",[]{}", p->s[i + 1]))))
+            break;
+        if (c == '#' && i > p->pos && (p->s[i - 1] == ' ' || p->s[i - 1] == '\t')) break;
+        if (flow && strchr(",[]{}", c)) break;
+        i++;
+    }
+    while (i > p->pos && (p->s[i - 1] == ' ' || p->s[i - 1] == '\t')) i--;
+    return i;
+}
+
+static int asb__yp_plain_start_ok(asb__yp *p) {
+    char c = p->s[p->pos];
+    if (c == '&' || c == '*' || c == '!') {
+        ASB__YFAIL(p, "anchors, aliases and tags are not supported");
+        return 0;
+    }
+    if (c == '@' || c == '`' || c == '%') {
+        ASB__YFAIL(p, "a plain value cannot start with this character");
+        return 0;
+    }
+    return 1;
+}
+
+/* -- flow collections -------------------------------------------------------------- */
+
+/* Blanks, line breaks and comments between flow tokens. */
+static void asb__yp_flow_ws(asb__yp *p) {
+    for (;;) {
+        asb__yp_spaces(p);
+        if (p->pos >= p->n) return;
+        if (p->s[p->pos] == '#' ) {
+            while (p->pos < p->n && p->s[p->pos] != '\n') p->pos++;
+            continue;
+        }
+        if (p->s[p->pos] == '\r') {
+            p->pos++;
+            continue;
+        }
+        if (p->s[p->pos] == '\n') {
+            p->pos++;
+            p->line++;
+            p->line_start = p->pos;
+            continue;
+        }
+        return;
+    }
+}
+
+static asb_yaml_node *asb__yp_flow(asb__yp *p);
+
+static asb_yaml_node *asb__yp_flow_scalar(asb__yp *p) {
+    int line = p->line, col = asb__yp_col(p);
+    size_t e;
+    if (p->pos >= p->n) return ASB__YFAIL(p, "unexpected end inside a flow collection");
+    if (p->s[p->pos] == '"') return asb__yp_double(p);
+    if (p->s[p->pos] == '\'') return asb__yp_single(p);
+    if (!asb__yp_plain_start_ok(p)) return NULL;
+    e = asb__yp_plain_end(p, 1);
+    if (e == p->pos) return ASB__YFAIL(p, "expected a value");
+    p->tmp.len = 0;
+    if (!asb__yp_put(p, p->s + p->pos, e - p->pos)) return NULL;
+    p->pos = e;
+    return asb__yp_scalar(p, line, col, 1);
+}
+
+static asb_yaml_node *asb__yp_flow(asb__yp *p) {
+    asb_yaml_node *nd, *last = NULL, *k, *v;
+    int line, col, is_map;
+    char close;
+    asb__yp_flow_ws(p);
+    if (p->pos >= p->n) return ASB__YFAIL(p, "unexpected end inside a flow collection");
+    if (p->s[p->pos] != '{' && p->s[p->pos] != '[') return asb__yp_flow_scalar(p);
+    if (++p->depth > ASB_YAML_MAX_DEPTH) return ASB__YFAIL(p, "nesting too deep");
+    line = p->line;
+    col = asb__yp_col(p);
+    is_map = p->s[p->pos] == '{';
+    close = is_map ? '}' : ']';
+    nd = asb__yp_node(p, is_map ? ASB_YAML_MAP : ASB_YAML_SEQ, line, col);
+    if (!nd) return NULL;
+    p->pos++;
+    for (;;) {
+        asb__yp_flow_ws(p);
+        if (p->pos >= p->n) return asb__yp_fail(p, line, col, "unterminated flow collection");
+        if (p->s[p->pos] == close) {
+            p->pos++;
+            break;
+        }
+        if (is_map) {
+            const asb_yaml_node *d;
+            int kl = p->line, kc = asb__yp_col(p);
+            k = asb__yp_flow_scalar(p);
+            if (!k) return NULL;
+            for (d = nd->first; d; d = d->next ? d->next->next : NULL)
+                if (d->len == k->len && memcmp(d->str, k->str, k->len) == 0)
+                    return asb__yp_fail(p, kl, kc, "duplicate key");
+            asb__yp_flow_ws(p);
+            if (p->pos >= p->n || p->s[p->pos] != ':') return ASB__YFAIL(p, "expected ':' after a key");
+            p->pos++;
+            asb__yp_flow_ws(p);
+            if (p->pos < p->n && (p->s[p->pos] == ',' || p->s[p->pos] == '}')) {
+                v = asb__yp_node(p, ASB_YAML_NULL, p->line, asb__yp_col(p));
+            } else {
+                v = asb__yp_flow(p);
+            }
+            if (!v) return NULL;
+            asb__yp_append(nd, &last, k);
+            asb__yp_append(nd, &last, v);
+        } else {
+            v = asb__yp_flow(p);
+            if (!v) return NULL;
+            asb__yp_append(nd, &last, v);
+        }
+        asb__yp_flow_ws(p);
+        if (p->pos < p->n && p->s[p->pos] == ',') {
+            p->pos++;
+            continue;
+        }
+        if (p->pos < p->n && p->s[p->pos] == close) {
+            p->pos++;
+            break;
+        }
+        return ASB__YFAIL(p, is_map ? "expected ',' or '}'" : "expected ',' or ']'");
+    }
+    p->depth--;
+    return nd;
+}
+
+/* -- block collections ----------------------------------------------------------- */
+
+static asb_yaml_node *asb__yp_at(asb__yp *p, int c, int parent);
+
+/* A literal (|) or folded (>) block scalar; pos at the indicator. */
+static asb_yaml_node *asb__yp_block_scalar(asb__yp *p, int parent) {
+    int line = p->line, col = asb__yp_col(p), folded = p->s[p->pos] == '>';
+    int chomp = 0, explicit_ind = 0, ind = -1, trailing = 0, k;
+    size_t keep_len;
+    p->pos++;
+    for (k = 0; k < 2 && p->pos < p->n; k++) {
+        char c = p->s[p->pos];
+        if ((c == '-' || c == '+') && !chomp) {
+            chomp = c == '-' ? -1 : 1;
+            p->pos++;
+        } else if (c >= '1' && c <= '9' && !explicit_ind) {
+            explicit_ind = c - '0';
+            p->pos++;
+        }
+    }
+    if (!asb__yp_end_line(p)) return NULL;
+    if (explicit_ind) ind = (parent < 0 ? 0 : parent) + explicit_ind;
+    p->tmp.len = 0;
+    for (;;) {
+        size_t i = p->line_start;
+        int sp = 0;
+        if (p->pos >= p->n) break;
+        while (i < p->n && p->s[i] == ' ') {
+            i++;
+            sp++;
+        }
+        if (i >= p->n || p->s[i] == '\n' || (p->s[i] == '\r' && (i + 1 >= p->n || p->s[i + 1] == '\n'))) {
+            trailing++; /* an empty line: counted, emitted if text follows */
+            p->pos = i;
+            asb__yp_next_line(p);
+            continue;
+        }
+        if (ind < 0) {
+            if (sp <= parent) break;
+            ind = sp;
+        }
+        if (sp < ind) break;
+        if (asb__yp_doc_marker(p) && sp == 0) break;
+        {
+            size_t e = i;
+            while (e < p->n && p->s[e] != '\n') e++;
+            if (e > i && p->s[e - 1] == '\r') e--;
+            if (p->tmp.len) {
+                /* join with the previous line */
+                int more = sp > ind; /* more-indented lines keep breaks */
+                if (!folded || more || trailing)
+                    k = asb__yp_put(p, "\n", 1);
+                else
+                    k = asb__yp_put(p, " ", 1);
+                if (!k) return NULL;
+                if (folded && trailing && !more) trailing--;
+            }
+            while (trailing > 0) {
+                if (!asb__yp_put(p, "\n", 1)) return NULL;
+                trailing--;
+            }
+            if (!asb__yp_put(p, p->s + p->line_start + ind, e - (p->line_start + (size_t)ind)))
+                return NULL;
+            p->pos = e;
+            asb__yp_next_line(p);
+        }
+    }
+    /* chomping: strip none, clip one, keep all trailing newlines */
+    keep_len = p->tmp.len;
+    if (keep_len > 0 && chomp >= 0) {
+        if (!asb__yp_put(p, "\n", 1)) return NULL;
+        if (chomp > 0)
+            while (trailing-- > 0)
+                if (!asb__yp_put(p, "\n", 1)) return NULL;
+    }
+    if (p->pos < p->n) p->pos = p->line_start;
+    return asb__yp_scalar(p, line, col, 0);
+}
+
+/* A value after "key:" or "- " when the rest of the line is empty: the
+   next, more indented block, or (for a key) a sequence at the key's own
+   indentation, or null. */
+static asb_yaml_node *asb__yp_block_below(asb__yp *p, int c, int allow_same_seq) {
+    int line = p->line, col = asb__yp_col(p);
+    int n = asb__yp_skip_blank(p);
+    if (n == -2) return NULL;
+    if (n >= 0 && n > c) {
+        p->pos = p->line_start + (size_t)n;
+        return asb__yp_at(p, n, c);
+    }
+    if (n >= 0 && n == c && allow_same_seq) {
+        size_t i = p->line_start + (size_t)n;
+        if (p->s[i] == '-' && (i + 1 >= p->n || p->s[i + 1] == ' ' || p->s[i + 1] == '\n' ||
+                               p->s[i + 1] == '\r')) {
+            p->pos = i;
+            return asb__yp_at(p, n, c - 1);
+        }
+    }
+    return asb__yp_node(p, ASB_YAML_NULL, line, col);
+}
+
+/* A plain scalar value that may continue on more indented lines. */
+static asb_yaml_node *asb__yp_plain_value(asb__yp *p, int parent) {
+    int line = p->line, col = asb__yp_col(p);
+    size_t e;
+    if (!asb__yp_plain_start_ok(p)) return NULL;
+    e = asb__yp_plain_end(p, 0);
+    p->tmp.len = 0;
+    if (!asb__yp_put(p, p->s + p->pos, e - p->pos)) return NULL;
+    p->pos = e;
+    if (p->pos < p->n && p->s[p->pos] == ':' && !asb__yp_eol(p))
+        return ASB__YFAIL(p, "a mapping value is not allowed here");
+    if (!asb__yp_end_line(p)) return NULL;
+    for (;;) {
+        int n = asb__yp_skip_blank(p);
+        size_t ce;
+        if (n == -2) return NULL;
+        if (n < 0 || n <= parent) break;
+        p->pos = p->line_start + (size_t)n;
+        if (p->s[p->pos] == '#') break;
+        ce = asb__yp_plain_end(p, 0);
+        if (ce < p->n && p->s[ce] == ':' )
+            return ASB__YFAIL(p, "a key inside a multi-line value (bad indentation?)");
+        if (!asb__yp_put(p, " ", 1) || !asb__yp_put(p, p->s + p->pos, ce - p->pos)) return NULL;
+        p->pos = ce;
+        if (!asb__yp_end_line(p)) return NULL;
+    }
+    if (p->pos < p->n) p->pos = p->line_start;
+    return asb__yp_scalar(p, line, col, 1);
+}
+
+/* The value after a key's ':' (pos just past it); the map's indent is c. */
+static asb_yaml_node *asb__yp_value(asb__yp *p, int c) {
+    asb_yaml_node *v;
+    char ch;
+    asb__yp_spaces(p);
+    if (asb__yp_eol(p) || p->s[p->pos] == '#') {
+        asb__yp_next_line(p);
+        return asb__yp_block_below(p, c, 1);
+    }
+    ch = p->s[p->pos];
+    if (ch == '|' || ch == '>') return asb__yp_block_scalar(p, c);
+    if (ch == '[' || ch == '{') {
+        v = asb__yp_flow(p);
+        if (!v || !asb__yp_end_line(p)) return NULL;
+        return v;
+    }
+    if (ch == '"' || ch == '\'') {
+        int l0 = p->line;
+        v = ch == '"' ? asb__yp_double(p) : asb__yp_single(p);
+        if (!v) return NULL;
+        (void)l0;
+        if (!asb__yp_end_line(p)) return NULL;
+        return v;
+    }
+    if (ch == '-' && p->pos + 1 < p->n && (p->s[p->pos + 1] == ' ' || p->s[p->pos + 1] == '\t'))
+        return ASB__YFAIL(p, "a block sequence cannot start on its key's line");
+    return asb__yp_plain_value(p, c);
+}
+
+/* Reads a key at pos (quoted or plain) and the ':' after it. */
+static asb_yaml_node *asb__yp_key(asb__yp *p) {
+    int line = p->line, col = asb__yp_col(p);
+    asb_yaml_node *k;
+    if (p->s[p->pos] == '"' || p->s[p->pos] == '\'') {
+        k = p->s[p->pos] == '"' ? asb__yp_double(p) : asb__yp_single(p);
+        if (!k) return NULL;
+        if (k->line != p->line) return asb__yp_fail(p, line, col, "a key must fit on one line");
+        asb__yp_spaces(p);
+    } else {
+        size_t e;
+        if (p->s[p->pos] == '?') return ASB__YFAIL(p, "complex keys (?) are not supported");
+        if (!asb__yp_plain_start_ok(p)) return NULL;
+        e = asb__yp_plain_end(p, 0);
+        p->tmp.len = 0;
+        if (!asb__yp_put(p, p->s + p->pos, e - p->pos)) return NULL;
+        p->pos = e;
+        asb__yp_spaces(p);
+        k = asb__yp_scalar(p, line, col, 1);
+        if (!k) return NULL;
+    }
+    if (p->pos >= p->n || p->s[p->pos] != ':' ||
+        !(p->pos + 1 >= p->n || p->s[p->pos + 1] == ' ' || p->s[p->pos + 1] == '\t' ||
+          p->s[p->pos + 1] == '\n' || p->s[p->pos + 1] == '\r'))
+        return asb__yp_fail(p, line, col, "expected \"key: value\"");
+    p->pos++;
+    return k;
+}
+
+static asb_yaml_node *asb__yp_map(asb__yp *p, int c, asb_yaml_node *first_key) {
+    asb_yaml_node *map = asb__yp_node(p, ASB_YAML_MAP, first_key->line, first_key->col);
+    asb_yaml_node *last = NULL, *k = first_key;
+    if (!map) return NULL;
+    for (;;) {
+        const asb_yaml_node *d;
+        asb_yaml_node *v;
+        int n;
+        for (d = map->first; d; d = d->next ? d->next->next : NULL)
+            if (d->len == k->len && memcmp(d->str, k->str, k->len) == 0)
+                return asb__yp_fail(p, k->line, k->col, "duplicate key");
+        v = asb__yp_value(p, c);
+        if (!v) return NULL;
+        asb__yp_append(map, &last, k);
+        asb__yp_append(map, &last, v);
+        n = asb__yp_skip_blank(p);
+        if (n == -2) return NULL;
+        if (n < 0 || n < c) break;
+        p->pos = p->line_start + (size_t)n;
+        if (n > c) return ASB__YFAIL(p, "bad indentation (deeper than the keys before it)");
+        if (p->s[p->pos] == '-' && (p->pos + 1 >= p->n || p->s[p->pos + 1] == ' '))
+            break; /* a sequence at this indent belongs to an outer key */
+        k = asb__yp_key(p);
+        if (!k) return NULL;
+    }
+    if (p->pos < p->n) p->pos = p->line_start;
+    return map;
+}
+
+static asb_yaml_node *asb__yp_seq(asb__yp *p, int c) {
+    asb_yaml_node *seq = asb__yp_node(p, ASB_YAML_SEQ, p->line, asb__yp_col(p));
+    asb_yaml_node *last = NULL;
+    if (!seq) return NULL;
+    for (;;) {
+        asb_yaml_node *item;
+        int n;
+        p->pos++; /* the '-' */
+        asb__yp_spaces(p);
+        if (asb__yp_eol(p) || p->s[p->pos] == '#') {
+            asb__yp_next_line(p);
+            item = asb__yp_block_below(p, c, 0);
+        } else {
+            item = asb__yp_at(p, asb__yp_col(p) - 1, c);
+        }
+        if (!item) return NULL;
+        asb__yp_append(seq, &last, item);
+        n = asb__yp_skip_blank(p);
+        if (n == -2) return NULL;
+        if (n < 0 || n < c) break;
+        p->pos = p->line_start + (size_t)n;
+        if (n > c) return ASB__YFAIL(p, "bad indentation in a sequence");
+        if (!(p->s[p->pos] == '-' &&
+              (p->pos + 1 >= p->n || p->s[p->pos + 1] == ' ' || p->s[p->pos + 1] == '\n' ||
+               p->s[p->pos + 1] == '\r')))
+            break;
+    }
+    if (p->pos < p->n) p->pos = p->line_start;
+    return seq;
+}
+
+/* A node whose content starts at pos, column c (0-based); `parent` is the
+   enclosing block's indentation. Leaves pos at a line start. */
+static asb_yaml_node *asb__yp_at(asb__yp *p, int c, int parent) {
+    asb_yaml_node *nd;
+    char ch = p->s[p->pos];
+    if (++p->depth > ASB_YAML_MAX_DEPTH) return ASB__YFAIL(p, "nesting too deep");
+    if (ch == '-' && (p->pos + 1 >= p->n || p->s[p->pos + 1] == ' ' || p->s[p->pos + 1] == '\t' ||
+                      p->s[p->pos + 1] == '\n' || p->s[p->pos + 1] == '\r')) {
+        nd = asb__yp_seq(p, c);
+    } else if (ch == '[' || ch == '{') {
+        nd = asb__yp_flow(p);
+        if (nd && !asb__yp_end_line(p)) nd = NULL;
+    } else if (ch == '|' || ch == '>') {
+        nd = asb__yp_block_scalar(p, parent);
+    } else {
+        /* a key (then a map) or a lone scalar */
+        size_t save = p->pos;
+        int line = p->line;
+        int is_key = 0;
+        if (ch == '"' || ch == '\'') {
+            asb_yaml_node *q = ch == '"' ? asb__yp_double(p) : asb__yp_single(p);
+            if (!q) return NULL;
+            asb__yp_spaces(p);
+            is_key = p->line == line && p->pos < p->n && p->s[p->pos] == ':';
+            if (!is_key) {
+                p->depth--;
+                if (!asb__yp_end_line(p)) return NULL;
+                return q;
+            }
+        } else {
+            size_t e = asb__yp_plain_end(p, 0);
+            is_key = e < p->n && p->s[e] == ':' ;
+            if (!is_key) {
+                p->depth--;
+                return asb__yp_plain_value(p, parent);
+            }
+        }
+        p->pos = save;
+        p->line = line;
+        {
+            asb_yaml_node *k = asb__yp_key(p);
+            if (!k) return NULL;
+            nd = asb__yp_map(p, c, k);
+        }
+    }
+    p->depth--;
+    return nd;
+}
+
+ASB_API asb_result asb_yaml_parse(asb_yaml_doc *doc, const char *text, size_t len,
+                                  const char *name, const asb_allocator *alloc,
+                                  asb_error *err) {
+    asb__yp p;
+    asb__arena *arena;
+    int n;
+    size_t i;
+    if (!doc) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "yaml: NULL doc");
+    memset(doc, 0, sizeof *doc);
+    if (!text && len) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "yaml: NULL text");
+    if (asb__allocator_resolve(alloc, &doc->alloc_) != ASB_OK)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "allocator: give all three functions or none");
+    memset(&p, 0, sizeof p);
+    p.s = text ? text : "";
+    p.n = len;
+    p.line = 1;
+    p.name = name ? name : "<yaml>";
+    p.err = err;
+    /* NUL cannot appear in YAML text; say where */
+    for (i = 0; i < len; i++) {
+        if (text[i] == '\n') {
+            p.line++;
+            p.line_start = i + 1;
+        } else if (text[i] == '\0') {
+            p.pos = i;
+            ASB__YFAIL(&p, "NUL byte in the text");
+            return ASB_ERR_KUBECONFIG;
+        }
+    }
+    p.line = 1;
+    p.line_start = 0;
+    if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) p.pos = p.line_start = 3;
+    arena = (asb__arena *)doc->alloc_.alloc_fn(sizeof *arena, doc->alloc_.user_data);
+    if (!arena) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "yaml: out of memory");
+    arena->head = NULL;
+    arena->alloc = doc->alloc_;
+    doc->arena_ = arena;
+    p.arena = arena;
+    asb_buf_init(&p.tmp, &doc->alloc_);
+    n = asb__yp_skip_blank(&p);
+    if (n == -1 && p.pos < p.n && p.s[p.line_start] == '-') {
+        /* "---": the document starts; content may follow on the line */
+        p.pos = p.line_start + 3;
+        asb__yp_spaces(&p);
+        if (asb__yp_eol(&p) || p.s[p.pos] == '#') {
+            asb__yp_next_line(&p);
+            n = asb__yp_skip_blank(&p);
+        } else {
+            n = 0;
+            doc->root = asb__yp_value(&p, -1);
+            goto after;
+        }
+    }
+    if (n >= 0) {
+        p.pos = p.line_start + (size_t)n;
+        doc->root = asb__yp_at(&p, n, -1);
+    } else if (n == -1) {
+        doc->root = asb__yp_node(&p, ASB_YAML_NULL, 1, 1);
+    }
+after:
+    if (!p.failed) {
+        n = asb__yp_skip_blank(&p);
+        if (n == -1 && p.pos < p.n && p.s[p.line_start] == '.') {
+            asb__yp_next_line(&p);
+            n = asb__yp_skip_blank(&p);
+        }
+        if (n == -1 && p.pos < p.n)
+            ASB__YFAIL(&p, "several documents in one file are not supported");
+        else if (n >= 0) {
+            p.pos = p.line_start + (size_t)n;
+            ASB__YFAIL(&p, "unexpected content (bad indentation?)");
+        }
+    }
+    asb_buf_free(&p.tmp);
+    if (p.failed || !doc->root) {
+        if (!p.failed) asb__fail(err, ASB_ERR_KUBECONFIG, "%s: cannot be read", p.name);
+        asb_yaml_free(doc);
+        return ASB_ERR_KUBECONFIG;
+    }
+    return ASB_OK;
+}
+
+ASB_API void asb_yaml_free(asb_yaml_doc *doc) {
+    if (!doc || !doc->arena_) return;
+    asb__arena_free((asb__arena *)doc->arena_);
+    doc->alloc_.free_fn(doc->arena_, doc->alloc_.user_data);
+    doc->arena_ = NULL;
+    doc->root = NULL;
+}
+
+ASB_API const asb_yaml_node *asb_yaml_get(const asb_yaml_node *map, const char *key) {
+    const asb_yaml_node *k;
+    size_t n;
+    if (!map || map->type != ASB_YAML_MAP || !key) return NULL;
+    n = strlen(key);
+    for (k = map->first; k && k->next; k = k->next->next)
+        if (k->len == n && memcmp(k->str, key, n) == 0) return k->next;
+    return NULL;
+}
+
+ASB_API int asb_yaml_is_null(const asb_yaml_node *node) {
+    return !node || node->type == ASB_YAML_NULL;
+}
+
+ASB_API asb_result asb_yaml_bool(const asb_yaml_node *node, int *out) {
+    static const char *yes[] = {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON"};
+    static const char *no[] = {"false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF"};
+    size_t i;
+    if (!node || node->type != ASB_YAML_SCALAR || !node->plain) return ASB_ERR_INVALID_ARGUMENT;
+    for (i = 0; i < 9; i++) {
+        if (strcmp(node->str, yes[i]) == 0) {
+            *out = 1;
+            return ASB_OK;
+        }
+        if (strcmp(node->str, no[i]) == 0) {
+            *out = 0;
+            return ASB_OK;
+        }
+    }
+    return ASB_ERR_INVALID_ARGUMENT;
 }
 
 /* >>http ====================================================================
