@@ -886,6 +886,76 @@ ASB_API asb_result asb_multipart_init(asb_multipart *mp, const char *field,
 ASB_API void asb_multipart_free(asb_multipart *mp);
 
 /* ==========================================================================
+   kubeconfig
+   ========================================================================== */
+
+typedef struct asb_kubeconfig_desc {
+    const char *path;     /* one file, loaded alone (kubectl --kubeconfig);
+                             default NULL: the KUBECONFIG list (':'-separated,
+                             merged with kubectl's rules), else
+                             ~/.kube/config */
+    const char *context;  /* default NULL: the current-context */
+    const asb_allocator *allocator; /* default NULL: libc */
+} asb_kubeconfig_desc;
+
+/* An exec credential plugin as configured (client.authentication.k8s.io). */
+typedef struct asb_kube_exec {
+    const char *command;        /* resolved against the file when it has a '/' */
+    const char *const *args;
+    size_t arg_count;
+    const char *const *env_names;
+    const char *const *env_values;
+    size_t env_count;
+    const char *api_version;    /* client.authentication.k8s.io/v1 or v1beta1 */
+    const char *install_hint;   /* NULL when absent */
+    const char *interactive_mode; /* Never, IfAvailable, Always; NULL: unset */
+    int provide_cluster_info;
+} asb_kube_exec;
+
+/* The resolved connection for one context: what kubectl would use. Every
+   string is NUL-terminated and owned by the config (NULL when unset);
+   file contents (CA, client certificate and key) are already read, and
+   `*-data` fields decoded. Free with asb_kube_config_free. Secrets (token,
+   password, key) never appear in error messages. */
+typedef struct asb_kube_config {
+    const char *context;          /* names */
+    const char *cluster;
+    const char *user;
+    const char *server;           /* https://host:port[/prefix] */
+    const char *default_namespace; /* the context's, else "default" */
+    const char *tls_server_name;
+    const char *proxy_url;
+    int insecure_skip_tls_verify;
+    const char *ca;               /* PEM or DER bytes */
+    size_t ca_len;
+    const char *client_cert;
+    size_t client_cert_len;
+    const char *client_key;
+    size_t client_key_len;
+    const char *token;            /* bearer token (token wins over tokenFile) */
+    const char *token_file;       /* absolute; re-read by the REST layer */
+    const char *username;         /* basic auth */
+    const char *password;
+    const asb_kube_exec *exec;    /* NULL when the user has no exec plugin */
+    const char *auth_provider;    /* name of a legacy auth-provider, if any */
+    const char *user_origin;      /* the file the user stanza came from */
+    void *arena_;                 /* internal */
+    asb_allocator alloc_;
+} asb_kube_config;
+
+/* Loads and resolves a kubeconfig. Errors are ASB_ERR_KUBECONFIG with the
+   file and line (YAML, wrong types, bad base64, unreadable files named by
+   the config) or what is missing (no context, unknown context, cluster or
+   user). On failure *out needs no free. */
+ASB_API asb_result asb_kubeconfig_load(const asb_kubeconfig_desc *desc,
+                                       asb_kube_config *out, asb_error *err);
+ASB_API void asb_kube_config_free(asb_kube_config *cfg);
+
+/* The TLS settings of a resolved config, as borrowed views (they live as
+   long as cfg). */
+ASB_API void asb_kube_config_tls(const asb_kube_config *cfg, asb_tls_config *tls);
+
+/* ==========================================================================
    TLS backend
    ========================================================================== */
 
@@ -3564,6 +3634,581 @@ ASB_API asb_result asb_yaml_bool(const asb_yaml_node *node, int *out) {
         }
     }
     return ASB_ERR_INVALID_ARGUMENT;
+}
+
+/* >>kubeconfig ==============================================================
+   Loading, merging (kubectl's rules) and resolving a context. */
+
+typedef struct asb__kc {
+    asb__arena *arena;
+    asb_allocator alloc;
+    asb_error *err;
+    /* the files, in merge order */
+    int nfiles;
+    char *paths[32];
+    char *texts[32];
+    asb_yaml_doc docs[32];
+} asb__kc;
+
+static asb_result asb__kc_fail_at(asb__kc *k, int file, const asb_yaml_node *n,
+                                  const char *what) {
+    char nq[200];
+    asb__quote(nq, sizeof nq, k->paths[file], strlen(k->paths[file]), 180);
+    return asb__fail(k->err, ASB_ERR_KUBECONFIG, "%s:%d:%d: %s", nq, n ? n->line : 1,
+                     n ? n->col : 1, what);
+}
+
+static char *asb__kc_dup(asb__kc *k, const char *s, size_t n) {
+    char *p = (char *)asb__arena_alloc(k->arena, n + 1);
+    if (p) {
+        if (n) memcpy(p, s, n);
+        p[n] = '\0';
+    }
+    return p;
+}
+
+/* Reads a whole file (bounded) into an allocated, NUL-terminated buffer. */
+static asb_result asb__read_file(const asb_allocator *a, const char *path, char **out,
+                                 size_t *len, size_t max) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    asb_buf b;
+    char chunk[16384];
+    asb_result r = ASB_OK;
+    *out = NULL;
+    *len = 0;
+    if (fd < 0) return ASB_ERR_IO;
+    asb_buf_init(&b, a);
+    for (;;) {
+        ssize_t n = read(fd, chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            r = ASB_ERR_IO;
+            break;
+        }
+        if (n == 0) break;
+        if (b.len + (size_t)n > max) {
+            r = ASB_ERR_TOO_LARGE;
+            break;
+        }
+        if (asb_buf_append(&b, chunk, (size_t)n) != ASB_OK) {
+            r = ASB_ERR_OUT_OF_MEMORY;
+            break;
+        }
+    }
+    close(fd);
+    if (r == ASB_OK && asb_buf_reserve(&b, 0) != ASB_OK) r = ASB_ERR_OUT_OF_MEMORY;
+    if (r != ASB_OK) {
+        asb_buf_free(&b);
+        return r;
+    }
+    b.ptr[b.len] = '\0';
+    *out = b.ptr;
+    *len = b.len;
+    return ASB_OK;
+}
+
+/* A scalar field as an arena string; NULL when absent or null. A value of
+   the wrong kind is an error (bad set). */
+static const char *asb__kc_str(asb__kc *k, int file, const asb_yaml_node *map,
+                               const char *key, int *bad) {
+    const asb_yaml_node *v = asb_yaml_get(map, key);
+    char m[120];
+    if (*bad || asb_yaml_is_null(v)) return NULL;
+    if (v->type != ASB_YAML_SCALAR) {
+        snprintf(m, sizeof m, "\"%s\" must be a string", key);
+        asb__kc_fail_at(k, file, v, m);
+        *bad = 1;
+        return NULL;
+    }
+    {
+        const char *s = asb__kc_dup(k, v->str, v->len);
+        if (!s) {
+            asb__fail(k->err, ASB_ERR_OUT_OF_MEMORY, "kubeconfig: out of memory");
+            *bad = 1;
+        }
+        return s;
+    }
+}
+
+static int asb__kc_bool(asb__kc *k, int file, const asb_yaml_node *map, const char *key,
+                        int *bad) {
+    const asb_yaml_node *v = asb_yaml_get(map, key);
+    int b = 0;
+    char m[120];
+    if (*bad || asb_yaml_is_null(v)) return 0;
+    if (asb_yaml_bool(v, &b) != ASB_OK) {
+        snprintf(m, sizeof m, "\"%s\" must be true or false", key);
+        asb__kc_fail_at(k, file, v, m);
+        *bad = 1;
+    }
+    return b;
+}
+
+/* Finds the stanza `name` in list `list` ("clusters", ...) across the files:
+   the first file to define it wins, whole. Sets *file. */
+static const asb_yaml_node *asb__kc_find(asb__kc *k, const char *list, const char *item,
+                                         const char *name, int *file, int *bad) {
+    int f;
+    for (f = 0; f < k->nfiles; f++) {
+        const asb_yaml_node *seq = asb_yaml_get(k->docs[f].root, list), *it;
+        if (asb_yaml_is_null(seq)) continue;
+        if (seq->type != ASB_YAML_SEQ) {
+            char m[120];
+            snprintf(m, sizeof m, "\"%s\" must be a list", list);
+            asb__kc_fail_at(k, f, seq, m);
+            *bad = 1;
+            return NULL;
+        }
+        for (it = seq->first; it; it = it->next) {
+            const asb_yaml_node *nm;
+            if (it->type != ASB_YAML_MAP) {
+                char m[120];
+                snprintf(m, sizeof m, "each entry of \"%s\" must be a map", list);
+                asb__kc_fail_at(k, f, it, m);
+                *bad = 1;
+                return NULL;
+            }
+            nm = asb_yaml_get(it, "name");
+            if (nm && nm->type == ASB_YAML_SCALAR && strcmp(nm->str, name) == 0) {
+                const asb_yaml_node *body = asb_yaml_get(it, item);
+                if (body && body->type != ASB_YAML_MAP && body->type != ASB_YAML_NULL) {
+                    char m[120];
+                    snprintf(m, sizeof m, "\"%s\" must be a map", item);
+                    asb__kc_fail_at(k, f, body, m);
+                    *bad = 1;
+                    return NULL;
+                }
+                *file = f;
+                return body ? body : it; /* an empty stanza: no fields */
+            }
+        }
+    }
+    return NULL;
+}
+
+/* Relative paths inside a kubeconfig are relative to its directory. */
+static const char *asb__kc_path(asb__kc *k, int file, const char *p) {
+    const char *f = k->paths[file], *slash;
+    char cwd[4096];
+    size_t dl;
+    char *out;
+    if (!p || !*p || p[0] == '/') return p;
+    slash = strrchr(f, '/');
+    if (slash) {
+        dl = (size_t)(slash - f);
+        out = (char *)asb__arena_alloc(k->arena, dl + strlen(p) + 2);
+        if (!out) return NULL;
+        memcpy(out, f, dl);
+        out[dl] = '/';
+        strcpy(out + dl + 1, p);
+        if (out[0] == '/') return out;
+        f = out; /* still relative: prefix the working directory below */
+        p = out;
+    }
+    if (!getcwd(cwd, sizeof cwd)) return p;
+    out = (char *)asb__arena_alloc(k->arena, strlen(cwd) + strlen(p) + 2);
+    if (!out) return NULL;
+    sprintf(out, "%s/%s", cwd, p);
+    (void)f;
+    return out;
+}
+
+/* `*-data` (base64) wins over the file path; either gives the bytes. */
+static asb_result asb__kc_bytes(asb__kc *k, int file, const asb_yaml_node *map,
+                                const char *data_key, const char *path_key, const char **out,
+                                size_t *out_len, int *bad) {
+    const asb_yaml_node *d = asb_yaml_get(map, data_key);
+    const char *path;
+    *out = NULL;
+    *out_len = 0;
+    if (*bad) return ASB_ERR_KUBECONFIG;
+    if (!asb_yaml_is_null(d)) {
+        asb_buf b;
+        char m[160];
+        if (d->type != ASB_YAML_SCALAR) {
+            snprintf(m, sizeof m, "\"%s\" must be a base64 string", data_key);
+            *bad = 1;
+            return asb__kc_fail_at(k, file, d, m);
+        }
+        asb_buf_init(&b, &k->alloc);
+        if (asb_base64_decode(d->str, d->len, &b, NULL) != ASB_OK) {
+            asb_buf_free(&b);
+            snprintf(m, sizeof m, "\"%s\" is not valid base64", data_key);
+            *bad = 1;
+            return asb__kc_fail_at(k, file, d, m);
+        }
+        *out = asb__kc_dup(k, b.ptr ? b.ptr : "", b.len);
+        *out_len = b.len;
+        asb_buf_free(&b);
+        return ASB_OK;
+    }
+    path = asb__kc_path(k, file, asb__kc_str(k, file, map, path_key, bad));
+    if (path) {
+        char *text = NULL;
+        size_t len = 0;
+        asb_result r = asb__read_file(&k->alloc, path, &text, &len, (size_t)16 << 20);
+        if (r != ASB_OK) {
+            char pq[200], m[400];
+            asb__quote(pq, sizeof pq, path, strlen(path), 180);
+            snprintf(m, sizeof m, "%s \"%s\": %s", path_key, pq,
+                     r == ASB_ERR_IO ? strerror(errno) : "file too large");
+            *bad = 1;
+            return asb__kc_fail_at(k, file, asb_yaml_get(map, path_key), m);
+        }
+        *out = asb__kc_dup(k, text, len);
+        *out_len = len;
+        memset(text, 0, len); /* it may be a key */
+        k->alloc.free_fn(text, k->alloc.user_data);
+    }
+    return *bad ? ASB_ERR_KUBECONFIG : ASB_OK;
+}
+
+static asb_result asb__kc_exec(asb__kc *k, int file, const asb_yaml_node *ex,
+                               asb_kube_config *cfg, int *bad) {
+    asb_kube_exec *e = (asb_kube_exec *)asb__arena_alloc(k->arena, sizeof *e);
+    const asb_yaml_node *args = asb_yaml_get(ex, "args"), *env = asb_yaml_get(ex, "env"), *it;
+    const char *cmd;
+    if (!e) return asb__fail(k->err, ASB_ERR_OUT_OF_MEMORY, "kubeconfig: out of memory");
+    memset(e, 0, sizeof *e);
+    if (ex->type != ASB_YAML_MAP) {
+        *bad = 1;
+        return asb__kc_fail_at(k, file, ex, "\"exec\" must be a map");
+    }
+    cmd = asb__kc_str(k, file, ex, "command", bad);
+    if (!*bad && !cmd) {
+        *bad = 1;
+        return asb__kc_fail_at(k, file, ex, "exec: \"command\" is required");
+    }
+    e->command = cmd && strchr(cmd, '/') ? asb__kc_path(k, file, cmd) : cmd;
+    e->api_version = asb__kc_str(k, file, ex, "apiVersion", bad);
+    e->install_hint = asb__kc_str(k, file, ex, "installHint", bad);
+    e->interactive_mode = asb__kc_str(k, file, ex, "interactiveMode", bad);
+    e->provide_cluster_info = asb__kc_bool(k, file, ex, "provideClusterInfo", bad);
+    /* v1beta1 leaves interactiveMode optional, meaning IfAvailable */
+    if (!e->interactive_mode && e->api_version &&
+        strcmp(e->api_version, "client.authentication.k8s.io/v1beta1") == 0)
+        e->interactive_mode = "IfAvailable";
+    if (!asb_yaml_is_null(args)) {
+        const char **a;
+        size_t i = 0;
+        if (args->type != ASB_YAML_SEQ) {
+            *bad = 1;
+            return asb__kc_fail_at(k, file, args, "exec: \"args\" must be a list");
+        }
+        a = (const char **)asb__arena_alloc(k->arena, sizeof(char *) * ((size_t)args->count + 1));
+        if (!a) return asb__fail(k->err, ASB_ERR_OUT_OF_MEMORY, "kubeconfig: out of memory");
+        for (it = args->first; it; it = it->next) {
+            if (it->type != ASB_YAML_SCALAR && it->type != ASB_YAML_NULL) {
+                *bad = 1;
+                return asb__kc_fail_at(k, file, it, "exec: each argument must be a string");
+            }
+            a[i++] = asb__kc_dup(k, it->str, it->len);
+        }
+        a[i] = NULL;
+        e->args = a;
+        e->arg_count = i;
+    }
+    if (!asb_yaml_is_null(env)) {
+        const char **names, **values;
+        size_t i = 0;
+        if (env->type != ASB_YAML_SEQ) {
+            *bad = 1;
+            return asb__kc_fail_at(k, file, env, "exec: \"env\" must be a list");
+        }
+        names = (const char **)asb__arena_alloc(k->arena, sizeof(char *) * ((size_t)env->count + 1));
+        values = (const char **)asb__arena_alloc(k->arena, sizeof(char *) * ((size_t)env->count + 1));
+        if (!names || !values)
+            return asb__fail(k->err, ASB_ERR_OUT_OF_MEMORY, "kubeconfig: out of memory");
+        for (it = env->first; it; it = it->next) {
+            const char *nm, *val;
+            if (it->type != ASB_YAML_MAP) {
+                *bad = 1;
+                return asb__kc_fail_at(k, file, it, "exec: each env entry must be {name, value}");
+            }
+            nm = asb__kc_str(k, file, it, "name", bad);
+            val = asb__kc_str(k, file, it, "value", bad);
+            if (*bad) return ASB_ERR_KUBECONFIG;
+            if (!nm) {
+                *bad = 1;
+                return asb__kc_fail_at(k, file, it, "exec: an env entry has no name");
+            }
+            names[i] = nm;
+            values[i] = val ? val : "";
+            i++;
+        }
+        e->env_names = names;
+        e->env_values = values;
+        e->env_count = i;
+    }
+    cfg->exec = e;
+    return *bad ? ASB_ERR_KUBECONFIG : ASB_OK;
+}
+
+/* Every file's outline, as kubectl checks it when it reads the file:
+   the three lists are lists of maps with a name, current-context a string.
+   A broken file fails even when the chosen context would not touch it. */
+static asb_result asb__kc_check_shape(asb__kc *k, int f) {
+    static const char *lists[3] = {"clusters", "users", "contexts"};
+    const asb_yaml_node *root = k->docs[f].root, *cc;
+    int i;
+    if (root->type != ASB_YAML_MAP) return ASB_OK;
+    cc = asb_yaml_get(root, "current-context");
+    if (cc && cc->type != ASB_YAML_SCALAR && cc->type != ASB_YAML_NULL)
+        return asb__kc_fail_at(k, f, cc, "\"current-context\" must be a string");
+    for (i = 0; i < 3; i++) {
+        const asb_yaml_node *seq = asb_yaml_get(root, lists[i]), *it;
+        char m[120];
+        if (asb_yaml_is_null(seq)) continue;
+        if (seq->type != ASB_YAML_SEQ) {
+            snprintf(m, sizeof m, "\"%s\" must be a list", lists[i]);
+            return asb__kc_fail_at(k, f, seq, m);
+        }
+        for (it = seq->first; it; it = it->next) {
+            const asb_yaml_node *nm = asb_yaml_get(it, "name");
+            if (it->type != ASB_YAML_MAP) {
+                snprintf(m, sizeof m, "each entry of \"%s\" must be a map", lists[i]);
+                return asb__kc_fail_at(k, f, it, m);
+            }
+            if (nm && nm->type != ASB_YAML_SCALAR && nm->type != ASB_YAML_NULL)
+                return asb__kc_fail_at(k, f, nm, "\"name\" must be a string");
+        }
+    }
+    return ASB_OK;
+}
+
+/* The list of files: explicit, else KUBECONFIG, else ~/.kube/config. */
+static asb_result asb__kc_files(asb__kc *k, const asb_kubeconfig_desc *d) {
+    const char *list = d->path ? NULL : getenv("KUBECONFIG");
+    char home_cfg[4096];
+    const char *p;
+    if (d->path) {
+        k->paths[0] = asb__kc_dup(k, d->path, strlen(d->path));
+        k->nfiles = 1;
+        if (access(d->path, R_OK) != 0) {
+            char q[200];
+            asb__quote(q, sizeof q, d->path, strlen(d->path), 180);
+            return asb__fail(k->err, ASB_ERR_KUBECONFIG, "kubeconfig \"%s\": %s", q,
+                             strerror(errno));
+        }
+        return ASB_OK;
+    }
+    if (!list || !*list) {
+        const char *home = getenv("HOME");
+        if (!home || !*home)
+            return asb__fail(k->err, ASB_ERR_KUBECONFIG,
+                             "no kubeconfig: KUBECONFIG and HOME are both unset");
+        snprintf(home_cfg, sizeof home_cfg, "%s/.kube/config", home);
+        if (access(home_cfg, R_OK) != 0)
+            return asb__fail(k->err, ASB_ERR_KUBECONFIG,
+                             "no kubeconfig: %s: %s (set KUBECONFIG or pass a path)", home_cfg,
+                             strerror(errno));
+        k->paths[0] = asb__kc_dup(k, home_cfg, strlen(home_cfg));
+        k->nfiles = 1;
+        return ASB_OK;
+    }
+    for (p = list; *p;) {
+        const char *e = strchr(p, ':');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        int dup = 0, i;
+        char *path;
+        if (n > 0) {
+            path = asb__kc_dup(k, p, n);
+            if (!path) return asb__fail(k->err, ASB_ERR_OUT_OF_MEMORY, "out of memory");
+            for (i = 0; i < k->nfiles; i++)
+                if (strcmp(k->paths[i], path) == 0) dup = 1;
+            /* missing files in the list are skipped, as kubectl does */
+            if (!dup && access(path, R_OK) == 0) {
+                if (k->nfiles == 32)
+                    return asb__fail(k->err, ASB_ERR_KUBECONFIG,
+                                     "KUBECONFIG lists more than 32 files");
+                k->paths[k->nfiles++] = path;
+            }
+        }
+        p += n;
+        if (*p == ':') p++;
+    }
+    if (k->nfiles == 0)
+        return asb__fail(k->err, ASB_ERR_KUBECONFIG,
+                         "no kubeconfig: none of the files in KUBECONFIG exists");
+    return ASB_OK;
+}
+
+ASB_API asb_result asb_kubeconfig_load(const asb_kubeconfig_desc *desc,
+                                       asb_kube_config *out, asb_error *err) {
+    asb_kubeconfig_desc zero;
+    asb__kc k;
+    asb_result r;
+    int f, bad = 0, cf = 0, clf = 0, uf = 0;
+    const char *ctx_name = NULL;
+    const asb_yaml_node *ctx, *cl, *us = NULL;
+    if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "kubeconfig: NULL out");
+    memset(out, 0, sizeof *out);
+    if (!desc) {
+        memset(&zero, 0, sizeof zero);
+        desc = &zero;
+    }
+    memset(&k, 0, sizeof k);
+    k.err = err;
+    if (asb__allocator_resolve(desc->allocator, &k.alloc) != ASB_OK)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "allocator: give all three functions or none");
+    k.arena = (asb__arena *)k.alloc.alloc_fn(sizeof *k.arena, k.alloc.user_data);
+    if (!k.arena) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "kubeconfig: out of memory");
+    k.arena->head = NULL;
+    k.arena->alloc = k.alloc;
+    out->arena_ = k.arena;
+    out->alloc_ = k.alloc;
+    r = asb__kc_files(&k, desc);
+    for (f = 0; r == ASB_OK && f < k.nfiles; f++) {
+        size_t len = 0;
+        r = asb__read_file(&k.alloc, k.paths[f], &k.texts[f], &len, (size_t)16 << 20);
+        if (r != ASB_OK) {
+            char q[200];
+            asb__quote(q, sizeof q, k.paths[f], strlen(k.paths[f]), 180);
+            r = asb__fail(err, ASB_ERR_KUBECONFIG, "kubeconfig \"%s\": %s", q,
+                          r == ASB_ERR_IO ? strerror(errno) : "too large");
+            break;
+        }
+        r = asb_yaml_parse(&k.docs[f], k.texts[f], len, k.paths[f], &k.alloc, err);
+        if (r == ASB_OK && k.docs[f].root->type != ASB_YAML_MAP &&
+            k.docs[f].root->type != ASB_YAML_NULL)
+            r = asb__kc_fail_at(&k, f, k.docs[f].root, "a kubeconfig must be a map");
+        if (r == ASB_OK) r = asb__kc_check_shape(&k, f);
+    }
+    if (r != ASB_OK) goto done;
+    /* the context: asked for, else the first file's current-context */
+    ctx_name = desc->context;
+    for (f = 0; !ctx_name && f < k.nfiles; f++) {
+        const char *cc = asb__kc_str(&k, f, k.docs[f].root, "current-context", &bad);
+        if (bad) {
+            r = ASB_ERR_KUBECONFIG;
+            goto done;
+        }
+        if (cc && *cc) ctx_name = cc;
+    }
+    if (!ctx_name) {
+        r = asb__fail(err, ASB_ERR_KUBECONFIG,
+                      "kubeconfig: no current-context is set and no context was given");
+        goto done;
+    }
+    out->context = asb__kc_dup(&k, ctx_name, strlen(ctx_name));
+    ctx = asb__kc_find(&k, "contexts", "context", ctx_name, &cf, &bad);
+    if (bad) {
+        r = ASB_ERR_KUBECONFIG;
+        goto done;
+    }
+    if (!ctx) {
+        char q[120];
+        asb__quote(q, sizeof q, ctx_name, strlen(ctx_name), 100);
+        r = asb__fail(err, ASB_ERR_KUBECONFIG, "kubeconfig: context \"%s\" not found", q);
+        goto done;
+    }
+    out->cluster = asb__kc_str(&k, cf, ctx, "cluster", &bad);
+    out->user = asb__kc_str(&k, cf, ctx, "user", &bad);
+    out->default_namespace = asb__kc_str(&k, cf, ctx, "namespace", &bad);
+    if (!out->default_namespace || !*out->default_namespace) out->default_namespace = "default";
+    if (bad) {
+        r = ASB_ERR_KUBECONFIG;
+        goto done;
+    }
+    if (!out->cluster || !*out->cluster) {
+        r = asb__kc_fail_at(&k, cf, ctx, "the context names no cluster");
+        goto done;
+    }
+    cl = asb__kc_find(&k, "clusters", "cluster", out->cluster, &clf, &bad);
+    if (!bad && !cl) {
+        char q[120];
+        asb__quote(q, sizeof q, out->cluster, strlen(out->cluster), 100);
+        r = asb__fail(err, ASB_ERR_KUBECONFIG, "kubeconfig: cluster \"%s\" not found", q);
+        goto done;
+    }
+    if (!bad) {
+        out->server = asb__kc_str(&k, clf, cl, "server", &bad);
+        out->tls_server_name = asb__kc_str(&k, clf, cl, "tls-server-name", &bad);
+        out->proxy_url = asb__kc_str(&k, clf, cl, "proxy-url", &bad);
+        out->insecure_skip_tls_verify = asb__kc_bool(&k, clf, cl, "insecure-skip-tls-verify", &bad);
+        asb__kc_bytes(&k, clf, cl, "certificate-authority-data", "certificate-authority",
+                      &out->ca, &out->ca_len, &bad);
+    }
+    if (!bad && (!out->server || !*out->server)) {
+        r = asb__kc_fail_at(&k, clf, cl, "the cluster has no server");
+        goto done;
+    }
+    if (!bad && out->user && *out->user) {
+        us = asb__kc_find(&k, "users", "user", out->user, &uf, &bad);
+        if (!bad && !us) {
+            char q[120];
+            asb__quote(q, sizeof q, out->user, strlen(out->user), 100);
+            r = asb__fail(err, ASB_ERR_KUBECONFIG, "kubeconfig: user \"%s\" not found", q);
+            goto done;
+        }
+    }
+    if (!bad && us) {
+        const asb_yaml_node *ex = asb_yaml_get(us, "exec"), *ap = asb_yaml_get(us, "auth-provider");
+        out->user_origin = k.paths[uf];
+        asb__kc_bytes(&k, uf, us, "client-certificate-data", "client-certificate",
+                      &out->client_cert, &out->client_cert_len, &bad);
+        asb__kc_bytes(&k, uf, us, "client-key-data", "client-key", &out->client_key,
+                      &out->client_key_len, &bad);
+        out->token = asb__kc_str(&k, uf, us, "token", &bad);
+        out->token_file = asb__kc_path(&k, uf, asb__kc_str(&k, uf, us, "tokenFile", &bad));
+        out->username = asb__kc_str(&k, uf, us, "username", &bad);
+        out->password = asb__kc_str(&k, uf, us, "password", &bad);
+        if (!bad && !asb_yaml_is_null(ex)) asb__kc_exec(&k, uf, ex, out, &bad);
+        if (!bad && !asb_yaml_is_null(ap))
+            out->auth_provider = ap->type == ASB_YAML_MAP
+                                     ? asb__kc_str(&k, uf, ap, "name", &bad)
+                                     : "(unnamed)";
+        if (out->token && !*out->token) out->token = NULL;
+        if (!bad && (out->client_cert != NULL) != (out->client_key != NULL)) {
+            r = asb__kc_fail_at(&k, uf, us,
+                                "the user has a client certificate without its key, or a key "
+                                "without its certificate");
+            goto done;
+        }
+    }
+    if (bad) {
+        r = ASB_ERR_KUBECONFIG;
+        goto done;
+    }
+    r = ASB_OK;
+done:
+    for (f = 0; f < k.nfiles; f++) {
+        asb_yaml_free(&k.docs[f]);
+        if (k.texts[f]) {
+            memset(k.texts[f], 0, strlen(k.texts[f])); /* tokens, keys */
+            k.alloc.free_fn(k.texts[f], k.alloc.user_data);
+        }
+    }
+    if (r != ASB_OK) {
+        if (err && err->code == ASB_OK) err->code = r;
+        asb_kube_config_free(out);
+    }
+    return r;
+}
+
+ASB_API void asb_kube_config_free(asb_kube_config *cfg) {
+    asb__arena *a;
+    asb__arena_chunk *c;
+    if (!cfg || !cfg->arena_) return;
+    a = (asb__arena *)cfg->arena_;
+    for (c = a->head; c; c = c->next) memset((char *)c + ASB__ARENA_HDR, 0, c->used);
+    asb__arena_free(a);
+    cfg->alloc_.free_fn(a, cfg->alloc_.user_data);
+    memset(cfg, 0, sizeof *cfg);
+}
+
+ASB_API void asb_kube_config_tls(const asb_kube_config *cfg, asb_tls_config *tls) {
+    memset(tls, 0, sizeof *tls);
+    if (!cfg) return;
+    tls->ca_data = cfg->ca;
+    tls->ca_data_len = cfg->ca_len;
+    tls->client_cert_data = cfg->client_cert;
+    tls->client_cert_data_len = cfg->client_cert_len;
+    tls->client_key_data = cfg->client_key;
+    tls->client_key_data_len = cfg->client_key_len;
+    tls->server_name = cfg->tls_server_name;
+    tls->insecure_skip_verify = cfg->insecure_skip_tls_verify;
 }
 
 /* >>http ====================================================================

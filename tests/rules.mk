@@ -208,3 +208,14 @@ BENCH_TIERS += bench-http
 .PHONY: bench-http
 bench-http: $(TB)/bench_http
 	@tests/http/with-peers.sh $(HTTP_PEERS_DIR) $(TB)/bench_http
+
+# --- kubeconfig against kubectl (the oracle) -------------------------------------
+$(TB)/asan/kubeconfig_dump: tests/kubeconfig_dump.c $(HDR)
+	@mkdir -p $(@D)
+	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) $< -o $@ $(LINK)
+ALL_TARGETS += $(TB)/asan/kubeconfig_dump
+.PHONY: test-kubeconfig
+TEST_TIERS += test-kubeconfig
+test-kubeconfig: $(TB)/asan/kubeconfig_dump
+	@python3 tests/kubeconfig/oracle_test.py $(TB)/asan/kubeconfig_dump | grep -v '^ok '; \
+	  exit $${PIPESTATUS[0]}
