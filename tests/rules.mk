@@ -57,11 +57,11 @@ ALL_TARGETS += $(UNIT_BINS)
 
 .PHONY: test-compile-matrix test-symbols test-unit test-asan test-tiny \
         test-json-diff test-fuzz-replay test-fuzz-short test-readme \
-        fuzz-json fuzz-rules fuzz-http bench-json
+        fuzz-json fuzz-rules fuzz-http fuzz-yaml bench-json
 TEST_TIERS += test-compile-matrix test-symbols test-unit test-json-diff \
               test-asan test-tiny test-fuzz-replay test-fuzz-short test-readme
 BENCH_TIERS += bench-json
-FUZZ_TIERS += fuzz-json fuzz-rules fuzz-http
+FUZZ_TIERS += fuzz-json fuzz-rules fuzz-http fuzz-yaml
 EXTRA_DEPS_TARGETS += deps-locale
 
 # A decimal-comma locale, so the JSON number tests prove locale
@@ -120,9 +120,10 @@ test-json-diff: $(TB)/c/test_json_diff
 	@$(TB)/c/test_json_diff
 
 # --- fuzzing ------------------------------------------------------------------
-FUZZ_TARGETS := json rules http
+FUZZ_TARGETS := json rules http yaml
 FUZZ_EXTRA_json := $(JSMN_ASAN_OBJS)
 FUZZ_SEEDS_http := tests/fuzz/seeds_http
+FUZZ_SEEDS_yaml := tests/fuzz/seeds_yaml
 FUZZ_SEEDS_json := tests/json/valid tests/json/invalid tests/json/forbidden
 FUZZ_SEEDS_rules := tests/fuzz/seeds_rules
 $(TB)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_main.h $(HDR) $(ORACLE_HDRS) $(JSMN_ASAN_OBJS)
@@ -141,9 +142,10 @@ test-fuzz-replay: $(FUZZ_TARGETS:%=$(TB)/fuzz/replay_%)
 
 # Bounded runs in make test (FUZZ_SECONDS split over the targets); make fuzz
 # runs longer. Findings are written to build/tests/fuzz/findings.
-FUZZ_SHARE_json := 30
-FUZZ_SHARE_rules := 10
-FUZZ_SHARE_http := 20
+FUZZ_SHARE_json := 24
+FUZZ_SHARE_rules := 8
+FUZZ_SHARE_http := 14
+FUZZ_SHARE_yaml := 14
 define FUZZ_RUN
 	@mkdir -p $(TB)/fuzz/corpus_$(1) $(TB)/fuzz/findings; \
 	secs=$$(( $(2) )); [ $$secs -ge 1 ] || secs=1; \
@@ -158,12 +160,15 @@ test-fuzz-short: $(FUZZ_TARGETS:%=$(TB)/fuzz/fuzz_%)
 	$(call FUZZ_RUN,json,$(FUZZ_SECONDS) * $(FUZZ_SHARE_json) / 60)
 	$(call FUZZ_RUN,rules,$(FUZZ_SECONDS) * $(FUZZ_SHARE_rules) / 60)
 	$(call FUZZ_RUN,http,$(FUZZ_SECONDS) * $(FUZZ_SHARE_http) / 60)
+	$(call FUZZ_RUN,yaml,$(FUZZ_SECONDS) * $(FUZZ_SHARE_yaml) / 60)
 fuzz-json: $(TB)/fuzz/fuzz_json
 	$(call FUZZ_RUN,json,$(FUZZ_SECONDS))
 fuzz-rules: $(TB)/fuzz/fuzz_rules
 	$(call FUZZ_RUN,rules,$(FUZZ_SECONDS))
 fuzz-http: $(TB)/fuzz/fuzz_http
 	$(call FUZZ_RUN,http,$(FUZZ_SECONDS))
+fuzz-yaml: $(TB)/fuzz/fuzz_yaml
+	$(call FUZZ_RUN,yaml,$(FUZZ_SECONDS))
 
 # --- README examples compile (and the quick start runs) ------------------------
 test-readme:
