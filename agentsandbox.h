@@ -3104,7 +3104,9 @@ static int asb__yp_plain_start_ok(asb__yp *p) {
         ASB__YFAIL(p, "anchors, aliases and tags are not supported");
         return 0;
     }
-    if (c == '@' || c == '`' || c == '%') {
+    /* indicators that cannot begin a plain scalar */
+    if (c == '@' || c == '`' || c == '%' || c == ']' || c == '}' || c == ',' || c == '#' ||
+        c == '|' || c == '>' || c == '[' || c == '{' || c == '"' || c == '\'') {
         ASB__YFAIL(p, "a plain value cannot start with this character");
         return 0;
     }
@@ -3184,13 +3186,18 @@ static asb_yaml_node *asb__yp_flow(asb__yp *p) {
                 if (d->len == k->len && memcmp(d->str, k->str, k->len) == 0)
                     return asb__yp_fail(p, kl, kc, "duplicate key");
             asb__yp_flow_ws(p);
-            if (p->pos >= p->n || p->s[p->pos] != ':') return ASB__YFAIL(p, "expected ':' after a key");
-            p->pos++;
-            asb__yp_flow_ws(p);
-            if (p->pos < p->n && (p->s[p->pos] == ',' || p->s[p->pos] == '}')) {
+            if (p->pos < p->n && p->s[p->pos] == ':') {
+                p->pos++;
+                asb__yp_flow_ws(p);
+                if (p->pos < p->n && (p->s[p->pos] == ',' || p->s[p->pos] == '}'))
+                    v = asb__yp_node(p, ASB_YAML_NULL, p->line, asb__yp_col(p));
+                else
+                    v = asb__yp_flow(p);
+            } else if (p->pos < p->n && (p->s[p->pos] == ',' || p->s[p->pos] == '}')) {
+                /* a key alone in a flow map: its value is null */
                 v = asb__yp_node(p, ASB_YAML_NULL, p->line, asb__yp_col(p));
             } else {
-                v = asb__yp_flow(p);
+                return ASB__YFAIL(p, "expected ':' after a key");
             }
             if (!v) return NULL;
             asb__yp_append(nd, &last, k);
@@ -3222,8 +3229,9 @@ static asb_yaml_node *asb__yp_at(asb__yp *p, int c, int parent);
 /* A literal (|) or folded (>) block scalar; pos at the indicator. */
 static asb_yaml_node *asb__yp_block_scalar(asb__yp *p, int parent) {
     int line = p->line, col = asb__yp_col(p), folded = p->s[p->pos] == '>';
-    int chomp = 0, explicit_ind = 0, ind = -1, trailing = 0, k;
-    size_t keep_len;
+    int chomp = 0, explicit_ind = 0, ind = -1, trailing = 0, k, prev_more = 0;
+    int min_ind = parent < 0 ? 1 : parent + 1; /* content sits deeper */
+    int last_had_break = 1, lead_max = 0;
     p->pos++;
     for (k = 0; k < 2 && p->pos < p->n; k++) {
         char c = p->s[p->pos];
@@ -3239,32 +3247,45 @@ static asb_yaml_node *asb__yp_block_scalar(asb__yp *p, int parent) {
     if (explicit_ind) ind = (parent < 0 ? 0 : parent) + explicit_ind;
     p->tmp.len = 0;
     for (;;) {
-        size_t i = p->line_start;
-        int sp = 0;
+        size_t i = p->line_start, e;
+        int sp = 0, blank;
         if (p->pos >= p->n) break;
         while (i < p->n && p->s[i] == ' ') {
             i++;
             sp++;
         }
-        if (i >= p->n || p->s[i] == '\n' || (p->s[i] == '\r' && (i + 1 >= p->n || p->s[i + 1] == '\n'))) {
-            trailing++; /* an empty line: counted, emitted if text follows */
+        blank = i >= p->n || p->s[i] == '\n' ||
+                (p->s[i] == '\r' && (i + 1 >= p->n || p->s[i + 1] == '\n'));
+        /* a line of spaces is empty, unless it has more spaces than the
+           content's indentation: then the extra spaces are content */
+        if (blank && (ind < 0 || sp <= ind)) {
+            /* an empty line: counted, emitted if text follows; one
+               without a line break (the end of the file) adds nothing */
+            size_t j = i;
+            while (j < p->n && p->s[j] != '\n') j++;
+            if (j < p->n) trailing++;
+            if (ind < 0 && sp > lead_max) lead_max = sp;
             p->pos = i;
             asb__yp_next_line(p);
             continue;
         }
         if (ind < 0) {
-            if (sp <= parent) break;
+            if (sp < min_ind) break;
+            if (lead_max > sp)
+                return ASB__YFAIL(p, "a leading blank line is indented more than the text");
             ind = sp;
         }
         if (sp < ind) break;
         if (asb__yp_doc_marker(p) && sp == 0) break;
-        {
-            size_t e = i;
-            while (e < p->n && p->s[e] != '\n') e++;
-            if (e > i && p->s[e - 1] == '\r') e--;
+        e = i;
+        while (e < p->n && p->s[e] != '\n') e++;
+        last_had_break = e < p->n;
+        if (e > i && p->s[e - 1] == '\r') e--;
+        if (p->tmp.len || trailing) {
+            /* join with the previous line; more-indented lines keep the
+               breaks around them */
+            int more = sp > ind || prev_more;
             if (p->tmp.len) {
-                /* join with the previous line */
-                int more = sp > ind; /* more-indented lines keep breaks */
                 if (!folded || more || trailing)
                     k = asb__yp_put(p, "\n", 1);
                 else
@@ -3272,19 +3293,20 @@ static asb_yaml_node *asb__yp_block_scalar(asb__yp *p, int parent) {
                 if (!k) return NULL;
                 if (folded && trailing && !more) trailing--;
             }
-            while (trailing > 0) {
-                if (!asb__yp_put(p, "\n", 1)) return NULL;
-                trailing--;
-            }
-            if (!asb__yp_put(p, p->s + p->line_start + ind, e - (p->line_start + (size_t)ind)))
-                return NULL;
-            p->pos = e;
-            asb__yp_next_line(p);
         }
+        while (trailing > 0) {
+            if (!asb__yp_put(p, "\n", 1)) return NULL;
+            trailing--;
+        }
+        prev_more = sp > ind;
+        if (!asb__yp_put(p, p->s + p->line_start + ind, e - (p->line_start + (size_t)ind)))
+            return NULL;
+        p->pos = e;
+        asb__yp_next_line(p);
     }
-    /* chomping: strip none, clip one, keep all trailing newlines */
-    keep_len = p->tmp.len;
-    if (keep_len > 0 && chomp >= 0) {
+    /* chomping: strip none, clip one, keep all trailing newlines (a last
+       line without a break at the end of the file gets none) */
+    if (p->tmp.len > 0 && chomp >= 0 && last_had_break) {
         if (!asb__yp_put(p, "\n", 1)) return NULL;
         if (chomp > 0)
             while (trailing-- > 0)
@@ -3318,8 +3340,9 @@ static asb_yaml_node *asb__yp_block_below(asb__yp *p, int c, int allow_same_seq)
 
 /* A plain scalar value that may continue on more indented lines. */
 static asb_yaml_node *asb__yp_plain_value(asb__yp *p, int parent) {
-    int line = p->line, col = asb__yp_col(p);
+    int line = p->line, col = asb__yp_col(p), last_line;
     size_t e;
+    int commented;
     if (!asb__yp_plain_start_ok(p)) return NULL;
     e = asb__yp_plain_end(p, 0);
     p->tmp.len = 0;
@@ -3327,19 +3350,36 @@ static asb_yaml_node *asb__yp_plain_value(asb__yp *p, int parent) {
     p->pos = e;
     if (p->pos < p->n && p->s[p->pos] == ':' && !asb__yp_eol(p))
         return ASB__YFAIL(p, "a mapping value is not allowed here");
+    asb__yp_spaces(p);
+    commented = p->pos < p->n && p->s[p->pos] == '#';
     if (!asb__yp_end_line(p)) return NULL;
+    last_line = line;
     for (;;) {
-        int n = asb__yp_skip_blank(p);
+        int n = asb__yp_skip_blank(p), gap;
         size_t ce;
         if (n == -2) return NULL;
         if (n < 0 || n <= parent) break;
         p->pos = p->line_start + (size_t)n;
-        if (p->s[p->pos] == '#') break;
+        /* a comment ends a plain scalar: nothing may continue it */
+        if (commented) return ASB__YFAIL(p, "unexpected content after a comment");
         ce = asb__yp_plain_end(p, 0);
-        if (ce < p->n && p->s[ce] == ':' )
+        if (ce < p->n && p->s[ce] == ':')
             return ASB__YFAIL(p, "a key inside a multi-line value (bad indentation?)");
-        if (!asb__yp_put(p, " ", 1) || !asb__yp_put(p, p->s + p->pos, ce - p->pos)) return NULL;
+        if (!asb__yp_plain_start_ok(p)) return NULL;
+        /* one line break folds to a space; each blank line between is a
+           newline */
+        gap = p->line - last_line - 1;
+        if (gap <= 0) {
+            if (!asb__yp_put(p, " ", 1)) return NULL;
+        } else {
+            while (gap-- > 0)
+                if (!asb__yp_put(p, "\n", 1)) return NULL;
+        }
+        if (!asb__yp_put(p, p->s + p->pos, ce - p->pos)) return NULL;
+        last_line = p->line;
         p->pos = ce;
+        asb__yp_spaces(p);
+        commented = p->pos < p->n && p->s[p->pos] == '#';
         if (!asb__yp_end_line(p)) return NULL;
     }
     if (p->pos < p->n) p->pos = p->line_start;
@@ -3389,6 +3429,7 @@ static asb_yaml_node *asb__yp_key(asb__yp *p) {
         if (p->s[p->pos] == '?') return ASB__YFAIL(p, "complex keys (?) are not supported");
         if (!asb__yp_plain_start_ok(p)) return NULL;
         e = asb__yp_plain_end(p, 0);
+        if (e == p->pos) return ASB__YFAIL(p, "a key is missing before ':'");
         p->tmp.len = 0;
         if (!asb__yp_put(p, p->s + p->pos, e - p->pos)) return NULL;
         p->pos = e;
@@ -3470,6 +3511,8 @@ static asb_yaml_node *asb__yp_at(asb__yp *p, int c, int parent) {
     asb_yaml_node *nd;
     char ch = p->s[p->pos];
     if (++p->depth > ASB_YAML_MAX_DEPTH) return ASB__YFAIL(p, "nesting too deep");
+    if (ch == '?' && (p->pos + 1 >= p->n || p->s[p->pos + 1] == ' ' || p->s[p->pos + 1] == '\n'))
+        return ASB__YFAIL(p, "complex keys (?) are not supported");
     if (ch == '-' && (p->pos + 1 >= p->n || p->s[p->pos + 1] == ' ' || p->s[p->pos + 1] == '\t' ||
                       p->s[p->pos + 1] == '\n' || p->s[p->pos + 1] == '\r')) {
         nd = asb__yp_seq(p, c);
@@ -3495,7 +3538,8 @@ static asb_yaml_node *asb__yp_at(asb__yp *p, int c, int parent) {
             }
         } else {
             size_t e = asb__yp_plain_end(p, 0);
-            is_key = e < p->n && p->s[e] == ':' ;
+            while (e < p->n && (p->s[e] == ' ' || p->s[e] == '\t')) e++;
+            is_key = e < p->n && p->s[e] == ':';
             if (!is_key) {
                 p->depth--;
                 return asb__yp_plain_value(p, parent);
@@ -3537,9 +3581,12 @@ ASB_API asb_result asb_yaml_parse(asb_yaml_doc *doc, const char *text, size_t le
         if (text[i] == '\n') {
             p.line++;
             p.line_start = i + 1;
-        } else if (text[i] == '\0') {
+        } else if (((unsigned char)text[i] < 0x20 && text[i] != '\t' && text[i] != '\r') ||
+                   text[i] == 0x7f) {
+            /* as go-yaml (kubectl): control characters are refused even
+               inside quotes; escapes are the way to write them */
             p.pos = i;
-            ASB__YFAIL(&p, "NUL byte in the text");
+            ASB__YFAIL(&p, text[i] ? "control character in the text" : "NUL byte in the text");
             return ASB_ERR_KUBECONFIG;
         }
     }
@@ -3554,6 +3601,12 @@ ASB_API asb_result asb_yaml_parse(asb_yaml_doc *doc, const char *text, size_t le
     p.arena = arena;
     asb_buf_init(&p.tmp, &doc->alloc_);
     n = asb__yp_skip_blank(&p);
+    if (n == -1 && p.pos < p.n && p.s[p.line_start] == '.') {
+        ASB__YFAIL(&p, "a document end marker without a document");
+        asb_buf_free(&p.tmp);
+        asb_yaml_free(doc);
+        return ASB_ERR_KUBECONFIG;
+    }
     if (n == -1 && p.pos < p.n && p.s[p.line_start] == '-') {
         /* "---": the document starts; content may follow on the line */
         p.pos = p.line_start + 3;

@@ -4,7 +4,7 @@
 
 TB := $(BUILD)/tests
 HDR := agentsandbox.h
-TEST_SRCS := tests/test_json.c tests/test_rules.c tests/test_http.c
+TEST_SRCS := tests/test_json.c tests/test_rules.c tests/test_http.c tests/test_yaml.c
 TEST_DEPS := $(HDR) tests/asbtest.h
 ORACLE_HDRS := tests/oracle/jsmn_oracle.h tests/oracle/json_ref.h \
                tests/oracle/json_contract.h tests/oracle/k8s_gen.h
@@ -224,3 +224,19 @@ TEST_TIERS += test-kubeconfig
 test-kubeconfig: $(TB)/asan/kubeconfig_dump
 	@python3 tests/kubeconfig/oracle_test.py $(TB)/asan/kubeconfig_dump | grep -v '^ok '; \
 	  exit $${PIPESTATUS[0]}
+
+# --- YAML against PyYAML (Debian's python3-yaml, BaseLoader) -------------------
+EXTRA_DEB_PACKAGES += python3-yaml
+$(TB)/asan/yaml_dump: tests/yaml_dump.c $(HDR)
+	@mkdir -p $(@D)
+	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) $< -o $@ $(LINK)
+ALL_TARGETS += $(TB)/asan/yaml_dump
+.PHONY: test-yaml-oracle fuzz-yaml-oracle
+TEST_TIERS += test-yaml-oracle
+test-yaml-oracle: $(TB)/asan/yaml_dump
+	@/usr/bin/python3 tests/yaml_oracle_test.py $(TB)/asan/yaml_dump tests/yaml/corpus \
+	  tests/fuzz/seeds_yaml tests/kubeconfig/valid tests/kubeconfig/broken tests/kubeconfig/merge/1
+# after make fuzz: everything the YAML fuzzer collected goes through PyYAML too
+FUZZ_TIERS += fuzz-yaml-oracle
+fuzz-yaml-oracle: $(TB)/asan/yaml_dump
+	@/usr/bin/python3 tests/yaml_oracle_test.py $(TB)/asan/yaml_dump $(TB)/fuzz/corpus_yaml

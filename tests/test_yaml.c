@@ -1,0 +1,170 @@
+/* YAML and kubeconfig details the kubectl oracle does not reach: scalar
+   styles exactly, positions in errors, limits, memory. */
+#define AGENTSANDBOX_IMPLEMENTATION
+#include "../agentsandbox.h"
+#include "asbtest.h"
+
+static const asb_yaml_node *get(const asb_yaml_doc *d, const char *k) {
+    return asb_yaml_get(d->root, k);
+}
+
+ASBT_TEST(block_scalars_keep_clip_and_strip_newlines) {
+    const char *y = "lit: |\n  a\n   b\n\n  c\n\n\nkeep: |+\n  x\n\n\nstrip: >-\n  one\n  two\n\n"
+                    "  three\nfold: >\n  f\n    indented\n  g\nind: |2\n    two-extra\nend: 1\n";
+    asb_yaml_doc d;
+    asb_error err;
+    ASBT_EQ_RES(asb_yaml_parse(&d, y, strlen(y), "t.yaml", NULL, &err), ASB_OK);
+    ASBT_EQ_STR(get(&d, "lit")->str, "a\n b\n\nc\n");
+    ASBT_EQ_STR(get(&d, "keep")->str, "x\n\n\n");
+    ASBT_EQ_STR(get(&d, "strip")->str, "one two\nthree");
+    ASBT_EQ_STR(get(&d, "fold")->str, "f\n  indented\ng\n");
+    ASBT_EQ_STR(get(&d, "ind")->str, "  two-extra\n");
+    ASBT_EQ_STR(get(&d, "end")->str, "1");
+    asb_yaml_free(&d);
+}
+
+ASBT_TEST(quoted_scalars_unescape_and_fold) {
+    const char *y = "d: \"a\\tb\\\\c\\\"d\\u00e9\\x41\\U0001F600\"\n"
+                    "s: 'it''s'\n"
+                    "m: \"one\n  two\n\n  three\"\n"
+                    "e: \"\"\n"
+                    "p: plain text # comment\n"
+                    "u: http://x:8080/a#frag\n";
+    asb_yaml_doc d;
+    asb_error err;
+    ASBT_EQ_RES(asb_yaml_parse(&d, y, strlen(y), "t.yaml", NULL, &err), ASB_OK);
+    ASBT_EQ_STR(get(&d, "d")->str, "a\tb\\c\"d\xc3\xa9" "A\xf0\x9f\x98\x80");
+    ASBT_EQ_STR(get(&d, "s")->str, "it's");
+    ASBT_EQ_STR(get(&d, "m")->str, "one two\nthree");
+    ASBT_EQ_INT(get(&d, "e")->type, ASB_YAML_SCALAR); /* "" is a string, not null */
+    ASBT_EQ_INT(get(&d, "e")->plain, 0);
+    ASBT_EQ_STR(get(&d, "p")->str, "plain text");
+    asb_yaml_free(&d);
+}
+
+ASBT_TEST(colon_without_space_is_part_of_a_value) {
+    const char *y = "u: http://x:8080/a#frag\nq: a#b\n";
+    asb_yaml_doc d;
+    ASBT_EQ_RES(asb_yaml_parse(&d, y, strlen(y), "t.yaml", NULL, NULL), ASB_OK);
+    ASBT_EQ_STR(get(&d, "u")->str, "http://x:8080/a#frag");
+    ASBT_EQ_STR(get(&d, "q")->str, "a#b");
+    asb_yaml_free(&d);
+}
+
+ASBT_TEST(nulls_and_booleans_follow_the_schema) {
+    const char *y = "a:\nb: ~\nc: null\nd: 'null'\ne: true\nf: \"true\"\ng: No\nh: maybe\n";
+    asb_yaml_doc d;
+    int b = 2;
+    ASBT_EQ_RES(asb_yaml_parse(&d, y, strlen(y), "t.yaml", NULL, NULL), ASB_OK);
+    ASBT_CHECK(asb_yaml_is_null(get(&d, "a")));
+    ASBT_CHECK(asb_yaml_is_null(get(&d, "b")));
+    ASBT_CHECK(asb_yaml_is_null(get(&d, "c")));
+    ASBT_CHECK(!asb_yaml_is_null(get(&d, "d")));
+    ASBT_CHECK(asb_yaml_is_null(get(&d, "missing")));
+    ASBT_EQ_RES(asb_yaml_bool(get(&d, "e"), &b), ASB_OK);
+    ASBT_EQ_INT(b, 1);
+    ASBT_EQ_RES(asb_yaml_bool(get(&d, "f"), &b), ASB_ERR_INVALID_ARGUMENT);
+    ASBT_EQ_RES(asb_yaml_bool(get(&d, "g"), &b), ASB_OK);
+    ASBT_EQ_INT(b, 0);
+    ASBT_EQ_RES(asb_yaml_bool(get(&d, "h"), &b), ASB_ERR_INVALID_ARGUMENT);
+    asb_yaml_free(&d);
+}
+
+ASBT_TEST(errors_name_file_line_and_column) {
+    static const char *bad[][2] = {
+        {"a: 1\n  b: 2\n", "t.yaml:2:3:"},
+        {"a: [1, 2\n", "t.yaml:2:1:"},
+        {"a: *ref\n", "t.yaml:1:4: anchors"},
+        {"a: !!str x\n", "t.yaml:1:4: anchors, aliases and tags"},
+        {"a: 1\n---\nb: 2\n", "several documents"},
+        {"a: \"x\\q\"\n", "t.yaml:1:6: unknown escape"},
+        {"? a\n: b\n", "complex keys"},
+        {"- a\nb: c\n", "t.yaml:2:1: unexpected content"},
+        {"a:\n  - x\n  y: 1\n", "t.yaml:3:3:"},
+        {"a: b: c\n", "t.yaml:1:5: a mapping value is not allowed here"},
+        {"a: 'x\n", "unterminated single-quoted"},
+    };
+    size_t i;
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        asb_yaml_doc d;
+        asb_error err;
+        if (asb_yaml_parse(&d, bad[i][0], strlen(bad[i][0]), "t.yaml", NULL, &err) == ASB_OK) {
+            fprintf(stderr, "    accepted: %s\n", bad[i][0]);
+            asb_yaml_free(&d);
+            ASBT_CHECK(0);
+        }
+        ASBT_EQ_RES(err.code, ASB_ERR_KUBECONFIG);
+        ASBT_CONTAINS(err.message, bad[i][1]);
+    }
+}
+
+ASBT_TEST(nesting_past_the_limit_is_an_error) {
+    asb_buf b;
+    asb_yaml_doc d;
+    asb_error err;
+    int i;
+    asb_buf_init(&b, NULL);
+    for (i = 0; i < ASB_YAML_MAX_DEPTH + 5; i++) asb_buf_append(&b, "[", 1);
+    ASBT_EQ_RES(asb_yaml_parse(&d, b.ptr, b.len, "t.yaml", NULL, &err), ASB_ERR_KUBECONFIG);
+    ASBT_CONTAINS(err.message, "too deep");
+    asb_buf_free(&b);
+}
+
+ASBT_TEST(yaml_and_kubeconfig_free_everything_they_allocate) {
+    asbt_heap h;
+    asb_allocator a = asbt_heap_allocator(&h);
+    asb_yaml_doc d;
+    asb_kubeconfig_desc kd;
+    asb_kube_config c;
+    asb_error err;
+    const char *y = "a: [1, {b: c}]\nd: |\n  text\n";
+    ASBT_EQ_RES(asb_yaml_parse(&d, y, strlen(y), "t.yaml", &a, NULL), ASB_OK);
+    asb_yaml_free(&d);
+    ASBT_EQ_INT(h.live, 0);
+    ASBT_EQ_RES(asb_yaml_parse(&d, "a: [", 4, "t.yaml", &a, &err), ASB_ERR_KUBECONFIG);
+    ASBT_EQ_INT(h.live, 0);
+    memset(&kd, 0, sizeof kd);
+    kd.allocator = &a;
+    kd.path = "tests/kubeconfig/valid/eks.yaml";
+    ASBT_EQ_RES(asb_kubeconfig_load(&kd, &c, &err), ASB_OK);
+    ASBT_CHECK(h.live > 0);
+    ASBT_EQ_INT(c.exec->arg_count, 8);
+    asb_kube_config_free(&c);
+    ASBT_EQ_INT(h.live, 0);
+    kd.path = "tests/kubeconfig/broken/bad-base64.yaml";
+    ASBT_EQ_RES(asb_kubeconfig_load(&kd, &c, &err), ASB_ERR_KUBECONFIG);
+    ASBT_EQ_INT(h.live, 0);
+}
+
+ASBT_TEST(kubeconfig_errors_say_what_is_missing_without_secrets) {
+    asb_kubeconfig_desc kd;
+    asb_kube_config c;
+    asb_error err;
+    memset(&kd, 0, sizeof kd);
+    kd.path = "tests/kubeconfig/valid/odd-indent.yaml";
+    kd.context = "nope";
+    ASBT_EQ_RES(asb_kubeconfig_load(&kd, &c, &err), ASB_ERR_KUBECONFIG);
+    ASBT_CONTAINS(err.message, "context \"nope\" not found");
+    kd.context = "second";
+    ASBT_EQ_RES(asb_kubeconfig_load(&kd, &c, &err), ASB_OK);
+    ASBT_EQ_STR(c.default_namespace, "team-b");
+    ASBT_EQ_STR(c.password, "p@ss: \"word\"");
+    asb_kube_config_free(&c);
+    kd.path = "tests/kubeconfig/does-not-exist.yaml";
+    kd.context = NULL;
+    ASBT_EQ_RES(asb_kubeconfig_load(&kd, &c, &err), ASB_ERR_KUBECONFIG);
+    ASBT_CONTAINS(err.message, "does-not-exist.yaml");
+    ASBT_CONTAINS(err.message, "No such file");
+}
+
+ASBT_LIST(
+    ASBT_CASE(block_scalars_keep_clip_and_strip_newlines)
+    ASBT_CASE(quoted_scalars_unescape_and_fold)
+    ASBT_CASE(colon_without_space_is_part_of_a_value)
+    ASBT_CASE(nulls_and_booleans_follow_the_schema)
+    ASBT_CASE(errors_name_file_line_and_column)
+    ASBT_CASE(nesting_past_the_limit_is_an_error)
+    ASBT_CASE(yaml_and_kubeconfig_free_everything_they_allocate)
+    ASBT_CASE(kubeconfig_errors_say_what_is_missing_without_secrets)
+)
+ASBT_MAIN()
