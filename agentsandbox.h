@@ -841,6 +841,9 @@ typedef struct asb_http_request {
     int timeout_ms;                 /* whole call, retries included;
                                        default 0: none beyond the client's
                                        connect and read timeouts */
+    int read_timeout_ms;            /* longest wait for the next byte;
+                                       default 0: the client's (a watch
+                                       needs more than its server timeout) */
     const asb_retry_policy *retry;  /* default NULL: the client's policy */
 } asb_http_request;
 
@@ -956,6 +959,131 @@ ASB_API void asb_kube_config_free(asb_kube_config *cfg);
 ASB_API void asb_kube_config_tls(const asb_kube_config *cfg, asb_tls_config *tls);
 
 /* ==========================================================================
+   Kubernetes: credentials, REST and watch
+   ========================================================================== */
+
+/* Reads the in-cluster configuration: KUBERNETES_SERVICE_HOST and _PORT,
+   the service account's token (kept as a token file, re-read since it
+   rotates), CA and namespace (POD_NAMESPACE first). `sa_dir` overrides
+   /var/run/secrets/kubernetes.io/serviceaccount (tests). Free with
+   asb_kube_config_free. */
+ASB_API asb_result asb_kube_config_in_cluster(const char *sa_dir,
+                                              const asb_allocator *alloc,
+                                              asb_kube_config *out, asb_error *err);
+
+typedef struct asb_kube_client_desc {
+    asb_kubeconfig_desc kubeconfig; /* where the configuration comes from */
+    int in_cluster;                 /* default 0. 1: the pod's service
+                                       account (asb_kube_config_in_cluster) */
+    const char *service_account_dir; /* with in_cluster; default the
+                                       standard path */
+    asb_http_client_desc http;      /* timeouts, retries, limits; its tls
+                                       and proxy come from the config */
+    int exec_timeout_ms;            /* default 30000: an exec credential
+                                       plugin that runs longer is killed */
+} asb_kube_client_desc;
+
+/* Talks to one apiserver as one user. Thread safety: calls may run from
+   several threads at once (credential refreshes are locked). */
+typedef struct asb_kube_client asb_kube_client;
+
+ASB_API asb_result asb_kube_client_create(const asb_kube_client_desc *desc,
+                                          asb_kube_client **out, asb_error *err);
+ASB_API void asb_kube_client_free(asb_kube_client *kc);
+/* The resolved configuration in use (owned by the client). */
+ASB_API const asb_kube_config *asb_kube_client_config(const asb_kube_client *kc);
+
+/* A resource type: group "" is the core API (/api/v1). */
+typedef struct asb_kube_resource {
+    const char *group;
+    const char *version;
+    const char *plural;
+} asb_kube_resource;
+
+/* One REST call: method and a path relative to the server
+   ("/apis/<group>/<version>/namespaces/<ns>/<plural>/<name>?..."), with an
+   optional JSON body (content_type default application/json). The answer
+   body goes to `out` (may be NULL). A failure status decodes the
+   apiserver's Status: err->http_status, err->reason ("NotFound", ...) and
+   err->message carry it; 404 is ASB_ERR_NOT_FOUND, other statuses
+   ASB_ERR_KUBE_API. A 401 re-runs an exec credential plugin once and
+   retries. */
+ASB_API asb_result asb_kube_request(asb_kube_client *kc, const char *method,
+                                    const char *path, const char *content_type,
+                                    const char *body, size_t body_len, asb_buf *out,
+                                    asb_error *err);
+
+/* Typed helpers for namespaced objects; names and namespaces must be
+   DNS-1123 names (checked), the JSON is the caller's. */
+ASB_API asb_result asb_kube_create(asb_kube_client *kc, const asb_kube_resource *res,
+                                   const char *ns, const char *json, size_t len,
+                                   asb_buf *out, asb_error *err);
+ASB_API asb_result asb_kube_get(asb_kube_client *kc, const asb_kube_resource *res,
+                                const char *ns, const char *name, asb_buf *out,
+                                asb_error *err);
+/* DELETE; a missing object is ASB_ERR_NOT_FOUND (callers that want
+   "already gone is fine" check for it). */
+ASB_API asb_result asb_kube_delete(asb_kube_client *kc, const asb_kube_resource *res,
+                                   const char *ns, const char *name, asb_error *err);
+/* JSON merge patch (custom resources refuse strategic merge patches). */
+ASB_API asb_result asb_kube_patch(asb_kube_client *kc, const asb_kube_resource *res,
+                                  const char *ns, const char *name, const char *json,
+                                  size_t len, asb_buf *out, asb_error *err);
+
+typedef struct asb_kube_list_opts {
+    const char *label_selector; /* default NULL: all */
+    const char *field_selector; /* default NULL */
+    int limit;                  /* default 0: no paging */
+    const char *continue_token; /* from the previous page's metadata.continue */
+} asb_kube_list_opts;
+ASB_API asb_result asb_kube_list(asb_kube_client *kc, const asb_kube_resource *res,
+                                 const char *ns, const asb_kube_list_opts *opts,
+                                 asb_buf *out, asb_error *err);
+
+typedef enum asb_watch_type {
+    ASB_WATCH_ADDED = 1,
+    ASB_WATCH_MODIFIED,
+    ASB_WATCH_DELETED,
+    ASB_WATCH_BOOKMARK,
+    ASB_WATCH_ERROR
+} asb_watch_type;
+
+/* One complete event. `doc` holds the whole event line; `object` is the
+   token of its "object" member. Both live only during the callback. */
+typedef struct asb_watch_event {
+    asb_watch_type type;
+    const asb_json_doc *doc;
+    int object;
+    const char *resource_version; /* the object's, "" when absent */
+} asb_watch_event;
+
+/* Return 0 to go on, 1 to stop the watch successfully, or a negative
+   asb_result to stop it with that error. */
+typedef int (*asb_watch_fn)(void *user_data, const asb_watch_event *ev);
+
+typedef struct asb_watch_opts {
+    const char *label_selector;
+    const char *field_selector;   /* e.g. "metadata.name=x" */
+    const char *resource_version; /* start after it; default NULL: the
+                                     current state arrives as ADDED events */
+    int timeout_seconds;          /* per request, the server ends it; the
+                                     watch then resumes; default 60 */
+    int deadline_ms;              /* whole watch; default 0: no deadline */
+    size_t max_event_bytes;       /* one event line; default 16 MiB */
+} asb_watch_opts;
+
+/* Streams events until the callback stops it, the deadline passes
+   (ASB_ERR_TIMEOUT) or a non-recoverable error. It resumes from the last
+   resourceVersion seen (bookmarks included) when the server ends the
+   stream or the connection drops, and restarts from "0" after 410 Gone
+   (as an HTTP status or an ERROR event). Waiting costs no CPU: it sleeps
+   in poll. Callbacks run on the calling thread; the return value is the
+   single final outcome. */
+ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *res,
+                                  const char *ns, const asb_watch_opts *opts,
+                                  asb_watch_fn fn, void *user_data, asb_error *err);
+
+/* ==========================================================================
    TLS backend
    ========================================================================== */
 
@@ -1000,8 +1128,11 @@ ASB_API const char *asb_tls_backend(void);
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #if defined(__linux__)
 #include <sys/syscall.h>
 #endif
@@ -5919,6 +6050,7 @@ static void asb__attempt_once(asb_http_client *cl, const asb_http_request *req,
         }
     }
     c->deadline = deadline;
+    c->read_timeout_ms = req->read_timeout_ms > 0 ? req->read_timeout_ms : cl->read_timeout_ms;
     c->bytes_sent = 0;
     c->timed_out = 0;
     /* head and small bodies go out in one write */
@@ -6233,6 +6365,1030 @@ ASB_API void asb_multipart_free(asb_multipart *mp) {
     asb_buf_free(&mp->tail);
 }
 
+
+/* >>kube ====================================================================
+   Credentials (token, token file, basic auth, exec plugins, in-cluster),
+   REST calls with Status decoding, and watches. */
+
+extern char **environ; /* POSIX: the process environment */
+
+#define ASB__MAX_RETIRED 8
+
+struct asb_kube_client {
+    asb_allocator alloc;
+    asb_kube_config cfg;
+    asb_http_client_desc http_desc;
+    asb_http_client *http;
+    asb_http_client *retired[ASB__MAX_RETIRED]; /* replaced after an exec
+                                                   certificate rotation;
+                                                   freed with the client */
+    int nretired;
+    pthread_mutex_t lock;
+    char *base;              /* server URL without a trailing '/' */
+    asb_buf bearer;          /* current bearer token ("" for none) */
+    char *basic;             /* base64 user:pass */
+    /* token file: re-read when it changes */
+    dev_t tf_dev;
+    ino_t tf_ino;
+    time_t tf_mtime;
+    off_t tf_size;
+    /* exec plugin */
+    int exec_timeout_ms;
+    int exec_have;           /* a credential is cached */
+    int64_t exec_expiry;     /* epoch seconds, 0: none */
+    unsigned exec_gen;       /* bumps on every plugin run */
+};
+
+ASB_API const asb_kube_config *asb_kube_client_config(const asb_kube_client *kc) {
+    return kc ? &kc->cfg : NULL;
+}
+
+static char *asb__kstrdup(asb__arena *a, const char *s) {
+    size_t n = strlen(s);
+    char *p = (char *)asb__arena_alloc(a, n + 1);
+    if (p) memcpy(p, s, n + 1);
+    return p;
+}
+
+ASB_API asb_result asb_kube_config_in_cluster(const char *sa_dir, const asb_allocator *alloc,
+                                              asb_kube_config *out, asb_error *err) {
+    const char *host = getenv("KUBERNETES_SERVICE_HOST"), *port = getenv("KUBERNETES_SERVICE_PORT");
+    const char *ns_env = getenv("POD_NAMESPACE");
+    asb__arena *a;
+    char path[4096], *text = NULL, *server;
+    size_t len = 0;
+    unsigned char ip[16];
+    if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "in-cluster: NULL out");
+    memset(out, 0, sizeof *out);
+    if (!host || !*host || !port || !*port)
+        return asb__fail(err, ASB_ERR_KUBECONFIG,
+                         "not in a cluster: KUBERNETES_SERVICE_HOST and "
+                         "KUBERNETES_SERVICE_PORT must both be set");
+    if (!sa_dir) sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
+    if (asb__allocator_resolve(alloc, &out->alloc_) != ASB_OK)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "allocator: give all three or none");
+    a = (asb__arena *)out->alloc_.alloc_fn(sizeof *a, out->alloc_.user_data);
+    if (!a) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "in-cluster: out of memory");
+    a->head = NULL;
+    a->alloc = out->alloc_;
+    out->arena_ = a;
+    server = (char *)asb__arena_alloc(a, strlen(host) + strlen(port) + 16);
+    if (!server) goto oom;
+    sprintf(server, asb__ip_literal(host, strlen(host), ip) == 6 ? "https://[%s]:%s"
+                                                                : "https://%s:%s",
+            host, port);
+    out->server = server;
+    out->context = "in-cluster";
+    out->cluster = "in-cluster";
+    out->user = "service-account";
+    snprintf(path, sizeof path, "%s/token", sa_dir);
+    out->token_file = asb__kstrdup(a, path);
+    snprintf(path, sizeof path, "%s/ca.crt", sa_dir);
+    if (asb__read_file(&out->alloc_, path, &text, &len, (size_t)4 << 20) != ASB_OK) {
+        asb_kube_config_free(out);
+        return asb__fail(err, ASB_ERR_KUBECONFIG, "in-cluster: cannot read %s: %s", path,
+                         strerror(errno));
+    }
+    out->ca = (const char *)asb__arena_alloc(a, len + 1);
+    if (!out->ca) {
+        out->alloc_.free_fn(text, out->alloc_.user_data);
+        goto oom;
+    }
+    memcpy((char *)out->ca, text, len + 1);
+    out->ca_len = len;
+    out->alloc_.free_fn(text, out->alloc_.user_data);
+    if (ns_env && *ns_env) {
+        out->default_namespace = asb__kstrdup(a, ns_env);
+    } else {
+        snprintf(path, sizeof path, "%s/namespace", sa_dir);
+        if (asb__read_file(&out->alloc_, path, &text, &len, 4096) == ASB_OK) {
+            while (len && (text[len - 1] == '\n' || text[len - 1] == ' ' || text[len - 1] == '\r'))
+                text[--len] = '\0';
+            out->default_namespace = len ? asb__kstrdup(a, text) : "default";
+            out->alloc_.free_fn(text, out->alloc_.user_data);
+        } else {
+            out->default_namespace = "default";
+        }
+    }
+    if (!out->token_file || !out->default_namespace) goto oom;
+    return ASB_OK;
+oom:
+    asb_kube_config_free(out);
+    return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "in-cluster: out of memory");
+}
+
+/* -- exec credential plugins ------------------------------------------------- */
+
+/* Runs the plugin with an argv array (never a shell), its env added to
+   ours plus KUBERNETES_EXEC_INFO; collects stdout and stderr (bounded);
+   kills its process group at the timeout. */
+static asb_result asb__exec_run(asb_kube_client *kc, asb_buf *out, asb_buf *errout,
+                                int *status, asb_error *err) {
+    const asb_kube_exec *ex = kc->cfg.exec;
+    int po[2] = {-1, -1}, pe[2] = {-1, -1}, pf[2] = {-1, -1};
+    pid_t pid;
+    size_t n_env = 0, i, k;
+    char **envp = NULL, **argv = NULL, *info = NULL;
+    asb_buf ib;
+    asb_json_writer w;
+    int64_t deadline = asb__now_ms() + kc->exec_timeout_ms;
+    asb_result r = ASB_OK;
+    int child_errno = 0, open_fds;
+    /* KUBERNETES_EXEC_INFO */
+    asb_buf_init(&ib, &kc->alloc);
+    asb_json_writer_init(&w, &ib);
+    asb_json_object_begin(&w);
+    asb_json_key(&w, "apiVersion");
+    asb_json_string(&w, ex->api_version ? ex->api_version : "client.authentication.k8s.io/v1");
+    asb_json_key(&w, "kind");
+    asb_json_string(&w, "ExecCredential");
+    asb_json_key(&w, "spec");
+    asb_json_object_begin(&w);
+    asb_json_key(&w, "interactive");
+    asb_json_bool(&w, 0);
+    if (ex->provide_cluster_info) {
+        asb_json_key(&w, "cluster");
+        asb_json_object_begin(&w);
+        asb_json_key(&w, "server");
+        asb_json_string(&w, kc->cfg.server);
+        if (kc->cfg.tls_server_name) {
+            asb_json_key(&w, "tls-server-name");
+            asb_json_string(&w, kc->cfg.tls_server_name);
+        }
+        asb_json_key(&w, "insecure-skip-tls-verify");
+        asb_json_bool(&w, kc->cfg.insecure_skip_tls_verify);
+        if (kc->cfg.ca) {
+            asb_buf b;
+            asb_buf_init(&b, &kc->alloc);
+            asb_base64_encode(kc->cfg.ca, kc->cfg.ca_len, &b);
+            asb_json_key(&w, "certificate-authority-data");
+            asb_json_string_n(&w, b.ptr ? b.ptr : "", b.len);
+            asb_buf_free(&b);
+        }
+        asb_json_object_end(&w);
+    }
+    asb_json_object_end(&w);
+    asb_json_object_end(&w);
+    if (asb_json_writer_finish(&w) != ASB_OK) {
+        asb_buf_free(&ib);
+        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "exec plugin: out of memory");
+    }
+    while (environ && environ[n_env]) n_env++;
+    envp = (char **)kc->alloc.alloc_fn((n_env + ex->env_count + 2) * sizeof(char *),
+                                       kc->alloc.user_data);
+    argv = (char **)kc->alloc.alloc_fn((ex->arg_count + 2) * sizeof(char *), kc->alloc.user_data);
+    info = (char *)kc->alloc.alloc_fn(ib.len + 32, kc->alloc.user_data);
+    if (!envp || !argv || !info) {
+        r = asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "exec plugin: out of memory");
+        goto done;
+    }
+    sprintf(info, "KUBERNETES_EXEC_INFO=%s", ib.ptr);
+    k = 0;
+    for (i = 0; i < n_env; i++) {
+        size_t j, nl;
+        int overridden = strncmp(environ[i], "KUBERNETES_EXEC_INFO=", 21) == 0;
+        for (j = 0; j < ex->env_count && !overridden; j++) {
+            nl = strlen(ex->env_names[j]);
+            if (strncmp(environ[i], ex->env_names[j], nl) == 0 && environ[i][nl] == '=')
+                overridden = 1;
+        }
+        if (!overridden) envp[k++] = environ[i];
+    }
+    for (i = 0; i < ex->env_count; i++) {
+        size_t len = strlen(ex->env_names[i]) + strlen(ex->env_values[i]) + 2;
+        char *e = (char *)asb__arena_alloc((asb__arena *)kc->cfg.arena_, len);
+        if (!e) {
+            r = asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "exec plugin: out of memory");
+            goto done;
+        }
+        sprintf(e, "%s=%s", ex->env_names[i], ex->env_values[i]);
+        envp[k++] = e;
+    }
+    envp[k++] = info;
+    envp[k] = NULL;
+    argv[0] = (char *)ex->command;
+    for (i = 0; i < ex->arg_count; i++) argv[i + 1] = (char *)ex->args[i];
+    argv[ex->arg_count + 1] = NULL;
+    if (pipe(po) < 0 || pipe(pe) < 0 || pipe(pf) < 0) {
+        r = asb__fail(err, ASB_ERR_IO, "exec plugin: pipe: %s", strerror(errno));
+        goto done;
+    }
+    fcntl(pf[1], F_SETFD, FD_CLOEXEC);
+    pid = fork();
+    if (pid < 0) {
+        r = asb__fail(err, ASB_ERR_IO, "exec plugin: fork: %s", strerror(errno));
+        goto done;
+    }
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_RDONLY);
+        setpgid(0, 0); /* its own group: a timeout kills what it started too */
+        if (devnull >= 0) dup2(devnull, 0);
+        dup2(po[1], 1);
+        dup2(pe[1], 2);
+        close(po[0]);
+        close(pe[0]);
+        close(pf[0]);
+        execve(ex->command, argv, envp); /* with a '/', or ... */
+        if (!strchr(ex->command, '/')) {
+            /* ... a bare name: search PATH ourselves (execvpe is not POSIX) */
+            const char *pth = getenv("PATH");
+            char full[4096];
+            if (!pth) pth = "/usr/local/bin:/usr/bin:/bin";
+            while (*pth) {
+                const char *c = strchr(pth, ':');
+                size_t dl = c ? (size_t)(c - pth) : strlen(pth);
+                snprintf(full, sizeof full, "%.*s/%s", (int)dl, dl ? pth : ".", ex->command);
+                execve(full, argv, envp);
+                pth += dl;
+                if (*pth == ':') pth++;
+            }
+            errno = ENOENT;
+        }
+        {
+            int e = errno;
+            ssize_t wr = write(pf[1], &e, sizeof e);
+            (void)wr;
+        }
+        _exit(127);
+    }
+    close(po[1]);
+    close(pe[1]);
+    close(pf[1]);
+    po[1] = pe[1] = pf[1] = -1;
+    {
+        ssize_t got = read(pf[0], &child_errno, sizeof child_errno);
+        if (got != (ssize_t)sizeof child_errno) child_errno = 0;
+    }
+    open_fds = 2;
+    while (open_fds > 0) {
+        struct pollfd pfd[2];
+        int64_t left = deadline - asb__now_ms();
+        int pr;
+        pfd[0].fd = po[0];
+        pfd[1].fd = pe[0];
+        pfd[0].events = pfd[1].events = POLLIN;
+        pfd[0].revents = pfd[1].revents = 0;
+        if (left <= 0) {
+            kill(-pid, SIGKILL);
+            kill(pid, SIGKILL);
+            r = ASB_ERR_TIMEOUT;
+            break;
+        }
+        pr = poll(pfd, 2, left > INT_MAX ? INT_MAX : (int)left);
+        if (pr < 0 && errno == EINTR) continue;
+        for (i = 0; i < 2; i++) {
+            if (pfd[i].fd >= 0 && (pfd[i].revents & (POLLIN | POLLHUP | POLLERR))) {
+                char chunk[4096];
+                ssize_t n = read(pfd[i].fd, chunk, sizeof chunk);
+                asb_buf *dst = i == 0 ? out : errout;
+                if (n <= 0) {
+                    if (i == 0) {
+                        close(po[0]);
+                        po[0] = -1;
+                    } else {
+                        close(pe[0]);
+                        pe[0] = -1;
+                    }
+                    open_fds--;
+                } else if (dst->len < ((size_t)1 << 20)) {
+                    asb_buf_append(dst, chunk, (size_t)n);
+                }
+            }
+        }
+    }
+    {
+        int st = 0;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+        *status = st;
+    }
+    if (r == ASB_ERR_TIMEOUT) {
+        r = asb__fail(err, ASB_ERR_CREDENTIALS,
+                      "exec plugin \"%s\" did not finish within %d ms (killed)", ex->command,
+                      kc->exec_timeout_ms);
+        goto done;
+    }
+    if (child_errno) {
+        r = asb__fail(err, ASB_ERR_CREDENTIALS, "exec plugin \"%s\" cannot run: %s%s%s",
+                      ex->command, strerror(child_errno),
+                      ex->install_hint ? ". " : "", ex->install_hint ? ex->install_hint : "");
+        goto done;
+    }
+done:
+    if (po[0] >= 0) close(po[0]);
+    if (pe[0] >= 0) close(pe[0]);
+    if (pf[0] >= 0) close(pf[0]);
+    if (po[1] >= 0) close(po[1]);
+    if (pe[1] >= 0) close(pe[1]);
+    if (pf[1] >= 0) close(pf[1]);
+    if (envp) kc->alloc.free_fn(envp, kc->alloc.user_data);
+    if (argv) kc->alloc.free_fn(argv, kc->alloc.user_data);
+    if (info) kc->alloc.free_fn(info, kc->alloc.user_data);
+    asb_buf_free(&ib);
+    return r;
+}
+
+static asb_result asb__kube_make_http(asb_kube_client *kc, const char *cert, size_t cert_len,
+                                      const char *key, size_t key_len, asb_error *err) {
+    asb_http_client_desc d = kc->http_desc;
+    asb_http_client *h;
+    asb_result r;
+    asb_kube_config_tls(&kc->cfg, &d.tls);
+    if (cert) {
+        d.tls.client_cert_data = cert;
+        d.tls.client_cert_data_len = cert_len;
+        d.tls.client_key_data = key;
+        d.tls.client_key_data_len = key_len;
+    }
+    if (kc->cfg.proxy_url) d.proxy_url = kc->cfg.proxy_url;
+    d.allocator = &kc->alloc;
+    r = asb_http_client_create(&d, &h, err);
+    if (r != ASB_OK) return r;
+    if (kc->http) {
+        if (kc->nretired < ASB__MAX_RETIRED)
+            kc->retired[kc->nretired++] = kc->http;
+        else
+            asb_http_client_free(kc->http); /* rotations beyond 8: the oldest goes */
+    }
+    kc->http = h;
+    return ASB_OK;
+}
+
+/* Runs the plugin and takes its ExecCredential. Called with the lock. */
+static asb_result asb__exec_refresh(asb_kube_client *kc, asb_error *err) {
+    const asb_kube_exec *ex = kc->cfg.exec;
+    asb_buf out, eb;
+    asb_json_doc doc;
+    int status = 0, tok;
+    asb_result r;
+    char why[160];
+    asb_buf_init(&out, &kc->alloc);
+    asb_buf_init(&eb, &kc->alloc);
+    kc->exec_gen++;
+    r = asb__exec_run(kc, &out, &eb, &status, err);
+    if (r != ASB_OK) goto done;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        asb__quote(why, sizeof why, eb.ptr ? eb.ptr : "", eb.len, 120);
+        r = asb__fail(err, ASB_ERR_CREDENTIALS,
+                      "exec plugin \"%s\" failed with %s %d: %s", ex->command,
+                      WIFEXITED(status) ? "exit code" : "signal",
+                      WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), why);
+        goto done;
+    }
+    if (asb_json_doc_parse(&doc, out.ptr ? out.ptr : "", out.len, &kc->alloc, NULL) != ASB_OK) {
+        r = asb__fail(err, ASB_ERR_CREDENTIALS,
+                      "exec plugin \"%s\" printed something that is not an ExecCredential "
+                      "(not JSON)%s%s",
+                      ex->command, ex->install_hint ? ". " : "",
+                      ex->install_hint ? ex->install_hint : "");
+        goto done;
+    }
+    {
+        int av = asb_json_find(&doc, 0, "apiVersion"), st = asb_json_find(&doc, 0, "status");
+        const char *want = ex->api_version ? ex->api_version : "client.authentication.k8s.io/v1";
+        int cert = asb_json_find(&doc, 0, "status.clientCertificateData");
+        int key = asb_json_find(&doc, 0, "status.clientKeyData");
+        int exp = asb_json_find(&doc, 0, "status.expirationTimestamp");
+        tok = asb_json_find(&doc, 0, "status.token");
+        if (!asb_json_string_eq(&doc, av, want, strlen(want))) {
+            r = asb__fail(err, ASB_ERR_CREDENTIALS,
+                          "exec plugin \"%s\": its ExecCredential apiVersion is not %s",
+                          ex->command, want);
+        } else if (st < 0) {
+            r = asb__fail(err, ASB_ERR_CREDENTIALS,
+                          "exec plugin \"%s\": the ExecCredential has no status", ex->command);
+        } else if ((cert >= 0) != (key >= 0)) {
+            r = asb__fail(err, ASB_ERR_CREDENTIALS,
+                          "exec plugin \"%s\" returned only a certificate or only a key",
+                          ex->command);
+        } else if (tok < 0 && cert < 0) {
+            r = asb__fail(err, ASB_ERR_CREDENTIALS,
+                          "exec plugin \"%s\" returned neither a token nor a certificate",
+                          ex->command);
+        } else {
+            kc->exec_expiry = 0;
+            if (exp >= 0) {
+                asb_buf ts;
+                int64_t t = 0;
+                asb_buf_init(&ts, &kc->alloc);
+                if (asb_json_append_string(&doc, exp, &ts) != ASB_OK ||
+                    asb_time_parse_rfc3339(ts.ptr ? ts.ptr : "", ts.len, &t, NULL) != ASB_OK)
+                    r = asb__fail(err, ASB_ERR_CREDENTIALS,
+                                  "exec plugin \"%s\": bad expirationTimestamp", ex->command);
+                kc->exec_expiry = t;
+                asb_buf_free(&ts);
+            }
+            if (r == ASB_OK && tok >= 0) {
+                kc->bearer.len = 0;
+                r = asb_json_append_string(&doc, tok, &kc->bearer);
+            }
+            if (r == ASB_OK && cert >= 0) {
+                asb_buf c, k;
+                asb_buf_init(&c, &kc->alloc);
+                asb_buf_init(&k, &kc->alloc);
+                r = asb_json_append_string(&doc, cert, &c);
+                if (r == ASB_OK) r = asb_json_append_string(&doc, key, &k);
+                if (r == ASB_OK) r = asb__kube_make_http(kc, c.ptr, c.len, k.ptr, k.len, err);
+                if (k.ptr) memset(k.ptr, 0, k.len);
+                asb_buf_free(&c);
+                asb_buf_free(&k);
+            }
+            if (r == ASB_OK) kc->exec_have = 1;
+        }
+        asb_json_doc_free(&doc);
+    }
+done:
+    if (out.ptr) memset(out.ptr, 0, out.len); /* it held a credential */
+    asb_buf_free(&out);
+    asb_buf_free(&eb);
+    return r;
+}
+
+/* Makes sure a current credential is at hand; fills the Authorization
+   header value into auth (empty: none). */
+static asb_result asb__kube_auth(asb_kube_client *kc, asb_buf *auth, unsigned *gen,
+                                 asb_error *err) {
+    asb_result r = ASB_OK;
+    pthread_mutex_lock(&kc->lock);
+    if (kc->cfg.token_file && !kc->cfg.token) {
+        struct stat st;
+        if (stat(kc->cfg.token_file, &st) != 0) {
+            r = asb__fail(err, ASB_ERR_CREDENTIALS, "token file %s: %s", kc->cfg.token_file,
+                          strerror(errno));
+        } else if (st.st_dev != kc->tf_dev || st.st_ino != kc->tf_ino ||
+                   st.st_mtime != kc->tf_mtime || st.st_size != kc->tf_size) {
+            char *text = NULL;
+            size_t len = 0;
+            if (asb__read_file(&kc->alloc, kc->cfg.token_file, &text, &len, 1 << 20) != ASB_OK) {
+                r = asb__fail(err, ASB_ERR_CREDENTIALS, "token file %s: cannot read it",
+                              kc->cfg.token_file);
+            } else {
+                while (len && (text[len - 1] == '\n' || text[len - 1] == '\r' ||
+                               text[len - 1] == ' '))
+                    len--;
+                kc->bearer.len = 0;
+                r = asb_buf_append(&kc->bearer, text, len);
+                memset(text, 0, len);
+                kc->alloc.free_fn(text, kc->alloc.user_data);
+                kc->tf_dev = st.st_dev;
+                kc->tf_ino = st.st_ino;
+                kc->tf_mtime = st.st_mtime;
+                kc->tf_size = st.st_size;
+            }
+        }
+    } else if (kc->cfg.exec && !kc->cfg.token && !kc->cfg.client_cert && !kc->basic) {
+        /* a static credential wins over the plugin, as in client-go */
+        if (!kc->exec_have ||
+            (kc->exec_expiry && (int64_t)time(NULL) >= kc->exec_expiry - 10))
+            r = asb__exec_refresh(kc, err);
+    }
+    *gen = kc->exec_gen;
+    auth->len = 0;
+    if (r == ASB_OK) {
+        if (kc->bearer.len) {
+            r = asb_buf_append(auth, "Bearer ", 7);
+            if (r == ASB_OK) r = asb_buf_append(auth, kc->bearer.ptr, kc->bearer.len);
+        } else if (kc->basic) {
+            r = asb_buf_append(auth, "Basic ", 6);
+            if (r == ASB_OK) r = asb_buf_append(auth, kc->basic, strlen(kc->basic));
+        }
+    }
+    pthread_mutex_unlock(&kc->lock);
+    return r;
+}
+
+ASB_API asb_result asb_kube_client_create(const asb_kube_client_desc *desc,
+                                          asb_kube_client **out, asb_error *err) {
+    asb_kube_client_desc zero;
+    asb_kube_client *kc;
+    asb_allocator a;
+    asb_result r;
+    size_t n;
+    if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "kube: NULL out");
+    *out = NULL;
+    if (!desc) {
+        memset(&zero, 0, sizeof zero);
+        desc = &zero;
+    }
+    if (asb__allocator_resolve(desc->http.allocator ? desc->http.allocator
+                                                    : desc->kubeconfig.allocator,
+                               &a) != ASB_OK)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "allocator: give all three or none");
+    kc = (asb_kube_client *)a.alloc_fn(sizeof *kc, a.user_data);
+    if (!kc) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "kube: out of memory");
+    memset(kc, 0, sizeof *kc);
+    kc->alloc = a;
+    pthread_mutex_init(&kc->lock, NULL);
+    asb_buf_init(&kc->bearer, &a);
+    kc->http_desc = desc->http;
+    kc->exec_timeout_ms = desc->exec_timeout_ms > 0 ? desc->exec_timeout_ms : 30000;
+    if (desc->in_cluster) {
+        r = asb_kube_config_in_cluster(desc->service_account_dir, &a, &kc->cfg, err);
+    } else {
+        asb_kubeconfig_desc kd = desc->kubeconfig;
+        kd.allocator = &a;
+        r = asb_kubeconfig_load(&kd, &kc->cfg, err);
+    }
+    if (r != ASB_OK) {
+        asb_kube_client_free(kc);
+        return r;
+    }
+    if (kc->cfg.auth_provider && !kc->cfg.token && !kc->cfg.exec) {
+        r = asb__fail(err, ASB_ERR_CREDENTIALS,
+                      "kubeconfig user \"%s\" uses the auth-provider \"%s\", which is not "
+                      "supported (client-go removed most of them): use an exec credential "
+                      "plugin such as kubelogin",
+                      kc->cfg.user ? kc->cfg.user : "", kc->cfg.auth_provider);
+        asb_kube_client_free(kc);
+        return r;
+    }
+    if (kc->cfg.username && kc->cfg.password) {
+        asb_buf up, b;
+        asb_buf_init(&up, &a);
+        asb_buf_init(&b, &a);
+        asb_buf_append(&up, kc->cfg.username, strlen(kc->cfg.username));
+        asb_buf_append(&up, ":", 1);
+        asb_buf_append(&up, kc->cfg.password, strlen(kc->cfg.password));
+        asb_base64_encode(up.ptr, up.len, &b);
+        memset(up.ptr, 0, up.len);
+        asb_buf_free(&up);
+        kc->basic = b.ptr;
+    }
+    if (kc->cfg.token) asb_buf_append(&kc->bearer, kc->cfg.token, strlen(kc->cfg.token));
+    n = strlen(kc->cfg.server);
+    while (n && kc->cfg.server[n - 1] == '/') n--;
+    kc->base = (char *)a.alloc_fn(n + 1, a.user_data);
+    if (!kc->base) {
+        asb_kube_client_free(kc);
+        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "kube: out of memory");
+    }
+    memcpy(kc->base, kc->cfg.server, n);
+    kc->base[n] = '\0';
+    r = asb__kube_make_http(kc, NULL, 0, NULL, 0, err);
+    if (r != ASB_OK) {
+        asb_kube_client_free(kc);
+        return r;
+    }
+    *out = kc;
+    return ASB_OK;
+}
+
+ASB_API void asb_kube_client_free(asb_kube_client *kc) {
+    int i;
+    if (!kc) return;
+    asb_http_client_free(kc->http);
+    for (i = 0; i < kc->nretired; i++) asb_http_client_free(kc->retired[i]);
+    asb_kube_config_free(&kc->cfg);
+    if (kc->bearer.ptr) memset(kc->bearer.ptr, 0, kc->bearer.len);
+    asb_buf_free(&kc->bearer);
+    if (kc->basic) {
+        memset(kc->basic, 0, strlen(kc->basic));
+        kc->alloc.free_fn(kc->basic, kc->alloc.user_data);
+    }
+    if (kc->base) kc->alloc.free_fn(kc->base, kc->alloc.user_data);
+    pthread_mutex_destroy(&kc->lock);
+    kc->alloc.free_fn(kc, kc->alloc.user_data);
+}
+
+/* Turns a failure response into asb_error: the Status's reason and
+   message when the body is one, else the status and body excerpt. */
+static asb_result asb__kube_status_error(const char *method, const char *path, int status,
+                                         const asb_buf *body, asb_error *err) {
+    asb_result code = status == 404 ? ASB_ERR_NOT_FOUND : ASB_ERR_KUBE_API;
+    asb_json_doc doc;
+    char reason[ASB_ERROR_REASON_SIZE] = "", msg[300] = "", pq[200];
+    const char *q = strchr(path, '?');
+    asb__quote(pq, sizeof pq, path, q ? (size_t)(q - path) : strlen(path), 180);
+    if (body->len && asb_json_doc_parse(&doc, body->ptr, body->len, NULL, NULL) == ASB_OK) {
+        if (asb_json_string_eq(&doc, asb_json_find(&doc, 0, "kind"), "Status", 6)) {
+            asb_json_get_string(&doc, asb_json_find(&doc, 0, "reason"), reason, sizeof reason,
+                                NULL);
+            asb_json_get_string(&doc, asb_json_find(&doc, 0, "message"), msg, sizeof msg, NULL);
+        }
+        asb_json_doc_free(&doc);
+    }
+    if (!err) return code;
+    if (msg[0])
+        asb__fail(err, code, "%s %s: %d %s: %s", method, pq, status, reason, msg);
+    else
+        asb__fail(err, code, "%s %s: HTTP %d", method, pq, status);
+    err->http_status = status;
+    memcpy(err->reason, reason, sizeof err->reason);
+    err->body_len = body->len < sizeof err->body ? body->len : sizeof err->body;
+    if (err->body_len) memcpy(err->body, body->ptr, err->body_len);
+    return code;
+}
+
+/* The core of every call: credentials, one HTTP exchange, one retry after
+   a 401 when a plugin can mint a new credential. */
+static asb_result asb__kube_do(asb_kube_client *kc, asb_http_request *req, const char *method,
+                               const char *path, asb_http_response *resp, asb_error *err) {
+    asb_buf url, auth;
+    asb_http_header h[3];
+    size_t nh = req->header_count;
+    int attempt;
+    asb_result r = ASB_OK;
+    if (!kc || !path || path[0] != '/')
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "kube: a path must start with '/'");
+    memset(resp, 0, sizeof *resp);
+    asb_buf_init(&url, &kc->alloc);
+    asb_buf_init(&auth, &kc->alloc);
+    if (asb_buf_append(&url, kc->base, strlen(kc->base)) != ASB_OK ||
+        asb_buf_append(&url, path, strlen(path)) != ASB_OK) {
+        asb_buf_free(&url);
+        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "kube: out of memory");
+    }
+    for (attempt = 0; attempt < 2; attempt++) {
+        unsigned gen = 0;
+        asb_http_client *http;
+        size_t k = 0;
+        r = asb__kube_auth(kc, &auth, &gen, err);
+        if (r != ASB_OK) break;
+        h[k].name = "Accept";
+        h[k++].value = "application/json";
+        if (req->headers && nh) h[k++] = req->headers[0]; /* Content-Type */
+        if (auth.len) {
+            h[k].name = "Authorization";
+            h[k++].value = auth.ptr;
+        }
+        req->headers = h;
+        req->header_count = k;
+        req->method = method;
+        req->url = url.ptr;
+        pthread_mutex_lock(&kc->lock);
+        http = kc->http;
+        pthread_mutex_unlock(&kc->lock);
+        asb_http_response_free(resp);
+        r = asb_http_do(http, req, resp, err);
+        if (resp->status == 401 && kc->cfg.exec && attempt == 0 && !req->on_body) {
+            /* the plugin's credential was refused: mint a new one, once
+               per credential generation, and try again */
+            pthread_mutex_lock(&kc->lock);
+            if (kc->exec_gen == gen) kc->exec_have = 0;
+            pthread_mutex_unlock(&kc->lock);
+            continue;
+        }
+        break;
+    }
+    if (auth.ptr) memset(auth.ptr, 0, auth.len);
+    asb_buf_free(&auth);
+    if (r == ASB_ERR_HTTP_STATUS && resp->status >= 400)
+        r = asb__kube_status_error(method, path, resp->status, &resp->body, err);
+    asb_buf_free(&url);
+    return r;
+}
+
+ASB_API asb_result asb_kube_request(asb_kube_client *kc, const char *method, const char *path,
+                                    const char *content_type, const char *body, size_t body_len,
+                                    asb_buf *out, asb_error *err) {
+    asb_http_request req;
+    asb_http_response resp;
+    asb_http_header ct;
+    asb_result r;
+    memset(&req, 0, sizeof req);
+    if (body) {
+        ct.name = "Content-Type";
+        ct.value = content_type ? content_type : "application/json";
+        req.headers = &ct;
+        req.header_count = 1;
+        req.body = body;
+        req.body_len = body_len;
+    }
+    r = asb__kube_do(kc, &req, method ? method : "GET", path, &resp, err);
+    if (r == ASB_OK && out && resp.body.len) r = asb_buf_append(out, resp.body.ptr, resp.body.len);
+    asb_http_response_free(&resp);
+    return r;
+}
+
+/* "/apis/<g>/<v>" or "/api/v1", then "/namespaces/<ns>/<plural>[/<name>]". */
+static asb_result asb__kube_path(const asb_kube_resource *res, const char *ns, const char *name,
+                                 asb_buf *p, asb_error *err) {
+    asb_result r;
+    if (!res || !res->version || !res->plural)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "kube: incomplete resource");
+    if (ns && asb_dns_label_validate(ns, strlen(ns), err) != ASB_OK) return ASB_ERR_INVALID_ARGUMENT;
+    if (name) {
+        size_t i, n = strlen(name);
+        /* object names are DNS subdomains: lowercase, digits, '-', '.' */
+        if (n == 0 || n > 253) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "kube: bad name");
+        for (i = 0; i < n; i++)
+            if (!asb__is_lower_alnum((unsigned char)name[i]) && name[i] != '-' && name[i] != '.')
+                return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                                 "kube: object name may hold only lowercase letters, digits, "
+                                 "'-' and '.'");
+    }
+    if (res->group && *res->group) {
+        r = asb_buf_append(p, "/apis/", 6);
+        if (r == ASB_OK) r = asb_buf_append(p, res->group, strlen(res->group));
+        if (r == ASB_OK) r = asb_buf_append(p, "/", 1);
+    } else {
+        r = asb_buf_append(p, "/api/", 5);
+    }
+    if (r == ASB_OK) r = asb_buf_append(p, res->version, strlen(res->version));
+    if (r == ASB_OK && ns) {
+        r = asb_buf_append(p, "/namespaces/", 12);
+        if (r == ASB_OK) r = asb_buf_append(p, ns, strlen(ns));
+    }
+    if (r == ASB_OK) r = asb_buf_append(p, "/", 1);
+    if (r == ASB_OK) r = asb_buf_append(p, res->plural, strlen(res->plural));
+    if (r == ASB_OK && name) {
+        r = asb_buf_append(p, "/", 1);
+        if (r == ASB_OK) r = asb_buf_append(p, name, strlen(name));
+    }
+    if (r != ASB_OK) return asb__fail(err, r, "kube: out of memory");
+    return ASB_OK;
+}
+
+static asb_result asb__kube_query(asb_buf *p, int *first, const char *key, const char *value) {
+    asb_result r = asb_buf_append(p, *first ? "?" : "&", 1);
+    *first = 0;
+    if (r == ASB_OK) r = asb_buf_append(p, key, strlen(key));
+    if (r == ASB_OK) r = asb_buf_append(p, "=", 1);
+    if (r == ASB_OK) r = asb_percent_encode_segment(value, strlen(value), p);
+    return r;
+}
+
+#define ASB__KUBE_CALL(method, ns, name, ctype, body, len, out)                  \
+    do {                                                                         \
+        asb_buf path_;                                                           \
+        asb_result r_;                                                           \
+        asb_buf_init(&path_, NULL);                                              \
+        r_ = asb__kube_path(res, (ns), (name), &path_, err);                     \
+        if (r_ == ASB_OK)                                                        \
+            r_ = asb_kube_request(kc, (method), path_.ptr, (ctype), (body), (len), \
+                                  (out), err);                                   \
+        asb_buf_free(&path_);                                                    \
+        return r_;                                                               \
+    } while (0)
+
+ASB_API asb_result asb_kube_create(asb_kube_client *kc, const asb_kube_resource *res,
+                                   const char *ns, const char *json, size_t len, asb_buf *out,
+                                   asb_error *err) {
+    ASB__KUBE_CALL("POST", ns, NULL, NULL, json ? json : "", json ? len : 0, out);
+}
+
+ASB_API asb_result asb_kube_get(asb_kube_client *kc, const asb_kube_resource *res,
+                                const char *ns, const char *name, asb_buf *out, asb_error *err) {
+    if (!name) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "kube: get needs a name");
+    ASB__KUBE_CALL("GET", ns, name, NULL, NULL, 0, out);
+}
+
+ASB_API asb_result asb_kube_delete(asb_kube_client *kc, const asb_kube_resource *res,
+                                   const char *ns, const char *name, asb_error *err) {
+    if (!name) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "kube: delete needs a name");
+    ASB__KUBE_CALL("DELETE", ns, name, NULL, NULL, 0, NULL);
+}
+
+ASB_API asb_result asb_kube_patch(asb_kube_client *kc, const asb_kube_resource *res,
+                                  const char *ns, const char *name, const char *json, size_t len,
+                                  asb_buf *out, asb_error *err) {
+    if (!name || !json) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "kube: patch needs a name and a body");
+    ASB__KUBE_CALL("PATCH", ns, name, "application/merge-patch+json", json, len, out);
+}
+
+ASB_API asb_result asb_kube_list(asb_kube_client *kc, const asb_kube_resource *res,
+                                 const char *ns, const asb_kube_list_opts *opts, asb_buf *out,
+                                 asb_error *err) {
+    asb_buf path;
+    asb_result r;
+    int first = 1;
+    char num[24];
+    asb_buf_init(&path, NULL);
+    r = asb__kube_path(res, ns, NULL, &path, err);
+    if (r == ASB_OK && opts) {
+        if (opts->label_selector) r = asb__kube_query(&path, &first, "labelSelector", opts->label_selector);
+        if (r == ASB_OK && opts->field_selector)
+            r = asb__kube_query(&path, &first, "fieldSelector", opts->field_selector);
+        if (r == ASB_OK && opts->limit > 0) {
+            snprintf(num, sizeof num, "%d", opts->limit);
+            r = asb__kube_query(&path, &first, "limit", num);
+        }
+        if (r == ASB_OK && opts->continue_token && *opts->continue_token)
+            r = asb__kube_query(&path, &first, "continue", opts->continue_token);
+        if (r != ASB_OK && r != ASB_ERR_INVALID_ARGUMENT) r = asb__fail(err, r, "kube: out of memory");
+    }
+    if (r == ASB_OK) r = asb_kube_request(kc, "GET", path.ptr, NULL, NULL, 0, out, err);
+    asb_buf_free(&path);
+    return r;
+}
+
+/* -- watch --------------------------------------------------------------------- */
+
+/* Splits a byte stream into lines, keeping the partial last line across
+   chunks; a line over the cap is an error, not a truncated event. */
+typedef struct asb__lines {
+    asb_buf line;
+    size_t max;
+    int (*emit)(void *ctx, const char *line, size_t len);
+    void *ctx;
+    int stopped; /* emit asked to stop (its result kept in result) */
+    int result;
+} asb__lines;
+
+static asb_result asb__lines_push(asb__lines *ls, const char *p, size_t n) {
+    while (n > 0 && !ls->stopped) {
+        const char *nl = (const char *)memchr(p, '\n', n);
+        size_t take = nl ? (size_t)(nl - p) : n;
+        if (ls->line.len + take > ls->max) return ASB_ERR_TOO_LARGE;
+        if (take && asb_buf_append(&ls->line, p, take) != ASB_OK) return ASB_ERR_OUT_OF_MEMORY;
+        if (!nl) break;
+        {
+            size_t len = ls->line.len;
+            while (len && ls->line.ptr[len - 1] == '\r') len--;
+            if (len) {
+                int rc = ls->emit(ls->ctx, ls->line.ptr, len);
+                if (rc != 0) {
+                    ls->stopped = 1;
+                    ls->result = rc;
+                }
+            }
+            ls->line.len = 0;
+        }
+        p += take + 1;
+        n -= take + 1;
+    }
+    return ASB_OK;
+}
+
+typedef struct asb__watch_ctx {
+    asb__lines lines;
+    asb_watch_fn fn;
+    void *user;
+    asb_buf rv;        /* last resourceVersion seen */
+    int gone;          /* an ERROR event said 410 */
+    int events;
+    asb_result fail;
+    asb_allocator alloc;
+} asb__watch_ctx;
+
+static int asb__watch_line(void *ctx, const char *line, size_t len) {
+    asb__watch_ctx *w = (asb__watch_ctx *)ctx;
+    asb_json_doc doc;
+    asb_watch_event ev;
+    int type, obj, rvt, rc = 0;
+    char rvbuf[128] = "";
+    if (asb_json_doc_parse(&doc, line, len, &w->alloc, NULL) != ASB_OK) {
+        w->fail = ASB_ERR_JSON_INVALID;
+        return -1;
+    }
+    type = asb_json_find(&doc, 0, "type");
+    obj = asb_json_find(&doc, 0, "object");
+    memset(&ev, 0, sizeof ev);
+    if (asb_json_string_eq(&doc, type, "ADDED", 5)) ev.type = ASB_WATCH_ADDED;
+    else if (asb_json_string_eq(&doc, type, "MODIFIED", 8)) ev.type = ASB_WATCH_MODIFIED;
+    else if (asb_json_string_eq(&doc, type, "DELETED", 7)) ev.type = ASB_WATCH_DELETED;
+    else if (asb_json_string_eq(&doc, type, "BOOKMARK", 8)) ev.type = ASB_WATCH_BOOKMARK;
+    else if (asb_json_string_eq(&doc, type, "ERROR", 5)) ev.type = ASB_WATCH_ERROR;
+    if (!ev.type || obj < 0) {
+        asb_json_doc_free(&doc);
+        w->fail = ASB_ERR_JSON_INVALID;
+        return -1;
+    }
+    rvt = asb_json_find(&doc, obj, "metadata.resourceVersion");
+    asb_json_get_string(&doc, rvt, rvbuf, sizeof rvbuf, NULL);
+    if (ev.type == ASB_WATCH_ERROR) {
+        int64_t code = 0;
+        asb_json_get_int64(&doc, asb_json_find(&doc, obj, "code"), &code);
+        if (code == 410) {
+            /* too old: restart from "0", and do not bother the caller */
+            w->gone = 1;
+            asb_json_doc_free(&doc);
+            return 2;
+        }
+    } else if (rvbuf[0]) {
+        w->rv.len = 0;
+        asb_buf_append(&w->rv, rvbuf, strlen(rvbuf));
+    }
+    ev.doc = &doc;
+    ev.object = obj;
+    ev.resource_version = rvbuf;
+    w->events++;
+    if (ev.type != ASB_WATCH_BOOKMARK) rc = w->fn(w->user, &ev);
+    asb_json_doc_free(&doc);
+    if (rc < 0) w->fail = (asb_result)rc;
+    return rc;
+}
+
+static asb_result asb__watch_body(void *ctx, const char *p, size_t n) {
+    asb__watch_ctx *w = (asb__watch_ctx *)ctx;
+    asb_result r = asb__lines_push(&w->lines, p, n);
+    if (r != ASB_OK) {
+        w->fail = r;
+        return r;
+    }
+    return w->lines.stopped ? ASB_ERR_CANCELLED : ASB_OK;
+}
+
+ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *res,
+                                  const char *ns, const asb_watch_opts *opts, asb_watch_fn fn,
+                                  void *user_data, asb_error *err) {
+    asb_watch_opts zero;
+    asb__watch_ctx w;
+    asb_buf base;
+    asb_result r = ASB_OK;
+    int64_t deadline;
+    int backoff = 100;
+    if (!kc || !fn) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "watch: NULL argument");
+    if (!opts) {
+        memset(&zero, 0, sizeof zero);
+        opts = &zero;
+    }
+    memset(&w, 0, sizeof w);
+    w.fn = fn;
+    w.user = user_data;
+    w.alloc = kc->alloc;
+    asb_buf_init(&w.rv, &kc->alloc);
+    asb_buf_init(&w.lines.line, &kc->alloc);
+    w.lines.max = opts->max_event_bytes ? opts->max_event_bytes : (size_t)16 << 20;
+    w.lines.emit = asb__watch_line;
+    w.lines.ctx = &w;
+    if (opts->resource_version) asb_buf_append(&w.rv, opts->resource_version, strlen(opts->resource_version));
+    deadline = opts->deadline_ms > 0 ? asb__now_ms() + opts->deadline_ms : 0;
+    asb_buf_init(&base, &kc->alloc);
+    r = asb__kube_path(res, ns, NULL, &base, err);
+    while (r == ASB_OK) {
+        asb_buf path;
+        asb_http_request req;
+        asb_http_response resp;
+        int first = 1, tsec = opts->timeout_seconds > 0 ? opts->timeout_seconds : 60;
+        char num[24];
+        asb_retry_policy once;
+        if (deadline) {
+            int64_t left = deadline - asb__now_ms();
+            if (left <= 0) {
+                r = asb__fail(err, ASB_ERR_TIMEOUT, "watch: deadline reached");
+                break;
+            }
+            if (left / 1000 + 1 < tsec) tsec = (int)(left / 1000) + 1;
+        }
+        asb_buf_init(&path, &kc->alloc);
+        asb_buf_append(&path, base.ptr, base.len);
+        asb__kube_query(&path, &first, "watch", "true");
+        asb__kube_query(&path, &first, "allowWatchBookmarks", "true");
+        snprintf(num, sizeof num, "%d", tsec);
+        asb__kube_query(&path, &first, "timeoutSeconds", num);
+        if (w.rv.len) asb__kube_query(&path, &first, "resourceVersion", w.rv.ptr);
+        if (opts->label_selector) asb__kube_query(&path, &first, "labelSelector", opts->label_selector);
+        if (opts->field_selector) asb__kube_query(&path, &first, "fieldSelector", opts->field_selector);
+        memset(&req, 0, sizeof req);
+        memset(&once, 0, sizeof once);
+        once.max_attempts = 1; /* the loop here is the retry */
+        req.retry = &once;
+        req.on_body = asb__watch_body;
+        req.on_body_user = &w;
+        req.read_timeout_ms = (tsec + 30) * 1000; /* watches are silent */
+        if (deadline) req.timeout_ms = (int)(deadline - asb__now_ms()) + 1;
+        w.lines.line.len = 0;
+        w.gone = 0;
+        w.fail = ASB_OK;
+        r = asb__kube_do(kc, &req, "GET", path.ptr, &resp, err);
+        asb_buf_free(&path);
+        if (w.lines.stopped && !w.gone) {
+            /* the callback ended the watch */
+            r = w.lines.result > 0 ? ASB_OK : w.fail;
+            if (r != ASB_OK && err) asb__fail(err, r, "watch: stopped by the callback (%s)",
+                                              asb_result_str(r));
+            asb_http_response_free(&resp);
+            break;
+        }
+        if (w.fail == ASB_ERR_TOO_LARGE || w.fail == ASB_ERR_JSON_INVALID) {
+            r = asb__fail(err, w.fail, "watch: %s", w.fail == ASB_ERR_TOO_LARGE
+                                                         ? "an event is larger than max_event_bytes"
+                                                         : "an event is not valid JSON");
+            asb_http_response_free(&resp);
+            break;
+        }
+        if (w.gone || resp.status == 410) {
+            /* the resourceVersion is too old: start again from "0" */
+            w.rv.len = 0;
+            asb_buf_append(&w.rv, "0", 1);
+            w.lines.stopped = 0;
+            asb_http_response_free(&resp);
+            r = ASB_OK;
+            continue;
+        }
+        asb_http_response_free(&resp);
+        if (r == ASB_ERR_KUBE_API || r == ASB_ERR_NOT_FOUND || r == ASB_ERR_CREDENTIALS ||
+            r == ASB_ERR_TLS_VERIFY || r == ASB_ERR_TLS_CONFIG || r == ASB_ERR_INVALID_ARGUMENT)
+            break; /* the server said no: retrying will not change it */
+        if (r != ASB_OK) {
+            /* the connection dropped or the server went away: resume from
+               the last resourceVersion after a short, growing pause */
+            if (deadline && asb__now_ms() + backoff >= deadline) {
+                r = asb__fail(err, ASB_ERR_TIMEOUT, "watch: deadline reached while reconnecting");
+                break;
+            }
+            asb__sleep_ms(backoff);
+            backoff = backoff < 3200 ? backoff * 2 : 5000;
+            r = ASB_OK;
+            continue;
+        }
+        backoff = 100; /* a clean end after timeoutSeconds: resume at once */
+    }
+    asb_buf_free(&base);
+    asb_buf_free(&w.rv);
+    asb_buf_free(&w.lines.line);
+    return r;
+}
 
 #endif /* ASB__IMPLEMENTATION_DONE */
 #endif /* AGENTSANDBOX_IMPLEMENTATION */

@@ -240,3 +240,13 @@ test-yaml-oracle: $(TB)/asan/yaml_dump
 FUZZ_TIERS += fuzz-yaml-oracle
 fuzz-yaml-oracle: $(TB)/asan/yaml_dump
 	@/usr/bin/python3 tests/yaml_oracle_test.py $(TB)/asan/yaml_dump $(TB)/fuzz/corpus_yaml
+
+# --- Kubernetes credentials (exec plugins, token files, basic auth) ------------
+$(TB)/asan/test_kube_creds: tests/test_kube_creds.c $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) -D_GNU_SOURCE $< -o $@ $(LINK)
+ALL_TARGETS += $(TB)/asan/test_kube_creds
+.PHONY: test-kube-creds
+TEST_TIERS += test-kube-creds
+test-kube-creds: $(TB)/asan/test_kube_creds
+	@tests/http/with-peers.sh $(HTTP_PEERS_DIR) $(TB)/asan/test_kube_creds

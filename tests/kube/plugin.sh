@@ -1,0 +1,19 @@
+#!/bin/sh
+# A scripted exec credential plugin for the tests. Its behaviour comes from
+# PLUGIN_MODE (set through the kubeconfig's exec.env); every run appends a
+# line to $PLUGIN_LOG so tests can count runs. KUBERNETES_EXEC_INFO is
+# copied to $PLUGIN_LOG.info for inspection.
+echo run >> "$PLUGIN_LOG"
+printf '%s' "$KUBERNETES_EXEC_INFO" > "$PLUGIN_LOG.info"
+n=$(wc -l < "$PLUGIN_LOG" | tr -d ' ')
+case "$PLUGIN_MODE" in
+token)   printf '{"apiVersion":"%s","kind":"ExecCredential","status":{"token":"tok-%s"}}\n' "$API" "$n" ;;
+expired) printf '{"apiVersion":"%s","kind":"ExecCredential","status":{"token":"tok-%s","expirationTimestamp":"2020-01-01T00:00:00Z"}}\n' "$API" "$n" ;;
+future)  printf '{"apiVersion":"%s","kind":"ExecCredential","status":{"token":"tok-%s","expirationTimestamp":"2999-01-01T00:00:00Z"}}\n' "$API" "$n" ;;
+garbage) echo "this is not json" ;;
+wrongapi) printf '{"apiVersion":"client.authentication.k8s.io/v1alpha1","kind":"ExecCredential","status":{"token":"x"}}\n' ;;
+onlycert) printf '{"apiVersion":"%s","kind":"ExecCredential","status":{"clientCertificateData":"x"}}\n' "$API" ;;
+fail)    echo "login required: run 'cloud auth login'" >&2; exit 3 ;;
+hang)    sleep 30 ;;
+*)       echo "unknown PLUGIN_MODE" >&2; exit 9 ;;
+esac
