@@ -57,7 +57,7 @@ VERSIONS = read_versions()
 CACHE = os.environ.get("AGENTSANDBOX_CACHE") or os.path.expanduser("~/.cache/agentsandbox")
 STATE = os.environ.get("LC_STATE_DIR") or os.path.join(REPO, "build", "localcluster")
 POD_CIDR = os.environ.get("LC_POD_CIDR") or "127.1.0.0/24"
-RUNTIME_BIN = os.environ.get("LC_RUNTIME_BIN") or os.path.join(REPO, "build", "runtime", "agentsandbox-runtime")
+RUNTIME_BIN = os.path.abspath(os.environ.get("LC_RUNTIME_BIN") or os.path.join(REPO, "build", "runtime", "agentsandbox-runtime"))
 RUNTIME_PORT = int(os.environ.get("LC_RUNTIME_PORT") or "8888")
 # Loopback too: only the `kubernetes` Service gets an address (the router
 # Service is headless) and nothing dials it, but no address we hand out
