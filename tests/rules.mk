@@ -57,11 +57,11 @@ ALL_TARGETS += $(UNIT_BINS)
 
 .PHONY: test-compile-matrix test-symbols test-unit test-asan test-tiny \
         test-json-diff test-fuzz-replay test-fuzz-short test-readme \
-        fuzz-json fuzz-rules fuzz-http fuzz-yaml bench-json
+        fuzz-json fuzz-rules fuzz-http fuzz-yaml fuzz-watch bench-json
 TEST_TIERS += test-compile-matrix test-symbols test-unit test-json-diff \
               test-asan test-tiny test-fuzz-replay test-fuzz-short test-readme
 BENCH_TIERS += bench-json
-FUZZ_TIERS += fuzz-json fuzz-rules fuzz-http fuzz-yaml
+FUZZ_TIERS += fuzz-json fuzz-rules fuzz-http fuzz-yaml fuzz-watch
 EXTRA_DEPS_TARGETS += deps-locale
 
 # A decimal-comma locale, so the JSON number tests prove locale
@@ -120,10 +120,11 @@ test-json-diff: $(TB)/c/test_json_diff
 	@$(TB)/c/test_json_diff
 
 # --- fuzzing ------------------------------------------------------------------
-FUZZ_TARGETS := json rules http yaml
+FUZZ_TARGETS := json rules http yaml watch
 FUZZ_EXTRA_json := $(JSMN_ASAN_OBJS)
 FUZZ_SEEDS_http := tests/fuzz/seeds_http
 FUZZ_SEEDS_yaml := tests/fuzz/seeds_yaml
+FUZZ_SEEDS_watch := tests/fuzz/seeds_watch
 FUZZ_SEEDS_json := tests/json/valid tests/json/invalid tests/json/forbidden
 FUZZ_SEEDS_rules := tests/fuzz/seeds_rules
 $(TB)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_main.h $(HDR) $(ORACLE_HDRS) $(JSMN_ASAN_OBJS)
@@ -142,10 +143,11 @@ test-fuzz-replay: $(FUZZ_TARGETS:%=$(TB)/fuzz/replay_%)
 
 # Bounded runs in make test (FUZZ_SECONDS split over the targets); make fuzz
 # runs longer. Findings are written to build/tests/fuzz/findings.
-FUZZ_SHARE_json := 24
-FUZZ_SHARE_rules := 8
-FUZZ_SHARE_http := 14
-FUZZ_SHARE_yaml := 14
+FUZZ_SHARE_json := 20
+FUZZ_SHARE_rules := 7
+FUZZ_SHARE_http := 12
+FUZZ_SHARE_yaml := 12
+FUZZ_SHARE_watch := 9
 define FUZZ_RUN
 	@mkdir -p $(TB)/fuzz/corpus_$(1) $(TB)/fuzz/findings; \
 	secs=$$(( $(2) )); [ $$secs -ge 1 ] || secs=1; \
@@ -161,6 +163,7 @@ test-fuzz-short: $(FUZZ_TARGETS:%=$(TB)/fuzz/fuzz_%)
 	$(call FUZZ_RUN,rules,$(FUZZ_SECONDS) * $(FUZZ_SHARE_rules) / 60)
 	$(call FUZZ_RUN,http,$(FUZZ_SECONDS) * $(FUZZ_SHARE_http) / 60)
 	$(call FUZZ_RUN,yaml,$(FUZZ_SECONDS) * $(FUZZ_SHARE_yaml) / 60)
+	$(call FUZZ_RUN,watch,$(FUZZ_SECONDS) * $(FUZZ_SHARE_watch) / 60)
 fuzz-json: $(TB)/fuzz/fuzz_json
 	$(call FUZZ_RUN,json,$(FUZZ_SECONDS))
 fuzz-rules: $(TB)/fuzz/fuzz_rules
@@ -169,6 +172,8 @@ fuzz-http: $(TB)/fuzz/fuzz_http
 	$(call FUZZ_RUN,http,$(FUZZ_SECONDS))
 fuzz-yaml: $(TB)/fuzz/fuzz_yaml
 	$(call FUZZ_RUN,yaml,$(FUZZ_SECONDS))
+fuzz-watch: $(TB)/fuzz/fuzz_watch
+	$(call FUZZ_RUN,watch,$(FUZZ_SECONDS))
 
 # --- README examples compile (and the quick start runs) ------------------------
 test-readme:
@@ -250,3 +255,18 @@ ALL_TARGETS += $(TB)/asan/test_kube_creds
 TEST_TIERS += test-kube-creds
 test-kube-creds: $(TB)/asan/test_kube_creds
 	@tests/http/with-peers.sh $(HTTP_PEERS_DIR) $(TB)/asan/test_kube_creds
+
+# --- the Kubernetes layer on the real local control plane --------------------
+# Brings a cluster up (tools/localcluster), runs the tests, always tears it
+# down. The kubeconfigs it writes are the credentials under test.
+$(TB)/asan/test_kube_cluster: tests/test_kube_cluster.c $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) $< -o $@ $(LINK)
+ALL_TARGETS += $(TB)/asan/test_kube_cluster
+.PHONY: test-kube-cluster
+TEST_TIERS += test-kube-cluster
+test-kube-cluster: $(TB)/asan/test_kube_cluster
+	@$(MAKE) --no-print-directory cluster-up AGENT_SANDBOX=v0.4.6 > $(TB)/cluster-up.log 2>&1 || \
+	  { tail -20 $(TB)/cluster-up.log; $(MAKE) --no-print-directory cluster-down; exit 1; }; \
+	ASB_CLUSTER_KUBECONFIGS=$(BUILD)/localcluster/kubeconfig $(TB)/asan/test_kube_cluster; rc=$$?; \
+	$(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; exit $$rc

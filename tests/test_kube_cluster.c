@@ -1,0 +1,314 @@
+/* The Kubernetes layer against the real local control plane
+   (tools/localcluster): every credential kind, CRUD, selectors,
+   pagination, RBAC denial, watches (events, resume, 410 recovery).
+   ASB_CLUSTER_KUBECONFIGS names the directory of its kubeconfigs. */
+#define AGENTSANDBOX_IMPLEMENTATION
+#include "../agentsandbox.h"
+#include "asbtest.h"
+
+static const asb_kube_resource templates = {"extensions.agents.x-k8s.io", "v1alpha1",
+                                            "sandboxtemplates"};
+static char prefix[64];
+
+static asb_kube_client *connect_as(const char *which, asb_error *err) {
+    char path[1024];
+    asb_kube_client_desc d;
+    asb_kube_client *kc = NULL;
+    const char *dir = getenv("ASB_CLUSTER_KUBECONFIGS");
+    if (!dir) {
+        fprintf(stderr, "ASB_CLUSTER_KUBECONFIGS is not set (make cluster-up first)\n");
+        exit(2);
+    }
+    snprintf(path, sizeof path, "%s/%s.kubeconfig", dir, which);
+    memset(&d, 0, sizeof d);
+    d.kubeconfig.path = path;
+    d.http.retry.backoff_ms = 50;
+    if (asb_kube_client_create(&d, &kc, err) != ASB_OK) return NULL;
+    return kc;
+}
+
+static void template_json(asb_buf *b, const char *name, const char *team) {
+    asb_json_writer w;
+    b->len = 0;
+    asb_json_writer_init(&w, b);
+    asb_json_object_begin(&w);
+    asb_json_key(&w, "apiVersion");
+    asb_json_string(&w, "extensions.agents.x-k8s.io/v1alpha1");
+    asb_json_key(&w, "kind");
+    asb_json_string(&w, "SandboxTemplate");
+    asb_json_key(&w, "metadata");
+    asb_json_object_begin(&w);
+    asb_json_key(&w, "name");
+    asb_json_string(&w, name);
+    asb_json_key(&w, "labels");
+    asb_json_object_begin(&w);
+    asb_json_key(&w, "asb-test");
+    asb_json_string(&w, prefix);
+    asb_json_key(&w, "team");
+    asb_json_string(&w, team);
+    asb_json_object_end(&w);
+    asb_json_object_end(&w);
+    asb_json_key(&w, "spec");
+    asb_json_object_begin(&w);
+    asb_json_key(&w, "podTemplate");
+    asb_json_object_begin(&w);
+    asb_json_key(&w, "spec");
+    asb_json_object_begin(&w);
+    asb_json_key(&w, "containers");
+    asb_json_array_begin(&w);
+    asb_json_object_begin(&w);
+    asb_json_key(&w, "name");
+    asb_json_string(&w, "c");
+    asb_json_key(&w, "image");
+    asb_json_string(&w, "x");
+    asb_json_object_end(&w);
+    asb_json_array_end(&w);
+    asb_json_object_end(&w);
+    asb_json_object_end(&w);
+    asb_json_object_end(&w);
+    asb_json_object_end(&w);
+    if (asb_json_writer_finish(&w) != ASB_OK) abort();
+}
+
+ASBT_TEST(every_credential_kind_authenticates) {
+    static const char *who[] = {"admin", "token", "exec"};
+    size_t i;
+    for (i = 0; i < 3; i++) {
+        asb_error err;
+        asb_kube_client *kc = connect_as(who[i], &err);
+        asb_buf out;
+        if (!kc) fprintf(stderr, "    %s: %s\n", who[i], err.message);
+        ASBT_CHECK(kc != NULL);
+        asb_buf_init(&out, NULL);
+        ASBT_EQ_RES(asb_kube_list(kc, &templates, "default", NULL, &out, &err), ASB_OK);
+        ASBT_CONTAINS(out.ptr, "SandboxTemplateList");
+        asb_buf_free(&out);
+        asb_kube_client_free(kc);
+    }
+}
+
+ASBT_TEST(rbac_denial_is_a_403_with_the_apiservers_message) {
+    asb_error err;
+    asb_kube_client *kc = connect_as("restricted", &err);
+    ASBT_CHECK(kc != NULL);
+    ASBT_EQ_RES(asb_kube_list(kc, &templates, "default", NULL, NULL, &err), ASB_ERR_KUBE_API);
+    ASBT_EQ_INT(err.http_status, 403);
+    ASBT_EQ_STR(err.reason, "Forbidden");
+    ASBT_CONTAINS(err.message, "lc-restricted-user");
+    ASBT_CONTAINS(err.message, "cannot list resource \"sandboxtemplates\"");
+    asb_kube_client_free(kc);
+}
+
+ASBT_TEST(create_get_patch_list_page_and_delete_custom_objects) {
+    asb_error err;
+    asb_kube_client *kc = connect_as("token", &err);
+    asb_buf b, out;
+    char name[128], sel[128];
+    int i, pages = 0, seen = 0;
+    asb_kube_list_opts lo;
+    ASBT_CHECK(kc != NULL);
+    asb_buf_init(&b, NULL);
+    asb_buf_init(&out, NULL);
+    for (i = 0; i < 5; i++) {
+        snprintf(name, sizeof name, "%s-t%d", prefix, i);
+        template_json(&b, name, i % 2 ? "odd" : "even");
+        out.len = 0;
+        ASBT_EQ_RES(asb_kube_create(kc, &templates, "default", b.ptr, b.len, &out, &err), ASB_OK);
+        ASBT_CONTAINS(out.ptr, name);
+    }
+    /* creating it again: 409 AlreadyExists, decoded */
+    ASBT_EQ_RES(asb_kube_create(kc, &templates, "default", b.ptr, b.len, NULL, &err),
+                ASB_ERR_KUBE_API);
+    ASBT_EQ_INT(err.http_status, 409);
+    ASBT_EQ_STR(err.reason, "AlreadyExists");
+    snprintf(name, sizeof name, "%s-t1", prefix);
+    out.len = 0;
+    ASBT_EQ_RES(asb_kube_get(kc, &templates, "default", name, &out, &err), ASB_OK);
+    ASBT_CONTAINS(out.ptr, "\"team\":\"odd\"");
+    out.len = 0;
+    ASBT_EQ_RES(asb_kube_patch(kc, &templates, "default", name,
+                               "{\"metadata\":{\"labels\":{\"team\":\"patched\"}}}",
+                               strlen("{\"metadata\":{\"labels\":{\"team\":\"patched\"}}}"), &out, &err),
+                ASB_OK);
+    ASBT_CONTAINS(out.ptr, "\"team\":\"patched\"");
+    /* label selector */
+    snprintf(sel, sizeof sel, "asb-test=%s,team=even", prefix);
+    memset(&lo, 0, sizeof lo);
+    lo.label_selector = sel;
+    out.len = 0;
+    ASBT_EQ_RES(asb_kube_list(kc, &templates, "default", &lo, &out, &err), ASB_OK);
+    {
+        asb_json_doc doc;
+        ASBT_EQ_RES(asb_json_doc_parse(&doc, out.ptr, out.len, NULL, NULL), ASB_OK);
+        ASBT_EQ_INT(doc.toks[asb_json_find(&doc, 0, "items")].size, 3);
+        asb_json_doc_free(&doc);
+    }
+    /* field selector */
+    snprintf(sel, sizeof sel, "metadata.name=%s", name);
+    memset(&lo, 0, sizeof lo);
+    lo.field_selector = sel;
+    out.len = 0;
+    ASBT_EQ_RES(asb_kube_list(kc, &templates, "default", &lo, &out, &err), ASB_OK);
+    ASBT_CONTAINS(out.ptr, name);
+    /* pagination: 2 per page over 5 objects */
+    snprintf(sel, sizeof sel, "asb-test=%s", prefix);
+    memset(&lo, 0, sizeof lo);
+    lo.label_selector = sel;
+    lo.limit = 2;
+    {
+        char cont[1024] = "";
+        do {
+            asb_json_doc doc;
+            out.len = 0;
+            lo.continue_token = cont;
+            ASBT_EQ_RES(asb_kube_list(kc, &templates, "default", &lo, &out, &err), ASB_OK);
+            ASBT_EQ_RES(asb_json_doc_parse(&doc, out.ptr, out.len, NULL, NULL), ASB_OK);
+            seen += doc.toks[asb_json_find(&doc, 0, "items")].size;
+            cont[0] = 0;
+            asb_json_get_string(&doc, asb_json_find(&doc, 0, "metadata.continue"), cont,
+                                sizeof cont, NULL);
+            asb_json_doc_free(&doc);
+            pages++;
+        } while (cont[0] && pages < 10);
+    }
+    ASBT_EQ_INT(seen, 5);
+    ASBT_EQ_INT(pages, 3);
+    for (i = 0; i < 5; i++) {
+        snprintf(name, sizeof name, "%s-t%d", prefix, i);
+        ASBT_EQ_RES(asb_kube_delete(kc, &templates, "default", name, &err), ASB_OK);
+    }
+    ASBT_EQ_RES(asb_kube_delete(kc, &templates, "default", name, &err), ASB_ERR_NOT_FOUND);
+    ASBT_EQ_STR(err.reason, "NotFound");
+    ASBT_EQ_RES(asb_kube_get(kc, &templates, "default", name, NULL, &err), ASB_ERR_NOT_FOUND);
+    asb_buf_free(&b);
+    asb_buf_free(&out);
+    asb_kube_client_free(kc);
+}
+
+typedef struct seen_events {
+    int added, modified, deleted;
+    char name[128];
+} seen_events;
+
+static int on_event(void *ud, const asb_watch_event *ev) {
+    seen_events *s = (seen_events *)ud;
+    if (!asb_json_string_eq(ev->doc, asb_json_find(ev->doc, ev->object, "metadata.name"), s->name,
+                            strlen(s->name)))
+        return 0;
+    if (ev->type == ASB_WATCH_ADDED) s->added++;
+    if (ev->type == ASB_WATCH_MODIFIED) s->modified++;
+    if (ev->type == ASB_WATCH_DELETED) {
+        s->deleted++;
+        return 1; /* done */
+    }
+    return 0;
+}
+
+typedef struct mutator {
+    asb_kube_client *kc;
+    char name[128];
+} mutator;
+
+static void *mutate(void *arg) {
+    mutator *m = (mutator *)arg;
+    asb_buf b;
+    asb_error err;
+    asb__sleep_ms(300);
+    asb_buf_init(&b, NULL);
+    template_json(&b, m->name, "w");
+    asb_kube_create(m->kc, &templates, "default", b.ptr, b.len, NULL, &err);
+    asb__sleep_ms(200);
+    asb_kube_patch(m->kc, &templates, "default", m->name,
+                   "{\"metadata\":{\"labels\":{\"team\":\"w2\"}}}",
+                   strlen("{\"metadata\":{\"labels\":{\"team\":\"w2\"}}}"), NULL, &err);
+    asb__sleep_ms(200);
+    asb_kube_delete(m->kc, &templates, "default", m->name, &err);
+    asb_buf_free(&b);
+    return NULL;
+}
+
+ASBT_TEST(watch_sees_added_modified_deleted) {
+    asb_error err;
+    asb_kube_client *kc = connect_as("admin", &err);
+    seen_events s;
+    mutator m;
+    pthread_t th;
+    asb_watch_opts wo;
+    ASBT_CHECK(kc != NULL);
+    memset(&s, 0, sizeof s);
+    snprintf(s.name, sizeof s.name, "%s-w", prefix);
+    m.kc = kc;
+    memcpy(m.name, s.name, sizeof m.name);
+    memset(&wo, 0, sizeof wo);
+    wo.deadline_ms = 20000;
+    wo.timeout_seconds = 2; /* several server-side ends: the watch resumes */
+    pthread_create(&th, NULL, mutate, &m);
+    ASBT_EQ_RES(asb_kube_watch(kc, &templates, "default", &wo, on_event, &s, &err), ASB_OK);
+    pthread_join(th, NULL);
+    ASBT_EQ_INT(s.added, 1);
+    ASBT_CHECK(s.modified >= 1);
+    ASBT_EQ_INT(s.deleted, 1);
+    asb_kube_client_free(kc);
+}
+
+static int count_any(void *ud, const asb_watch_event *ev) {
+    int *n = (int *)ud;
+    (void)ev;
+    return ++*n >= 1 ? 1 : 0;
+}
+
+ASBT_TEST(watch_from_a_compacted_version_recovers_from_410) {
+    asb_error err;
+    asb_kube_client *kc = connect_as("admin", &err);
+    asb_watch_opts wo;
+    int n = 0;
+    ASBT_CHECK(kc != NULL);
+    memset(&wo, 0, sizeof wo);
+    wo.resource_version = "1"; /* long gone: 410, then from "0" */
+    wo.deadline_ms = 15000;
+    /* the template python-sandbox-template exists: it arrives as ADDED */
+    ASBT_EQ_RES(asb_kube_watch(kc, &templates, "default", &wo, count_any, &n, &err), ASB_OK);
+    ASBT_EQ_INT(n, 1);
+    asb_kube_client_free(kc);
+}
+
+ASBT_TEST(watch_ends_at_its_deadline_without_spinning) {
+    asb_error err;
+    asb_kube_client *kc = connect_as("admin", &err);
+    asb_watch_opts wo;
+    seen_events s;
+    clock_t c0;
+    int64_t t0;
+    ASBT_CHECK(kc != NULL);
+    memset(&s, 0, sizeof s);
+    snprintf(s.name, sizeof s.name, "%s-never", prefix);
+    memset(&wo, 0, sizeof wo);
+    wo.field_selector = "metadata.name=does-not-exist";
+    wo.deadline_ms = 3000;
+    wo.timeout_seconds = 1;
+    c0 = clock();
+    t0 = asb__now_ms();
+    ASBT_EQ_RES(asb_kube_watch(kc, &templates, "default", &wo, on_event, &s, &err), ASB_ERR_TIMEOUT);
+    ASBT_CHECK(asb__now_ms() - t0 >= 2900 && asb__now_ms() - t0 < 6000);
+    /* 3 s of waiting: the CPU used is a few handshakes, not a loop */
+    ASBT_CHECK((double)(clock() - c0) / CLOCKS_PER_SEC < 0.5);
+    asb_kube_client_free(kc);
+}
+
+ASBT_LIST(
+    ASBT_CASE(every_credential_kind_authenticates)
+    ASBT_CASE(rbac_denial_is_a_403_with_the_apiservers_message)
+    ASBT_CASE(create_get_patch_list_page_and_delete_custom_objects)
+    ASBT_CASE(watch_sees_added_modified_deleted)
+    ASBT_CASE(watch_from_a_compacted_version_recovers_from_410)
+    ASBT_CASE(watch_ends_at_its_deadline_without_spinning)
+)
+
+int main(int argc, char **argv);
+#define main asbt_main
+ASBT_MAIN()
+#undef main
+int main(int argc, char **argv) {
+    snprintf(prefix, sizeof prefix, "asb-test-%d", (int)getpid());
+    return asbt_main(argc, argv);
+}
