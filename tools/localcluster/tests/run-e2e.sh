@@ -5,6 +5,11 @@
 set -uo pipefail
 LC=$(cd "$(dirname "$0")/.." && pwd)
 PY=${LC_PYTHON:-/usr/bin/python3}
+# Its own state directory and pod range: other tiers and developers use the
+# default cluster (build/localcluster, 127.1.0.0/24) of the same checkout, and
+# a `make cluster-down` of theirs must not stop this one (nor this theirs).
+export LC_STATE_DIR=${LC_E2E_STATE_DIR:-$(cd "$LC/../.." && pwd)/build/localcluster-e2e}
+export LC_POD_CIDR=${LC_E2E_POD_CIDR:-127.1.128.0/24}
 releases=("$@"); [ ${#releases[@]} -gt 0 ] || releases=(v0.4.6 v0.5.6)
 trap '"$PY" "$LC/lc.py" down >/dev/null 2>&1' EXIT
 "$PY" "$LC/lc.py" down >/dev/null 2>&1
@@ -15,9 +20,12 @@ for rel in "${releases[@]}"; do
   # Ports are picked free just before the daemons bind them; another process
   # on the machine can win that race. One retry, reported, covers that.
   if ! out=$("$PY" "$LC/lc.py" up --agent-sandbox "$rel") &&
-     { echo "$out" | tail -5; echo "cluster-e2e: cluster-up failed once for $rel; logs above; retrying" >&2
+     { echo "$out" | tail -5; echo "cluster-e2e: cluster-up failed once for $rel; retrying" >&2
+       rm -rf "$LC_STATE_DIR.failed"; cp -r "$LC_STATE_DIR/logs" "$LC_STATE_DIR.failed" 2>/dev/null &&
+       echo "cluster-e2e: logs of the failed attempt kept in $LC_STATE_DIR.failed" >&2
        "$PY" "$LC/lc.py" down >/dev/null; ! out=$("$PY" "$LC/lc.py" up --agent-sandbox "$rel"); }; then
     echo "$out"; echo "cluster-e2e: cluster-up failed for $rel" >&2
+    for f in "$LC_STATE_DIR"/logs/*.log; do [ -f "$f" ] && { echo "--- tail of $f"; tail -15 "$f"; }; done
     "$PY" "$LC/lc.py" status || true
     rc=1; total_f=$((total_f + 1)); "$PY" "$LC/lc.py" down; continue
   fi
