@@ -270,3 +270,15 @@ test-kube-cluster: $(TB)/asan/test_kube_cluster
 	  { tail -20 $(TB)/cluster-up.log; $(MAKE) --no-print-directory cluster-down; exit 1; }; \
 	ASB_CLUSTER_KUBECONFIGS=$(BUILD)/localcluster/kubeconfig $(TB)/asan/test_kube_cluster; rc=$$?; \
 	$(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; exit $$rc
+
+$(TB)/bench_kube: tests/bench/bench_kube.c $(HDR)
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O2 -DNDEBUG $< -o $@ $(LINK)
+ALL_TARGETS += $(TB)/bench_kube
+BENCH_TIERS += bench-kube
+.PHONY: bench-kube
+bench-kube: $(TB)/bench_kube
+	@$(MAKE) --no-print-directory cluster-up AGENT_SANDBOX=v0.4.6 > $(TB)/cluster-up.log 2>&1 || \
+	  { tail -20 $(TB)/cluster-up.log; $(MAKE) --no-print-directory cluster-down; exit 1; }; \
+	ASB_CLUSTER_KUBECONFIGS=$(BUILD)/localcluster/kubeconfig $(TB)/bench_kube; rc=$$?; \
+	$(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; exit $$rc
