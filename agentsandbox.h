@@ -24,7 +24,8 @@
    ASB_TLS to 0 in every file that includes the header.
 
    ===========================================================================
-   QUICK START (what works today: JSON, the SDK's rules, HTTP/TLS)
+   QUICK START (what works today: JSON, rules, HTTP/TLS, kubeconfig,
+   Kubernetes REST and watch; the sandbox client is next)
    ===========================================================================
 
        #define AGENTSANDBOX_IMPLEMENTATION
@@ -58,9 +59,11 @@
        JSON ............................ search "JSON"
        Small rules (paths, labels, ...)  search "RULES"
        HTTP/1.1 and TLS ................ search "HTTP AND TLS"
+       kubeconfig, Kubernetes .......... search "KUBERNETES"
        Implementation banners .......... search ">>platform", ">>bytes",
-                                         ">>json", ">>rules", ">>http",
-                                         ">>tls", ">>http (client)"
+                                         ">>json", ">>rules", ">>yaml",
+                                         ">>kubeconfig", ">>http", ">>tls",
+                                         ">>http (client)", ">>kube"
        License ......................... end of file
 
    ===========================================================================
@@ -134,8 +137,10 @@
    ===========================================================================
 
    This is the plan every layer follows, so the pieces fit. What is declared
-   below this comment is implemented and tested (JSON, rules, HTTP, TLS);
-   what is only described here is not declared yet.
+   below this comment is implemented and tested (JSON, rules, HTTP, TLS,
+   YAML, kubeconfig, credentials, Kubernetes REST and watch); what is only
+   described here (kubectl tunnel, connector, sandbox, client) is not
+   declared yet.
 
    Layers, bottom up, each usable on its own by a power user:
 
@@ -157,15 +162,19 @@
      TLS         asb_tls_config {ca_file, ca_dir, ca_pem, client cert/key,
                  server_name override, insecure}; verification on by default,
                  IP-address SANs checked by the library.
-     kubeconfig  asb_kubeconfig_load(desc) -> asb_kube_config {server, TLS
-                 config, credentials, namespace}; KUBECONFIG merge rules,
-                 exec plugins, token files, in-cluster service account.
-     Kubernetes  asb_kube_client; asb_kube_create / _get / _delete / _patch /
-                 _list (label/field selectors, pagination) on namespaced
-                 objects; asb_kube_watch (callback per complete event, exactly
-                 one final call; resourceVersion tracking, 410 restart,
-                 reconnect until a deadline). Failures decode the Status body
-                 into asb_error (http_status, reason, message).
+     kubeconfig  asb_yaml_parse (the YAML reader); asb_kubeconfig_load(desc)
+                 -> asb_kube_config {server, CA, client certificate and key,
+                 token, token file, basic auth, exec plugin, namespace};
+                 KUBECONFIG merge rules; asb_kube_config_in_cluster.
+     Kubernetes  asb_kube_client (credentials: token, token file re-read on
+                 rotation, basic auth, exec plugins cached until expiry and
+                 re-run after a 401); asb_kube_request and asb_kube_create /
+                 _get / _delete / _patch / _list (label/field selectors,
+                 pagination); asb_kube_watch (callback per complete event;
+                 resourceVersion tracking, 410 restart, resume until a
+                 deadline; the return value is the one final outcome).
+                 Failures decode the Status body into asb_error
+                 (http_status, reason, message).
      kubectl     asb_tunnel: one `kubectl port-forward` per client and router
                  namespace, rebuilt when it dies, stopped with SIGTERM then
                  SIGKILL, always reaped.
@@ -249,6 +258,35 @@
    Large bodies stream both ways (body_read / on_body) in constant memory.
    getaddrinfo has no timeout of its own: a stuck resolver can outlast
    connect_timeout_ms (loopback and IP literals never resolve).
+
+   ===========================================================================
+   KUBERNETES
+   ===========================================================================
+
+       asb_kube_client_desc d = {0};       // d.kubeconfig.path / .context
+       asb_kube_client *kube;
+       asb_buf out;
+       asb_error err;
+       static const asb_kube_resource claims = {
+           "extensions.agents.x-k8s.io", "v1alpha1", "sandboxclaims"};
+       if (asb_kube_client_create(&d, &kube, &err) != ASB_OK) ...  // err says
+       asb_buf_init(&out, NULL);                                    // file:line
+       if (asb_kube_get(kube, &claims, "default", "my-claim", &out, &err)
+               == ASB_ERR_NOT_FOUND) ...    // err.reason "NotFound"
+       asb_buf_free(&out);
+       asb_kube_client_free(kube);
+
+   The kubeconfig is read as kubectl reads it (its test oracle is `kubectl
+   config view`): the KUBECONFIG list merged with the first file winning
+   each named stanza and the current-context, relative paths resolved
+   against the file that names them, `*-data` decoded, files read at load.
+   A broken file is an error with file:line:col. The YAML reader covers
+   what kubeconfigs use (and is also checked against PyYAML); anchors,
+   aliases, tags, several documents and duplicate keys are refused
+   clearly. Exec plugins run with an argv array (never a shell), get
+   KUBERNETES_EXEC_INFO, and are killed at exec_timeout_ms; a missing
+   plugin's error carries its installHint. Legacy auth-providers are
+   refused with advice. Watches block in poll: an idle watch costs nothing.
 
    ===========================================================================
    RULES
