@@ -105,6 +105,9 @@ check "the runtime on $ip:8888 was stopped" waitfor closed
 # 7. Loopback only: every socket our processes listen on or dial is 127.x.
 pids=$(cat "$STATE"/pids/*.pid "$STATE"/podrunner/*.pid 2>/dev/null | awk '{print $1}' | sort -u)
 re=$(echo $pids | sed 's/ /|/g')
+n_listen=$(ss -Hltnp | grep -cE "pid=($re),")
+n_conn=$(ss -Htnp state established | grep -cE "pid=($re),")
+check "ss sees our processes: $n_listen listening sockets, $n_conn connections" test "$n_listen" -ge 9 -a "$n_conn" -gt 0
 bad_listen=$(ss -Hltnp | grep -E "pid=($re)," | awk '{print $4}' | grep -vE '^(127\.[0-9.]+|\[::1\]|\[::ffff:127\.[0-9.]+\]):' || true)
 check "no listener of ours outside loopback ${bad_listen:+: $bad_listen}" test -z "$bad_listen"
 bad_peer=$(ss -Htnp state established | grep -E "pid=($re)," | awk '{print $4}' | grep -vE '^(127\.[0-9.]+|\[::1\]|\[::ffff:127\.[0-9.]+\]):' || true)
