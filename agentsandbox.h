@@ -1122,6 +1122,102 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
                                   asb_watch_fn fn, void *user_data, asb_error *err);
 
 /* ==========================================================================
+   Sandboxes: the client and the sandbox handle
+   ========================================================================== */
+
+/* How the client reaches sandboxes. (Gateway and in-cluster modes come
+   next; their values will be added after these.) */
+typedef enum asb_connection_mode {
+    ASB_CONNECT_LOCAL_TUNNEL = 0, /* default: `kubectl port-forward` to the
+                                     router Service, one per client */
+    ASB_CONNECT_DIRECT            /* a router URL you give */
+} asb_connection_mode;
+
+typedef struct asb_client_desc {
+    asb_kube_client_desc kube;     /* kubeconfig or in-cluster settings */
+    asb_connection_mode mode;      /* default ASB_CONNECT_LOCAL_TUNNEL */
+    const char *direct_url;        /* ASB_CONNECT_DIRECT: the router's URL */
+    const char *router_namespace;  /* default "agent-sandbox-system" */
+    const char *router_service;    /* default "sandbox-router-svc" */
+    int router_port;               /* default 8080 */
+    const char *kubectl_path;      /* default "kubectl" (searched on PATH) */
+    int port_forward_ready_timeout_ms; /* default 30000 */
+    int server_port;               /* the runtime's port; default 8888 */
+    const char *claim_api_version; /* default "v1alpha1" (agent-sandbox
+                                      v0.4.x claims naming a template) */
+    int cleanup_on_free;           /* default 0. 1: asb_client_free deletes
+                                      the claims of every live handle */
+    size_t max_output_bytes;       /* default 16 MiB: run() and read() */
+} asb_client_desc;
+
+typedef struct asb_client asb_client;
+typedef struct asb_sandbox asb_sandbox;
+
+ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **out,
+                                     asb_error *err);
+/* Stops the tunnel (SIGTERM, then SIGKILL after 2 s; always reaped),
+   frees every handle (deleting their claims with cleanup_on_free). */
+ASB_API void asb_client_free(asb_client *client);
+
+typedef struct asb_create_opts {
+    const char *namespace_name;    /* default "default" */
+    int ready_timeout_ms;          /* default 180000 */
+    const asb_label *labels;       /* validated before any API call */
+    size_t label_count;
+    int64_t shutdown_after_seconds; /* default 0: no TTL; else > 0 */
+    const char *warmpool;          /* v1alpha1 spec.warmpool policy:
+                                      "none", "default" or a pool name;
+                                      default NULL: unset */
+} asb_create_opts;
+
+/* Creates a SandboxClaim for `template_name`, waits with one watch on the
+   claim (from the create's resourceVersion) until it is bound and Ready,
+   and returns a handle the client tracks. TemplateNotFound fails at once
+   (ASB_ERR_TEMPLATE_NOT_FOUND), another terminal reason is
+   ASB_ERR_CLAIM_FAILED, the deadline ASB_ERR_TIMEOUT; on any failure the
+   claim is deleted before returning: no orphan. */
+ASB_API asb_result asb_client_create_sandbox(asb_client *client, const char *template_name,
+                                             const asb_create_opts *opts, asb_sandbox **out,
+                                             asb_error *err);
+
+/* Names of a handle; live as long as the handle. */
+ASB_API const char *asb_sandbox_claim_name(const asb_sandbox *sb);
+ASB_API const char *asb_sandbox_name(const asb_sandbox *sb);
+ASB_API const char *asb_sandbox_namespace(const asb_sandbox *sb);
+/* 1 until terminate (or client free). */
+ASB_API int asb_sandbox_is_active(const asb_sandbox *sb);
+
+/* The result of a command: bytes as the runtime reported them. */
+typedef struct asb_run_result {
+    asb_buf out;   /* stdout */
+    asb_buf err;   /* stderr */
+    int exit_code;
+} asb_run_result;
+ASB_API void asb_run_result_free(asb_run_result *r);
+
+/* Runs a command in the sandbox (POST /execute; never retried once it
+   reached the runtime). timeout_ms > 0 also goes to the router as
+   X-Sandbox-Timeout. A malformed answer is ASB_ERR_HTTP_PROTOCOL with the
+   body kept in err->body. Free *result with asb_run_result_free. */
+ASB_API asb_result asb_sandbox_run(asb_sandbox *sb, const char *command, int timeout_ms,
+                                   asb_run_result *result, asb_error *err);
+
+/* Files, with the safe-path rules of asb_path_normalize applied first.
+   write: multipart upload of data[0, len); read: the whole file into out
+   (capped at max_output_bytes); exists: *exists 0/1. */
+ASB_API asb_result asb_sandbox_write(asb_sandbox *sb, const char *path, const void *data,
+                                     size_t len, asb_error *err);
+ASB_API asb_result asb_sandbox_read(asb_sandbox *sb, const char *path, asb_buf *out,
+                                    asb_error *err);
+ASB_API asb_result asb_sandbox_exists(asb_sandbox *sb, const char *path, int *exists,
+                                      asb_error *err);
+
+/* Deletes the claim (a missing one is fine) and ends the handle; calls on
+   a terminated handle return ASB_ERR_CLOSED. Idempotent. The handle stays
+   valid (and owned by the client) until asb_client_free. */
+ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err);
+
+/* ==========================================================================
    TLS backend
    ========================================================================== */
 
@@ -7425,6 +7521,811 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
     asb_buf_free(&base);
     asb_buf_free(&w.rv);
     asb_buf_free(&w.lines.line);
+    return r;
+}
+
+/* >>tunnel ==================================================================
+   One `kubectl port-forward` per client to the router Service: started on
+   first use, probed by TCP connect every 50 ms, rebuilt when kubectl dies,
+   stopped with SIGTERM then SIGKILL, always reaped. */
+
+struct asb_sandbox {
+    struct asb_client *client;
+    struct asb_sandbox *next;
+    char claim[64];
+    char name[256];
+    char ns[64];
+    int active;
+};
+
+struct asb_client {
+    asb_allocator alloc;
+    asb_kube_client *kube;
+    asb_http_client *http;
+    asb_connection_mode mode;
+    char *direct_url;
+    char *router_ns, *router_svc, *kubectl, *api_version;
+    char *kube_path, *kube_context; /* handed to kubectl as the client's */
+    int router_port, server_port, pf_timeout_ms, cleanup;
+    size_t max_output;
+    pthread_mutex_t lock; /* the tunnel and the handle list */
+    pid_t tunnel_pid;
+    int tunnel_port;
+    int tunnel_err_fd;    /* kubectl's stderr, for error messages */
+    asb_sandbox *handles;
+};
+
+static char *asb__cdup(asb_client *c, const char *s) {
+    size_t n;
+    char *p;
+    if (!s) return NULL;
+    n = strlen(s);
+    p = (char *)c->alloc.alloc_fn(n + 1, c->alloc.user_data);
+    if (p) memcpy(p, s, n + 1);
+    return p;
+}
+
+/* A free loopback port: bind :0 and ask. (kubectl then binds it; another
+   process could take it in between, which the probe then reports.) */
+static int asb__free_port(void) {
+    struct sockaddr_in a;
+    socklen_t al = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+    if (fd < 0) return -1;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &al) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+static int asb__port_open(int port) {
+    struct sockaddr_in a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
+    if (fd < 0) return 0;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+static void asb__tunnel_stop_locked(asb_client *c) {
+    if (c->tunnel_pid > 0) {
+        int i, st;
+        kill(-c->tunnel_pid, SIGTERM);
+        kill(c->tunnel_pid, SIGTERM);
+        for (i = 0; i < 100; i++) { /* 2 s */
+            if (waitpid(c->tunnel_pid, &st, WNOHANG) == c->tunnel_pid) break;
+            asb__sleep_ms(20);
+        }
+        if (i == 100) {
+            kill(-c->tunnel_pid, SIGKILL);
+            kill(c->tunnel_pid, SIGKILL);
+            while (waitpid(c->tunnel_pid, &st, 0) < 0 && errno == EINTR) {}
+        }
+    }
+    if (c->tunnel_err_fd >= 0) close(c->tunnel_err_fd);
+    c->tunnel_err_fd = -1;
+    c->tunnel_pid = 0;
+    c->tunnel_port = 0;
+}
+
+/* What kubectl said on stderr (bounded), for an error message. */
+static void asb__tunnel_stderr(asb_client *c, char *out, size_t cap) {
+    char buf[600];
+    ssize_t n = 0;
+    out[0] = '\0';
+    if (c->tunnel_err_fd >= 0) {
+        n = read(c->tunnel_err_fd, buf, sizeof buf - 1);
+        if (n < 0) n = 0;
+    }
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) n--;
+    asb__quote(out, cap, buf, (size_t)n, 300);
+}
+
+static asb_result asb__tunnel_start_locked(asb_client *c, asb_error *err) {
+    int pe[2], pf[2], port = asb__free_port(), child_errno = 0;
+    char ports[32], svc[300];
+    const char *argv[16];
+    int k = 0;
+    pid_t pid;
+    int64_t deadline;
+    if (port < 0) return asb__fail(err, ASB_ERR_PORT_FORWARD, "port-forward: no free local port");
+    snprintf(ports, sizeof ports, "%d:%d", port, c->router_port);
+    snprintf(svc, sizeof svc, "svc/%s", c->router_svc);
+    argv[k++] = c->kubectl;
+    argv[k++] = "port-forward";
+    argv[k++] = svc;
+    argv[k++] = ports;
+    argv[k++] = "-n";
+    argv[k++] = c->router_ns;
+    argv[k++] = "--address";
+    argv[k++] = "127.0.0.1";
+    if (c->kube_path) {
+        argv[k++] = "--kubeconfig";
+        argv[k++] = c->kube_path;
+    }
+    if (c->kube_context) {
+        argv[k++] = "--context";
+        argv[k++] = c->kube_context;
+    }
+    argv[k] = NULL;
+    if (pipe(pe) < 0) return asb__fail(err, ASB_ERR_IO, "port-forward: pipe: %s", strerror(errno));
+    if (pipe(pf) < 0) {
+        close(pe[0]);
+        close(pe[1]);
+        return asb__fail(err, ASB_ERR_IO, "port-forward: pipe: %s", strerror(errno));
+    }
+    fcntl(pe[0], F_SETFD, FD_CLOEXEC);
+    fcntl(pf[0], F_SETFD, FD_CLOEXEC);
+    fcntl(pf[1], F_SETFD, FD_CLOEXEC);
+    pid = fork();
+    if (pid < 0) {
+        close(pe[0]);
+        close(pe[1]);
+        close(pf[0]);
+        close(pf[1]);
+        return asb__fail(err, ASB_ERR_IO, "port-forward: fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_RDWR);
+        setpgid(0, 0); /* its own group: stopping it stops its children */
+        if (devnull >= 0) {
+            dup2(devnull, 0);
+            dup2(devnull, 1);
+        }
+        dup2(pe[1], 2);
+        execvp(argv[0], (char *const *)argv);
+        {
+            int e = errno;
+            ssize_t w = write(pf[1], &e, sizeof e);
+            (void)w;
+        }
+        _exit(127);
+    }
+    close(pe[1]);
+    close(pf[1]);
+    if (read(pf[0], &child_errno, sizeof child_errno) != (ssize_t)sizeof child_errno)
+        child_errno = 0;
+    close(pf[0]);
+    c->tunnel_pid = pid;
+    c->tunnel_err_fd = pe[0];
+    fcntl(pe[0], F_SETFL, fcntl(pe[0], F_GETFL) | O_NONBLOCK);
+    if (child_errno) {
+        asb__tunnel_stop_locked(c);
+        return asb__fail(err, ASB_ERR_KUBECTL_MISSING,
+                         "port-forward: cannot run \"%s\": %s. Install kubectl, set "
+                         "kubectl_path, or use ASB_CONNECT_DIRECT with the router's URL",
+                         c->kubectl, strerror(child_errno));
+    }
+    deadline = asb__now_ms() + c->pf_timeout_ms;
+    for (;;) {
+        int st;
+        if (asb__port_open(port)) break;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            char why[400];
+            c->tunnel_pid = 0;
+            asb__tunnel_stderr(c, why, sizeof why);
+            asb__tunnel_stop_locked(c);
+            return asb__fail(err, ASB_ERR_PORT_FORWARD,
+                             "port-forward to %s/%s exited (status %d): %s", c->router_ns,
+                             c->router_svc, WIFEXITED(st) ? WEXITSTATUS(st) : -1, why);
+        }
+        if (asb__now_ms() >= deadline) {
+            char why[400];
+            asb__tunnel_stderr(c, why, sizeof why);
+            asb__tunnel_stop_locked(c);
+            return asb__fail(err, ASB_ERR_PORT_FORWARD,
+                             "port-forward to %s/%s not ready within %d ms: %s", c->router_ns,
+                             c->router_svc, c->pf_timeout_ms, why);
+        }
+        asb__sleep_ms(50);
+    }
+    c->tunnel_port = port;
+    return ASB_OK;
+}
+
+/* The base URL of the router, starting or rebuilding the tunnel. */
+static asb_result asb__router_base(asb_client *c, char *out, size_t cap, asb_error *err) {
+    asb_result r = ASB_OK;
+    if (c->mode == ASB_CONNECT_DIRECT) {
+        snprintf(out, cap, "%s", c->direct_url);
+        return ASB_OK;
+    }
+    pthread_mutex_lock(&c->lock);
+    if (c->tunnel_pid > 0) {
+        int st;
+        if (waitpid(c->tunnel_pid, &st, WNOHANG) == c->tunnel_pid) {
+            c->tunnel_pid = 0; /* kubectl died: reaped here, rebuilt below */
+            asb__tunnel_stop_locked(c);
+        }
+    }
+    if (c->tunnel_pid <= 0) r = asb__tunnel_start_locked(c, err);
+    if (r == ASB_OK) snprintf(out, cap, "http://127.0.0.1:%d", c->tunnel_port);
+    pthread_mutex_unlock(&c->lock);
+    return r;
+}
+
+/* >>sandbox =================================================================
+   The client (registry of handles), create with one watch, and the
+   handle's calls to the runtime through the router. */
+
+ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **out,
+                                     asb_error *err) {
+    asb_client_desc zero;
+    asb_client *c;
+    asb_allocator a;
+    asb_result r;
+    asb_http_client_desc hd;
+    if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "client: NULL out");
+    *out = NULL;
+    if (!desc) {
+        memset(&zero, 0, sizeof zero);
+        desc = &zero;
+    }
+    if (desc->mode != ASB_CONNECT_LOCAL_TUNNEL && desc->mode != ASB_CONNECT_DIRECT)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "client: unknown connection mode");
+    if (desc->mode == ASB_CONNECT_DIRECT) {
+        asb_url u;
+        if (!desc->direct_url)
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "client: ASB_CONNECT_DIRECT needs direct_url");
+        r = asb_url_parse(desc->direct_url, strlen(desc->direct_url), &u, err);
+        if (r != ASB_OK) return r;
+    }
+    if (desc->router_namespace &&
+        asb_dns_label_validate(desc->router_namespace, strlen(desc->router_namespace), err) != ASB_OK)
+        return ASB_ERR_INVALID_ARGUMENT;
+    if (desc->server_port < 0 || desc->server_port > 65535 || desc->router_port < 0 ||
+        desc->router_port > 65535)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "client: ports must be 1-65535");
+    if (asb__allocator_resolve(desc->kube.http.allocator ? desc->kube.http.allocator
+                                                         : desc->kube.kubeconfig.allocator,
+                               &a) != ASB_OK)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "allocator: give all three or none");
+    c = (asb_client *)a.alloc_fn(sizeof *c, a.user_data);
+    if (!c) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "client: out of memory");
+    memset(c, 0, sizeof *c);
+    c->alloc = a;
+    c->tunnel_err_fd = -1;
+    pthread_mutex_init(&c->lock, NULL);
+    c->mode = desc->mode;
+    c->router_port = desc->router_port ? desc->router_port : 8080;
+    c->server_port = desc->server_port ? desc->server_port : 8888;
+    c->pf_timeout_ms = desc->port_forward_ready_timeout_ms > 0 ? desc->port_forward_ready_timeout_ms
+                                                              : 30000;
+    c->cleanup = desc->cleanup_on_free;
+    c->max_output = desc->max_output_bytes ? desc->max_output_bytes : (size_t)16 << 20;
+    c->router_ns = asb__cdup(c, desc->router_namespace ? desc->router_namespace
+                                                       : "agent-sandbox-system");
+    c->router_svc = asb__cdup(c, desc->router_service ? desc->router_service
+                                                      : "sandbox-router-svc");
+    c->kubectl = asb__cdup(c, desc->kubectl_path ? desc->kubectl_path : "kubectl");
+    c->api_version = asb__cdup(c, desc->claim_api_version ? desc->claim_api_version : "v1alpha1");
+    if (desc->direct_url) {
+        size_t n = strlen(desc->direct_url);
+        c->direct_url = asb__cdup(c, desc->direct_url);
+        while (c->direct_url && n && c->direct_url[n - 1] == '/') c->direct_url[--n] = '\0';
+    }
+    if (!c->router_ns || !c->router_svc || !c->kubectl || !c->api_version ||
+        (desc->direct_url && !c->direct_url)) {
+        asb_client_free(c);
+        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "client: out of memory");
+    }
+    r = asb_kube_client_create(&desc->kube, &c->kube, err);
+    if (r != ASB_OK) {
+        asb_client_free(c);
+        return r;
+    }
+    /* kubectl must use the same configuration and context as we do */
+    if (desc->kube.kubeconfig.path) c->kube_path = asb__cdup(c, desc->kube.kubeconfig.path);
+    if (!desc->kube.in_cluster) c->kube_context = asb__cdup(c, asb_kube_client_config(c->kube)->context);
+    hd = desc->kube.http;
+    memset(&hd.tls, 0, sizeof hd.tls);
+    hd.proxy_url = NULL;
+    hd.allocator = &c->alloc;
+    if (!hd.max_body_bytes) hd.max_body_bytes = c->max_output;
+    r = asb_http_client_create(&hd, &c->http, err);
+    if (r != ASB_OK) {
+        asb_client_free(c);
+        return r;
+    }
+    *out = c;
+    return ASB_OK;
+}
+
+static const asb_kube_resource *asb__claims(asb_client *c, asb_kube_resource *res) {
+    res->group = "extensions.agents.x-k8s.io";
+    res->version = c->api_version;
+    res->plural = "sandboxclaims";
+    return res;
+}
+
+ASB_API void asb_client_free(asb_client *c) {
+    asb_sandbox *s;
+    if (!c) return;
+    pthread_mutex_lock(&c->lock);
+    asb__tunnel_stop_locked(c);
+    pthread_mutex_unlock(&c->lock);
+    while ((s = c->handles) != NULL) {
+        c->handles = s->next;
+        if (c->cleanup && s->active && c->kube) {
+            asb_kube_resource res;
+            asb_kube_delete(c->kube, asb__claims(c, &res), s->ns, s->claim, NULL);
+        }
+        c->alloc.free_fn(s, c->alloc.user_data);
+    }
+    asb_http_client_free(c->http);
+    asb_kube_client_free(c->kube);
+    if (c->direct_url) c->alloc.free_fn(c->direct_url, c->alloc.user_data);
+    if (c->router_ns) c->alloc.free_fn(c->router_ns, c->alloc.user_data);
+    if (c->router_svc) c->alloc.free_fn(c->router_svc, c->alloc.user_data);
+    if (c->kubectl) c->alloc.free_fn(c->kubectl, c->alloc.user_data);
+    if (c->api_version) c->alloc.free_fn(c->api_version, c->alloc.user_data);
+    if (c->kube_path) c->alloc.free_fn(c->kube_path, c->alloc.user_data);
+    if (c->kube_context) c->alloc.free_fn(c->kube_context, c->alloc.user_data);
+    pthread_mutex_destroy(&c->lock);
+    c->alloc.free_fn(c, c->alloc.user_data);
+}
+
+/* What the claim watch learned. */
+typedef struct asb__claim_wait {
+    char sandbox[256];
+    char reason[64];
+    char message[200];
+    asb_result outcome;
+} asb__claim_wait;
+
+static int asb__claim_event(void *ud, const asb_watch_event *ev) {
+    asb__claim_wait *w = (asb__claim_wait *)ud;
+    const asb_json_doc *d = ev->doc;
+    int nm, conds, cond;
+    asb_json_iter it;
+    if (ev->type == ASB_WATCH_DELETED) {
+        w->outcome = ASB_ERR_METADATA;
+        snprintf(w->message, sizeof w->message, "the claim was deleted while waiting for it");
+        return 1;
+    }
+    if (ev->type != ASB_WATCH_ADDED && ev->type != ASB_WATCH_MODIFIED) return 0;
+    nm = asb_json_find(d, ev->object, "status.sandbox.name");
+    if (nm < 0) nm = asb_json_find(d, ev->object, "status.sandbox.Name"); /* old controllers */
+    if (nm >= 0) asb_json_get_string(d, nm, w->sandbox, sizeof w->sandbox, NULL);
+    conds = asb_json_find(d, ev->object, "status.conditions");
+    it = asb_json_iter_begin(d, conds);
+    while (asb_json_iter_next(d, &it, NULL, &cond)) {
+        if (!asb_json_string_eq(d, asb_json_member(d, cond, "type", 4), "Ready", 5)) continue;
+        w->reason[0] = w->message[0] = '\0';
+        asb_json_get_string(d, asb_json_member(d, cond, "reason", 6), w->reason, sizeof w->reason, NULL);
+        asb_json_get_string(d, asb_json_member(d, cond, "message", 7), w->message,
+                            sizeof w->message, NULL);
+        if (asb_json_string_eq(d, asb_json_member(d, cond, "status", 6), "True", 4)) {
+            if (w->sandbox[0]) {
+                w->outcome = ASB_OK;
+                return 1;
+            }
+        } else if (strcmp(w->reason, "TemplateNotFound") == 0) {
+            w->outcome = ASB_ERR_TEMPLATE_NOT_FOUND;
+            return 1;
+        } else if (strcmp(w->reason, "WarmPoolNotFound") == 0) {
+            w->outcome = ASB_ERR_WARMPOOL_NOT_FOUND;
+            return 1;
+        } else if (strcmp(w->reason, "InvalidMetadata") == 0 ||
+                   strcmp(w->reason, "ClaimExpired") == 0 ||
+                   strcmp(w->reason, "SandboxExpired") == 0) {
+            w->outcome = ASB_ERR_CLAIM_FAILED;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static asb_result asb__claim_manifest(asb_client *c, const char *claim, const char *tpl,
+                                      const asb_create_opts *o, const char *ns, asb_buf *b,
+                                      asb_error *err) {
+    asb_json_writer w;
+    char now[ASB_TIME_SIZE], shut[ASB_TIME_SIZE], av[128];
+    size_t i;
+    asb_time_format_rfc3339((int64_t)time(NULL), now);
+    if (o->shutdown_after_seconds &&
+        asb_shutdown_time_from_ttl((int64_t)time(NULL), o->shutdown_after_seconds, shut, err) !=
+            ASB_OK)
+        return ASB_ERR_INVALID_ARGUMENT;
+    snprintf(av, sizeof av, "extensions.agents.x-k8s.io/%s", c->api_version);
+    asb_json_writer_init(&w, b);
+    asb_json_object_begin(&w);
+    asb_json_key(&w, "apiVersion");
+    asb_json_string(&w, av);
+    asb_json_key(&w, "kind");
+    asb_json_string(&w, "SandboxClaim");
+    asb_json_key(&w, "metadata");
+    asb_json_object_begin(&w);
+    asb_json_key(&w, "name");
+    asb_json_string(&w, claim);
+    asb_json_key(&w, "namespace");
+    asb_json_string(&w, ns);
+    asb_json_key(&w, "labels");
+    asb_json_object_begin(&w);
+    for (i = 0; i < o->label_count; i++) {
+        asb_json_key(&w, o->labels[i].key);
+        asb_json_string(&w, o->labels[i].value);
+    }
+    asb_json_key(&w, "agents.x-k8s.io/created-by");
+    asb_json_string(&w, "agentsandbox.h");
+    asb_json_object_end(&w);
+    asb_json_key(&w, "annotations");
+    asb_json_object_begin(&w);
+    asb_json_key(&w, "agents.x-k8s.io/client-first-requested-at");
+    asb_json_string(&w, now);
+    asb_json_object_end(&w);
+    asb_json_object_end(&w);
+    asb_json_key(&w, "spec");
+    asb_json_object_begin(&w);
+    asb_json_key(&w, "sandboxTemplateRef");
+    asb_json_object_begin(&w);
+    asb_json_key(&w, "name");
+    asb_json_string(&w, tpl);
+    asb_json_object_end(&w);
+    if (o->warmpool) {
+        asb_json_key(&w, "warmpool");
+        asb_json_string(&w, o->warmpool);
+    }
+    if (o->shutdown_after_seconds) {
+        asb_json_key(&w, "lifecycle");
+        asb_json_object_begin(&w);
+        asb_json_key(&w, "shutdownTime");
+        asb_json_string(&w, shut);
+        asb_json_key(&w, "shutdownPolicy");
+        asb_json_string(&w, "Delete");
+        asb_json_object_end(&w);
+    }
+    asb_json_object_end(&w);
+    asb_json_object_end(&w);
+    if (asb_json_writer_finish(&w) != ASB_OK)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "claim: cannot build the manifest");
+    return ASB_OK;
+}
+
+ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
+                                             const asb_create_opts *opts, asb_sandbox **out,
+                                             asb_error *err) {
+    asb_create_opts zero;
+    const char *ns;
+    char claim[ASB_CLAIM_NAME_SIZE], rv[64] = "";
+    asb_buf body, resp;
+    asb_kube_resource res;
+    asb_result r;
+    asb__claim_wait cw;
+    asb_watch_opts wo;
+    asb_sandbox *sb;
+    char sel[128];
+    if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "create: NULL out");
+    *out = NULL;
+    if (!c || !tpl || !*tpl)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "create: a template name is required");
+    if (!opts) {
+        memset(&zero, 0, sizeof zero);
+        opts = &zero;
+    }
+    ns = opts->namespace_name ? opts->namespace_name : "default";
+    /* every rule before any API call */
+    if (asb_dns_label_validate(ns, strlen(ns), err) != ASB_OK) return ASB_ERR_INVALID_ARGUMENT;
+    if (asb_labels_validate(opts->labels, opts->label_count, err) != ASB_OK)
+        return ASB_ERR_INVALID_ARGUMENT;
+    if (opts->shutdown_after_seconds < 0)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "shutdown_after_seconds must be positive (got %lld)",
+                         (long long)opts->shutdown_after_seconds);
+    r = asb_claim_name_generate(claim, err);
+    if (r != ASB_OK) return r;
+    asb_buf_init(&body, &c->alloc);
+    asb_buf_init(&resp, &c->alloc);
+    r = asb__claim_manifest(c, claim, tpl, opts, ns, &body, err);
+    if (r == ASB_OK) r = asb_kube_create(c->kube, asb__claims(c, &res), ns, body.ptr, body.len, &resp, err);
+    asb_buf_free(&body);
+    if (r != ASB_OK) {
+        asb_buf_free(&resp);
+        return r;
+    }
+    {
+        asb_json_doc d;
+        if (asb_json_doc_parse(&d, resp.ptr, resp.len, &c->alloc, NULL) == ASB_OK) {
+            asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.resourceVersion"), rv, sizeof rv,
+                                NULL);
+            asb_json_doc_free(&d);
+        }
+    }
+    asb_buf_free(&resp);
+    /* one watch on the claim, from the create's version */
+    memset(&cw, 0, sizeof cw);
+    cw.outcome = ASB_ERR_TIMEOUT;
+    memset(&wo, 0, sizeof wo);
+    snprintf(sel, sizeof sel, "metadata.name=%s", claim);
+    wo.field_selector = sel;
+    wo.resource_version = rv[0] ? rv : NULL;
+    wo.deadline_ms = opts->ready_timeout_ms > 0 ? opts->ready_timeout_ms : 180000;
+    r = asb_kube_watch(c->kube, &res, ns, &wo, asb__claim_event, &cw, err);
+    if (r == ASB_OK) r = cw.outcome;
+    if (r != ASB_OK) {
+        /* no orphan, ever: the claim goes before the error returns */
+        asb_error derr;
+        if (r == ASB_ERR_TEMPLATE_NOT_FOUND || r == ASB_ERR_WARMPOOL_NOT_FOUND ||
+            r == ASB_ERR_CLAIM_FAILED || r == ASB_ERR_METADATA)
+            asb__fail(err, r, "sandbox claim %s: %s%s%s", claim, cw.reason,
+                      cw.message[0] ? ": " : "", cw.message);
+        else if (r == ASB_ERR_TIMEOUT)
+            asb__fail(err, r, "sandbox claim %s not ready within %d ms%s%s", claim,
+                      wo.deadline_ms, cw.reason[0] ? "; last reason: " : "", cw.reason);
+        if (asb_kube_delete(c->kube, &res, ns, claim, &derr) != ASB_OK &&
+            derr.code != ASB_ERR_NOT_FOUND && err) {
+            size_t l = strlen(err->message);
+            snprintf(err->message + l, sizeof err->message - l,
+                     " (and deleting the claim failed: %.150s)", derr.message);
+        }
+        return r;
+    }
+    sb = (asb_sandbox *)c->alloc.alloc_fn(sizeof *sb, c->alloc.user_data);
+    if (!sb) {
+        asb_kube_delete(c->kube, &res, ns, claim, NULL);
+        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "create: out of memory");
+    }
+    memset(sb, 0, sizeof *sb);
+    sb->client = c;
+    snprintf(sb->claim, sizeof sb->claim, "%s", claim);
+    snprintf(sb->name, sizeof sb->name, "%s", cw.sandbox);
+    snprintf(sb->ns, sizeof sb->ns, "%s", ns);
+    sb->active = 1;
+    pthread_mutex_lock(&c->lock);
+    sb->next = c->handles;
+    c->handles = sb;
+    pthread_mutex_unlock(&c->lock);
+    *out = sb;
+    return ASB_OK;
+}
+
+ASB_API const char *asb_sandbox_claim_name(const asb_sandbox *sb) { return sb ? sb->claim : NULL; }
+ASB_API const char *asb_sandbox_name(const asb_sandbox *sb) { return sb ? sb->name : NULL; }
+ASB_API const char *asb_sandbox_namespace(const asb_sandbox *sb) { return sb ? sb->ns : NULL; }
+ASB_API int asb_sandbox_is_active(const asb_sandbox *sb) { return sb && sb->active; }
+
+ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err) {
+    asb_kube_resource res;
+    asb_result r;
+    if (!sb) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "terminate: NULL handle");
+    if (!sb->active) return ASB_OK;
+    r = asb_kube_delete(sb->client->kube, asb__claims(sb->client, &res), sb->ns, sb->claim, err);
+    if (r == ASB_ERR_NOT_FOUND) r = ASB_OK; /* already gone is fine */
+    if (r == ASB_OK) sb->active = 0;       /* only on success: retry later */
+    return r;
+}
+
+/* One call to the runtime through the router, with its headers. */
+static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const char *path,
+                               int timeout_ms, asb_http_response *resp, asb_error *err) {
+    asb_client *c;
+    char base[300], port[16], rid[40], tsec[24];
+    asb_http_header h[8];
+    size_t nh = 0, i;
+    asb_buf url;
+    asb_result r;
+    unsigned char rnd[8];
+    memset(resp, 0, sizeof *resp);
+    if (!sb || !sb->active)
+        return asb__fail(err, ASB_ERR_CLOSED, "sandbox: the handle was terminated or closed");
+    c = sb->client;
+    r = asb__router_base(c, base, sizeof base, err);
+    if (r != ASB_OK) return r;
+    snprintf(port, sizeof port, "%d", c->server_port);
+    /* one id for every retry of this call, so logs tie them together */
+    asb__random_bytes(rnd, sizeof rnd);
+    for (i = 0; i < 8; i++) snprintf(rid + 2 * i, 3, "%02x", rnd[i]);
+    h[nh].name = "X-Sandbox-ID";
+    h[nh++].value = sb->name;
+    h[nh].name = "X-Sandbox-Namespace";
+    h[nh++].value = sb->ns;
+    h[nh].name = "X-Sandbox-Port";
+    h[nh++].value = port;
+    h[nh].name = "X-Request-ID";
+    h[nh++].value = rid;
+    if (timeout_ms > 0) {
+        snprintf(tsec, sizeof tsec, "%d", (timeout_ms + 999) / 1000);
+        h[nh].name = "X-Sandbox-Timeout";
+        h[nh++].value = tsec;
+        req->timeout_ms = timeout_ms;
+    }
+    for (i = 0; i < req->header_count && nh < 8; i++) h[nh++] = req->headers[i];
+    req->headers = h;
+    req->header_count = nh;
+    asb_buf_init(&url, &c->alloc);
+    asb_buf_append(&url, base, strlen(base));
+    asb_buf_append(&url, path, strlen(path));
+    req->url = url.ptr;
+    r = asb_http_do(c->http, req, resp, err);
+    if (r == ASB_ERR_CONNECT && c->mode == ASB_CONNECT_LOCAL_TUNNEL) {
+        /* never reached anything: the tunnel may have died; rebuild, once */
+        asb_http_response_free(resp);
+        r = asb__router_base(c, base, sizeof base, err);
+        if (r == ASB_OK) {
+            url.len = 0;
+            asb_buf_append(&url, base, strlen(base));
+            asb_buf_append(&url, path, strlen(path));
+            req->url = url.ptr;
+            r = asb_http_do(c->http, req, resp, err);
+        }
+    }
+    asb_buf_free(&url);
+    if (r == ASB_ERR_HTTP_STATUS && resp->status == 404) r = ASB_ERR_NOT_FOUND;
+    return r;
+}
+
+ASB_API void asb_run_result_free(asb_run_result *r) {
+    if (!r) return;
+    asb_buf_free(&r->out);
+    asb_buf_free(&r->err);
+}
+
+ASB_API asb_result asb_sandbox_run(asb_sandbox *sb, const char *command, int timeout_ms,
+                                   asb_run_result *result, asb_error *err) {
+    asb_http_request req;
+    asb_http_response resp;
+    asb_http_header ct;
+    asb_buf body;
+    asb_json_writer w;
+    asb_result r;
+    if (!result) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "run: NULL result");
+    memset(result, 0, sizeof *result);
+    if (!sb || !command) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "run: NULL argument");
+    asb_buf_init(&result->out, &sb->client->alloc);
+    asb_buf_init(&result->err, &sb->client->alloc);
+    asb_buf_init(&body, &sb->client->alloc);
+    asb_json_writer_init(&w, &body);
+    w.replace_invalid_utf8 = 1;
+    asb_json_object_begin(&w);
+    asb_json_key(&w, "command");
+    asb_json_string(&w, command);
+    asb_json_object_end(&w);
+    if (asb_json_writer_finish(&w) != ASB_OK) {
+        asb_buf_free(&body);
+        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "run: out of memory");
+    }
+    memset(&req, 0, sizeof req);
+    ct.name = "Content-Type";
+    ct.value = "application/json";
+    req.method = "POST";
+    req.headers = &ct;
+    req.header_count = 1;
+    req.body = body.ptr;
+    req.body_len = body.len;
+    r = asb__sb_call(sb, &req, "/execute", timeout_ms, &resp, err);
+    asb_buf_free(&body);
+    if (r == ASB_OK) {
+        asb_json_doc d;
+        int64_t code = 0;
+        if (asb_json_doc_parse(&d, resp.body.ptr ? resp.body.ptr : "", resp.body.len,
+                               &sb->client->alloc, NULL) != ASB_OK ||
+            asb_json_append_string(&d, asb_json_find(&d, 0, "stdout"), &result->out) != ASB_OK ||
+            asb_json_append_string(&d, asb_json_find(&d, 0, "stderr"), &result->err) != ASB_OK ||
+            asb_json_get_int64(&d, asb_json_find(&d, 0, "exit_code"), &code) != ASB_OK) {
+            r = asb__fail(err, ASB_ERR_HTTP_PROTOCOL,
+                          "run: the runtime's answer is not {stdout, stderr, exit_code}");
+            if (err) {
+                err->http_status = resp.status;
+                err->body_len = resp.body.len < sizeof err->body ? resp.body.len : sizeof err->body;
+                if (err->body_len) memcpy(err->body, resp.body.ptr, err->body_len);
+            }
+        } else {
+            result->exit_code = (int)code;
+        }
+        if (d.toks) asb_json_doc_free(&d);
+    }
+    asb_http_response_free(&resp);
+    return r;
+}
+
+/* "/<op>/<percent-encoded path>" after the safe-path rules. */
+static asb_result asb__file_path(const char *op, const char *path, int safe, asb_buf *out,
+                                 char *norm, size_t cap, asb_error *err) {
+    asb_result r;
+    size_t n = 0;
+    if (!path) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "path: NULL");
+    if (safe) {
+        r = asb_path_normalize(path, strlen(path), norm, cap, &n, err);
+        if (r != ASB_OK) return r;
+    } else {
+        snprintf(norm, cap, "%s", path);
+        n = strlen(norm);
+    }
+    asb_buf_append(out, op, strlen(op));
+    return asb_percent_encode_segment(norm, n, out);
+}
+
+ASB_API asb_result asb_sandbox_write(asb_sandbox *sb, const char *path, const void *data,
+                                     size_t len, asb_error *err) {
+    char norm[4096];
+    asb_multipart mp;
+    asb_buf body, p;
+    asb_http_request req;
+    asb_http_response resp;
+    asb_http_header ct;
+    asb_result r;
+    if (!sb || (!data && len)) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "write: NULL argument");
+    asb_buf_init(&p, &sb->client->alloc);
+    r = asb__file_path("", path, 1, &p, norm, sizeof norm, err);
+    asb_buf_free(&p);
+    if (r != ASB_OK) return r;
+    r = asb_multipart_init(&mp, "file", norm, &sb->client->alloc);
+    if (r != ASB_OK) return asb__fail(err, r, "write: cannot frame the upload");
+    asb_buf_init(&body, &sb->client->alloc);
+    asb_buf_append(&body, mp.head.ptr, mp.head.len);
+    if (len) asb_buf_append(&body, data, len);
+    r = asb_buf_append(&body, mp.tail.ptr, mp.tail.len);
+    memset(&req, 0, sizeof req);
+    ct.name = "Content-Type";
+    ct.value = mp.content_type;
+    req.method = "POST";
+    req.headers = &ct;
+    req.header_count = 1;
+    req.body = body.ptr;
+    req.body_len = body.len;
+    if (r == ASB_OK) r = asb__sb_call(sb, &req, "/upload", 0, &resp, err);
+    else r = asb__fail(err, r, "write: out of memory");
+    asb_http_response_free(&resp);
+    asb_buf_free(&body);
+    asb_multipart_free(&mp);
+    return r;
+}
+
+ASB_API asb_result asb_sandbox_read(asb_sandbox *sb, const char *path, asb_buf *out,
+                                    asb_error *err) {
+    char norm[4096];
+    asb_buf p;
+    asb_http_request req;
+    asb_http_response resp;
+    asb_result r;
+    if (!sb || !out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "read: NULL argument");
+    asb_buf_init(&p, &sb->client->alloc);
+    r = asb__file_path("/download/", path, 1, &p, norm, sizeof norm, err);
+    if (r == ASB_OK) {
+        memset(&req, 0, sizeof req);
+        r = asb__sb_call(sb, &req, p.ptr, 0, &resp, err);
+        if (r == ASB_OK) r = asb_buf_append(out, resp.body.ptr ? resp.body.ptr : "", resp.body.len);
+        asb_http_response_free(&resp);
+    }
+    asb_buf_free(&p);
+    return r;
+}
+
+ASB_API asb_result asb_sandbox_exists(asb_sandbox *sb, const char *path, int *exists,
+                                      asb_error *err) {
+    char norm[4096];
+    asb_buf p;
+    asb_http_request req;
+    asb_http_response resp;
+    asb_result r;
+    if (!sb || !exists) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "exists: NULL argument");
+    *exists = 0;
+    asb_buf_init(&p, &sb->client->alloc);
+    /* exists is not checked client side (as the reference): the runtime
+       confines the path */
+    r = asb__file_path("/exists/", path, 0, &p, norm, sizeof norm, err);
+    if (r == ASB_OK) {
+        memset(&req, 0, sizeof req);
+        r = asb__sb_call(sb, &req, p.ptr, 0, &resp, err);
+        if (r == ASB_OK) {
+            asb_json_doc d;
+            if (asb_json_doc_parse(&d, resp.body.ptr ? resp.body.ptr : "", resp.body.len,
+                                   &sb->client->alloc, NULL) != ASB_OK ||
+                asb_json_get_bool(&d, asb_json_find(&d, 0, "exists"), exists) != ASB_OK)
+                r = asb__fail(err, ASB_ERR_HTTP_PROTOCOL, "exists: unexpected answer");
+            if (d.toks) asb_json_doc_free(&d);
+        }
+        asb_http_response_free(&resp);
+    }
+    asb_buf_free(&p);
     return r;
 }
 

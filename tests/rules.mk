@@ -265,10 +265,27 @@ $(TB)/asan/test_kube_cluster: tests/test_kube_cluster.c $(TEST_DEPS)
 ALL_TARGETS += $(TB)/asan/test_kube_cluster
 .PHONY: test-kube-cluster
 TEST_TIERS += test-kube-cluster
-test-kube-cluster: $(TB)/asan/test_kube_cluster
+$(TB)/asan/test_sdk_cluster: tests/test_sdk_cluster.c $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) $< -o $@ $(LINK)
+ALL_TARGETS += $(TB)/asan/test_sdk_cluster
+# The Kubernetes layer and the sandbox SDK share one cluster start.
+test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster $(EX)/quickstart
 	@$(MAKE) --no-print-directory cluster-up AGENT_SANDBOX=v0.4.6 > $(TB)/cluster-up.log 2>&1 || \
 	  { tail -20 $(TB)/cluster-up.log; $(MAKE) --no-print-directory cluster-down; exit 1; }; \
-	ASB_CLUSTER_KUBECONFIGS=$(BUILD)/localcluster/kubeconfig $(TB)/asan/test_kube_cluster; rc=$$?; \
+	export ASB_CLUSTER_KUBECONFIGS=$(BUILD)/localcluster/kubeconfig; \
+	echo "--- test_kube_cluster"; $(TB)/asan/test_kube_cluster && \
+	echo "--- test_sdk_cluster" && $(TB)/asan/test_sdk_cluster && \
+	echo "--- examples/quickstart" && \
+	KUBECONFIG=$(BUILD)/localcluster/kubeconfig/admin.kubeconfig $(EX)/quickstart; rc=$$?; \
+	$(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; exit $$rc
+
+# make demo: the quick start against a local cluster built and started here.
+.PHONY: demo
+demo: $(EX)/quickstart
+	@$(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory cluster-up AGENT_SANDBOX=v0.4.6 | tail -1
+	@KUBECONFIG=$(BUILD)/localcluster/kubeconfig/admin.kubeconfig $(EX)/quickstart; rc=$$?; \
 	$(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; exit $$rc
 
 $(TB)/bench_kube: tests/bench/bench_kube.c $(HDR)

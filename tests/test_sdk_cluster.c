@@ -1,0 +1,223 @@
+/* The sandbox SDK end to end on the real local control plane: a real
+   agent-sandbox controller binds the claim, kwok runs the pod, the pod
+   runner starts agentsandbox-runtime on the pod's loopback IP, and the
+   client reaches it through a real `kubectl port-forward` to the real
+   sandbox-router. ASB_CLUSTER_KUBECONFIGS names the cluster's kubeconfigs. */
+#define AGENTSANDBOX_IMPLEMENTATION
+#include "../agentsandbox.h"
+#include "asbtest.h"
+
+static char kubeconfig[1024];
+
+static asb_client *new_client(asb_error *err) {
+    asb_client_desc d;
+    asb_client *c = NULL;
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = kubeconfig;
+    d.kube.http.retry.backoff_ms = 100;
+    if (asb_client_create(&d, &c, err) != ASB_OK) return NULL;
+    return c;
+}
+
+static int claim_exists(asb_client *c, const char *ns, const char *claim) {
+    asb_kube_resource res = {"extensions.agents.x-k8s.io", "v1alpha1", "sandboxclaims"};
+    asb_error err;
+    asb_result r = asb_kube_get(c->kube, &res, ns, claim, NULL, &err);
+    return r == ASB_OK;
+}
+
+ASBT_TEST(quick_start_create_run_write_read_exists_terminate) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *sb = NULL;
+    asb_run_result rr;
+    asb_buf data;
+    asb_create_opts o;
+    asb_label labels[1];
+    int ex = -1;
+    char claim[64];
+    if (!c) fprintf(stderr, "    %s\n", err.message);
+    ASBT_CHECK(c != NULL);
+    memset(&o, 0, sizeof o);
+    labels[0].key = "team";
+    labels[0].value = "c-sdk";
+    o.labels = labels;
+    o.label_count = 1;
+    o.shutdown_after_seconds = 3600;
+    o.ready_timeout_ms = 60000;
+    if (asb_client_create_sandbox(c, "python-sandbox-template", &o, &sb, &err) != ASB_OK)
+        fprintf(stderr, "    create: %s\n", err.message);
+    ASBT_CHECK(sb != NULL);
+    ASBT_CHECK(strncmp(asb_sandbox_claim_name(sb), "sandbox-claim-", 14) == 0);
+    ASBT_CHECK(asb_sandbox_name(sb)[0] != '\0');
+    ASBT_EQ_STR(asb_sandbox_namespace(sb), "default");
+    snprintf(claim, sizeof claim, "%s", asb_sandbox_claim_name(sb));
+
+    if (asb_sandbox_run(sb, "echo hello from the sandbox", 30000, &rr, &err) != ASB_OK)
+        fprintf(stderr, "    run: %s\n", err.message);
+    ASBT_EQ_INT(rr.exit_code, 0);
+    ASBT_EQ_STR(rr.out.ptr, "hello from the sandbox\n");
+    asb_run_result_free(&rr);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "sh -c 'echo oops >&2; exit 3'", 0, &rr, &err), ASB_OK);
+    ASBT_EQ_INT(rr.exit_code, 3);
+    ASBT_EQ_STR(rr.err.ptr, "oops\n");
+    asb_run_result_free(&rr);
+
+    ASBT_EQ_RES(asb_sandbox_write(sb, "/dir/hello.txt", "bytes\0and more", 14, &err), ASB_OK);
+    asb_buf_init(&data, NULL);
+    ASBT_EQ_RES(asb_sandbox_read(sb, "dir/hello.txt", &data, &err), ASB_OK);
+    ASBT_EQ_MEM(data.ptr, data.len, "bytes\0and more", 14);
+    asb_buf_free(&data);
+    ASBT_EQ_RES(asb_sandbox_exists(sb, "dir/hello.txt", &ex, &err), ASB_OK);
+    ASBT_EQ_INT(ex, 1);
+    ASBT_EQ_RES(asb_sandbox_exists(sb, "dir/nope.txt", &ex, &err), ASB_OK);
+    ASBT_EQ_INT(ex, 0);
+    asb_buf_init(&data, NULL);
+    ASBT_EQ_RES(asb_sandbox_read(sb, "dir/nope.txt", &data, &err), ASB_ERR_NOT_FOUND);
+    asb_buf_free(&data);
+    /* traversal never leaves the client */
+    ASBT_EQ_RES(asb_sandbox_write(sb, "../etc/passwd", "x", 1, &err), ASB_ERR_INVALID_ARGUMENT);
+
+    ASBT_CHECK(claim_exists(c, "default", claim));
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK); /* twice is fine */
+    ASBT_CHECK(!asb_sandbox_is_active(sb));
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_ERR_CLOSED);
+    asb_run_result_free(&rr);
+    ASBT_CHECK(!claim_exists(c, "default", claim));
+    asb_client_free(c);
+}
+
+ASBT_TEST(missing_template_fails_fast_and_leaves_no_claim) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *sb = NULL;
+    int64_t t0 = asb__now_ms();
+    asb_kube_list_opts lo;
+    asb_buf out;
+    asb_kube_resource res = {"extensions.agents.x-k8s.io", "v1alpha1", "sandboxclaims"};
+    ASBT_CHECK(c != NULL);
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "no-such-template", NULL, &sb, &err),
+                ASB_ERR_TEMPLATE_NOT_FOUND);
+    ASBT_CHECK(asb__now_ms() - t0 < 5000);
+    ASBT_CONTAINS(err.message, "TemplateNotFound");
+    ASBT_CHECK(sb == NULL);
+    /* no claim of ours is left */
+    memset(&lo, 0, sizeof lo);
+    lo.label_selector = "agents.x-k8s.io/created-by=agentsandbox.h";
+    asb_buf_init(&out, NULL);
+    ASBT_EQ_RES(asb_kube_list(c->kube, &res, "default", &lo, &out, &err), ASB_OK);
+    ASBT_CHECK(strstr(out.ptr, "no-such-template") == NULL);
+    asb_buf_free(&out);
+    asb_client_free(c);
+}
+
+ASBT_TEST(a_ready_timeout_deletes_the_claim) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *sb = NULL;
+    asb_create_opts o;
+    char claim[64];
+    ASBT_CHECK(c != NULL);
+    memset(&o, 0, sizeof o);
+    o.ready_timeout_ms = 1; /* nothing is Ready within a millisecond */
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", &o, &sb, &err),
+                ASB_ERR_TIMEOUT);
+    ASBT_CONTAINS(err.message, "not ready within 1 ms");
+    ASBT_CHECK(sscanf(err.message, "sandbox claim %63s", claim) == 1);
+    ASBT_CHECK(!claim_exists(c, "default", claim));
+    asb_client_free(c);
+}
+
+ASBT_TEST(bad_labels_and_ttl_fail_before_any_api_call) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *sb = NULL;
+    asb_create_opts o;
+    asb_label bad[1];
+    ASBT_CHECK(c != NULL);
+    memset(&o, 0, sizeof o);
+    bad[0].key = "bad key";
+    bad[0].value = "v";
+    o.labels = bad;
+    o.label_count = 1;
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", &o, &sb, &err),
+                ASB_ERR_INVALID_ARGUMENT);
+    ASBT_CONTAINS(err.message, "bad key");
+    memset(&o, 0, sizeof o);
+    o.shutdown_after_seconds = -1;
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", &o, &sb, &err),
+                ASB_ERR_INVALID_ARGUMENT);
+    o.shutdown_after_seconds = INT64_MAX;
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", &o, &sb, &err),
+                ASB_ERR_INVALID_ARGUMENT);
+    ASBT_CONTAINS(err.message, "overflows");
+    asb_client_free(c);
+}
+
+ASBT_TEST(killed_kubectl_is_replaced_on_the_next_call) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *sb = NULL;
+    asb_run_result rr;
+    pid_t first;
+    ASBT_CHECK(c != NULL);
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_OK);
+    asb_run_result_free(&rr);
+    first = c->tunnel_pid;
+    ASBT_CHECK(first > 0);
+    kill(-first, SIGKILL);
+    kill(first, SIGKILL);
+    asb__sleep_ms(200);
+    if (asb_sandbox_run(sb, "echo again", 0, &rr, &err) != ASB_OK)
+        fprintf(stderr, "    %s\n", err.message);
+    ASBT_EQ_STR(rr.out.ptr, "again\n");
+    asb_run_result_free(&rr);
+    ASBT_CHECK(c->tunnel_pid > 0 && c->tunnel_pid != first);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
+    /* the old kubectl was reaped and the new one stopped: no child left */
+    ASBT_CHECK(waitpid(-1, NULL, WNOHANG) <= 0);
+}
+
+ASBT_TEST(no_kubectl_says_so_and_suggests_direct_mode) {
+    asb_error err;
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_run_result rr;
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = kubeconfig;
+    d.kubectl_path = "/nonexistent/kubectl";
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_ERR_KUBECTL_MISSING);
+    ASBT_CONTAINS(err.message, "ASB_CONNECT_DIRECT");
+    asb_run_result_free(&rr);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
+}
+
+ASBT_LIST(
+    ASBT_CASE(quick_start_create_run_write_read_exists_terminate)
+    ASBT_CASE(missing_template_fails_fast_and_leaves_no_claim)
+    ASBT_CASE(a_ready_timeout_deletes_the_claim)
+    ASBT_CASE(bad_labels_and_ttl_fail_before_any_api_call)
+    ASBT_CASE(killed_kubectl_is_replaced_on_the_next_call)
+    ASBT_CASE(no_kubectl_says_so_and_suggests_direct_mode)
+)
+
+int main(int argc, char **argv);
+#define main asbt_main
+ASBT_MAIN()
+#undef main
+int main(int argc, char **argv) {
+    const char *dir = getenv("ASB_CLUSTER_KUBECONFIGS");
+    if (!dir) {
+        fprintf(stderr, "ASB_CLUSTER_KUBECONFIGS is not set\n");
+        return 2;
+    }
+    snprintf(kubeconfig, sizeof kubeconfig, "%s/admin.kubeconfig", dir);
+    return asbt_main(argc, argv);
+}
