@@ -24,8 +24,8 @@
    ASB_TLS to 0 in every file that includes the header.
 
    ===========================================================================
-   QUICK START (what works today: JSON, rules, HTTP/TLS, kubeconfig,
-   Kubernetes REST and watch; the sandbox client is next)
+   QUICK START (the JSON layer alone; examples/quickstart.c shows the
+   sandbox client: create, run, write, read, exists, terminate)
    ===========================================================================
 
        #define AGENTSANDBOX_IMPLEMENTATION
@@ -138,9 +138,11 @@
 
    This is the plan every layer follows, so the pieces fit. What is declared
    below this comment is implemented and tested (JSON, rules, HTTP, TLS,
-   YAML, kubeconfig, credentials, Kubernetes REST and watch); what is only
-   described here (kubectl tunnel, connector, sandbox, client) is not
-   declared yet.
+   YAML, kubeconfig, credentials, Kubernetes REST and watch, the tunnel,
+   and the client and sandbox calls declared below); what is only
+   described here (attach, list, delete-all, streaming files, list/status,
+   Gateway and in-cluster connections, warm-pool claims) is not declared
+   yet.
 
    Layers, bottom up, each usable on its own by a power user:
 
