@@ -8281,53 +8281,52 @@ ASB_API asb_result asb_sandbox_write(asb_sandbox *sb, const char *path, const vo
     return r;
 }
 
-ASB_API asb_result asb_sandbox_read(asb_sandbox *sb, const char *path, asb_buf *out,
-                                    asb_error *err) {
+/* GET /<op>/<path> through the router; *resp is the caller's to free. */
+static asb_result asb__sb_get(asb_sandbox *sb, const char *op, const char *path, int safe,
+                              asb_http_response *resp, asb_error *err) {
     char norm[4096];
     asb_buf p;
     asb_http_request req;
-    asb_http_response resp;
     asb_result r;
-    if (!sb || !out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "read: NULL argument");
+    memset(resp, 0, sizeof *resp);
     asb_buf_init(&p, &sb->client->alloc);
-    r = asb__file_path("/download/", path, 1, &p, norm, sizeof norm, err);
+    r = asb__file_path(op, path, safe, &p, norm, sizeof norm, err);
     if (r == ASB_OK) {
         memset(&req, 0, sizeof req);
-        r = asb__sb_call(sb, &req, p.ptr, 0, &resp, err);
-        if (r == ASB_OK) r = asb_buf_append(out, resp.body.ptr ? resp.body.ptr : "", resp.body.len);
-        asb_http_response_free(&resp);
+        r = asb__sb_call(sb, &req, p.ptr, 0, resp, err);
     }
     asb_buf_free(&p);
     return r;
 }
 
+ASB_API asb_result asb_sandbox_read(asb_sandbox *sb, const char *path, asb_buf *out,
+                                    asb_error *err) {
+    asb_http_response resp;
+    asb_result r;
+    if (!sb || !out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "read: NULL argument");
+    r = asb__sb_get(sb, "/download/", path, 1, &resp, err);
+    if (r == ASB_OK) r = asb_buf_append(out, resp.body.ptr ? resp.body.ptr : "", resp.body.len);
+    asb_http_response_free(&resp);
+    return r;
+}
+
 ASB_API asb_result asb_sandbox_exists(asb_sandbox *sb, const char *path, int *exists,
                                       asb_error *err) {
-    char norm[4096];
-    asb_buf p;
-    asb_http_request req;
     asb_http_response resp;
     asb_result r;
     if (!sb || !exists) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "exists: NULL argument");
     *exists = 0;
-    asb_buf_init(&p, &sb->client->alloc);
-    /* exists is not checked client side (as the reference): the runtime
-       confines the path */
-    r = asb__file_path("/exists/", path, 0, &p, norm, sizeof norm, err);
+    /* not checked client side (as the reference): the runtime confines it */
+    r = asb__sb_get(sb, "/exists/", path, 0, &resp, err);
     if (r == ASB_OK) {
-        memset(&req, 0, sizeof req);
-        r = asb__sb_call(sb, &req, p.ptr, 0, &resp, err);
-        if (r == ASB_OK) {
-            asb_json_doc d;
-            if (asb_json_doc_parse(&d, resp.body.ptr ? resp.body.ptr : "", resp.body.len,
-                                   &sb->client->alloc, NULL) != ASB_OK ||
-                asb_json_get_bool(&d, asb_json_find(&d, 0, "exists"), exists) != ASB_OK)
-                r = asb__fail(err, ASB_ERR_HTTP_PROTOCOL, "exists: unexpected answer");
-            if (d.toks) asb_json_doc_free(&d);
-        }
-        asb_http_response_free(&resp);
+        asb_json_doc d;
+        if (asb_json_doc_parse(&d, resp.body.ptr ? resp.body.ptr : "", resp.body.len,
+                               &sb->client->alloc, NULL) != ASB_OK ||
+            asb_json_get_bool(&d, asb_json_find(&d, 0, "exists"), exists) != ASB_OK)
+            r = asb__fail(err, ASB_ERR_HTTP_PROTOCOL, "exists: unexpected answer");
+        asb_json_doc_free(&d);
     }
-    asb_buf_free(&p);
+    asb_http_response_free(&resp);
     return r;
 }
 
