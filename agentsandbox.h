@@ -1219,6 +1219,67 @@ ASB_API asb_result asb_sandbox_exists(asb_sandbox *sb, const char *path, int *ex
    valid (and owned by the client) until asb_client_free. */
 ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err);
 
+/* Attaches to an existing claim: the live handle when the client has one
+   (after checking the claim still exists: a stale handle is ended and
+   ASB_ERR_NOT_FOUND returned), else a new handle once the claim is bound
+   to a Sandbox that exists (waiting up to resolve_timeout_ms, default
+   30000, for the binding). `ns` NULL means "default". */
+ASB_API asb_result asb_client_get_sandbox(asb_client *client, const char *claim_name,
+                                          const char *ns, int resolve_timeout_ms,
+                                          asb_sandbox **out, asb_error *err);
+
+/* The client's active handles: fills out[0, cap) and returns how many
+   there are (may exceed cap). Borrowed: owned by the client. */
+ASB_API size_t asb_client_list_active(asb_client *client, asb_sandbox **out, size_t cap);
+
+/* Names, owned by the list; free with asb_name_list_free. */
+typedef struct asb_name_list {
+    size_t count;
+    char **names;
+    asb_allocator alloc_;
+} asb_name_list;
+ASB_API void asb_name_list_free(asb_name_list *list);
+
+/* Every claim in the namespace (NULL: "default") matching the label
+   selector (NULL: all), across pages. */
+ASB_API asb_result asb_client_list_all(asb_client *client, const char *ns,
+                                       const char *label_selector, asb_name_list *out,
+                                       asb_error *err);
+
+/* Deletes a claim by name (a missing one is fine) and ends its handle. */
+ASB_API asb_result asb_client_delete_sandbox(asb_client *client, const char *claim_name,
+                                             const char *ns, asb_error *err);
+
+/* Terminates every active handle, trying them all: ASB_OK when all went,
+   else the first failure's code with how many failed in the message. */
+ASB_API asb_result asb_client_delete_all(asb_client *client, asb_error *err);
+
+/* Streams size bytes from `read` into a file (multipart upload; memory
+   stays flat for any size). */
+ASB_API asb_result asb_sandbox_write_stream(asb_sandbox *sb, const char *path,
+                                            asb_read_fn read, void *user_data, uint64_t size,
+                                            asb_error *err);
+/* Streams a file's bytes to `write` as they arrive (no size cap). */
+ASB_API asb_result asb_sandbox_read_stream(asb_sandbox *sb, const char *path,
+                                           asb_write_fn write, void *user_data,
+                                           asb_error *err);
+
+typedef struct asb_file_entry {
+    char *name;
+    uint64_t size;
+    int is_dir;      /* "directory" vs "file" */
+    double mod_time; /* POSIX seconds */
+} asb_file_entry;
+typedef struct asb_file_list {
+    size_t count;
+    asb_file_entry *entries;
+    asb_allocator alloc_;
+} asb_file_list;
+ASB_API void asb_file_list_free(asb_file_list *list);
+/* The entries of a directory in the sandbox (GET /list). */
+ASB_API asb_result asb_sandbox_list(asb_sandbox *sb, const char *path, asb_file_list *out,
+                                    asb_error *err);
+
 /* ==========================================================================
    TLS backend
    ========================================================================== */
@@ -8327,6 +8388,392 @@ ASB_API asb_result asb_sandbox_exists(asb_sandbox *sb, const char *path, int *ex
         asb_json_doc_free(&d);
     }
     asb_http_response_free(&resp);
+    return r;
+}
+
+/* -- attach, list, delete ------------------------------------------------------ */
+
+static asb_sandbox *asb__find_handle(asb_client *c, const char *ns, const char *claim) {
+    asb_sandbox *s;
+    for (s = c->handles; s; s = s->next)
+        if (s->active && strcmp(s->ns, ns) == 0 && strcmp(s->claim, claim) == 0) return s;
+    return NULL;
+}
+
+ASB_API asb_result asb_client_get_sandbox(asb_client *c, const char *claim, const char *ns,
+                                          int resolve_timeout_ms, asb_sandbox **out,
+                                          asb_error *err) {
+    asb_kube_resource res, sbres;
+    asb_buf body;
+    asb_result r;
+    asb_sandbox *sb;
+    asb__claim_wait cw;
+    char sel[128], rv[64] = "";
+    if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "get: NULL out");
+    *out = NULL;
+    if (!c || !claim) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "get: NULL argument");
+    if (!ns) ns = "default";
+    if (asb_dns_label_validate(ns, strlen(ns), err) != ASB_OK) return ASB_ERR_INVALID_ARGUMENT;
+    memset(&cw, 0, sizeof cw);
+    asb_buf_init(&body, &c->alloc);
+    r = asb_kube_get(c->kube, asb__claims(c, &res), ns, claim, &body, err);
+    pthread_mutex_lock(&c->lock);
+    sb = asb__find_handle(c, ns, claim);
+    if (sb && r == ASB_ERR_NOT_FOUND) sb->active = 0; /* stale: the claim is gone */
+    pthread_mutex_unlock(&c->lock);
+    if (r != ASB_OK) {
+        asb_buf_free(&body);
+        return r;
+    }
+    if (sb) {
+        asb_buf_free(&body);
+        *out = sb;
+        return ASB_OK;
+    }
+    {
+        asb_json_doc d;
+        asb_watch_event ev;
+        if (asb_json_doc_parse(&d, body.ptr, body.len, &c->alloc, NULL) == ASB_OK) {
+            memset(&ev, 0, sizeof ev);
+            ev.type = ASB_WATCH_MODIFIED;
+            ev.doc = &d;
+            ev.object = 0;
+            asb__claim_event(&cw, &ev);
+            asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.resourceVersion"), rv,
+                                sizeof rv, NULL);
+            asb_json_doc_free(&d);
+        }
+    }
+    asb_buf_free(&body);
+    if (!cw.sandbox[0]) {
+        /* not bound yet: wait for it, as create does */
+        asb_watch_opts wo;
+        memset(&wo, 0, sizeof wo);
+        snprintf(sel, sizeof sel, "metadata.name=%s", claim);
+        wo.field_selector = sel;
+        wo.resource_version = rv[0] ? rv : NULL;
+        wo.deadline_ms = resolve_timeout_ms > 0 ? resolve_timeout_ms : 30000;
+        cw.outcome = ASB_ERR_TIMEOUT;
+        r = asb_kube_watch(c->kube, &res, ns, &wo, asb__claim_event, &cw, err);
+        if (r == ASB_OK && !cw.sandbox[0]) r = cw.outcome == ASB_OK ? ASB_ERR_TIMEOUT : cw.outcome;
+        if (r == ASB_ERR_METADATA)
+            return asb__fail(err, r, "claim %s was deleted while resolving it", claim);
+        if (r != ASB_OK && !cw.sandbox[0]) return r;
+    }
+    /* the Sandbox itself must exist */
+    sbres.group = "agents.x-k8s.io";
+    sbres.version = c->api_version;
+    sbres.plural = "sandboxes";
+    r = asb_kube_get(c->kube, &sbres, ns, cw.sandbox, NULL, err);
+    if (r != ASB_OK) return r;
+    sb = (asb_sandbox *)c->alloc.alloc_fn(sizeof *sb, c->alloc.user_data);
+    if (!sb) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "get: out of memory");
+    memset(sb, 0, sizeof *sb);
+    sb->client = c;
+    snprintf(sb->claim, sizeof sb->claim, "%s", claim);
+    snprintf(sb->name, sizeof sb->name, "%s", cw.sandbox);
+    snprintf(sb->ns, sizeof sb->ns, "%s", ns);
+    sb->active = 1;
+    pthread_mutex_lock(&c->lock);
+    {
+        /* another thread may have attached meanwhile: keep one handle */
+        asb_sandbox *other = asb__find_handle(c, ns, claim);
+        if (other) {
+            c->alloc.free_fn(sb, c->alloc.user_data);
+            sb = other;
+        } else {
+            sb->next = c->handles;
+            c->handles = sb;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    *out = sb;
+    return ASB_OK;
+}
+
+ASB_API size_t asb_client_list_active(asb_client *c, asb_sandbox **out, size_t cap) {
+    asb_sandbox *s;
+    size_t n = 0;
+    if (!c) return 0;
+    pthread_mutex_lock(&c->lock);
+    for (s = c->handles; s; s = s->next) {
+        if (!s->active) continue;
+        if (out && n < cap) out[n] = s;
+        n++;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return n;
+}
+
+ASB_API void asb_name_list_free(asb_name_list *l) {
+    size_t i;
+    if (!l || !l->names) return;
+    for (i = 0; i < l->count; i++) l->alloc_.free_fn(l->names[i], l->alloc_.user_data);
+    l->alloc_.free_fn(l->names, l->alloc_.user_data);
+    l->names = NULL;
+    l->count = 0;
+}
+
+ASB_API asb_result asb_client_list_all(asb_client *c, const char *ns, const char *selector,
+                                       asb_name_list *out, asb_error *err) {
+    asb_kube_list_opts lo;
+    asb_kube_resource res;
+    char cont[2048] = "";
+    size_t cap = 0;
+    asb_result r = ASB_OK;
+    if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "list: NULL out");
+    memset(out, 0, sizeof *out);
+    if (!c) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "list: NULL client");
+    out->alloc_ = c->alloc;
+    memset(&lo, 0, sizeof lo);
+    lo.label_selector = selector;
+    lo.limit = 500;
+    do {
+        asb_buf page;
+        asb_json_doc d;
+        asb_json_iter it;
+        int item;
+        asb_buf_init(&page, &c->alloc);
+        lo.continue_token = cont;
+        r = asb_kube_list(c->kube, asb__claims(c, &res), ns ? ns : "default", &lo, &page, err);
+        if (r == ASB_OK && asb_json_doc_parse(&d, page.ptr, page.len, &c->alloc, err) == ASB_OK) {
+            it = asb_json_iter_begin(&d, asb_json_find(&d, 0, "items"));
+            while (r == ASB_OK && asb_json_iter_next(&d, &it, NULL, &item)) {
+                asb_buf name;
+                if (out->count == cap) {
+                    size_t ncap = cap ? cap * 2 : 16;
+                    char **nn = (char **)c->alloc.realloc_fn(out->names, ncap * sizeof(char *),
+                                                             c->alloc.user_data);
+                    if (!nn) {
+                        r = asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "list: out of memory");
+                        break;
+                    }
+                    out->names = nn;
+                    cap = ncap;
+                }
+                asb_buf_init(&name, &c->alloc);
+                if (asb_json_append_string(&d, asb_json_find(&d, item, "metadata.name"), &name) ==
+                    ASB_OK)
+                    out->names[out->count++] = name.ptr;
+                else
+                    asb_buf_free(&name);
+            }
+            cont[0] = '\0';
+            asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.continue"), cont, sizeof cont,
+                                NULL);
+            asb_json_doc_free(&d);
+        } else if (r == ASB_OK) {
+            r = ASB_ERR_JSON_INVALID;
+        }
+        asb_buf_free(&page);
+    } while (r == ASB_OK && cont[0]);
+    if (r != ASB_OK) asb_name_list_free(out);
+    return r;
+}
+
+ASB_API asb_result asb_client_delete_sandbox(asb_client *c, const char *claim, const char *ns,
+                                             asb_error *err) {
+    asb_kube_resource res;
+    asb_sandbox *s;
+    asb_result r;
+    if (!c || !claim) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "delete: NULL argument");
+    if (!ns) ns = "default";
+    r = asb_kube_delete(c->kube, asb__claims(c, &res), ns, claim, err);
+    if (r == ASB_ERR_NOT_FOUND) r = ASB_OK;
+    if (r == ASB_OK) {
+        pthread_mutex_lock(&c->lock);
+        s = asb__find_handle(c, ns, claim);
+        if (s) s->active = 0;
+        pthread_mutex_unlock(&c->lock);
+    }
+    return r;
+}
+
+ASB_API asb_result asb_client_delete_all(asb_client *c, asb_error *err) {
+    asb_sandbox *list[256];
+    size_t n, i, failed = 0;
+    asb_result first = ASB_OK;
+    asb_error one;
+    char first_msg[300] = "";
+    if (!c) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "delete_all: NULL client");
+    do {
+        n = asb_client_list_active(c, list, 256);
+        if (n > 256) n = 256;
+        for (i = 0; i < n; i++) {
+            if (asb_sandbox_terminate(list[i], &one) != ASB_OK) {
+                if (!failed) {
+                    first = one.code;
+                    snprintf(first_msg, sizeof first_msg, "%.299s", one.message);
+                }
+                failed++;
+                list[i]->active = 0; /* tried: do not loop on it */
+            }
+        }
+    } while (n == 256);
+    if (failed)
+        return asb__fail(err, first, "delete_all: %zu claim(s) could not be deleted; first: %s",
+                         failed, first_msg);
+    return ASB_OK;
+}
+
+/* -- streaming files and listing --------------------------------------------------- */
+
+typedef struct asb__upload {
+    const asb_multipart *mp;
+    asb_read_fn read;
+    void *user;
+    uint64_t size, done;
+    int phase;
+    size_t off;
+} asb__upload;
+
+/* The multipart body as one stream: head, the caller's bytes, tail. */
+static long asb__upload_read(void *ud, char *buf, size_t cap) {
+    asb__upload *u = (asb__upload *)ud;
+    for (;;) {
+        if (u->phase == 0 || u->phase == 2) {
+            const asb_buf *b = u->phase == 0 ? &u->mp->head : &u->mp->tail;
+            size_t n = b->len - u->off < cap ? b->len - u->off : cap;
+            if (n == 0) {
+                if (u->phase == 2) return 0;
+                u->phase = 1;
+                u->off = 0;
+                continue;
+            }
+            memcpy(buf, b->ptr + u->off, n);
+            u->off += n;
+            return (long)n;
+        }
+        if (u->done == u->size) {
+            u->phase = 2;
+            u->off = 0;
+            continue;
+        }
+        {
+            size_t want = (uint64_t)cap < u->size - u->done ? cap : (size_t)(u->size - u->done);
+            long n = u->read(u->user, buf, want);
+            if (n <= 0) return -1; /* early end: the length would be a lie */
+            u->done += (uint64_t)n;
+            return n;
+        }
+    }
+}
+
+ASB_API asb_result asb_sandbox_write_stream(asb_sandbox *sb, const char *path, asb_read_fn read,
+                                            void *user_data, uint64_t size, asb_error *err) {
+    char norm[4096];
+    asb_multipart mp;
+    asb_buf p;
+    asb_http_request req;
+    asb_http_response resp;
+    asb_http_header ct;
+    asb__upload u;
+    asb_result r;
+    if (!sb || !read) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "write: NULL argument");
+    asb_buf_init(&p, &sb->client->alloc);
+    r = asb__file_path("", path, 1, &p, norm, sizeof norm, err);
+    asb_buf_free(&p);
+    if (r != ASB_OK) return r;
+    r = asb_multipart_init(&mp, "file", norm, &sb->client->alloc);
+    if (r != ASB_OK) return asb__fail(err, r, "write: cannot frame the upload");
+    memset(&u, 0, sizeof u);
+    u.mp = &mp;
+    u.read = read;
+    u.user = user_data;
+    u.size = size;
+    memset(&req, 0, sizeof req);
+    ct.name = "Content-Type";
+    ct.value = mp.content_type;
+    req.method = "POST";
+    req.headers = &ct;
+    req.header_count = 1;
+    req.body_read = asb__upload_read;
+    req.body_read_user = &u;
+    req.body_len = mp.head.len + size + mp.tail.len;
+    r = asb__sb_call(sb, &req, "/upload", 0, &resp, err);
+    asb_http_response_free(&resp);
+    asb_multipart_free(&mp);
+    return r;
+}
+
+ASB_API asb_result asb_sandbox_read_stream(asb_sandbox *sb, const char *path, asb_write_fn write,
+                                           void *user_data, asb_error *err) {
+    char norm[4096];
+    asb_buf p;
+    asb_http_request req;
+    asb_http_response resp;
+    asb_result r;
+    if (!sb || !write) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "read: NULL argument");
+    asb_buf_init(&p, &sb->client->alloc);
+    r = asb__file_path("/download/", path, 1, &p, norm, sizeof norm, err);
+    if (r == ASB_OK) {
+        memset(&req, 0, sizeof req);
+        req.on_body = write;
+        req.on_body_user = user_data;
+        r = asb__sb_call(sb, &req, p.ptr, 0, &resp, err);
+        asb_http_response_free(&resp);
+    }
+    asb_buf_free(&p);
+    return r;
+}
+
+ASB_API void asb_file_list_free(asb_file_list *l) {
+    size_t i;
+    if (!l || !l->entries) return;
+    for (i = 0; i < l->count; i++) l->alloc_.free_fn(l->entries[i].name, l->alloc_.user_data);
+    l->alloc_.free_fn(l->entries, l->alloc_.user_data);
+    l->entries = NULL;
+    l->count = 0;
+}
+
+ASB_API asb_result asb_sandbox_list(asb_sandbox *sb, const char *path, asb_file_list *out,
+                                    asb_error *err) {
+    asb_http_response resp;
+    asb_json_doc d;
+    asb_result r;
+    if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "list: NULL out");
+    memset(out, 0, sizeof *out);
+    if (!sb) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "list: NULL handle");
+    out->alloc_ = sb->client->alloc;
+    r = asb__sb_get(sb, "/list/", path, 0, &resp, err);
+    if (r == ASB_OK) {
+        int top, item;
+        asb_json_iter it;
+        if (asb_json_doc_parse(&d, resp.body.ptr ? resp.body.ptr : "", resp.body.len,
+                               &sb->client->alloc, NULL) != ASB_OK ||
+            d.toks[0].type != ASB_JSON_ARRAY) {
+            r = asb__fail(err, ASB_ERR_HTTP_PROTOCOL, "list: the answer is not a JSON list");
+        } else {
+            top = 0;
+            out->entries = (asb_file_entry *)sb->client->alloc.alloc_fn(
+                ((size_t)d.toks[top].size + 1) * sizeof(asb_file_entry),
+                sb->client->alloc.user_data);
+            if (!out->entries) r = asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "list: out of memory");
+            it = asb_json_iter_begin(&d, top);
+            while (r == ASB_OK && asb_json_iter_next(&d, &it, NULL, &item)) {
+                asb_file_entry *e = &out->entries[out->count];
+                asb_buf name;
+                int64_t size = 0;
+                memset(e, 0, sizeof *e);
+                asb_buf_init(&name, &sb->client->alloc);
+                if (asb_json_append_string(&d, asb_json_member(&d, item, "name", 4), &name) !=
+                    ASB_OK) {
+                    asb_buf_free(&name);
+                    continue; /* an entry without a name is skipped */
+                }
+                e->name = name.ptr;
+                asb_json_get_int64(&d, asb_json_member(&d, item, "size", 4), &size);
+                e->size = size > 0 ? (uint64_t)size : 0;
+                asb_json_get_double(&d, asb_json_member(&d, item, "mod_time", 8), &e->mod_time);
+                e->is_dir = asb_json_string_eq(&d, asb_json_member(&d, item, "type", 4),
+                                               "directory", 9);
+                out->count++;
+            }
+        }
+        asb_json_doc_free(&d);
+    }
+    asb_http_response_free(&resp);
+    if (r != ASB_OK) asb_file_list_free(out);
     return r;
 }
 

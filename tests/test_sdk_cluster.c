@@ -6,6 +6,7 @@
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
 #include "asbtest.h"
+#include <sys/resource.h>
 
 static char kubeconfig[1024];
 
@@ -199,6 +200,131 @@ ASBT_TEST(no_kubectl_says_so_and_suggests_direct_mode) {
     asb_client_free(c);
 }
 
+ASBT_TEST(a_second_client_attaches_and_a_stale_handle_is_dropped) {
+    asb_error err;
+    asb_client *a = new_client(&err), *b = new_client(&err);
+    asb_sandbox *sa = NULL, *sb = NULL, *again = NULL;
+    asb_run_result rr;
+    ASBT_CHECK(a != NULL && b != NULL);
+    ASBT_EQ_RES(asb_client_create_sandbox(a, "python-sandbox-template", NULL, &sa, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_get_sandbox(b, asb_sandbox_claim_name(sa), "default", 0, &sb, &err),
+                ASB_OK);
+    ASBT_EQ_STR(asb_sandbox_name(sb), asb_sandbox_name(sa));
+    ASBT_EQ_RES(asb_client_get_sandbox(b, asb_sandbox_claim_name(sa), NULL, 0, &again, &err),
+                ASB_OK);
+    ASBT_CHECK(again == sb); /* the live handle, not a second one */
+    ASBT_EQ_RES(asb_sandbox_write(sa, "shared.txt", "from a", 6, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "cat shared.txt", 0, &rr, &err), ASB_OK);
+    ASBT_EQ_STR(rr.out.ptr, "from a");
+    asb_run_result_free(&rr);
+    ASBT_EQ_RES(asb_sandbox_terminate(sa, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_get_sandbox(b, asb_sandbox_claim_name(sa), NULL, 0, &again, &err),
+                ASB_ERR_NOT_FOUND);
+    ASBT_CHECK(!asb_sandbox_is_active(sb));
+    ASBT_EQ_RES(asb_client_get_sandbox(b, "sandbox-claim-00000000", NULL, 0, &again, &err),
+                ASB_ERR_NOT_FOUND);
+    asb_client_free(a);
+    asb_client_free(b);
+}
+
+ASBT_TEST(list_all_list_active_and_delete_all) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *s1 = NULL, *s2 = NULL, *act[4];
+    asb_create_opts o;
+    asb_label l[1];
+    char val[64], sel[96];
+    asb_name_list names;
+    ASBT_CHECK(c != NULL);
+    snprintf(val, sizeof val, "list-%d", (int)getpid());
+    snprintf(sel, sizeof sel, "batch=%s", val);
+    memset(&o, 0, sizeof o);
+    l[0].key = "batch";
+    l[0].value = val;
+    o.labels = l;
+    o.label_count = 1;
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", &o, &s1, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", &o, &s2, &err), ASB_OK);
+    ASBT_EQ_INT(asb_client_list_active(c, act, 4), 2);
+    ASBT_EQ_RES(asb_client_list_all(c, "default", sel, &names, &err), ASB_OK);
+    ASBT_EQ_INT(names.count, 2);
+    asb_name_list_free(&names);
+    ASBT_EQ_RES(asb_client_delete_all(c, &err), ASB_OK);
+    ASBT_EQ_INT(asb_client_list_active(c, act, 4), 0);
+    ASBT_EQ_RES(asb_client_list_all(c, "default", sel, &names, &err), ASB_OK);
+    ASBT_EQ_INT(names.count, 0);
+    asb_name_list_free(&names);
+    ASBT_EQ_RES(asb_client_delete_sandbox(c, asb_sandbox_claim_name(s1), NULL, &err), ASB_OK);
+    asb_client_free(c);
+}
+
+typedef struct gen {
+    uint64_t pos, size;
+} gen;
+static long gen_read(void *ud, char *buf, size_t cap) {
+    gen *g = (gen *)ud;
+    size_t n = 0;
+    while (n < cap && g->pos < g->size) buf[n++] = (char)((g->pos++ * 7) % 251);
+    return (long)n;
+}
+typedef struct check {
+    uint64_t pos;
+    int bad;
+} check;
+static asb_result check_write(void *ud, const char *p, size_t n) {
+    check *c = (check *)ud;
+    size_t i;
+    for (i = 0; i < n; i++, c->pos++)
+        if ((unsigned char)p[i] != (unsigned char)((c->pos * 7) % 251)) c->bad = 1;
+    return ASB_OK;
+}
+
+ASBT_TEST(a_64_mib_file_streams_both_ways_in_flat_memory) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *sb = NULL;
+    gen g;
+    check k;
+    struct rusage r0, r1;
+    asb_file_list fl;
+    size_t i;
+    int found = 0;
+    ASBT_CHECK(c != NULL);
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
+    getrusage(RUSAGE_SELF, &r0);
+    g.pos = 0;
+    g.size = 64u << 20;
+    if (asb_sandbox_write_stream(sb, "big/data.bin", gen_read, &g, g.size, &err) != ASB_OK)
+        fprintf(stderr, "    %s\n", err.message);
+    ASBT_EQ_INT(g.pos, g.size);
+    memset(&k, 0, sizeof k);
+    ASBT_EQ_RES(asb_sandbox_read_stream(sb, "big/data.bin", check_write, &k, &err), ASB_OK);
+    getrusage(RUSAGE_SELF, &r1);
+    ASBT_EQ_INT(k.pos, 64u << 20);
+    ASBT_EQ_INT(k.bad, 0);
+    ASBT_CHECK(r1.ru_maxrss - r0.ru_maxrss < 16 * 1024); /* KiB: far below 64 MiB */
+    ASBT_EQ_RES(asb_sandbox_list(sb, "big", &fl, &err), ASB_OK);
+    for (i = 0; i < fl.count; i++)
+        if (strcmp(fl.entries[i].name, "data.bin") == 0) {
+            found = 1;
+            ASBT_EQ_INT(fl.entries[i].size, 64u << 20);
+            ASBT_EQ_INT(fl.entries[i].is_dir, 0);
+            ASBT_CHECK(fl.entries[i].mod_time > 1.7e9);
+        }
+    ASBT_CHECK(found);
+    asb_file_list_free(&fl);
+    /* a buffered read over the cap is an error, not a cut file */
+    {
+        asb_buf b;
+        asb_buf_init(&b, NULL);
+        ASBT_EQ_RES(asb_sandbox_read(sb, "big/data.bin", &b, &err), ASB_ERR_TOO_LARGE);
+        ASBT_EQ_INT(b.len, 0);
+        asb_buf_free(&b);
+    }
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
+}
+
 ASBT_LIST(
     ASBT_CASE(quick_start_create_run_write_read_exists_terminate)
     ASBT_CASE(missing_template_fails_fast_and_leaves_no_claim)
@@ -206,6 +332,9 @@ ASBT_LIST(
     ASBT_CASE(bad_labels_and_ttl_fail_before_any_api_call)
     ASBT_CASE(killed_kubectl_is_replaced_on_the_next_call)
     ASBT_CASE(no_kubectl_says_so_and_suggests_direct_mode)
+    ASBT_CASE(a_second_client_attaches_and_a_stale_handle_is_dropped)
+    ASBT_CASE(list_all_list_active_and_delete_all)
+    ASBT_CASE(a_64_mib_file_streams_both_ways_in_flat_memory)
 )
 
 int main(int argc, char **argv);
