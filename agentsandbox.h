@@ -1127,12 +1127,15 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
    Sandboxes: the client and the sandbox handle
    ========================================================================== */
 
-/* How the client reaches sandboxes. (Gateway and in-cluster modes come
-   next; their values will be added after these.) */
+/* How the client reaches sandboxes. (The Gateway mode comes next; its
+   value will be added after these.) */
 typedef enum asb_connection_mode {
     ASB_CONNECT_LOCAL_TUNNEL = 0, /* default: `kubectl port-forward` to the
                                      router Service, one per client */
-    ASB_CONNECT_DIRECT            /* a router URL you give */
+    ASB_CONNECT_DIRECT,           /* a router URL you give */
+    ASB_CONNECT_IN_CLUSTER        /* straight to the pod: its IP (looked up
+                                     per call), else the sandbox's service
+                                     DNS name; no router headers */
 } asb_connection_mode;
 
 typedef struct asb_client_desc {
@@ -1279,6 +1282,30 @@ ASB_API void asb_file_list_free(asb_file_list *list);
 /* The entries of a directory in the sandbox (GET /list). */
 ASB_API asb_result asb_sandbox_list(asb_sandbox *sb, const char *path, asb_file_list *out,
                                     asb_error *err);
+
+/* The pod behind a handle (the Sandbox's agents.x-k8s.io/pod-name
+   annotation, else the sandbox name) and the selector's name hash
+   ("" when the Sandbox reported none). Live as long as the handle. */
+ASB_API const char *asb_sandbox_pod_name(const asb_sandbox *sb);
+ASB_API const char *asb_sandbox_name_hash(const asb_sandbox *sb);
+
+typedef enum asb_sandbox_state {
+    ASB_SANDBOX_READY = 1,
+    ASB_SANDBOX_NOT_READY,
+    ASB_SANDBOX_NOT_FOUND
+} asb_sandbox_state;
+
+/* The Sandbox's Ready condition now: ready, not ready (with the
+   condition's message in msg) or not found. */
+ASB_API asb_result asb_sandbox_status(asb_sandbox *sb, asb_sandbox_state *state, char *msg,
+                                      size_t msg_cap, asb_error *err);
+
+/* The pod's IP from the Sandbox's status.podIPs, looked up now (never
+   cached: it changes when the pod is recreated): IPv4 preferred, an
+   IPv4-mapped IPv6 address counts as IPv4 (unmapped), invalid entries
+   skipped. ASB_ERR_NOT_FOUND when there is none. */
+#define ASB_IP_SIZE 64
+ASB_API asb_result asb_sandbox_pod_ip(asb_sandbox *sb, char out[ASB_IP_SIZE], asb_error *err);
 
 /* ==========================================================================
    TLS backend
@@ -7598,6 +7625,8 @@ struct asb_sandbox {
     char claim[64];
     char name[256];
     char ns[64];
+    char pod[256];  /* from the Sandbox's pod-name annotation */
+    char hash[64];  /* from its selector */
     int active;
 };
 
@@ -7832,7 +7861,8 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
         memset(&zero, 0, sizeof zero);
         desc = &zero;
     }
-    if (desc->mode != ASB_CONNECT_LOCAL_TUNNEL && desc->mode != ASB_CONNECT_DIRECT)
+    if (desc->mode != ASB_CONNECT_LOCAL_TUNNEL && desc->mode != ASB_CONNECT_DIRECT &&
+        desc->mode != ASB_CONNECT_IN_CLUSTER)
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "client: unknown connection mode");
     if (desc->mode == ASB_CONNECT_DIRECT) {
         asb_url u;
@@ -7934,6 +7964,154 @@ ASB_API void asb_client_free(asb_client *c) {
     if (c->kube_context) c->alloc.free_fn(c->kube_context, c->alloc.user_data);
     pthread_mutex_destroy(&c->lock);
     c->alloc.free_fn(c, c->alloc.user_data);
+}
+
+/* -- the Sandbox object: pod, hash, status, IP ------------------------------------ */
+
+static const asb_kube_resource *asb__sandboxes(asb_client *c, asb_kube_resource *res) {
+    res->group = "agents.x-k8s.io";
+    res->version = c->api_version;
+    res->plural = "sandboxes";
+    return res;
+}
+
+/* Picks the pod IP as PROTOCOL §1 says: the first valid IPv4 (mapped
+   IPv6 unmapped), else the first valid IPv6, skipping anything else. */
+static int asb__choose_pod_ip(const asb_json_doc *d, int list, char out[ASB_IP_SIZE]) {
+    asb_json_iter it;
+    int item, have6 = 0;
+    char v6[ASB_IP_SIZE] = "";
+    it = asb_json_iter_begin(d, list);
+    while (asb_json_iter_next(d, &it, NULL, &item)) {
+        char ip[ASB_IP_SIZE];
+        unsigned char bin[16];
+        int kind;
+        /* entries are strings, or {"ip": "..."} objects in some versions */
+        int s = d->toks[item].type == ASB_JSON_OBJECT ? asb_json_member(d, item, "ip", 2) : item;
+        size_t n = 0;
+        if (asb_json_get_string(d, s, ip, sizeof ip, &n) != ASB_OK || n != strlen(ip)) continue;
+        kind = asb__ip_literal(ip, n, bin);
+        if (kind == 4) {
+            snprintf(out, ASB_IP_SIZE, "%s", ip);
+            return 4;
+        }
+        if (kind == 6) {
+            static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+            if (memcmp(bin, mapped, 12) == 0) {
+                snprintf(out, ASB_IP_SIZE, "%u.%u.%u.%u", bin[12], bin[13], bin[14], bin[15]);
+                return 4;
+            }
+            if (!have6) {
+                have6 = 1;
+                snprintf(v6, sizeof v6, "%s", ip);
+            }
+        }
+    }
+    if (have6) {
+        snprintf(out, ASB_IP_SIZE, "%s", v6);
+        return 6;
+    }
+    return 0;
+}
+
+/* Fills the handle's pod name and name hash from its Sandbox object. */
+static asb_result asb__sb_describe(asb_sandbox *sb, asb_buf *body, asb_error *err) {
+    asb_kube_resource res;
+    asb_json_doc d;
+    asb_result r = asb_kube_get(sb->client->kube, asb__sandboxes(sb->client, &res), sb->ns, sb->name,
+                                body, err);
+    if (r != ASB_OK) return r;
+    if (asb_json_doc_parse(&d, body->ptr, body->len, &sb->client->alloc, err) != ASB_OK)
+        return ASB_ERR_JSON_INVALID;
+    if (asb_json_get_string(&d,
+                            asb_json_find(&d, 0, "metadata.annotations.agents\\.x-k8s\\.io/pod-name"),
+                            sb->pod, sizeof sb->pod, NULL) != ASB_OK)
+        snprintf(sb->pod, sizeof sb->pod, "%s", sb->name);
+    {
+        char sel[300] = "";
+        const char *h;
+        asb_json_get_string(&d, asb_json_find(&d, 0, "status.selector"), sel, sizeof sel, NULL);
+        h = strstr(sel, "agents.x-k8s.io/sandbox-name-hash=");
+        sb->hash[0] = '\0';
+        if (h) {
+            size_t k = 0;
+            h += 34;
+            while (h[k] && h[k] != ',' && k + 1 < sizeof sb->hash) {
+                sb->hash[k] = h[k];
+                k++;
+            }
+            sb->hash[k] = '\0';
+        }
+    }
+    asb_json_doc_free(&d);
+    return ASB_OK;
+}
+
+ASB_API const char *asb_sandbox_pod_name(const asb_sandbox *sb) { return sb ? sb->pod : NULL; }
+ASB_API const char *asb_sandbox_name_hash(const asb_sandbox *sb) { return sb ? sb->hash : NULL; }
+
+ASB_API asb_result asb_sandbox_status(asb_sandbox *sb, asb_sandbox_state *state, char *msg,
+                                      size_t cap, asb_error *err) {
+    asb_kube_resource res;
+    asb_buf body;
+    asb_json_doc d;
+    asb_json_iter it;
+    int cond;
+    asb_result r;
+    if (!sb || !state) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "status: NULL argument");
+    if (msg && cap) msg[0] = '\0';
+    asb_buf_init(&body, &sb->client->alloc);
+    r = asb_kube_get(sb->client->kube, asb__sandboxes(sb->client, &res), sb->ns, sb->name, &body,
+                     err);
+    if (r == ASB_ERR_NOT_FOUND) {
+        *state = ASB_SANDBOX_NOT_FOUND;
+        asb_buf_free(&body);
+        return ASB_OK;
+    }
+    if (r != ASB_OK) {
+        asb_buf_free(&body);
+        return r;
+    }
+    *state = ASB_SANDBOX_NOT_READY;
+    if (asb_json_doc_parse(&d, body.ptr, body.len, &sb->client->alloc, err) == ASB_OK) {
+        it = asb_json_iter_begin(&d, asb_json_find(&d, 0, "status.conditions"));
+        while (asb_json_iter_next(&d, &it, NULL, &cond)) {
+            if (!asb_json_string_eq(&d, asb_json_member(&d, cond, "type", 4), "Ready", 5)) continue;
+            if (asb_json_string_eq(&d, asb_json_member(&d, cond, "status", 6), "True", 4))
+                *state = ASB_SANDBOX_READY;
+            if (msg && cap)
+                asb_json_get_string(&d, asb_json_member(&d, cond, "message", 7), msg, cap, NULL);
+        }
+        asb_json_doc_free(&d);
+    } else {
+        r = ASB_ERR_JSON_INVALID;
+    }
+    asb_buf_free(&body);
+    return r;
+}
+
+ASB_API asb_result asb_sandbox_pod_ip(asb_sandbox *sb, char out[ASB_IP_SIZE], asb_error *err) {
+    asb_kube_resource res;
+    asb_buf body;
+    asb_json_doc d;
+    asb_result r;
+    if (!sb || !out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "pod_ip: NULL argument");
+    out[0] = '\0';
+    asb_buf_init(&body, &sb->client->alloc);
+    r = asb_kube_get(sb->client->kube, asb__sandboxes(sb->client, &res), sb->ns, sb->name, &body,
+                     err);
+    if (r == ASB_OK) {
+        if (asb_json_doc_parse(&d, body.ptr, body.len, &sb->client->alloc, err) != ASB_OK) {
+            r = ASB_ERR_JSON_INVALID;
+        } else {
+            if (!asb__choose_pod_ip(&d, asb_json_find(&d, 0, "status.podIPs"), out))
+                r = asb__fail(err, ASB_ERR_NOT_FOUND, "sandbox %s has no valid pod IP yet",
+                              sb->name);
+            asb_json_doc_free(&d);
+        }
+    }
+    asb_buf_free(&body);
+    return r;
 }
 
 /* What the claim watch learned. */
@@ -8142,6 +8320,15 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
     snprintf(sb->name, sizeof sb->name, "%s", cw.sandbox);
     snprintf(sb->ns, sizeof sb->ns, "%s", ns);
     sb->active = 1;
+    {
+        /* pod name and hash; a failure here leaves the defaults (the
+           sandbox name, no hash) rather than failing a ready sandbox */
+        asb_buf sbody;
+        asb_buf_init(&sbody, &c->alloc);
+        if (asb__sb_describe(sb, &sbody, NULL) != ASB_OK)
+            snprintf(sb->pod, sizeof sb->pod, "%s", sb->name);
+        asb_buf_free(&sbody);
+    }
     pthread_mutex_lock(&c->lock);
     sb->next = c->handles;
     c->handles = sb;
@@ -8170,7 +8357,7 @@ ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err) {
 static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const char *path,
                                int timeout_ms, asb_http_response *resp, asb_error *err) {
     asb_client *c;
-    char base[300], port[16], rid[40], tsec[24];
+    char base[600], port[16], rid[40], tsec[24];
     asb_http_header h[8];
     size_t nh = 0, i;
     asb_buf url;
@@ -8180,24 +8367,44 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
     if (!sb || !sb->active)
         return asb__fail(err, ASB_ERR_CLOSED, "sandbox: the handle was terminated or closed");
     c = sb->client;
-    r = asb__router_base(c, base, sizeof base, err);
-    if (r != ASB_OK) return r;
+    /* names from the API go into headers and URLs: check them first */
+    if (asb_dns_label_validate(sb->name, strlen(sb->name), err) != ASB_OK ||
+        asb_dns_label_validate(sb->ns, strlen(sb->ns), err) != ASB_OK)
+        return ASB_ERR_INVALID_ARGUMENT;
     snprintf(port, sizeof port, "%d", c->server_port);
+    if (c->mode == ASB_CONNECT_IN_CLUSTER) {
+        char ip[ASB_IP_SIZE];
+        asb_error ierr;
+        r = asb_sandbox_pod_ip(sb, ip, &ierr);
+        if (r == ASB_OK)
+            snprintf(base, sizeof base, strchr(ip, ':') ? "http://[%s]:%s" : "http://%s:%s", ip,
+                     port);
+        else
+            snprintf(base, sizeof base, "http://%s.%s.svc.cluster.local:%s", sb->name, sb->ns,
+                     port);
+    } else {
+        r = asb__router_base(c, base, sizeof base, err);
+        if (r != ASB_OK) return r;
+    }
     /* one id for every retry of this call, so logs tie them together */
     asb__random_bytes(rnd, sizeof rnd);
     for (i = 0; i < 8; i++) snprintf(rid + 2 * i, 3, "%02x", rnd[i]);
-    h[nh].name = "X-Sandbox-ID";
-    h[nh++].value = sb->name;
-    h[nh].name = "X-Sandbox-Namespace";
-    h[nh++].value = sb->ns;
-    h[nh].name = "X-Sandbox-Port";
-    h[nh++].value = port;
+    if (c->mode != ASB_CONNECT_IN_CLUSTER) {
+        h[nh].name = "X-Sandbox-ID";
+        h[nh++].value = sb->name;
+        h[nh].name = "X-Sandbox-Namespace";
+        h[nh++].value = sb->ns;
+        h[nh].name = "X-Sandbox-Port";
+        h[nh++].value = port;
+    }
     h[nh].name = "X-Request-ID";
     h[nh++].value = rid;
     if (timeout_ms > 0) {
         snprintf(tsec, sizeof tsec, "%d", (timeout_ms + 999) / 1000);
-        h[nh].name = "X-Sandbox-Timeout";
-        h[nh++].value = tsec;
+        if (c->mode != ASB_CONNECT_IN_CLUSTER) {
+            h[nh].name = "X-Sandbox-Timeout";
+            h[nh++].value = tsec;
+        }
         req->timeout_ms = timeout_ms;
     }
     for (i = 0; i < req->header_count && nh < 8; i++) h[nh++] = req->headers[i];
@@ -8474,6 +8681,13 @@ ASB_API asb_result asb_client_get_sandbox(asb_client *c, const char *claim, cons
     snprintf(sb->name, sizeof sb->name, "%s", cw.sandbox);
     snprintf(sb->ns, sizeof sb->ns, "%s", ns);
     sb->active = 1;
+    {
+        asb_buf sbody;
+        asb_buf_init(&sbody, &c->alloc);
+        if (asb__sb_describe(sb, &sbody, NULL) != ASB_OK)
+            snprintf(sb->pod, sizeof sb->pod, "%s", sb->name);
+        asb_buf_free(&sbody);
+    }
     pthread_mutex_lock(&c->lock);
     {
         /* another thread may have attached meanwhile: keep one handle */

@@ -325,6 +325,55 @@ ASBT_TEST(a_64_mib_file_streams_both_ways_in_flat_memory) {
     asb_client_free(c);
 }
 
+ASBT_TEST(status_pod_name_hash_and_ip_come_from_the_sandbox) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *sb = NULL;
+    asb_sandbox_state st = (asb_sandbox_state)0;
+    char msg[200], ip[ASB_IP_SIZE];
+    ASBT_CHECK(c != NULL);
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_status(sb, &st, msg, sizeof msg, &err), ASB_OK);
+    ASBT_EQ_INT(st, ASB_SANDBOX_READY);
+    ASBT_CHECK(asb_sandbox_pod_name(sb)[0] != '\0');
+    ASBT_EQ_INT(strlen(asb_sandbox_name_hash(sb)), 8);
+    ASBT_EQ_RES(asb_sandbox_pod_ip(sb, ip, &err), ASB_OK);
+    ASBT_CHECK(strncmp(ip, "127.1.", 6) == 0); /* the cluster's loopback pod range */
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    /* the Sandbox goes with its claim (garbage collection): not found soon */
+    {
+        int i;
+        for (i = 0; i < 100; i++) {
+            /* status reads the cluster, so it works on a terminated handle */
+            ASBT_EQ_RES(asb_sandbox_status(sb, &st, msg, sizeof msg, &err), ASB_OK);
+            if (st == ASB_SANDBOX_NOT_FOUND) break;
+            asb__sleep_ms(100);
+        }
+        ASBT_EQ_INT(st, ASB_SANDBOX_NOT_FOUND);
+    }
+    asb_client_free(c);
+}
+
+ASBT_TEST(in_cluster_mode_talks_to_the_pod_ip_without_the_router) {
+    asb_error err;
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_run_result rr;
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = kubeconfig;
+    d.mode = ASB_CONNECT_IN_CLUSTER;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
+    if (asb_sandbox_run(sb, "echo direct", 0, &rr, &err) != ASB_OK)
+        fprintf(stderr, "    %s\n", err.message);
+    ASBT_EQ_STR(rr.out.ptr, "direct\n");
+    asb_run_result_free(&rr);
+    ASBT_EQ_INT(c->tunnel_pid, 0); /* no kubectl was needed */
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
+}
+
 ASBT_LIST(
     ASBT_CASE(quick_start_create_run_write_read_exists_terminate)
     ASBT_CASE(missing_template_fails_fast_and_leaves_no_claim)
@@ -335,6 +384,8 @@ ASBT_LIST(
     ASBT_CASE(a_second_client_attaches_and_a_stale_handle_is_dropped)
     ASBT_CASE(list_all_list_active_and_delete_all)
     ASBT_CASE(a_64_mib_file_streams_both_ways_in_flat_memory)
+    ASBT_CASE(status_pod_name_hash_and_ip_come_from_the_sandbox)
+    ASBT_CASE(in_cluster_mode_talks_to_the_pod_ip_without_the_router)
 )
 
 int main(int argc, char **argv);
