@@ -140,9 +140,9 @@
    below this comment is implemented and tested (JSON, rules, HTTP, TLS,
    YAML, kubeconfig, credentials, Kubernetes REST and watch, the tunnel,
    and the client and sandbox calls declared below); what is only
-   described here (attach, list, delete-all, streaming files, list/status,
-   Gateway and in-cluster connections, warm-pool claims) is not declared
-   yet.
+   described here (the Gateway connection, v1beta1 warm-pool claims and
+   API-version discovery, close_connection, logging callbacks) is not
+   declared yet.
 
    Layers, bottom up, each usable on its own by a power user:
 
@@ -180,15 +180,17 @@
      kubectl     asb_tunnel: one `kubectl port-forward` per client and router
                  namespace, rebuilt when it dies, stopped with SIGTERM then
                  SIGKILL, always reaped.
-     connector   asb_connection_config: ASB_CONNECT_LOCAL_TUNNEL (default),
-                 _DIRECT {url}, _GATEWAY {name, namespace}, _IN_CLUSTER; router
-                 headers (X-Sandbox-ID/-Namespace/-Port/-Pod-IP/-Timeout),
-                 optional bearer token and extra headers.
+     connector   asb_client_desc.mode: ASB_CONNECT_LOCAL_TUNNEL (default),
+                 _DIRECT (router URL), _IN_CLUSTER (pod IP, no router
+                 headers), and next _GATEWAY {name, namespace}; router
+                 headers (X-Sandbox-ID/-Namespace/-Port/-Timeout, a stable
+                 X-Request-ID), and next X-Sandbox-Pod-IP, a bearer token
+                 and extra headers for routers that require auth.
      sandbox     asb_sandbox (handle): asb_sandbox_run (stdout, stderr,
                  exit code; binary-safe), asb_sandbox_write / _write_stream,
                  asb_sandbox_read / _read_stream, asb_sandbox_list,
-                 asb_sandbox_exists, asb_sandbox_status,
-                 asb_sandbox_close_connection, asb_sandbox_terminate.
+                 asb_sandbox_exists, asb_sandbox_status, asb_sandbox_pod_ip,
+                 asb_sandbox_terminate (and next asb_sandbox_close_connection).
      client      asb_client (registry of live handles keyed by namespace and
                  claim name): asb_client_create(desc), asb_client_
                  create_sandbox(template, asb_create_opts {namespace, ready
@@ -196,6 +198,10 @@
                  asb_client_get_sandbox, asb_client_list_active,
                  asb_client_list_all, asb_client_delete_sandbox,
                  asb_client_delete_all, asb_client_free (optional cleanup).
+                 Thread safety: one client may be used from several threads,
+                 each driving its own sandboxes (the registry, tunnel and
+                 credentials are locked); one handle from one thread at a
+                 time.
 
    Every option struct is zero-initialised by the caller; each field's
    comment states its default; adding a field never breaks a caller.
