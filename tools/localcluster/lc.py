@@ -18,6 +18,8 @@ Environment:
   LC_RUNTIME_BIN       runtime server started for each sandbox pod
                        (default <repo>/build/runtime/agentsandbox-runtime)
   LC_RUNTIME_PORT      port the runtime listens on in each pod (default 8888)
+  LC_SERVICE_CIDR      service range, must be loopback (default 127.2.0.0/24)
+  LC_NO_DNS_ISOLATION  set: run daemons without the private loopback-only resolv.conf
 """
 
 import base64
