@@ -1154,8 +1154,10 @@ typedef struct asb_client_desc {
     const char *kubectl_path;      /* default "kubectl" (searched on PATH) */
     int port_forward_ready_timeout_ms; /* default 30000 */
     int server_port;               /* the runtime's port; default 8888 */
-    const char *claim_api_version; /* default "v1alpha1" (agent-sandbox
-                                      v0.4.x claims naming a template) */
+    const char *claim_api_version; /* default NULL: the cluster's preferred
+                                      version, from API discovery ("v1alpha1"
+                                      on agent-sandbox v0.4.x, "v1beta1" on
+                                      v0.5.x) */
     int cleanup_on_free;           /* default 0. 1: asb_client_free deletes
                                       the claims of every live handle */
     size_t max_output_bytes;       /* default 16 MiB: run() and read() */
@@ -1179,9 +1181,14 @@ typedef struct asb_create_opts {
     const char *warmpool;          /* v1alpha1 spec.warmpool policy:
                                       "none", "default" or a pool name;
                                       default NULL: unset */
+    const char *warm_pool;         /* v1beta1 (agent-sandbox v0.5+): claim
+                                      from this SandboxWarmPool
+                                      (spec.warmPoolRef) instead of naming
+                                      a template; pass template_name NULL */
 } asb_create_opts;
 
-/* Creates a SandboxClaim for `template_name`, waits with one watch on the
+/* Creates a SandboxClaim for `template_name` (v1alpha1) or for
+   opts->warm_pool (v1beta1), waits with one watch on the
    claim (from the create's resourceVersion) until it is bound and Ready,
    and returns a handle the client tracks. TemplateNotFound fails at once
    (ASB_ERR_TEMPLATE_NOT_FOUND), another terminal reason is
@@ -7905,14 +7912,14 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
     c->router_svc = asb__cdup(c, desc->router_service ? desc->router_service
                                                       : "sandbox-router-svc");
     c->kubectl = asb__cdup(c, desc->kubectl_path ? desc->kubectl_path : "kubectl");
-    c->api_version = asb__cdup(c, desc->claim_api_version ? desc->claim_api_version : "v1alpha1");
+    c->api_version = desc->claim_api_version ? asb__cdup(c, desc->claim_api_version) : NULL;
     if (desc->direct_url) {
         size_t n = strlen(desc->direct_url);
         c->direct_url = asb__cdup(c, desc->direct_url);
         while (c->direct_url && n && c->direct_url[n - 1] == '/') c->direct_url[--n] = '\0';
     }
-    if (!c->router_ns || !c->router_svc || !c->kubectl || !c->api_version ||
-        (desc->direct_url && !c->direct_url)) {
+    if (!c->router_ns || !c->router_svc || !c->kubectl ||
+        (desc->claim_api_version && !c->api_version) || (desc->direct_url && !c->direct_url)) {
         asb_client_free(c);
         return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "client: out of memory");
     }
@@ -7936,6 +7943,38 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
     }
     *out = c;
     return ASB_OK;
+}
+
+/* The claim API version: given, or the cluster's preferred one from
+   discovery (asked once, then kept). */
+static asb_result asb__api_version(asb_client *c, asb_error *err) {
+    asb_buf body;
+    asb_json_doc d;
+    asb_result r;
+    char gv[128] = "";
+    const char *slash;
+    if (c->api_version) return ASB_OK;
+    asb_buf_init(&body, &c->alloc);
+    r = asb_kube_request(c->kube, "GET", "/apis/extensions.agents.x-k8s.io", NULL, NULL, 0, &body,
+                         err);
+    if (r == ASB_ERR_NOT_FOUND)
+        r = asb__fail(err, ASB_ERR_NOT_FOUND,
+                      "the cluster does not serve extensions.agents.x-k8s.io: is agent-sandbox "
+                      "installed with its extensions (SandboxClaim) CRDs?");
+    if (r == ASB_OK && asb_json_doc_parse(&d, body.ptr, body.len, &c->alloc, err) == ASB_OK) {
+        asb_json_get_string(&d, asb_json_find(&d, 0, "preferredVersion.groupVersion"), gv,
+                            sizeof gv, NULL);
+        asb_json_doc_free(&d);
+    }
+    asb_buf_free(&body);
+    if (r != ASB_OK) return r;
+    slash = strchr(gv, '/');
+    if (!slash || !slash[1])
+        return asb__fail(err, ASB_ERR_KUBE_API, "API discovery gave no preferred version");
+    pthread_mutex_lock(&c->lock);
+    if (!c->api_version) c->api_version = asb__cdup(c, slash + 1);
+    pthread_mutex_unlock(&c->lock);
+    return c->api_version ? ASB_OK : asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "out of memory");
 }
 
 static const asb_kube_resource *asb__claims(asb_client *c, asb_kube_resource *res) {
@@ -8212,11 +8251,19 @@ static asb_result asb__claim_manifest(asb_client *c, const char *claim, const ch
     asb_json_object_end(&w);
     asb_json_key(&w, "spec");
     asb_json_object_begin(&w);
-    asb_json_key(&w, "sandboxTemplateRef");
-    asb_json_object_begin(&w);
-    asb_json_key(&w, "name");
-    asb_json_string(&w, tpl);
-    asb_json_object_end(&w);
+    if (o->warm_pool) {
+        asb_json_key(&w, "warmPoolRef"); /* v1beta1: the pool names the template */
+        asb_json_object_begin(&w);
+        asb_json_key(&w, "name");
+        asb_json_string(&w, o->warm_pool);
+        asb_json_object_end(&w);
+    } else {
+        asb_json_key(&w, "sandboxTemplateRef");
+        asb_json_object_begin(&w);
+        asb_json_key(&w, "name");
+        asb_json_string(&w, tpl);
+        asb_json_object_end(&w);
+    }
     if (o->warmpool) {
         asb_json_key(&w, "warmpool");
         asb_json_string(&w, o->warmpool);
@@ -8252,12 +8299,13 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
     char sel[128];
     if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "create: NULL out");
     *out = NULL;
-    if (!c || !tpl || !*tpl)
-        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "create: a template name is required");
     if (!opts) {
         memset(&zero, 0, sizeof zero);
         opts = &zero;
     }
+    if (!c || ((!tpl || !*tpl) == !opts->warm_pool))
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "create: give a template name or opts.warm_pool, not both");
     ns = opts->namespace_name ? opts->namespace_name : "default";
     /* every rule before any API call */
     if (asb_dns_label_validate(ns, strlen(ns), err) != ASB_OK) return ASB_ERR_INVALID_ARGUMENT;
@@ -8267,6 +8315,19 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
                          "shutdown_after_seconds must be positive (got %lld)",
                          (long long)opts->shutdown_after_seconds);
+    r = asb__api_version(c, err);
+    if (r != ASB_OK) return r;
+    /* the claim's shape must be one the cluster's version has */
+    if (opts->warm_pool && strcmp(c->api_version, "v1alpha1") == 0)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "create: warm-pool claims need v1beta1 (agent-sandbox v0.5+); this "
+                         "cluster's claims are v1alpha1: pass a template name");
+    if (!opts->warm_pool && strcmp(c->api_version, "v1alpha1") != 0)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "create: %s claims name a warm pool, not a template: set "
+                         "opts.warm_pool (or claim_api_version \"v1alpha1\" on a cluster "
+                         "that converts it)",
+                         c->api_version);
     r = asb_claim_name_generate(claim, err);
     if (r != ASB_OK) return r;
     asb_buf_init(&body, &c->alloc);
@@ -8627,6 +8688,8 @@ ASB_API asb_result asb_client_get_sandbox(asb_client *c, const char *claim, cons
     if (!c || !claim) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "get: NULL argument");
     if (!ns) ns = "default";
     if (asb_dns_label_validate(ns, strlen(ns), err) != ASB_OK) return ASB_ERR_INVALID_ARGUMENT;
+    r = asb__api_version(c, err);
+    if (r != ASB_OK) return r;
     memset(&cw, 0, sizeof cw);
     asb_buf_init(&body, &c->alloc);
     r = asb_kube_get(c->kube, asb__claims(c, &res), ns, claim, &body, err);
@@ -8745,6 +8808,8 @@ ASB_API asb_result asb_client_list_all(asb_client *c, const char *ns, const char
     memset(out, 0, sizeof *out);
     if (!c) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "list: NULL client");
     out->alloc_ = c->alloc;
+    r = asb__api_version(c, err);
+    if (r != ASB_OK) return r;
     memset(&lo, 0, sizeof lo);
     lo.label_selector = selector;
     lo.limit = 500;
@@ -8798,7 +8863,8 @@ ASB_API asb_result asb_client_delete_sandbox(asb_client *c, const char *claim, c
     asb_result r;
     if (!c || !claim) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "delete: NULL argument");
     if (!ns) ns = "default";
-    r = asb_kube_delete(c->kube, asb__claims(c, &res), ns, claim, err);
+    r = asb__api_version(c, err);
+    if (r == ASB_OK) r = asb_kube_delete(c->kube, asb__claims(c, &res), ns, claim, err);
     if (r == ASB_ERR_NOT_FOUND) r = ASB_OK;
     if (r == ASB_OK) {
         pthread_mutex_lock(&c->lock);

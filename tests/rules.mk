@@ -269,16 +269,25 @@ $(TB)/asan/test_sdk_cluster: tests/test_sdk_cluster.c $(TEST_DEPS)
 	@mkdir -p $(@D)
 	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) $< -o $@ $(LINK)
 ALL_TARGETS += $(TB)/asan/test_sdk_cluster
-# The Kubernetes layer and the sandbox SDK share one cluster start.
+# The Kubernetes layer and the sandbox SDK share one cluster start, in a
+# state directory and pod range of their own, so a developer's cluster (or
+# another tier's) is never the one stopped.
+KC_STATE := $(abspath $(BUILD))/localcluster-kube
+KC_ENV := LC_STATE_DIR=$(KC_STATE) LC_POD_CIDR=127.1.64.0/24
 test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster $(EX)/quickstart
-	@$(MAKE) --no-print-directory cluster-up AGENT_SANDBOX=v0.4.6 > $(TB)/cluster-up.log 2>&1 || \
-	  { tail -20 $(TB)/cluster-up.log; $(MAKE) --no-print-directory cluster-down; exit 1; }; \
-	export ASB_CLUSTER_KUBECONFIGS=$(BUILD)/localcluster/kubeconfig; \
+	@$(KC_ENV) $(MAKE) --no-print-directory cluster-up AGENT_SANDBOX=v0.4.6 > $(TB)/cluster-up.log 2>&1 || \
+	  { tail -20 $(TB)/cluster-up.log; $(KC_ENV) $(MAKE) --no-print-directory cluster-down; exit 1; }; \
+	export ASB_CLUSTER_KUBECONFIGS=$(KC_STATE)/kubeconfig; \
 	echo "--- test_kube_cluster"; $(TB)/asan/test_kube_cluster && \
 	echo "--- test_sdk_cluster" && $(TB)/asan/test_sdk_cluster && \
 	echo "--- examples/quickstart" && \
-	KUBECONFIG=$(BUILD)/localcluster/kubeconfig/admin.kubeconfig $(EX)/quickstart; rc=$$?; \
-	$(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; exit $$rc
+	KUBECONFIG=$(KC_STATE)/kubeconfig/admin.kubeconfig $(EX)/quickstart; rc=$$?; \
+	$(KC_ENV) $(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; [ $$rc = 0 ] || exit $$rc; \
+	echo "--- test_sdk_cluster warm_pool (agent-sandbox v0.5.6, v1beta1)"; \
+	$(KC_ENV) $(MAKE) --no-print-directory cluster-up AGENT_SANDBOX=v0.5.6 > $(TB)/cluster-up.log 2>&1 || \
+	  { tail -20 $(TB)/cluster-up.log; $(KC_ENV) $(MAKE) --no-print-directory cluster-down; exit 1; }; \
+	ASB_AGENT_SANDBOX=v0.5.6 $(TB)/asan/test_sdk_cluster warm_pool; rc=$$?; \
+	$(KC_ENV) $(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; exit $$rc
 
 # make demo: the quick start against a local cluster built and started here.
 .PHONY: demo
@@ -295,7 +304,7 @@ ALL_TARGETS += $(TB)/bench_kube
 BENCH_TIERS += bench-kube
 .PHONY: bench-kube
 bench-kube: $(TB)/bench_kube
-	@$(MAKE) --no-print-directory cluster-up AGENT_SANDBOX=v0.4.6 > $(TB)/cluster-up.log 2>&1 || \
-	  { tail -20 $(TB)/cluster-up.log; $(MAKE) --no-print-directory cluster-down; exit 1; }; \
-	ASB_CLUSTER_KUBECONFIGS=$(BUILD)/localcluster/kubeconfig $(TB)/bench_kube; rc=$$?; \
-	$(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; exit $$rc
+	@$(KC_ENV) $(MAKE) --no-print-directory cluster-up AGENT_SANDBOX=v0.4.6 > $(TB)/cluster-up.log 2>&1 || \
+	  { tail -20 $(TB)/cluster-up.log; $(KC_ENV) $(MAKE) --no-print-directory cluster-down; exit 1; }; \
+	ASB_CLUSTER_KUBECONFIGS=$(KC_STATE)/kubeconfig $(TB)/bench_kube; rc=$$?; \
+	$(KC_ENV) $(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; exit $$rc

@@ -374,6 +374,46 @@ ASBT_TEST(in_cluster_mode_talks_to_the_pod_ip_without_the_router) {
     asb_client_free(c);
 }
 
+/* Which agent-sandbox release runs: the claim shapes differ. */
+static int is_v05(void) {
+    const char *v = getenv("ASB_AGENT_SANDBOX");
+    return v && strncmp(v, "v0.5", 4) == 0;
+}
+
+ASBT_TEST(warm_pool_claims_match_the_clusters_api_version) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *sb = NULL;
+    asb_create_opts o;
+    asb_run_result rr;
+    ASBT_CHECK(c != NULL);
+    memset(&o, 0, sizeof o);
+    o.warm_pool = "python-sandbox-warmpool";
+    if (!is_v05()) {
+        /* v0.4.x: v1alpha1 only, so a warm-pool claim is refused clearly
+           before anything is created */
+        ASBT_EQ_RES(asb_client_create_sandbox(c, NULL, &o, &sb, &err), ASB_ERR_INVALID_ARGUMENT);
+        ASBT_CONTAINS(err.message, "need v1beta1");
+        asb_client_free(c);
+        return;
+    }
+    if (asb_client_create_sandbox(c, NULL, &o, &sb, &err) != ASB_OK)
+        fprintf(stderr, "    %s\n", err.message);
+    ASBT_CHECK(sb != NULL);
+    ASBT_EQ_STR(c->api_version, "v1beta1");
+    /* the pool's sandbox is adopted: its name is not the claim's */
+    ASBT_CHECK(strcmp(asb_sandbox_name(sb), asb_sandbox_claim_name(sb)) != 0);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "echo from the pool", 0, &rr, &err), ASB_OK);
+    ASBT_EQ_STR(rr.out.ptr, "from the pool\n");
+    asb_run_result_free(&rr);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    /* a template claim on v1beta1 is refused with the way out */
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err),
+                ASB_ERR_INVALID_ARGUMENT);
+    ASBT_CONTAINS(err.message, "warm pool");
+    asb_client_free(c);
+}
+
 ASBT_LIST(
     ASBT_CASE(quick_start_create_run_write_read_exists_terminate)
     ASBT_CASE(missing_template_fails_fast_and_leaves_no_claim)
@@ -386,6 +426,7 @@ ASBT_LIST(
     ASBT_CASE(a_64_mib_file_streams_both_ways_in_flat_memory)
     ASBT_CASE(status_pod_name_hash_and_ip_come_from_the_sandbox)
     ASBT_CASE(in_cluster_mode_talks_to_the_pod_ip_without_the_router)
+    ASBT_CASE(warm_pool_claims_match_the_clusters_api_version)
 )
 
 int main(int argc, char **argv);
