@@ -1,0 +1,239 @@
+/* make bench-sdk, our side (bench_sdk.py is the Python SDK's side; the same
+   workload, each in its own processes, on the same cluster):
+
+     bench_sdk workload RUNS CREATES
+         CREATES sandboxes created one after another (create-to-ready of
+         each: the create call until it returns a ready handle), then on
+         one sandbox: run("true") RUNS times (after one warm-up run that
+         starts the tunnel), a 64 MiB file written and read back (streamed
+         both ways, checked), and this process's peak RSS at the end.
+     bench_sdk first START_NS
+         a fresh process: client, sandbox, run("echo hi"), print; reports
+         the wall time from START_NS (CLOCK_REALTIME, taken by the caller
+         just before exec) to the result. The sandbox is deleted after.
+
+   Reads KUBECONFIG; template python-sandbox-template in `default`; the
+   local tunnel (the default connection mode). Results go to stdout as
+   "result <name> <value>" lines; bench_sdk.py report compares them. */
+#define AGENTSANDBOX_IMPLEMENTATION
+#include "../../agentsandbox.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#define BENCH_TEMPLATE "python-sandbox-template"
+#define BENCH_FILE_BYTES ((uint64_t)64 << 20)
+#define BENCH_BLOCK 65536
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static long peak_rss_kib(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, size_t n) {
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static int fail(const char *what, const asb_error *err) {
+    fprintf(stderr, "bench_sdk: %s: %s (%s)\n", what, err->message, asb_result_str(err->code));
+    return 1;
+}
+
+/* The file's bytes: one pseudo-random block repeated, made before timing. */
+static unsigned char block[BENCH_BLOCK];
+
+static void block_fill(void) {
+    uint32_t x = 2463534242u;
+    size_t i;
+    for (i = 0; i < sizeof block; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        block[i] = (unsigned char)x;
+    }
+}
+
+typedef struct file_cursor {
+    uint64_t off;
+    int mismatch;
+} file_cursor;
+
+static long file_source(void *user_data, char *buf, size_t cap) {
+    file_cursor *c = (file_cursor *)user_data;
+    size_t at = (size_t)(c->off % BENCH_BLOCK), n = BENCH_BLOCK - at;
+    if (c->off >= BENCH_FILE_BYTES) return 0;
+    if (n > cap) n = cap;
+    if ((uint64_t)n > BENCH_FILE_BYTES - c->off) n = (size_t)(BENCH_FILE_BYTES - c->off);
+    memcpy(buf, block + at, n);
+    c->off += n;
+    return (long)n;
+}
+
+/* Checks every byte read back against what was written. */
+static asb_result file_sink(void *user_data, const char *data, size_t len) {
+    file_cursor *c = (file_cursor *)user_data;
+    while (len) {
+        size_t at = (size_t)(c->off % BENCH_BLOCK), n = BENCH_BLOCK - at;
+        if (n > len) n = len;
+        if (c->off + n > BENCH_FILE_BYTES || memcmp(data, block + at, n) != 0) c->mismatch = 1;
+        c->off += n;
+        data += n;
+        len -= n;
+    }
+    return ASB_OK;
+}
+
+static int workload(int runs, int creates) {
+    asb_client_desc desc;
+    asb_client *client;
+    asb_sandbox *sb = NULL;
+    asb_run_result res;
+    asb_error err;
+    file_cursor cur;
+    double *lat, *ready, t0, tw, tr;
+    int i, rc = 1;
+
+    lat = (double *)malloc(sizeof *lat * (size_t)runs);
+    ready = (double *)malloc(sizeof *ready * (size_t)creates);
+    if (!lat || !ready) return 1;
+    block_fill();
+    memset(&desc, 0, sizeof desc); /* every default: KUBECONFIG, local tunnel */
+    if (asb_client_create(&desc, &client, &err) != ASB_OK) return fail("client", &err);
+
+    /* create-to-ready; the last sandbox stays for the rest */
+    for (i = 0; i < creates; i++) {
+        asb_sandbox *s;
+        t0 = now_ms();
+        if (asb_client_create_sandbox(client, BENCH_TEMPLATE, NULL, &s, &err) != ASB_OK) {
+            fail("create", &err);
+            goto out;
+        }
+        ready[i] = now_ms() - t0;
+        if (i + 1 < creates) {
+            if (asb_sandbox_terminate(s, &err) != ASB_OK) {
+                fail("terminate", &err);
+                goto out;
+            }
+        } else {
+            sb = s;
+        }
+    }
+
+    /* the first call starts the tunnel: timed apart */
+    t0 = now_ms();
+    if (asb_sandbox_run(sb, "true", 60000, &res, &err) != ASB_OK) {
+        fail("run (first)", &err);
+        goto out;
+    }
+    printf("result first_run_ms %.3f\n", now_ms() - t0);
+    asb_run_result_free(&res);
+    for (i = 0; i < runs; i++) {
+        t0 = now_ms();
+        if (asb_sandbox_run(sb, "true", 60000, &res, &err) != ASB_OK) {
+            fail("run", &err);
+            goto out;
+        }
+        lat[i] = now_ms() - t0;
+        if (res.exit_code != 0) {
+            fprintf(stderr, "bench_sdk: run(\"true\") exited %d\n", res.exit_code);
+            asb_run_result_free(&res);
+            goto out;
+        }
+        asb_run_result_free(&res);
+    }
+
+    memset(&cur, 0, sizeof cur);
+    t0 = now_ms();
+    if (asb_sandbox_write_stream(sb, "bench-64m.bin", file_source, &cur, BENCH_FILE_BYTES, &err) !=
+        ASB_OK) {
+        fail("write", &err);
+        goto out;
+    }
+    tw = now_ms() - t0;
+    memset(&cur, 0, sizeof cur);
+    t0 = now_ms();
+    if (asb_sandbox_read_stream(sb, "bench-64m.bin", file_sink, &cur, &err) != ASB_OK) {
+        fail("read", &err);
+        goto out;
+    }
+    tr = now_ms() - t0;
+    if (cur.mismatch || cur.off != BENCH_FILE_BYTES) {
+        fprintf(stderr, "bench_sdk: read back %llu bytes%s\n", (unsigned long long)cur.off,
+                cur.mismatch ? ", not what was written" : "");
+        goto out;
+    }
+
+    printf("result runs %d\n", runs);
+    printf("result run_true_median_ms %.3f\n", median(lat, (size_t)runs));
+    printf("result run_true_best_ms %.3f\n", lat[0]); /* sorted by median() */
+    printf("result creates %d\n", creates);
+    printf("result create_ready_median_ms %.3f\n", median(ready, (size_t)creates));
+    printf("result create_ready_best_ms %.3f\n", ready[0]);
+    printf("result write_64m_ms %.3f\n", tw);
+    printf("result read_64m_ms %.3f\n", tr);
+    printf("result write_read_64m_ms %.3f\n", tw + tr);
+    rc = 0;
+out:
+    if (sb && asb_sandbox_terminate(sb, &err) != ASB_OK) rc = fail("terminate", &err);
+    asb_client_free(client);
+    if (rc == 0) printf("result peak_rss_kib %ld\n", peak_rss_kib());
+    free(lat);
+    free(ready);
+    return rc;
+}
+
+static int first_result(const char *start_ns) {
+    asb_client_desc desc;
+    asb_client *client;
+    asb_sandbox *sb;
+    asb_run_result res;
+    asb_error err;
+    struct timespec ts;
+    double ms;
+    long long start = strtoll(start_ns, NULL, 10);
+    int rc = 0;
+
+    memset(&desc, 0, sizeof desc);
+    if (asb_client_create(&desc, &client, &err) != ASB_OK) return fail("client", &err);
+    if (asb_client_create_sandbox(client, BENCH_TEMPLATE, NULL, &sb, &err) != ASB_OK) {
+        asb_client_free(client);
+        return fail("create", &err);
+    }
+    if (asb_sandbox_run(sb, "echo hi", 60000, &res, &err) != ASB_OK) {
+        rc = fail("run", &err);
+    } else {
+        fwrite(res.out.ptr, 1, res.out.len, stdout);
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ms = ((double)ts.tv_sec * 1e9 + (double)ts.tv_nsec - (double)start) / 1e6;
+        printf("result first_result_ms %.3f\n", ms);
+        fflush(stdout);
+        asb_run_result_free(&res);
+    }
+    if (asb_sandbox_terminate(sb, &err) != ASB_OK) rc = fail("terminate", &err);
+    asb_client_free(client);
+    if (rc == 0) printf("result first_peak_rss_kib %ld\n", peak_rss_kib());
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 4 && strcmp(argv[1], "workload") == 0 && atoi(argv[2]) > 0 && atoi(argv[3]) > 0)
+        return workload(atoi(argv[2]), atoi(argv[3]));
+    if (argc == 3 && strcmp(argv[1], "first") == 0) return first_result(argv[2]);
+    fprintf(stderr, "usage: bench_sdk workload RUNS CREATES | bench_sdk first START_NS\n");
+    return 2;
+}

@@ -1,0 +1,77 @@
+# bench-sdk: this library against the upstream Python SDK (PyPI
+# k8s-agent-sandbox) on the same local cluster, in one run:
+#   make bench-sdk
+# Both sides use the same cluster, template (python-sandbox-template in
+# `default`) and connection mode (the local tunnel: kubectl port-forward to
+# svc/sandbox-router-svc in agent-sandbox-system). Each side measures itself
+# in its own processes; bench_sdk.py report prints the comparison.
+#
+# The Python SDK release: 0.4.6 is the newest that speaks agent-sandbox
+# v0.4.x (v1alpha1 claims naming a template with sandboxTemplateRef, router
+# headers X-Sandbox-ID/Namespace/Port); 0.5.x and 1.0.x send v1beta1, which
+# a v0.4.6 controller does not serve. It lives in a venv under build/,
+# installed from PyPI by the target below; nothing of it is committed.
+
+BENCH_PY_SDK_VERSION := 0.4.6
+BENCH_PY_BASELINE    := python-k8s-agent-sandbox-$(BENCH_PY_SDK_VERSION)
+BENCH_SDK_DIR        := $(BUILD)/bench-sdk
+BENCH_SDK_VENV       := $(BENCH_SDK_DIR)/venv
+BENCH_SDK_STAMP      := $(BENCH_SDK_VENV)/.k8s-agent-sandbox-$(BENCH_PY_SDK_VERSION)
+# Its own cluster: state directory and pod range apart from the default
+# cluster (build/localcluster, 127.1.0.0/24) and cluster-e2e's
+# (127.1.128.0/24), so nobody's `make cluster-down` stops this one.
+BENCH_SDK_STATE      := $(abspath $(BUILD))/localcluster-bench-sdk
+BENCH_SDK_POD_CIDR   := 127.1.64.0/24
+# Repetitions: run("true") calls on one sandbox, creates measured, fresh
+# processes started per side.
+BENCH_SDK_RUNS       ?= 200
+BENCH_SDK_CREATES    ?= 10
+BENCH_SDK_STARTS     ?= 5
+
+EXTRA_DEB_PACKAGES += python3-venv
+
+$(BENCH_SDK_STAMP):
+	@mkdir -p $(BENCH_SDK_DIR)
+	@rm -rf $(BENCH_SDK_VENV)
+	/usr/bin/python3 -m venv $(BENCH_SDK_VENV)
+	$(BENCH_SDK_VENV)/bin/pip install --quiet --disable-pip-version-check \
+	  k8s-agent-sandbox==$(BENCH_PY_SDK_VERSION)
+	@$(BENCH_SDK_VENV)/bin/pip freeze --disable-pip-version-check > $(BENCH_SDK_DIR)/pip-freeze.txt
+	@touch $@
+
+.PHONY: bench-sdk-venv
+bench-sdk-venv: $(BENCH_SDK_STAMP)
+
+# (This fragment is read before tests/rules.mk, so its TB, HDR and LINK
+# are not set yet where a target is named; recipes may use them.)
+BENCH_SDK_BIN := $(BUILD)/tests/bench_sdk
+$(BENCH_SDK_BIN): tests/bench/bench_sdk.c agentsandbox.h
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O2 -DNDEBUG $(CFLAGS_WARN) $< -o $@ $(LINK)
+ALL_TARGETS += $(BENCH_SDK_BIN)
+
+BENCH_TIERS += bench-sdk
+.PHONY: bench-sdk
+# Cluster up (own state), our side, their side, the fresh-process starts
+# alternated, the report; the cluster always goes down at the end.
+bench-sdk: $(BENCH_SDK_BIN) $(BENCH_SDK_STAMP)
+	@export LC_STATE_DIR=$(BENCH_SDK_STATE) LC_POD_CIDR=$(BENCH_SDK_POD_CIDR); \
+	out=$(BENCH_SDK_DIR)/results; rm -rf $$out; mkdir -p $$out; \
+	trap '$(MAKE) --no-print-directory cluster-down >/dev/null 2>&1' EXIT; \
+	$(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; \
+	$(MAKE) --no-print-directory cluster-up AGENT_SANDBOX=v0.4.6 > $$out/cluster-up.log 2>&1 || \
+	  { tail -20 $$out/cluster-up.log; exit 1; }; \
+	export KUBECONFIG=$(BENCH_SDK_STATE)/kubeconfig/admin.kubeconfig; \
+	$(BENCH_SDK_BIN) workload $(BENCH_SDK_RUNS) $(BENCH_SDK_CREATES) > $$out/ours.txt 2> $$out/ours.err || \
+	  { echo "bench-sdk: our workload failed:"; tail -20 $$out/ours.err; exit 1; }; \
+	$(BENCH_SDK_VENV)/bin/python tests/bench/bench_sdk.py workload $(BENCH_SDK_RUNS) $(BENCH_SDK_CREATES) \
+	  > $$out/theirs.txt 2> $$out/theirs.err || \
+	  { echo "bench-sdk: the Python workload failed:"; tail -20 $$out/theirs.err; exit 1; }; \
+	for i in $$(seq $(BENCH_SDK_STARTS)); do \
+	  $(BENCH_SDK_BIN) first $$(date +%s%N) >> $$out/ours.txt 2>> $$out/ours.err || \
+	    { echo "bench-sdk: our first-result run failed:"; tail -20 $$out/ours.err; exit 1; }; \
+	  $(BENCH_SDK_VENV)/bin/python tests/bench/bench_sdk.py first $$(date +%s%N) \
+	    >> $$out/theirs.txt 2>> $$out/theirs.err || \
+	    { echo "bench-sdk: the Python first-result run failed:"; tail -20 $$out/theirs.err; exit 1; }; \
+	done; \
+	/usr/bin/python3 tests/bench/bench_sdk.py report $$out/ours.txt $$out/theirs.txt $(BENCH_PY_BASELINE)
