@@ -675,6 +675,15 @@ ASB_API asb_result asb_labels_validate(const asb_label *labels, size_t count,
 ASB_API asb_result asb_dns_label_validate(const char *name, size_t len,
                                           asb_error *err);
 
+/* A Gateway's status address as the SDK may use it: an IPv4 address in
+   dotted-quad form, an IPv6 address, or a DNS hostname (labels of 1-63
+   letters, digits and inner '-', at most 253 bytes, not all-numeric).
+   Everything else is refused: paths, queries, user info, ports, '_',
+   trailing dots, and the numeric forms libc would read as an address
+   (2130706433, 0x7f.0.0.1). */
+ASB_API asb_result asb_gateway_address_validate(const char *addr, size_t len,
+                                                asb_error *err);
+
 /* "sandbox-claim-" + 8 lowercase hex digits from the OS random source
    (getrandom, else /dev/urandom; never rand()). */
 #define ASB_CLAIM_NAME_SIZE 23 /* 22 characters + NUL */
@@ -2827,6 +2836,78 @@ ASB_API asb_result asb_claim_name_generate(char out[ASB_CLAIM_NAME_SIZE],
     return ASB_OK;
 }
 
+/* Parses a dotted-quad IPv4 or an IPv6 literal with inet_pton semantics
+   (strict: no octal, no short forms); returns 4, 6 or 0. */
+static int asb__ip_literal(const char *s, size_t len, unsigned char out[16]) {
+    char tmp[64];
+    if (len == 0 || len >= sizeof tmp) return 0;
+    memcpy(tmp, s, len);
+    tmp[len] = '\0';
+    if (inet_pton(AF_INET, tmp, out) == 1) return 4;
+    if (inet_pton(AF_INET6, tmp, out) == 1) return 6;
+    return 0;
+}
+
+/* A label libc's inet_aton could read as a number: decimal digits, or
+   0x followed by hex digits (even none). */
+static int asb__numeric_label(const char *l, size_t n) {
+    size_t i = 0;
+    if (n >= 2 && l[0] == '0' && (l[1] == 'x' || l[1] == 'X')) {
+        for (i = 2; i < n; i++)
+            if (asb__hexval((unsigned char)l[i]) < 0) return 0;
+        return 1;
+    }
+    for (i = 0; i < n; i++)
+        if (l[i] < '0' || l[i] > '9') return 0;
+    return n > 0;
+}
+
+ASB_API asb_result asb_gateway_address_validate(const char *a, size_t len, asb_error *err) {
+    char q[96];
+    unsigned char bin[16];
+    size_t i, ls = 0;
+    int all_numeric = 1, last_numeric = 0;
+    if (!a) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "gateway address is NULL");
+    asb__quote(q, sizeof q, a, len, 64);
+    if (len == 0 || len > 253)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "gateway address \"%s\": bad length", q);
+    /* IPv6 literals have ':'; dotted quads are checked strictly (inet_pton
+       refuses octal, hex and short forms) */
+    if (memchr(a, ':', len))
+        return asb__ip_literal(a, len, bin) == 6
+                   ? ASB_OK
+                   : asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                               "gateway address \"%s\" is not an IPv6 address (ports are not "
+                               "allowed)",
+                               q);
+    if (asb__ip_literal(a, len, bin) == 4) return ASB_OK;
+    for (i = 0; i <= len; i++) {
+        if (i < len && a[i] != '.') {
+            if (!asb__is_alnum((unsigned char)a[i]) && a[i] != '-')
+                return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                                 "gateway address \"%s\" is not an IP address or a plain "
+                                 "hostname",
+                                 q);
+            continue;
+        }
+        if (i == ls || i - ls > 63 || a[ls] == '-' || a[i - 1] == '-')
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "gateway address \"%s\": a label is empty, longer than 63 or has "
+                             "'-' at an end",
+                             q);
+        last_numeric = asb__numeric_label(a + ls, i - ls);
+        if (!last_numeric) all_numeric = 0;
+        ls = i + 1;
+    }
+    /* all-numeric names read as addresses by inet_aton (2130706433,
+       0x7f.0.0.1), and a numeric last label is never a DNS name */
+    if (all_numeric || last_numeric)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "gateway address \"%s\" is a numeric form, not an address or a name",
+                         q);
+    return ASB_OK;
+}
+
 /* -- time ------------------------------------------------------------------- */
 
 /* Proleptic Gregorian calendar arithmetic on day numbers (day 0 is
@@ -4649,18 +4730,6 @@ static int asb__ieq(const char *a, size_t alen, const char *b) {
             return 0;
     }
     return b[alen] == '\0';
-}
-
-/* Parses a dotted-quad IPv4 or an IPv6 literal with inet_pton semantics
-   (strict: no octal, no short forms); returns 4, 6 or 0. */
-static int asb__ip_literal(const char *s, size_t len, unsigned char out[16]) {
-    char tmp[64];
-    if (len == 0 || len >= sizeof tmp) return 0;
-    memcpy(tmp, s, len);
-    tmp[len] = '\0';
-    if (inet_pton(AF_INET, tmp, out) == 1) return 4;
-    if (inet_pton(AF_INET6, tmp, out) == 1) return 6;
-    return 0;
 }
 
 ASB_API asb_result asb_url_parse(const char *url, size_t len, asb_url *out,

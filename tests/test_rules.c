@@ -410,6 +410,39 @@ ASBT_TEST(error_messages_quote_untrusted_bytes_boundedly) {
     ASBT_CONTAINS(err.message, "\\x01");
 }
 
+ASBT_TEST(gateway_addresses_are_an_ip_or_a_plain_hostname) {
+    static const char *ok[] = {"10.0.0.1", "127.0.0.1", "2001:db8::1", "::1",
+                               "gw.example.com", "a", "x-1.example", "A.B.C"};
+    static const char *bad[] = {"evil.com/admin", "evil.com?redirect=1", "evil.com#frag",
+                                "user@evil.com", "-bad.example.com", "host.example.",
+                                "host..example.com", "host_name.com", "host name.com",
+                                "host:8080", "host-.example.com", "host.-bad.com", "",
+                                "2130706433", "0x7f000001", "0x7f.0x0.0x0.0x1", "0x.1",
+                                "00.0x.0x.1", "127.1", "010.0.0.1", "host.123",
+                                "[2001:db8::1]", "1.2.3.4:80"};
+    char l254[260], label64[70];
+    size_t i;
+    asb_error err;
+    for (i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        if (asb_gateway_address_validate(ok[i], strlen(ok[i]), &err) != ASB_OK)
+            fprintf(stderr, "    refused %s: %s\n", ok[i], err.message);
+        ASBT_EQ_RES(asb_gateway_address_validate(ok[i], strlen(ok[i]), &err), ASB_OK);
+    }
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (asb_gateway_address_validate(bad[i], strlen(bad[i]), &err) == ASB_OK)
+            fprintf(stderr, "    accepted %s\n", bad[i]);
+        ASBT_EQ_RES(asb_gateway_address_validate(bad[i], strlen(bad[i]), &err),
+                    ASB_ERR_INVALID_ARGUMENT);
+    }
+    memset(l254, 'a', 254);
+    for (i = 63; i < 254; i += 64) l254[i] = '.';
+    ASBT_EQ_RES(asb_gateway_address_validate(l254, 254, &err), ASB_ERR_INVALID_ARGUMENT);
+    ASBT_EQ_RES(asb_gateway_address_validate(l254, 253, &err), ASB_OK);
+    memset(label64, 'b', 64);
+    ASBT_EQ_RES(asb_gateway_address_validate(label64, 64, &err), ASB_ERR_INVALID_ARGUMENT);
+    ASBT_EQ_RES(asb_gateway_address_validate(label64, 63, &err), ASB_OK);
+}
+
 ASBT_LIST(
     ASBT_CASE(safe_paths_are_normalised_like_posix)
     ASBT_CASE(path_traversal_is_rejected_before_any_request)
@@ -421,6 +454,7 @@ ASBT_LIST(
     ASBT_CASE(bad_label_values_name_the_value_and_its_key)
     ASBT_CASE(dns_labels_guard_names_that_go_into_headers)
     ASBT_CASE(claim_names_are_random_hex_with_the_prefix)
+    ASBT_CASE(gateway_addresses_are_an_ip_or_a_plain_hostname)
     ASBT_CASE(ttl_becomes_a_utc_shutdown_time)
     ASBT_CASE(time_format_agrees_with_gmtime)
     ASBT_CASE(rfc3339_offsets_fractions_and_bad_dates)
