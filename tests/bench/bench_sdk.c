@@ -6,7 +6,8 @@
          each: the create call until it returns a ready handle), then on
          one sandbox: run("true") RUNS times (after one warm-up run that
          starts the tunnel), a 64 MiB file written and read back (streamed
-         both ways, checked), and this process's peak RSS at the end.
+         both ways, checked), and this process's peak RSS and CPU time at
+         the end.
      bench_sdk first START_NS
          a fresh process: client, sandbox, run("echo hi"), print; reports
          the wall time from START_NS (CLOCK_REALTIME, taken by the caller
@@ -37,6 +38,15 @@ static long peak_rss_kib(void) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return ru.ru_maxrss;
+}
+
+/* CPU this process used (user + system; not kubectl's): the SDK's own
+   cost, apart from the tunnel, API server and runtime it waits on. */
+static double cpu_ms(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -191,7 +201,10 @@ static int workload(int runs, int creates) {
 out:
     if (sb && asb_sandbox_terminate(sb, &err) != ASB_OK) rc = fail("terminate", &err);
     asb_client_free(client);
-    if (rc == 0) printf("result peak_rss_kib %ld\n", peak_rss_kib());
+    if (rc == 0) {
+        printf("result peak_rss_kib %ld\n", peak_rss_kib());
+        printf("result cpu_ms %.3f\n", cpu_ms());
+    }
     free(lat);
     free(ready);
     return rc;
@@ -226,7 +239,10 @@ static int first_result(const char *start_ns) {
     }
     if (asb_sandbox_terminate(sb, &err) != ASB_OK) rc = fail("terminate", &err);
     asb_client_free(client);
-    if (rc == 0) printf("result first_peak_rss_kib %ld\n", peak_rss_kib());
+    if (rc == 0) {
+        printf("result first_peak_rss_kib %ld\n", peak_rss_kib());
+        printf("result first_cpu_ms %.3f\n", cpu_ms());
+    }
     return rc;
 }
 

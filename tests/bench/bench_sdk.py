@@ -37,6 +37,12 @@ def peak_rss_kib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
+def cpu_ms():
+    """CPU this process used (user + system; not kubectl's)."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return (ru.ru_utime + ru.ru_stime) * 1e3
+
+
 def router_namespace_tunnel():
     """The SDK's own tunnel, run in the router's namespace (see above)."""
     from k8s_agent_sandbox import connector
@@ -103,6 +109,7 @@ def workload(runs, creates):
             sandbox.terminate()
         client.delete_all()
     result("peak_rss_kib", peak_rss_kib())
+    result("cpu_ms", "%.3f" % cpu_ms())
     return 0
 
 
@@ -119,6 +126,7 @@ def first_result(start_ns):
     finally:
         sandbox.terminate()
     result("first_peak_rss_kib", peak_rss_kib())
+    result("first_cpu_ms", "%.3f" % cpu_ms())
     return 0
 
 
@@ -163,6 +171,9 @@ def report(ours_path, theirs_path, baseline):
         ("peak RSS (workload process)", "peak_rss_kib", "KiB", "<= 1/20, >= 20x"),
         ("peak RSS (first-result process), median of %d" % starts, "first_peak_rss_kib", "KiB",
          "none"),
+        ("CPU time user+sys (workload process)", "cpu_ms", "ms", "none"),
+        ("CPU time user+sys (first-result process), median of %d" % starts, "first_cpu_ms",
+         "ms", "none"),
     ]
     for name, key, unit, goal in lines:
         a, b = one(ours, key), one(theirs, key)

@@ -54,12 +54,14 @@ BENCH_TIERS += bench-sdk
 .PHONY: bench-sdk
 # Cluster up (own state), our side, their side, the fresh-process starts
 # alternated, the report; the cluster always goes down at the end.
-bench-sdk: $(BENCH_SDK_BIN) $(BENCH_SDK_STAMP)
+# (lc.py is called directly, not through $(MAKE) cluster-up: a recipe line
+# naming $(MAKE) runs even under `make -n`.)
+bench-sdk: $(BENCH_SDK_BIN) $(BENCH_SDK_STAMP) cluster-build cluster-runtime
 	@export LC_STATE_DIR=$(BENCH_SDK_STATE) LC_POD_CIDR=$(BENCH_SDK_POD_CIDR); \
-	out=$(BENCH_SDK_DIR)/results; rm -rf $$out; mkdir -p $$out; \
-	trap '$(MAKE) --no-print-directory cluster-down >/dev/null 2>&1' EXIT; \
-	$(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; \
-	$(MAKE) --no-print-directory cluster-up AGENT_SANDBOX=v0.4.6 > $$out/cluster-up.log 2>&1 || \
+	lc="$(LC_PYTHON) $(LC_DIR)/lc.py"; out=$(BENCH_SDK_DIR)/results; rm -rf $$out; mkdir -p $$out; \
+	trap '$$lc down >/dev/null 2>&1' EXIT; \
+	$$lc down >/dev/null 2>&1; \
+	$$lc up --agent-sandbox v0.4.6 > $$out/cluster-up.log 2>&1 || \
 	  { tail -20 $$out/cluster-up.log; exit 1; }; \
 	export KUBECONFIG=$(BENCH_SDK_STATE)/kubeconfig/admin.kubeconfig; \
 	$(BENCH_SDK_BIN) workload $(BENCH_SDK_RUNS) $(BENCH_SDK_CREATES) > $$out/ours.txt 2> $$out/ours.err || \
