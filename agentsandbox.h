@@ -1170,6 +1170,16 @@ typedef struct asb_client_desc {
     int cleanup_on_free;           /* default 0. 1: asb_client_free deletes
                                       the claims of every live handle */
     size_t max_output_bytes;       /* default 16 MiB: run() and read() */
+    const char *router_token;      /* default NULL: sent as "Authorization:
+                                      Bearer <token>" to routers that
+                                      require auth (never to in-cluster
+                                      pods, never logged) */
+    const asb_http_header *extra_headers; /* sent on every router call */
+    size_t extra_header_count;
+    int send_pod_ip;               /* default 0. 1: look up the pod IP per
+                                      call and send X-Sandbox-Pod-IP; a
+                                      401/403 on the lookup turns it off
+                                      for good */
 } asb_client_desc;
 
 typedef struct asb_client asb_client;
@@ -1211,7 +1221,7 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *client, const char *tem
 ASB_API const char *asb_sandbox_claim_name(const asb_sandbox *sb);
 ASB_API const char *asb_sandbox_name(const asb_sandbox *sb);
 ASB_API const char *asb_sandbox_namespace(const asb_sandbox *sb);
-/* 1 until terminate (or client free). */
+/* 1 until terminate or close_connection (or client free). */
 ASB_API int asb_sandbox_is_active(const asb_sandbox *sb);
 
 /* The result of a command: bytes as the runtime reported them. */
@@ -1238,6 +1248,11 @@ ASB_API asb_result asb_sandbox_read(asb_sandbox *sb, const char *path, asb_buf *
                                     asb_error *err);
 ASB_API asb_result asb_sandbox_exists(asb_sandbox *sb, const char *path, int *exists,
                                       asb_error *err);
+
+/* Ends the handle's use of the connection without deleting the claim (the
+   sandbox keeps running; asb_client_get_sandbox attaches again). Later
+   calls on the handle return ASB_ERR_CLOSED. Idempotent. */
+ASB_API void asb_sandbox_close_connection(asb_sandbox *sb);
 
 /* Deletes the claim (a missing one is fine) and ends the handle; calls on
    a terminated handle return ASB_ERR_CLOSED. Idempotent. The handle stays
@@ -7709,7 +7724,8 @@ struct asb_sandbox {
     char ns[64];
     char pod[256];  /* from the Sandbox's pod-name annotation */
     char hash[64];  /* from its selector */
-    int active;
+    int active;     /* the claim is ours and alive */
+    int closed;     /* close_connection: no more calls, claim kept */
 };
 
 struct asb_client {
@@ -7722,6 +7738,10 @@ struct asb_client {
     char *kube_path, *kube_context; /* handed to kubectl as the client's */
     int router_port, server_port, pf_timeout_ms, cleanup;
     size_t max_output;
+    char *router_auth;    /* "Bearer <token>" or NULL */
+    asb_http_header *extra;
+    size_t extra_count;
+    int send_pod_ip;      /* cleared for good after a 401/403 lookup */
     pthread_mutex_t lock; /* the tunnel and the handle list */
     pid_t tunnel_pid;
     int tunnel_port;
@@ -7975,6 +7995,46 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
     c->pf_timeout_ms = desc->port_forward_ready_timeout_ms > 0 ? desc->port_forward_ready_timeout_ms
                                                               : 30000;
     c->cleanup = desc->cleanup_on_free;
+    c->send_pod_ip = desc->send_pod_ip;
+    if (desc->router_token) {
+        size_t n = strlen(desc->router_token);
+        c->router_auth = (char *)a.alloc_fn(n + 8, a.user_data);
+        if (c->router_auth) {
+            memcpy(c->router_auth, "Bearer ", 7);
+            memcpy(c->router_auth + 7, desc->router_token, n + 1);
+        }
+        if (!c->router_auth || !asb__header_text_ok(c->router_auth)) {
+            asb_client_free(c);
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "client: router_token is empty or has CR/LF");
+        }
+    }
+    if (desc->extra_header_count) {
+        size_t i;
+        c->extra = (asb_http_header *)a.alloc_fn(desc->extra_header_count * sizeof(asb_http_header),
+                                                 a.user_data);
+        if (!c->extra) {
+            asb_client_free(c);
+            return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "client: out of memory");
+        }
+        memset(c->extra, 0, desc->extra_header_count * sizeof(asb_http_header));
+        c->extra_count = desc->extra_header_count;
+        for (i = 0; i < desc->extra_header_count; i++) {
+            const asb_http_header *h = &desc->extra_headers[i];
+            if (!h->name || !h->value || !asb__header_text_ok(h->name) ||
+                !asb__header_text_ok(h->value)) {
+                asb_client_free(c);
+                return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                                 "client: extra header %zu is NULL or has CR/LF", i);
+            }
+            c->extra[i].name = asb__cdup(c, h->name);
+            c->extra[i].value = asb__cdup(c, h->value);
+            if (!c->extra[i].name || !c->extra[i].value) {
+                asb_client_free(c);
+                return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "client: out of memory");
+            }
+        }
+    }
     c->max_output = desc->max_output_bytes ? desc->max_output_bytes : (size_t)16 << 20;
     c->router_ns = asb__cdup(c, desc->router_namespace ? desc->router_namespace
                                                        : "agent-sandbox-system");
@@ -8076,6 +8136,18 @@ ASB_API void asb_client_free(asb_client *c) {
     if (c->api_version) c->alloc.free_fn(c->api_version, c->alloc.user_data);
     if (c->kube_path) c->alloc.free_fn(c->kube_path, c->alloc.user_data);
     if (c->kube_context) c->alloc.free_fn(c->kube_context, c->alloc.user_data);
+    if (c->router_auth) {
+        memset(c->router_auth, 0, strlen(c->router_auth));
+        c->alloc.free_fn(c->router_auth, c->alloc.user_data);
+    }
+    if (c->extra) {
+        size_t i;
+        for (i = 0; i < c->extra_count; i++) {
+            if (c->extra[i].name) c->alloc.free_fn((char *)c->extra[i].name, c->alloc.user_data);
+            if (c->extra[i].value) c->alloc.free_fn((char *)c->extra[i].value, c->alloc.user_data);
+        }
+        c->alloc.free_fn(c->extra, c->alloc.user_data);
+    }
     pthread_mutex_destroy(&c->lock);
     c->alloc.free_fn(c, c->alloc.user_data);
 }
@@ -8476,7 +8548,11 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
 ASB_API const char *asb_sandbox_claim_name(const asb_sandbox *sb) { return sb ? sb->claim : NULL; }
 ASB_API const char *asb_sandbox_name(const asb_sandbox *sb) { return sb ? sb->name : NULL; }
 ASB_API const char *asb_sandbox_namespace(const asb_sandbox *sb) { return sb ? sb->ns : NULL; }
-ASB_API int asb_sandbox_is_active(const asb_sandbox *sb) { return sb && sb->active; }
+ASB_API int asb_sandbox_is_active(const asb_sandbox *sb) { return sb && sb->active && !sb->closed; }
+
+ASB_API void asb_sandbox_close_connection(asb_sandbox *sb) {
+    if (sb) sb->closed = 1;
+}
 
 ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err) {
     asb_kube_resource res;
@@ -8493,14 +8569,14 @@ ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err) {
 static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const char *path,
                                int timeout_ms, asb_http_response *resp, asb_error *err) {
     asb_client *c;
-    char base[600], port[16], rid[40], tsec[24];
-    asb_http_header h[8];
+    char base[600], port[16], rid[40], tsec[24], podip[ASB_IP_SIZE];
+    asb_http_header h[24];
     size_t nh = 0, i;
     asb_buf url;
     asb_result r;
     unsigned char rnd[8];
     memset(resp, 0, sizeof *resp);
-    if (!sb || !sb->active)
+    if (!sb || !sb->active || sb->closed)
         return asb__fail(err, ASB_ERR_CLOSED, "sandbox: the handle was terminated or closed");
     c = sb->client;
     /* names from the API go into headers and URLs: check them first */
@@ -8532,6 +8608,21 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
         h[nh++].value = sb->ns;
         h[nh].name = "X-Sandbox-Port";
         h[nh++].value = port;
+        if (c->send_pod_ip) {
+            asb_error perr;
+            asb_result pr = asb_sandbox_pod_ip(sb, podip, &perr);
+            if (pr == ASB_OK) {
+                h[nh].name = "X-Sandbox-Pod-IP";
+                h[nh++].value = podip;
+            } else if (perr.http_status == 401 || perr.http_status == 403) {
+                c->send_pod_ip = 0; /* not allowed to read it: stop asking */
+            }
+        }
+        if (c->router_auth) {
+            h[nh].name = "Authorization";
+            h[nh++].value = c->router_auth;
+        }
+        for (i = 0; i < c->extra_count && nh < 20; i++) h[nh++] = c->extra[i];
     }
     h[nh].name = "X-Request-ID";
     h[nh++].value = rid;
@@ -8543,7 +8634,7 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
         }
         req->timeout_ms = timeout_ms;
     }
-    for (i = 0; i < req->header_count && nh < 8; i++) h[nh++] = req->headers[i];
+    for (i = 0; i < req->header_count && nh < 24; i++) h[nh++] = req->headers[i];
     req->headers = h;
     req->header_count = nh;
     asb_buf_init(&url, &c->alloc);
@@ -8772,6 +8863,7 @@ ASB_API asb_result asb_client_get_sandbox(asb_client *c, const char *claim, cons
     }
     if (sb) {
         asb_buf_free(&body);
+        sb->closed = 0; /* attaching again reopens a closed handle */
         *out = sb;
         return ASB_OK;
     }
@@ -8849,7 +8941,7 @@ ASB_API size_t asb_client_list_active(asb_client *c, asb_sandbox **out, size_t c
     if (!c) return 0;
     pthread_mutex_lock(&c->lock);
     for (s = c->handles; s; s = s->next) {
-        if (!s->active) continue;
+        if (!s->active || s->closed) continue;
         if (out && n < cap) out[n] = s;
         n++;
     }

@@ -49,6 +49,21 @@ ASBT_TEST(client_options_are_checked_before_anything_runs) {
     memset(&d, 0, sizeof d);
     d.mode = (asb_connection_mode)3; /* not a mode (and within the enum's range) */
     ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_ERR_INVALID_ARGUMENT);
+    {
+        /* header injection through options is refused up front */
+        asb_http_header h;
+        memset(&d, 0, sizeof d);
+        d.router_token = "abc\r\nX-Evil: 1";
+        ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_ERR_INVALID_ARGUMENT);
+        ASBT_CONTAINS(err.message, "router_token");
+        memset(&d, 0, sizeof d);
+        h.name = "X-Team";
+        h.value = "a\nb";
+        d.extra_headers = &h;
+        d.extra_header_count = 1;
+        ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_ERR_INVALID_ARGUMENT);
+        ASBT_CONTAINS(err.message, "extra header 0");
+    }
     /* no kubeconfig at all: a clear error, nothing leaked */
     memset(&d, 0, sizeof d);
     d.kube.kubeconfig.path = "/nonexistent/kubeconfig";

@@ -414,6 +414,40 @@ ASBT_TEST(warm_pool_claims_match_the_clusters_api_version) {
     asb_client_free(c);
 }
 
+ASBT_TEST(close_connection_keeps_the_claim_and_options_reach_the_router) {
+    asb_error err;
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL, *again = NULL;
+    asb_run_result rr;
+    asb_http_header extra[1];
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = kubeconfig;
+    d.send_pod_ip = 1;
+    d.router_token = "router-secret";
+    extra[0].name = "X-Team";
+    extra[0].value = "c-sdk";
+    d.extra_headers = extra;
+    d.extra_header_count = 1;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
+    /* with the pod IP header, the router goes straight to the pod */
+    ASBT_EQ_RES(asb_sandbox_run(sb, "echo via pod ip", 0, &rr, &err), ASB_OK);
+    ASBT_EQ_STR(rr.out.ptr, "via pod ip\n");
+    asb_run_result_free(&rr);
+    asb_sandbox_close_connection(sb);
+    asb_sandbox_close_connection(sb); /* idempotent */
+    ASBT_CHECK(!asb_sandbox_is_active(sb));
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_ERR_CLOSED);
+    asb_run_result_free(&rr);
+    ASBT_CHECK(claim_exists(c, "default", asb_sandbox_claim_name(sb)));
+    ASBT_EQ_RES(asb_client_get_sandbox(c, asb_sandbox_claim_name(sb), NULL, 0, &again, &err),
+                ASB_OK);
+    ASBT_CHECK(again == sb && asb_sandbox_is_active(sb));
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
+}
+
 ASBT_LIST(
     ASBT_CASE(quick_start_create_run_write_read_exists_terminate)
     ASBT_CASE(missing_template_fails_fast_and_leaves_no_claim)
@@ -427,6 +461,7 @@ ASBT_LIST(
     ASBT_CASE(status_pod_name_hash_and_ip_come_from_the_sandbox)
     ASBT_CASE(in_cluster_mode_talks_to_the_pod_ip_without_the_router)
     ASBT_CASE(warm_pool_claims_match_the_clusters_api_version)
+    ASBT_CASE(close_connection_keeps_the_claim_and_options_reach_the_router)
 )
 
 int main(int argc, char **argv);
