@@ -18,10 +18,11 @@ BENCH_SDK_DIR        := $(BUILD)/bench-sdk
 BENCH_SDK_VENV       := $(BENCH_SDK_DIR)/venv
 BENCH_SDK_STAMP      := $(BENCH_SDK_VENV)/.k8s-agent-sandbox-$(BENCH_PY_SDK_VERSION)
 # Its own cluster: state directory and pod range apart from the default
-# cluster (build/localcluster, 127.1.0.0/24) and cluster-e2e's
-# (127.1.128.0/24), so nobody's `make cluster-down` stops this one.
+# cluster (build/localcluster, 127.1.0.0/24), cluster-e2e's
+# (127.1.128.0/24) and test-kube-cluster's (127.1.64.0/24), so nobody's
+# `make cluster-down` stops this one and no two pods share an address.
 BENCH_SDK_STATE      := $(abspath $(BUILD))/localcluster-bench-sdk
-BENCH_SDK_POD_CIDR   := 127.1.64.0/24
+BENCH_SDK_POD_CIDR   := 127.1.192.0/24
 # Repetitions: run("true") calls on one sandbox, creates measured, fresh
 # processes started per side.
 BENCH_SDK_RUNS       ?= 200
