@@ -1142,15 +1142,17 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
    Sandboxes: the client and the sandbox handle
    ========================================================================== */
 
-/* How the client reaches sandboxes. (The Gateway mode comes next; its
-   value will be added after these.) */
+/* How the client reaches sandboxes. */
 typedef enum asb_connection_mode {
     ASB_CONNECT_LOCAL_TUNNEL = 0, /* default: `kubectl port-forward` to the
                                      router Service, one per client */
     ASB_CONNECT_DIRECT,           /* a router URL you give */
-    ASB_CONNECT_IN_CLUSTER        /* straight to the pod: its IP (looked up
+    ASB_CONNECT_IN_CLUSTER,       /* straight to the pod: its IP (looked up
                                      per call), else the sandbox's service
                                      DNS name; no router headers */
+    ASB_CONNECT_GATEWAY           /* the router behind a Gateway: the first
+                                     valid status.addresses[] value (watched
+                                     for until it appears) */
 } asb_connection_mode;
 
 typedef struct asb_client_desc {
@@ -1180,6 +1182,10 @@ typedef struct asb_client_desc {
                                       call and send X-Sandbox-Pod-IP; a
                                       401/403 on the lookup turns it off
                                       for good */
+    const char *gateway_name;      /* ASB_CONNECT_GATEWAY: the Gateway */
+    const char *gateway_namespace; /* default "default" */
+    int gateway_ready_timeout_ms;  /* default 180000 */
+    int gateway_port;              /* default 80 */
 } asb_client_desc;
 
 typedef struct asb_client asb_client;
@@ -7742,6 +7748,9 @@ struct asb_client {
     asb_http_header *extra;
     size_t extra_count;
     int send_pod_ip;      /* cleared for good after a 401/403 lookup */
+    char *gw_name, *gw_ns;
+    int gw_timeout_ms, gw_port;
+    char gw_base[300];    /* resolved once: http://<address>:<port> */
     pthread_mutex_t lock; /* the tunnel and the handle list */
     pid_t tunnel_pid;
     int tunnel_port;
@@ -7925,12 +7934,69 @@ static asb_result asb__tunnel_start_locked(asb_client *c, asb_error *err) {
     return ASB_OK;
 }
 
+/* The Gateway watch: the first valid address wins; invalid ones (paths,
+   numeric forms, ...) are skipped, as upstream learned to. */
+typedef struct asb__gw_wait {
+    char addr[256];
+    int skipped;
+} asb__gw_wait;
+
+static int asb__gw_event(void *ud, const asb_watch_event *ev) {
+    asb__gw_wait *g = (asb__gw_wait *)ud;
+    asb_json_iter it;
+    int a;
+    if (ev->type != ASB_WATCH_ADDED && ev->type != ASB_WATCH_MODIFIED) return 0;
+    it = asb_json_iter_begin(ev->doc, asb_json_find(ev->doc, ev->object, "status.addresses"));
+    while (asb_json_iter_next(ev->doc, &it, NULL, &a)) {
+        char v[256];
+        size_t n = 0;
+        if (asb_json_get_string(ev->doc, asb_json_member(ev->doc, a, "value", 5), v, sizeof v,
+                                &n) != ASB_OK ||
+            n != strlen(v) || asb_gateway_address_validate(v, n, NULL) != ASB_OK) {
+            g->skipped++;
+            continue;
+        }
+        snprintf(g->addr, sizeof g->addr, "%s", v);
+        return 1;
+    }
+    return 0;
+}
+
+static asb_result asb__gateway_base(asb_client *c, asb_error *err) {
+    static const asb_kube_resource gws = {"gateway.networking.k8s.io", "v1", "gateways"};
+    asb__gw_wait g;
+    asb_watch_opts wo;
+    char sel[128];
+    asb_result r;
+    memset(&g, 0, sizeof g);
+    memset(&wo, 0, sizeof wo);
+    snprintf(sel, sizeof sel, "metadata.name=%s", c->gw_name);
+    wo.field_selector = sel;
+    wo.deadline_ms = c->gw_timeout_ms;
+    r = asb_kube_watch(c->kube, &gws, c->gw_ns, &wo, asb__gw_event, &g, err);
+    if (r == ASB_ERR_TIMEOUT)
+        return asb__fail(err, ASB_ERR_TIMEOUT,
+                         "gateway %s/%s has no valid address after %d ms (%d invalid skipped)",
+                         c->gw_ns, c->gw_name, c->gw_timeout_ms, g.skipped);
+    if (r != ASB_OK) return r;
+    snprintf(c->gw_base, sizeof c->gw_base, strchr(g.addr, ':') ? "http://[%s]:%d" : "http://%s:%d",
+             g.addr, c->gw_port);
+    return ASB_OK;
+}
+
 /* The base URL of the router, starting or rebuilding the tunnel. */
 static asb_result asb__router_base(asb_client *c, char *out, size_t cap, asb_error *err) {
     asb_result r = ASB_OK;
     if (c->mode == ASB_CONNECT_DIRECT) {
         snprintf(out, cap, "%s", c->direct_url);
         return ASB_OK;
+    }
+    if (c->mode == ASB_CONNECT_GATEWAY) {
+        pthread_mutex_lock(&c->lock);
+        if (!c->gw_base[0]) r = asb__gateway_base(c, err);
+        if (r == ASB_OK) snprintf(out, cap, "%s", c->gw_base);
+        pthread_mutex_unlock(&c->lock);
+        return r;
     }
     pthread_mutex_lock(&c->lock);
     if (c->tunnel_pid > 0) {
@@ -7964,8 +8030,19 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
         desc = &zero;
     }
     if (desc->mode != ASB_CONNECT_LOCAL_TUNNEL && desc->mode != ASB_CONNECT_DIRECT &&
-        desc->mode != ASB_CONNECT_IN_CLUSTER)
+        desc->mode != ASB_CONNECT_IN_CLUSTER && desc->mode != ASB_CONNECT_GATEWAY)
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "client: unknown connection mode");
+    if (desc->mode == ASB_CONNECT_GATEWAY &&
+        (!desc->gateway_name ||
+         asb_dns_label_validate(desc->gateway_name, strlen(desc->gateway_name), err) != ASB_OK ||
+         (desc->gateway_namespace && asb_dns_label_validate(desc->gateway_namespace,
+                                                            strlen(desc->gateway_namespace),
+                                                            err) != ASB_OK)))
+        return desc->gateway_name ? ASB_ERR_INVALID_ARGUMENT
+                                  : asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                                              "client: ASB_CONNECT_GATEWAY needs gateway_name");
+    if (desc->gateway_port < 0 || desc->gateway_port > 65535)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "client: gateway_port must be 1-65535");
     if (desc->mode == ASB_CONNECT_DIRECT) {
         asb_url u;
         if (!desc->direct_url)
@@ -7996,6 +8073,16 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
                                                               : 30000;
     c->cleanup = desc->cleanup_on_free;
     c->send_pod_ip = desc->send_pod_ip;
+    c->gw_timeout_ms = desc->gateway_ready_timeout_ms > 0 ? desc->gateway_ready_timeout_ms : 180000;
+    c->gw_port = desc->gateway_port ? desc->gateway_port : 80;
+    if (desc->gateway_name) {
+        c->gw_name = asb__cdup(c, desc->gateway_name);
+        c->gw_ns = asb__cdup(c, desc->gateway_namespace ? desc->gateway_namespace : "default");
+        if (!c->gw_name || !c->gw_ns) {
+            asb_client_free(c);
+            return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "client: out of memory");
+        }
+    }
     if (desc->router_token) {
         size_t n = strlen(desc->router_token);
         c->router_auth = (char *)a.alloc_fn(n + 8, a.user_data);
@@ -8136,6 +8223,8 @@ ASB_API void asb_client_free(asb_client *c) {
     if (c->api_version) c->alloc.free_fn(c->api_version, c->alloc.user_data);
     if (c->kube_path) c->alloc.free_fn(c->kube_path, c->alloc.user_data);
     if (c->kube_context) c->alloc.free_fn(c->kube_context, c->alloc.user_data);
+    if (c->gw_name) c->alloc.free_fn(c->gw_name, c->alloc.user_data);
+    if (c->gw_ns) c->alloc.free_fn(c->gw_ns, c->alloc.user_data);
     if (c->router_auth) {
         memset(c->router_auth, 0, strlen(c->router_auth));
         c->alloc.free_fn(c->router_auth, c->alloc.user_data);

@@ -278,6 +278,9 @@ test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster $(EX
 	@$(KC_ENV) $(MAKE) --no-print-directory cluster-up AGENT_SANDBOX=v0.4.6 > $(TB)/cluster-up.log 2>&1 || \
 	  { tail -20 $(TB)/cluster-up.log; $(KC_ENV) $(MAKE) --no-print-directory cluster-down; exit 1; }; \
 	export ASB_CLUSTER_KUBECONFIGS=$(KC_STATE)/kubeconfig; \
+	ASB_GATEWAY_PORT=$$(tests/kube/gateway-setup.sh $(KC_STATE)) || \
+	  { echo "gateway setup failed"; $(KC_ENV) $(MAKE) --no-print-directory cluster-down; exit 1; }; \
+	export ASB_GATEWAY_PORT; \
 	echo "--- test_kube_cluster"; $(TB)/asan/test_kube_cluster && \
 	echo "--- test_sdk_cluster" && $(TB)/asan/test_sdk_cluster && \
 	echo "--- examples/quickstart" && \

@@ -448,6 +448,45 @@ ASBT_TEST(close_connection_keeps_the_claim_and_options_reach_the_router) {
     asb_client_free(c);
 }
 
+ASBT_TEST(gateway_mode_skips_bad_addresses_and_reaches_the_router) {
+    asb_error err;
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_run_result rr;
+    const char *port = getenv("ASB_GATEWAY_PORT");
+    if (!port) {
+        fprintf(stderr, "    ASB_GATEWAY_PORT is not set (tests/kube/gateway-setup.sh)\n");
+        ASBT_CHECK(port != NULL);
+    }
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = kubeconfig;
+    d.mode = ASB_CONNECT_GATEWAY;
+    d.gateway_name = "asb-gw";
+    d.gateway_port = atoi(port);
+    d.gateway_ready_timeout_ms = 20000;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
+    if (asb_sandbox_run(sb, "echo through the gateway", 0, &rr, &err) != ASB_OK)
+        fprintf(stderr, "    %s\n", err.message);
+    ASBT_EQ_STR(rr.out.ptr, "through the gateway\n");
+    asb_run_result_free(&rr);
+    ASBT_CONTAINS(c->gw_base, "http://127.0.0.1:"); /* evil.com/admin, 2130706433 skipped */
+    ASBT_EQ_INT(c->tunnel_pid, 0);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
+    /* a Gateway that never gets an address: a timeout that says so */
+    d.gateway_name = "no-such-gateway";
+    d.gateway_ready_timeout_ms = 1500;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_ERR_TIMEOUT);
+    ASBT_CONTAINS(err.message, "no valid address");
+    asb_run_result_free(&rr);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
+}
+
 ASBT_LIST(
     ASBT_CASE(quick_start_create_run_write_read_exists_terminate)
     ASBT_CASE(missing_template_fails_fast_and_leaves_no_claim)
@@ -462,6 +501,7 @@ ASBT_LIST(
     ASBT_CASE(in_cluster_mode_talks_to_the_pod_ip_without_the_router)
     ASBT_CASE(warm_pool_claims_match_the_clusters_api_version)
     ASBT_CASE(close_connection_keeps_the_claim_and_options_reach_the_router)
+    ASBT_CASE(gateway_mode_skips_bad_addresses_and_reaches_the_router)
 )
 
 int main(int argc, char **argv);
