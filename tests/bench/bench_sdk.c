@@ -1,13 +1,16 @@
 /* make bench-sdk, our side (bench_sdk.py is the Python SDK's side; the same
    workload, each in its own processes, on the same cluster):
 
-     bench_sdk workload RUNS CREATES
-         CREATES sandboxes created one after another (create-to-ready of
-         each: the create call until it returns a ready handle), then on
+     bench_sdk workload RUNS
          one sandbox: run("true") RUNS times (after one warm-up run that
-         starts the tunnel), a 64 MiB file written and read back (streamed
-         both ways, checked), and this process's peak RSS and CPU time at
-         the end.
+         starts the tunnel), a 64 MiB file written and read back 3 times
+         (streamed both ways; checked as it arrives, inside the timing),
+         and this process's peak RSS and CPU time at the end.
+     bench_sdk creates N
+         create-to-ready of N sandboxes, one after another: the create call
+         until it returns a ready handle (each deleted after, untimed).
+         The driver alternates these processes with the Python side's, so
+         both see the same load on this shared machine.
      bench_sdk first START_NS
          a fresh process: client, sandbox, run("echo hi"), print; reports
          the wall time from START_NS (CLOCK_REALTIME, taken by the caller
@@ -27,6 +30,7 @@
 #define BENCH_TEMPLATE "python-sandbox-template"
 #define BENCH_FILE_BYTES ((uint64_t)64 << 20)
 #define BENCH_BLOCK 65536
+#define BENCH_FILE_REPS 3 /* the report takes the median */
 
 static double now_ms(void) {
     struct timespec ts;
@@ -108,40 +112,27 @@ static asb_result file_sink(void *user_data, const char *data, size_t len) {
     return ASB_OK;
 }
 
-static int workload(int runs, int creates) {
+static int workload(int runs) {
     asb_client_desc desc;
     asb_client *client;
     asb_sandbox *sb = NULL;
     asb_run_result res;
     asb_error err;
     file_cursor cur;
-    double *lat, *ready, t0, tw, tr;
+    double *lat, t0, tw, tr;
     int i, rc = 1;
 
     lat = (double *)malloc(sizeof *lat * (size_t)runs);
-    ready = (double *)malloc(sizeof *ready * (size_t)creates);
-    if (!lat || !ready) return 1;
+    if (!lat) return 1;
     block_fill();
     memset(&desc, 0, sizeof desc); /* every default: KUBECONFIG, local tunnel */
-    if (asb_client_create(&desc, &client, &err) != ASB_OK) return fail("client", &err);
-
-    /* create-to-ready; the last sandbox stays for the rest */
-    for (i = 0; i < creates; i++) {
-        asb_sandbox *s;
-        t0 = now_ms();
-        if (asb_client_create_sandbox(client, BENCH_TEMPLATE, NULL, &s, &err) != ASB_OK) {
-            fail("create", &err);
-            goto out;
-        }
-        ready[i] = now_ms() - t0;
-        if (i + 1 < creates) {
-            if (asb_sandbox_terminate(s, &err) != ASB_OK) {
-                fail("terminate", &err);
-                goto out;
-            }
-        } else {
-            sb = s;
-        }
+    if (asb_client_create(&desc, &client, &err) != ASB_OK) {
+        free(lat);
+        return fail("client", &err);
+    }
+    if (asb_client_create_sandbox(client, BENCH_TEMPLATE, NULL, &sb, &err) != ASB_OK) {
+        fail("create", &err);
+        goto out;
     }
 
     /* the first call starts the tunnel: timed apart */
@@ -167,36 +158,35 @@ static int workload(int runs, int creates) {
         asb_run_result_free(&res);
     }
 
-    memset(&cur, 0, sizeof cur);
-    t0 = now_ms();
-    if (asb_sandbox_write_stream(sb, "bench-64m.bin", file_source, &cur, BENCH_FILE_BYTES, &err) !=
-        ASB_OK) {
-        fail("write", &err);
-        goto out;
-    }
-    tw = now_ms() - t0;
-    memset(&cur, 0, sizeof cur);
-    t0 = now_ms();
-    if (asb_sandbox_read_stream(sb, "bench-64m.bin", file_sink, &cur, &err) != ASB_OK) {
-        fail("read", &err);
-        goto out;
-    }
-    tr = now_ms() - t0;
-    if (cur.mismatch || cur.off != BENCH_FILE_BYTES) {
-        fprintf(stderr, "bench_sdk: read back %llu bytes%s\n", (unsigned long long)cur.off,
-                cur.mismatch ? ", not what was written" : "");
-        goto out;
-    }
-
     printf("result runs %d\n", runs);
     printf("result run_true_median_ms %.3f\n", median(lat, (size_t)runs));
     printf("result run_true_best_ms %.3f\n", lat[0]); /* sorted by median() */
-    printf("result creates %d\n", creates);
-    printf("result create_ready_median_ms %.3f\n", median(ready, (size_t)creates));
-    printf("result create_ready_best_ms %.3f\n", ready[0]);
-    printf("result write_64m_ms %.3f\n", tw);
-    printf("result read_64m_ms %.3f\n", tr);
-    printf("result write_read_64m_ms %.3f\n", tw + tr);
+
+    for (i = 0; i < BENCH_FILE_REPS; i++) {
+        memset(&cur, 0, sizeof cur);
+        t0 = now_ms();
+        if (asb_sandbox_write_stream(sb, "bench-64m.bin", file_source, &cur, BENCH_FILE_BYTES,
+                                     &err) != ASB_OK) {
+            fail("write", &err);
+            goto out;
+        }
+        tw = now_ms() - t0;
+        memset(&cur, 0, sizeof cur);
+        t0 = now_ms();
+        if (asb_sandbox_read_stream(sb, "bench-64m.bin", file_sink, &cur, &err) != ASB_OK) {
+            fail("read", &err);
+            goto out;
+        }
+        tr = now_ms() - t0;
+        if (cur.mismatch || cur.off != BENCH_FILE_BYTES) {
+            fprintf(stderr, "bench_sdk: read back %llu bytes%s\n", (unsigned long long)cur.off,
+                    cur.mismatch ? ", not what was written" : "");
+            goto out;
+        }
+        printf("result write_64m_ms %.3f\n", tw);
+        printf("result read_64m_ms %.3f\n", tr);
+        printf("result write_read_64m_ms %.3f\n", tw + tr);
+    }
     rc = 0;
 out:
     if (sb && asb_sandbox_terminate(sb, &err) != ASB_OK) rc = fail("terminate", &err);
@@ -206,7 +196,29 @@ out:
         printf("result cpu_ms %.3f\n", cpu_ms());
     }
     free(lat);
-    free(ready);
+    return rc;
+}
+
+static int creates(int n) {
+    asb_client_desc desc;
+    asb_client *client;
+    asb_sandbox *sb;
+    asb_error err;
+    double t0;
+    int i, rc = 0;
+
+    memset(&desc, 0, sizeof desc);
+    if (asb_client_create(&desc, &client, &err) != ASB_OK) return fail("client", &err);
+    for (i = 0; i < n && rc == 0; i++) {
+        t0 = now_ms();
+        if (asb_client_create_sandbox(client, BENCH_TEMPLATE, NULL, &sb, &err) != ASB_OK) {
+            rc = fail("create", &err);
+            break;
+        }
+        printf("result create_ready_ms %.3f\n", now_ms() - t0);
+        if (asb_sandbox_terminate(sb, &err) != ASB_OK) rc = fail("terminate", &err);
+    }
+    asb_client_free(client);
     return rc;
 }
 
@@ -247,9 +259,11 @@ static int first_result(const char *start_ns) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 4 && strcmp(argv[1], "workload") == 0 && atoi(argv[2]) > 0 && atoi(argv[3]) > 0)
-        return workload(atoi(argv[2]), atoi(argv[3]));
+    if (argc == 3 && strcmp(argv[1], "workload") == 0 && atoi(argv[2]) > 0)
+        return workload(atoi(argv[2]));
+    if (argc == 3 && strcmp(argv[1], "creates") == 0 && atoi(argv[2]) > 0)
+        return creates(atoi(argv[2]));
     if (argc == 3 && strcmp(argv[1], "first") == 0) return first_result(argv[2]);
-    fprintf(stderr, "usage: bench_sdk workload RUNS CREATES | bench_sdk first START_NS\n");
+    fprintf(stderr, "usage: bench_sdk workload RUNS | creates N | first START_NS\n");
     return 2;
 }
