@@ -899,6 +899,12 @@ typedef struct asb_http_request {
     int read_timeout_ms;            /* longest wait for the next byte;
                                        default 0: the client's (a watch
                                        needs more than its server timeout) */
+    size_t max_body_bytes;          /* cap on the buffered body; default 0:
+                                       the client's */
+    int fresh_connection;           /* default 0: reuse a pooled connection.
+                                       1: open a new one (a long stream such
+                                       as a watch leaves the pooled ones to
+                                       the short calls around it) */
     const asb_retry_policy *retry;  /* default NULL: the client's policy */
 } asb_http_request;
 
@@ -1171,12 +1177,15 @@ typedef struct asb_client_desc {
                                       v0.5.x) */
     int cleanup_on_free;           /* default 0. 1: asb_client_free deletes
                                       the claims of every live handle */
-    size_t max_output_bytes;       /* default 16 MiB: run() and read() */
+    size_t max_output_bytes;       /* default 16 MiB: a command's output */
+    size_t max_read_bytes;         /* default 256 MiB: a buffered read()
+                                      (read_stream has no cap) */
     const char *router_token;      /* default NULL: sent as "Authorization:
                                       Bearer <token>" to routers that
                                       require auth (never to in-cluster
                                       pods, never logged) */
-    const asb_http_header *extra_headers; /* sent on every router call */
+    const asb_http_header *extra_headers; /* sent on every router call (at
+                                      most 12) */
     size_t extra_header_count;
     int send_pod_ip;               /* default 0. 1: look up the pod IP per
                                       call and send X-Sandbox-Pod-IP; a
@@ -6368,7 +6377,7 @@ static void asb__attempt_once(asb_http_client *cl, const asb_http_request *req,
     asb_result r;
     int got_bytes = 0;
     memset(at, 0, sizeof *at);
-    c = asb__pool_take(cl, key);
+    c = req->fresh_connection ? NULL : asb__pool_take(cl, key);
     if (!c) {
         r = asb__conn_open(cl, u, host, key, deadline, &c, err);
         if (r != ASB_OK) {
@@ -6442,7 +6451,7 @@ static void asb__attempt_once(asb_http_client *cl, const asb_http_request *req,
     sc.hp = &hp;
     sc.resp = resp;
     sc.req = req;
-    sc.cap = cl->max_body;
+    sc.cap = req->max_body_bytes ? req->max_body_bytes : cl->max_body;
     hp.sink = asb__sink;
     hp.sink_ctx = &sc;
     for (;;) {
@@ -7662,6 +7671,7 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
         req.retry = &once;
         req.on_body = asb__watch_body;
         req.on_body_user = &w;
+        req.fresh_connection = 1;
         req.read_timeout_ms = (tsec + 30) * 1000; /* watches are silent */
         if (deadline) req.timeout_ms = (int)(deadline - asb__now_ms()) + 1;
         w.lines.line.len = 0;
@@ -7743,7 +7753,7 @@ struct asb_client {
     char *router_ns, *router_svc, *kubectl, *api_version;
     char *kube_path, *kube_context; /* handed to kubectl as the client's */
     int router_port, server_port, pf_timeout_ms, cleanup;
-    size_t max_output;
+    size_t max_output, max_read;
     char *router_auth;    /* "Bearer <token>" or NULL */
     asb_http_header *extra;
     size_t extra_count;
@@ -8096,6 +8106,11 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
                              "client: router_token is empty or has CR/LF");
         }
     }
+    if (desc->extra_header_count > 12) {
+        asb_client_free(c);
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "client: at most 12 extra headers (got %zu)", desc->extra_header_count);
+    }
     if (desc->extra_header_count) {
         size_t i;
         c->extra = (asb_http_header *)a.alloc_fn(desc->extra_header_count * sizeof(asb_http_header),
@@ -8123,6 +8138,7 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
         }
     }
     c->max_output = desc->max_output_bytes ? desc->max_output_bytes : (size_t)16 << 20;
+    c->max_read = desc->max_read_bytes ? desc->max_read_bytes : (size_t)256 << 20;
     c->router_ns = asb__cdup(c, desc->router_namespace ? desc->router_namespace
                                                        : "agent-sandbox-system");
     c->router_svc = asb__cdup(c, desc->router_service ? desc->router_service
@@ -8389,6 +8405,43 @@ ASB_API asb_result asb_sandbox_pod_ip(asb_sandbox *sb, char out[ASB_IP_SIZE], as
     return r;
 }
 
+static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const char *path,
+                               int timeout_ms, asb_http_response *resp, asb_error *err);
+
+/* Ready by the controller does not yet mean the runtime answers (its
+   server may still be starting, or the router may not have the new pod):
+   probe GET / until anything but a 5xx or a connection failure comes
+   back, or the deadline. Any answer at all means the server is up. */
+static asb_result asb__wait_runtime(asb_sandbox *sb, int64_t deadline, asb_error *err) {
+    int64_t pause = 50;
+    for (;;) {
+        asb_http_request req;
+        asb_http_response resp;
+        asb_retry_policy once;
+        asb_result r;
+        memset(&req, 0, sizeof req);
+        memset(&once, 0, sizeof once);
+        once.max_attempts = 1;
+        req.retry = &once;
+        r = asb__sb_call(sb, &req, "/", 0, &resp, err);
+        if (r == ASB_OK || r == ASB_ERR_NOT_FOUND ||
+            (r == ASB_ERR_HTTP_STATUS && resp.status < 500)) {
+            asb_http_response_free(&resp);
+            return ASB_OK;
+        }
+        asb_http_response_free(&resp);
+        if (r != ASB_ERR_HTTP_STATUS && r != ASB_ERR_CONNECT && r != ASB_ERR_RECV &&
+            r != ASB_ERR_SEND)
+            return r; /* not "still starting" (a timeout already spent its wait) */
+        if (asb__now_ms() + pause >= deadline)
+            return asb__fail(err, ASB_ERR_TIMEOUT,
+                             "sandbox %s is Ready but its runtime did not answer in time (%s)",
+                             sb->name, asb_result_str(r));
+        asb__sleep_ms(pause);
+        if (pause < 1000) pause *= 2;
+    }
+}
+
 /* What the claim watch learned. */
 typedef struct asb__claim_wait {
     char sandbox[256];
@@ -8527,6 +8580,7 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
     asb_watch_opts wo;
     asb_sandbox *sb;
     char sel[128];
+    int64_t t_start;
     if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "create: NULL out");
     *out = NULL;
     if (!opts) {
@@ -8560,6 +8614,7 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
                          c->api_version);
     r = asb_claim_name_generate(claim, err);
     if (r != ASB_OK) return r;
+    t_start = asb__now_ms();
     asb_buf_init(&body, &c->alloc);
     asb_buf_init(&resp, &c->alloc);
     r = asb__claim_manifest(c, claim, tpl, opts, ns, &body, err);
@@ -8625,6 +8680,12 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
         if (asb__sb_describe(sb, &sbody, NULL) != ASB_OK)
             snprintf(sb->pod, sizeof sb->pod, "%s", sb->name);
         asb_buf_free(&sbody);
+    }
+    r = asb__wait_runtime(sb, t_start + wo.deadline_ms, err);
+    if (r != ASB_OK) {
+        asb_kube_delete(c->kube, &res, ns, claim, NULL); /* no orphan */
+        c->alloc.free_fn(sb, c->alloc.user_data);
+        return r;
     }
     pthread_mutex_lock(&c->lock);
     sb->next = c->handles;
@@ -8711,7 +8772,7 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
             h[nh].name = "Authorization";
             h[nh++].value = c->router_auth;
         }
-        for (i = 0; i < c->extra_count && nh < 20; i++) h[nh++] = c->extra[i];
+        for (i = 0; i < c->extra_count; i++) h[nh++] = c->extra[i]; /* <= 12 */
     }
     h[nh].name = "X-Request-ID";
     h[nh++].value = rid;
@@ -8867,7 +8928,7 @@ ASB_API asb_result asb_sandbox_write(asb_sandbox *sb, const char *path, const vo
 
 /* GET /<op>/<path> through the router; *resp is the caller's to free. */
 static asb_result asb__sb_get(asb_sandbox *sb, const char *op, const char *path, int safe,
-                              asb_http_response *resp, asb_error *err) {
+                              size_t cap, asb_http_response *resp, asb_error *err) {
     char norm[4096];
     asb_buf p;
     asb_http_request req;
@@ -8877,6 +8938,7 @@ static asb_result asb__sb_get(asb_sandbox *sb, const char *op, const char *path,
     r = asb__file_path(op, path, safe, &p, norm, sizeof norm, err);
     if (r == ASB_OK) {
         memset(&req, 0, sizeof req);
+        req.max_body_bytes = cap;
         r = asb__sb_call(sb, &req, p.ptr, 0, resp, err);
     }
     asb_buf_free(&p);
@@ -8888,7 +8950,7 @@ ASB_API asb_result asb_sandbox_read(asb_sandbox *sb, const char *path, asb_buf *
     asb_http_response resp;
     asb_result r;
     if (!sb || !out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "read: NULL argument");
-    r = asb__sb_get(sb, "/download/", path, 1, &resp, err);
+    r = asb__sb_get(sb, "/download/", path, 1, sb->client->max_read, &resp, err);
     if (r == ASB_OK) r = asb_buf_append(out, resp.body.ptr ? resp.body.ptr : "", resp.body.len);
     asb_http_response_free(&resp);
     return r;
@@ -8901,7 +8963,7 @@ ASB_API asb_result asb_sandbox_exists(asb_sandbox *sb, const char *path, int *ex
     if (!sb || !exists) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "exists: NULL argument");
     *exists = 0;
     /* not checked client side (as the reference): the runtime confines it */
-    r = asb__sb_get(sb, "/exists/", path, 0, &resp, err);
+    r = asb__sb_get(sb, "/exists/", path, 0, 0, &resp, err);
     if (r == ASB_OK) {
         asb_json_doc d;
         if (asb_json_doc_parse(&d, resp.body.ptr ? resp.body.ptr : "", resp.body.len,
@@ -9271,7 +9333,7 @@ ASB_API asb_result asb_sandbox_list(asb_sandbox *sb, const char *path, asb_file_
     memset(out, 0, sizeof *out);
     if (!sb) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "list: NULL handle");
     out->alloc_ = sb->client->alloc;
-    r = asb__sb_get(sb, "/list/", path, 0, &resp, err);
+    r = asb__sb_get(sb, "/list/", path, 0, 0, &resp, err);
     if (r == ASB_OK) {
         int top, item;
         asb_json_iter it;

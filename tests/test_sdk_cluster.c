@@ -7,6 +7,7 @@
 #include "../agentsandbox.h"
 #include "asbtest.h"
 #include <sys/resource.h>
+#include <dirent.h>
 
 static char kubeconfig[1024];
 
@@ -192,11 +193,13 @@ ASBT_TEST(no_kubectl_says_so_and_suggests_direct_mode) {
     d.kube.kubeconfig.path = kubeconfig;
     d.kubectl_path = "/nonexistent/kubectl";
     ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
-    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
-    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_ERR_KUBECTL_MISSING);
+    /* create checks the runtime answers, through the connection: without
+       kubectl that fails at once, and the claim is not left behind */
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err),
+                ASB_ERR_KUBECTL_MISSING);
     ASBT_CONTAINS(err.message, "ASB_CONNECT_DIRECT");
-    asb_run_result_free(&rr);
-    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    ASBT_CHECK(sb == NULL);
+    (void)rr;
     asb_client_free(c);
 }
 
@@ -313,10 +316,12 @@ ASBT_TEST(a_64_mib_file_streams_both_ways_in_flat_memory) {
         }
     ASBT_CHECK(found);
     asb_file_list_free(&fl);
-    /* a buffered read over the cap is an error, not a cut file */
+    /* a buffered read over the cap (max_read_bytes, here 1 MiB) is an
+       error, not a cut file */
     {
         asb_buf b;
         asb_buf_init(&b, NULL);
+        c->max_read = (size_t)1 << 20;
         ASBT_EQ_RES(asb_sandbox_read(sb, "big/data.bin", &b, &err), ASB_ERR_TOO_LARGE);
         ASBT_EQ_INT(b.len, 0);
         asb_buf_free(&b);
@@ -479,12 +484,112 @@ ASBT_TEST(gateway_mode_skips_bad_addresses_and_reaches_the_router) {
     d.gateway_name = "no-such-gateway";
     d.gateway_ready_timeout_ms = 1500;
     ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
-    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
-    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_ERR_TIMEOUT);
+    sb = NULL;
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err),
+                ASB_ERR_TIMEOUT);
     ASBT_CONTAINS(err.message, "no valid address");
-    asb_run_result_free(&rr);
-    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    ASBT_CHECK(sb == NULL);
     asb_client_free(c);
+}
+
+static int count_fds(void) {
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.') n++;
+    if (d) closedir(d);
+    return n;
+}
+
+/* kubectl processes that are our children */
+static int count_kubectl_children(void) {
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d)) != NULL) {
+        char path[300], buf[512];
+        FILE *f;
+        int ppid = 0;
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        f = fopen(path, "r");
+        if (!f) continue;
+        if (fgets(buf, sizeof buf, f)) {
+            char *rp = strrchr(buf, ')');
+            if (rp && sscanf(rp + 2, "%*c %d", &ppid) == 1 && ppid == (int)getpid() &&
+                strstr(buf, "kubectl"))
+                n++;
+        }
+        fclose(f);
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+ASBT_TEST(many_cycles_leave_no_claim_process_fd_or_memory_behind) {
+    asb_error err;
+    asbt_heap heap;
+    asb_allocator alloc = asbt_heap_allocator(&heap);
+    asb_client_desc d;
+    asb_client *c = NULL;
+    long live0 = 0;
+    int i, cycles = getenv("ASB_SOAK_CYCLES") ? atoi(getenv("ASB_SOAK_CYCLES")) : 200;
+    int fds0 = -1, kubectls = 0;
+    asb_name_list names;
+    char sel[96];
+    asb_create_opts o;
+    asb_label l[1];
+    char val[64];
+    /* every allocation of the client through a counting allocator: the
+       live count after warm-up must not grow (ASan's quarantine makes RSS
+       useless as a leak signal here) */
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = kubeconfig;
+    d.kube.kubeconfig.allocator = &alloc;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    snprintf(val, sizeof val, "soak-%d", (int)getpid());
+    snprintf(sel, sizeof sel, "soak=%s", val);
+    memset(&o, 0, sizeof o);
+    l[0].key = "soak";
+    l[0].value = val;
+    o.labels = l;
+    o.label_count = 1;
+    for (i = 0; i < cycles; i++) {
+        asb_sandbox *sb = NULL;
+        asb_run_result rr;
+        if (asb_client_create_sandbox(c, "python-sandbox-template", &o, &sb, &err) != ASB_OK)
+            fprintf(stderr, "    cycle %d: %s\n", i, err.message);
+        ASBT_CHECK(sb != NULL);
+        {
+            asb_result rres = asb_sandbox_run(sb, "true", 0, &rr, &err);
+            if (rres != ASB_OK)
+                fprintf(stderr, "    cycle %d: run: %s (HTTP %d)\n", i, err.message,
+                        err.http_status);
+            ASBT_EQ_RES(rres, ASB_OK);
+        }
+        ASBT_EQ_INT(rr.exit_code, 0);
+        asb_run_result_free(&rr);
+        ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+        if (i == 9) { /* after warm-up: the pool, tunnel and arenas exist */
+            fds0 = count_fds();
+            live0 = heap.live;
+        }
+        if (kubectls < count_kubectl_children()) kubectls = count_kubectl_children();
+    }
+    ASBT_EQ_INT(kubectls, 1); /* one tunnel for every sandbox */
+    if (cycles > 10) {
+        ASBT_EQ_INT(count_fds(), fds0);
+        /* the handles list keeps one small record per terminated sandbox
+           until the client is freed; nothing else may accumulate */
+        ASBT_CHECK(heap.live - live0 <= cycles - 10);
+    }
+    ASBT_EQ_RES(asb_client_list_all(c, "default", sel, &names, &err), ASB_OK);
+    ASBT_EQ_INT(names.count, 0);
+    asb_name_list_free(&names);
+    asb_client_free(c);
+    ASBT_EQ_INT(heap.live, 0);
+    ASBT_EQ_INT(count_kubectl_children(), 0);
 }
 
 ASBT_LIST(
@@ -502,6 +607,7 @@ ASBT_LIST(
     ASBT_CASE(warm_pool_claims_match_the_clusters_api_version)
     ASBT_CASE(close_connection_keeps_the_claim_and_options_reach_the_router)
     ASBT_CASE(gateway_mode_skips_bad_addresses_and_reaches_the_router)
+    ASBT_CASE(many_cycles_leave_no_claim_process_fd_or_memory_behind)
 )
 
 int main(int argc, char **argv);
