@@ -606,8 +606,17 @@ def cmd_up(version):
             crds.append(d)
     apply_docs(crds, server_side=True)
     log("applied CRDs")
-    kubectl("wait", "--for=condition=Established", "--timeout=60s",
-            *["crd/" + d["metadata"]["name"] for d in crds])
+    # kubectl wait fails at once ("status.conditions accessor error") when
+    # a CRD is so new it has no conditions yet: retry until the deadline.
+    names = ["crd/" + d["metadata"]["name"] for d in crds]
+    deadline = time.time() + 60
+    while True:
+        r = kubectl("wait", "--for=condition=Established", "--timeout=60s", *names, check=False)
+        if r.returncode == 0:
+            break
+        if time.time() > deadline:
+            die("CRDs not established: %s" % (r.stderr or r.stdout).decode(errors="replace"))
+        time.sleep(0.2)
     log("RBAC, node and %d CRDs established" % len(crds))
 
     wait_until("kube-controller-manager /healthz",
