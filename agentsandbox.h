@@ -140,8 +140,7 @@
    below this comment is implemented and tested (JSON, rules, HTTP, TLS,
    YAML, kubeconfig, credentials, Kubernetes REST and watch, the tunnel,
    and the client and sandbox calls declared below); what is only
-   described here (the Gateway connection, v1beta1 warm-pool claims and
-   API-version discovery, close_connection, logging callbacks) is not
+   described here (logging callbacks, a cleanup hook at exit) is not
    declared yet.
 
    Layers, bottom up, each usable on its own by a power user:
@@ -182,15 +181,15 @@
                  SIGKILL, always reaped.
      connector   asb_client_desc.mode: ASB_CONNECT_LOCAL_TUNNEL (default),
                  _DIRECT (router URL), _IN_CLUSTER (pod IP, no router
-                 headers), and next _GATEWAY {name, namespace}; router
-                 headers (X-Sandbox-ID/-Namespace/-Port/-Timeout, a stable
-                 X-Request-ID), and next X-Sandbox-Pod-IP, a bearer token
-                 and extra headers for routers that require auth.
+                 headers), _GATEWAY (the Gateway's first valid address);
+                 router headers (X-Sandbox-ID/-Namespace/-Port/-Timeout, a
+                 stable X-Request-ID, optional X-Sandbox-Pod-IP), a bearer
+                 token and extra headers for routers that require auth.
      sandbox     asb_sandbox (handle): asb_sandbox_run (stdout, stderr,
                  exit code; binary-safe), asb_sandbox_write / _write_stream,
                  asb_sandbox_read / _read_stream, asb_sandbox_list,
                  asb_sandbox_exists, asb_sandbox_status, asb_sandbox_pod_ip,
-                 asb_sandbox_terminate (and next asb_sandbox_close_connection).
+                 asb_sandbox_close_connection, asb_sandbox_terminate.
      client      asb_client (registry of live handles keyed by namespace and
                  claim name): asb_client_create(desc), asb_client_
                  create_sandbox(template, asb_create_opts {namespace, ready
