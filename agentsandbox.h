@@ -921,9 +921,9 @@ typedef struct asb_http_response {
 /* Performs a request. ASB_OK for a 1xx/2xx final status; a 3xx is
    ASB_ERR_HTTP_REDIRECT (never followed); 4xx/5xx (after retries) is
    ASB_ERR_HTTP_STATUS. In every case where a response arrived, *resp holds
-   its status, headers and (capped) body, and err->http_status and
-   err->body (first bytes) are set. Free *resp with asb_http_response_free
-   whatever the result. */
+   its status, headers and (capped) body; on failure err->http_status and
+   err->body (first bytes) say the same. Free *resp with
+   asb_http_response_free whatever the result. */
 ASB_API asb_result asb_http_do(asb_http_client *client,
                                const asb_http_request *req,
                                asb_http_response *resp, asb_error *err);
@@ -6618,7 +6618,6 @@ ASB_API asb_result asb_http_do(asb_http_client *cl, const asb_http_request *req,
         }
     }
     asb_buf_free(&head);
-    if (r == ASB_OK && err) err->http_status = resp->status;
     return r;
 }
 
