@@ -274,7 +274,8 @@ ALL_TARGETS += $(TB)/asan/test_sdk_cluster
 # another tier's) is never the one stopped.
 KC_STATE := $(abspath $(BUILD))/localcluster-kube
 KC_ENV := LC_STATE_DIR=$(KC_STATE) LC_POD_CIDR=127.1.64.0/24
-test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster $(EX)/quickstart
+test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster $(EX)/quickstart \
+                   $(EX)/attach $(EX)/bigfile
 	@$(KC_ENV) $(MAKE) --no-print-directory cluster-up AGENT_SANDBOX=v0.4.6 > $(TB)/cluster-up.log 2>&1 || \
 	  { tail -20 $(TB)/cluster-up.log; $(KC_ENV) $(MAKE) --no-print-directory cluster-down; exit 1; }; \
 	export ASB_CLUSTER_KUBECONFIGS=$(KC_STATE)/kubeconfig; \
@@ -283,8 +284,11 @@ test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster $(EX
 	export ASB_GATEWAY_PORT; \
 	echo "--- test_kube_cluster"; $(TB)/asan/test_kube_cluster && \
 	echo "--- test_sdk_cluster" && $(TB)/asan/test_sdk_cluster && \
-	echo "--- examples/quickstart" && \
-	KUBECONFIG=$(KC_STATE)/kubeconfig/admin.kubeconfig $(EX)/quickstart; rc=$$?; \
+	export KUBECONFIG=$(KC_STATE)/kubeconfig/admin.kubeconfig && \
+	echo "--- examples/quickstart" && $(EX)/quickstart && \
+	echo "--- examples/attach (two processes)" && claim=$$($(EX)/attach create) && \
+	$(EX)/attach use "$$claim" && \
+	echo "--- examples/bigfile" && $(EX)/bigfile 64; rc=$$?; \
 	$(KC_ENV) $(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; [ $$rc = 0 ] || exit $$rc; \
 	echo "--- test_sdk_cluster warm_pool (agent-sandbox v0.5.6, v1beta1)"; \
 	$(KC_ENV) $(MAKE) --no-print-directory cluster-up AGENT_SANDBOX=v0.5.6 > $(TB)/cluster-up.log 2>&1 || \

@@ -592,6 +592,58 @@ ASBT_TEST(many_cycles_leave_no_claim_process_fd_or_memory_behind) {
     ASBT_EQ_INT(count_kubectl_children(), 0);
 }
 
+ASBT_TEST(a_hundred_live_sandboxes_share_one_kubectl) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    int i, n = getenv("ASB_MANY") ? atoi(getenv("ASB_MANY")) : 100;
+    asb_sandbox **all = (asb_sandbox **)calloc((size_t)n, sizeof *all);
+    ASBT_CHECK(c != NULL && all != NULL);
+    for (i = 0; i < n; i++) {
+        if (asb_client_create_sandbox(c, "python-sandbox-template", NULL, &all[i], &err) != ASB_OK)
+            fprintf(stderr, "    sandbox %d: %s\n", i, err.message);
+        ASBT_CHECK(all[i] != NULL);
+    }
+    for (i = 0; i < n; i++) {
+        asb_run_result rr;
+        char want[32];
+        char cmd[48];
+        snprintf(cmd, sizeof cmd, "echo %d", i);
+        snprintf(want, sizeof want, "%d\n", i);
+        ASBT_EQ_RES(asb_sandbox_run(all[i], cmd, 0, &rr, &err), ASB_OK);
+        ASBT_EQ_STR(rr.out.ptr, want); /* each call reached its own sandbox */
+        asb_run_result_free(&rr);
+    }
+    ASBT_EQ_INT(count_kubectl_children(), 1);
+    ASBT_EQ_INT(asb_client_list_active(c, NULL, 0), (size_t)n);
+    ASBT_EQ_RES(asb_client_delete_all(c, &err), ASB_OK);
+    ASBT_EQ_INT(asb_client_list_active(c, NULL, 0), 0);
+    free(all);
+    asb_client_free(c);
+}
+
+ASBT_TEST(command_output_over_the_cap_is_too_large_not_cut) {
+    asb_error err;
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_run_result rr;
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = kubeconfig;
+    d.max_output_bytes = (size_t)1 << 20; /* 1 MiB for the test; 16 MiB by default */
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "head -c 2000000 /dev/zero", 0, &rr, &err), ASB_ERR_TOO_LARGE);
+    ASBT_CONTAINS(err.message, "cap");
+    ASBT_EQ_INT(rr.out.len, 0);
+    asb_run_result_free(&rr);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "head -c 1000 /dev/zero", 0, &rr, &err), ASB_OK);
+    ASBT_EQ_INT(rr.out.len, 1000); /* NULs survive the JSON round trip */
+    ASBT_CHECK(rr.out.ptr[0] == 0 && rr.out.ptr[999] == 0);
+    asb_run_result_free(&rr);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
+}
+
 ASBT_LIST(
     ASBT_CASE(quick_start_create_run_write_read_exists_terminate)
     ASBT_CASE(missing_template_fails_fast_and_leaves_no_claim)
@@ -608,6 +660,8 @@ ASBT_LIST(
     ASBT_CASE(close_connection_keeps_the_claim_and_options_reach_the_router)
     ASBT_CASE(gateway_mode_skips_bad_addresses_and_reaches_the_router)
     ASBT_CASE(many_cycles_leave_no_claim_process_fd_or_memory_behind)
+    ASBT_CASE(a_hundred_live_sandboxes_share_one_kubectl)
+    ASBT_CASE(command_output_over_the_cap_is_too_large_not_cut)
 )
 
 int main(int argc, char **argv);
