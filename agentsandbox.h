@@ -3250,6 +3250,27 @@ static void asb__arena_free(asb__arena *a) {
     }
 }
 
+/* An empty arena allocated with `alloc`; NULL when out of memory. */
+static asb__arena *asb__arena_new(const asb_allocator *alloc) {
+    asb__arena *a = (asb__arena *)alloc->alloc_fn(sizeof *a, alloc->user_data);
+    if (a) {
+        a->head = NULL;
+        a->alloc = *alloc;
+    }
+    return a;
+}
+
+/* Frees every chunk and the arena itself; `wipe` zeroes them first (they
+   may hold secrets). */
+static void asb__arena_destroy(asb__arena *a, int wipe) {
+    asb__arena_chunk *c;
+    if (!a) return;
+    if (wipe)
+        for (c = a->head; c; c = c->next) memset((char *)c + ASB__ARENA_HDR, 0, c->used);
+    asb__arena_free(a);
+    a->alloc.free_fn(a, a->alloc.user_data);
+}
+
 typedef struct asb__yp {
     const char *s;
     size_t n, pos, line_start;
@@ -4071,10 +4092,8 @@ ASB_API asb_result asb_yaml_parse(asb_yaml_doc *doc, const char *text, size_t le
     p.line = 1;
     p.line_start = 0;
     if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) p.pos = p.line_start = 3;
-    arena = (asb__arena *)doc->alloc_.alloc_fn(sizeof *arena, doc->alloc_.user_data);
+    arena = asb__arena_new(&doc->alloc_);
     if (!arena) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "yaml: out of memory");
-    arena->head = NULL;
-    arena->alloc = doc->alloc_;
     doc->arena_ = arena;
     p.arena = arena;
     asb_buf_init(&p.tmp, &doc->alloc_);
@@ -4129,8 +4148,7 @@ after:
 
 ASB_API void asb_yaml_free(asb_yaml_doc *doc) {
     if (!doc || !doc->arena_) return;
-    asb__arena_free((asb__arena *)doc->arena_);
-    doc->alloc_.free_fn(doc->arena_, doc->alloc_.user_data);
+    asb__arena_destroy((asb__arena *)doc->arena_, 0);
     doc->arena_ = NULL;
     doc->root = NULL;
 }
@@ -4583,10 +4601,8 @@ ASB_API asb_result asb_kubeconfig_load(const asb_kubeconfig_desc *desc,
     if (asb__allocator_resolve(desc->allocator, &k.alloc) != ASB_OK)
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
                          "allocator: give all three functions or none");
-    k.arena = (asb__arena *)k.alloc.alloc_fn(sizeof *k.arena, k.alloc.user_data);
+    k.arena = asb__arena_new(&k.alloc);
     if (!k.arena) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "kubeconfig: out of memory");
-    k.arena->head = NULL;
-    k.arena->alloc = k.alloc;
     out->arena_ = k.arena;
     out->alloc_ = k.alloc;
     r = asb__kc_files(&k, desc);
@@ -4719,13 +4735,8 @@ done:
 }
 
 ASB_API void asb_kube_config_free(asb_kube_config *cfg) {
-    asb__arena *a;
-    asb__arena_chunk *c;
     if (!cfg || !cfg->arena_) return;
-    a = (asb__arena *)cfg->arena_;
-    for (c = a->head; c; c = c->next) memset((char *)c + ASB__ARENA_HDR, 0, c->used);
-    asb__arena_free(a);
-    cfg->alloc_.free_fn(a, cfg->alloc_.user_data);
+    asb__arena_destroy((asb__arena *)cfg->arena_, 1); /* tokens, keys */
     memset(cfg, 0, sizeof *cfg);
 }
 
@@ -6761,10 +6772,8 @@ ASB_API asb_result asb_kube_config_in_cluster(const char *sa_dir, const asb_allo
     if (!sa_dir) sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
     if (asb__allocator_resolve(alloc, &out->alloc_) != ASB_OK)
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "allocator: give all three or none");
-    a = (asb__arena *)out->alloc_.alloc_fn(sizeof *a, out->alloc_.user_data);
+    a = asb__arena_new(&out->alloc_);
     if (!a) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "in-cluster: out of memory");
-    a->head = NULL;
-    a->alloc = out->alloc_;
     out->arena_ = a;
     server = (char *)asb__arena_alloc(a, strlen(host) + strlen(port) + 16);
     if (!server) goto oom;
@@ -8403,6 +8412,27 @@ ASB_API asb_result asb_sandbox_pod_ip(asb_sandbox *sb, char out[ASB_IP_SIZE], as
     return r;
 }
 
+/* A new handle (not yet in the registry) with its pod name and hash read
+   from the Sandbox; if that read fails the defaults stand (the sandbox
+   name, no hash) rather than failing a ready sandbox. NULL: no memory. */
+static asb_sandbox *asb__new_handle(asb_client *c, const char *claim, const char *name,
+                                    const char *ns) {
+    asb_sandbox *sb = (asb_sandbox *)c->alloc.alloc_fn(sizeof *sb, c->alloc.user_data);
+    asb_buf body;
+    if (!sb) return NULL;
+    memset(sb, 0, sizeof *sb);
+    sb->client = c;
+    snprintf(sb->claim, sizeof sb->claim, "%s", claim);
+    snprintf(sb->name, sizeof sb->name, "%s", name);
+    snprintf(sb->ns, sizeof sb->ns, "%s", ns);
+    sb->active = 1;
+    asb_buf_init(&body, &c->alloc);
+    if (asb__sb_describe(sb, &body, NULL) != ASB_OK)
+        snprintf(sb->pod, sizeof sb->pod, "%s", sb->name);
+    asb_buf_free(&body);
+    return sb;
+}
+
 static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const char *path,
                                int timeout_ms, asb_http_response *resp, asb_error *err);
 
@@ -8659,25 +8689,10 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
         }
         return r;
     }
-    sb = (asb_sandbox *)c->alloc.alloc_fn(sizeof *sb, c->alloc.user_data);
+    sb = asb__new_handle(c, claim, cw.sandbox, ns);
     if (!sb) {
         asb_kube_delete(c->kube, &res, ns, claim, NULL);
         return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "create: out of memory");
-    }
-    memset(sb, 0, sizeof *sb);
-    sb->client = c;
-    snprintf(sb->claim, sizeof sb->claim, "%s", claim);
-    snprintf(sb->name, sizeof sb->name, "%s", cw.sandbox);
-    snprintf(sb->ns, sizeof sb->ns, "%s", ns);
-    sb->active = 1;
-    {
-        /* pod name and hash; a failure here leaves the defaults (the
-           sandbox name, no hash) rather than failing a ready sandbox */
-        asb_buf sbody;
-        asb_buf_init(&sbody, &c->alloc);
-        if (asb__sb_describe(sb, &sbody, NULL) != ASB_OK)
-            snprintf(sb->pod, sizeof sb->pod, "%s", sb->name);
-        asb_buf_free(&sbody);
     }
     r = asb__wait_runtime(sb, t_start + wo.deadline_ms, err);
     if (r != ASB_OK) {
@@ -8888,45 +8903,34 @@ static asb_result asb__file_path(const char *op, const char *path, int safe, asb
     return asb_percent_encode_segment(norm, n, out);
 }
 
+/* A memory buffer as an asb_read_fn, so write() is write_stream(). */
+typedef struct asb__mem_src {
+    const char *p;
+    size_t left;
+} asb__mem_src;
+
+static long asb__mem_read(void *ud, char *buf, size_t cap) {
+    asb__mem_src *m = (asb__mem_src *)ud;
+    size_t n = m->left < cap ? m->left : cap;
+    if (n) memcpy(buf, m->p, n);
+    m->p += n;
+    m->left -= n;
+    return (long)n;
+}
+
 ASB_API asb_result asb_sandbox_write(asb_sandbox *sb, const char *path, const void *data,
                                      size_t len, asb_error *err) {
-    char norm[4096];
-    asb_multipart mp;
-    asb_buf body, p;
-    asb_http_request req;
-    asb_http_response resp;
-    asb_http_header ct;
-    asb_result r;
+    asb__mem_src m;
     if (!sb || (!data && len)) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "write: NULL argument");
-    asb_buf_init(&p, &sb->client->alloc);
-    r = asb__file_path("", path, 1, &p, norm, sizeof norm, err);
-    asb_buf_free(&p);
-    if (r != ASB_OK) return r;
-    r = asb_multipart_init(&mp, "file", norm, &sb->client->alloc);
-    if (r != ASB_OK) return asb__fail(err, r, "write: cannot frame the upload");
-    asb_buf_init(&body, &sb->client->alloc);
-    asb_buf_append(&body, mp.head.ptr, mp.head.len);
-    if (len) asb_buf_append(&body, data, len);
-    r = asb_buf_append(&body, mp.tail.ptr, mp.tail.len);
-    memset(&req, 0, sizeof req);
-    ct.name = "Content-Type";
-    ct.value = mp.content_type;
-    req.method = "POST";
-    req.headers = &ct;
-    req.header_count = 1;
-    req.body = body.ptr;
-    req.body_len = body.len;
-    if (r == ASB_OK) r = asb__sb_call(sb, &req, "/upload", 0, &resp, err);
-    else r = asb__fail(err, r, "write: out of memory");
-    asb_http_response_free(&resp);
-    asb_buf_free(&body);
-    asb_multipart_free(&mp);
-    return r;
+    m.p = (const char *)data;
+    m.left = len;
+    return asb_sandbox_write_stream(sb, path, asb__mem_read, &m, (uint64_t)len, err);
 }
 
 /* GET /<op>/<path> through the router; *resp is the caller's to free. */
 static asb_result asb__sb_get(asb_sandbox *sb, const char *op, const char *path, int safe,
-                              size_t cap, asb_http_response *resp, asb_error *err) {
+                              size_t cap, asb_write_fn sink, void *sink_user,
+                              asb_http_response *resp, asb_error *err) {
     char norm[4096];
     asb_buf p;
     asb_http_request req;
@@ -8937,6 +8941,8 @@ static asb_result asb__sb_get(asb_sandbox *sb, const char *op, const char *path,
     if (r == ASB_OK) {
         memset(&req, 0, sizeof req);
         req.max_body_bytes = cap;
+        req.on_body = sink;
+        req.on_body_user = sink_user;
         r = asb__sb_call(sb, &req, p.ptr, 0, resp, err);
     }
     asb_buf_free(&p);
@@ -8948,7 +8954,7 @@ ASB_API asb_result asb_sandbox_read(asb_sandbox *sb, const char *path, asb_buf *
     asb_http_response resp;
     asb_result r;
     if (!sb || !out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "read: NULL argument");
-    r = asb__sb_get(sb, "/download/", path, 1, sb->client->max_read, &resp, err);
+    r = asb__sb_get(sb, "/download/", path, 1, sb->client->max_read, NULL, NULL, &resp, err);
     if (r == ASB_OK) r = asb_buf_append(out, resp.body.ptr ? resp.body.ptr : "", resp.body.len);
     asb_http_response_free(&resp);
     return r;
@@ -8961,7 +8967,7 @@ ASB_API asb_result asb_sandbox_exists(asb_sandbox *sb, const char *path, int *ex
     if (!sb || !exists) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "exists: NULL argument");
     *exists = 0;
     /* not checked client side (as the reference): the runtime confines it */
-    r = asb__sb_get(sb, "/exists/", path, 0, 0, &resp, err);
+    r = asb__sb_get(sb, "/exists/", path, 0, 0, NULL, NULL, &resp, err);
     if (r == ASB_OK) {
         asb_json_doc d;
         if (asb_json_doc_parse(&d, resp.body.ptr ? resp.body.ptr : "", resp.body.len,
@@ -9052,21 +9058,8 @@ ASB_API asb_result asb_client_get_sandbox(asb_client *c, const char *claim, cons
     sbres.plural = "sandboxes";
     r = asb_kube_get(c->kube, &sbres, ns, cw.sandbox, NULL, err);
     if (r != ASB_OK) return r;
-    sb = (asb_sandbox *)c->alloc.alloc_fn(sizeof *sb, c->alloc.user_data);
+    sb = asb__new_handle(c, claim, cw.sandbox, ns);
     if (!sb) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "get: out of memory");
-    memset(sb, 0, sizeof *sb);
-    sb->client = c;
-    snprintf(sb->claim, sizeof sb->claim, "%s", claim);
-    snprintf(sb->name, sizeof sb->name, "%s", cw.sandbox);
-    snprintf(sb->ns, sizeof sb->ns, "%s", ns);
-    sb->active = 1;
-    {
-        asb_buf sbody;
-        asb_buf_init(&sbody, &c->alloc);
-        if (asb__sb_describe(sb, &sbody, NULL) != ASB_OK)
-            snprintf(sb->pod, sizeof sb->pod, "%s", sb->name);
-        asb_buf_free(&sbody);
-    }
     pthread_mutex_lock(&c->lock);
     {
         /* another thread may have attached meanwhile: keep one handle */
@@ -9294,22 +9287,11 @@ ASB_API asb_result asb_sandbox_write_stream(asb_sandbox *sb, const char *path, a
 
 ASB_API asb_result asb_sandbox_read_stream(asb_sandbox *sb, const char *path, asb_write_fn write,
                                            void *user_data, asb_error *err) {
-    char norm[4096];
-    asb_buf p;
-    asb_http_request req;
     asb_http_response resp;
     asb_result r;
     if (!sb || !write) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "read: NULL argument");
-    asb_buf_init(&p, &sb->client->alloc);
-    r = asb__file_path("/download/", path, 1, &p, norm, sizeof norm, err);
-    if (r == ASB_OK) {
-        memset(&req, 0, sizeof req);
-        req.on_body = write;
-        req.on_body_user = user_data;
-        r = asb__sb_call(sb, &req, p.ptr, 0, &resp, err);
-        asb_http_response_free(&resp);
-    }
-    asb_buf_free(&p);
+    r = asb__sb_get(sb, "/download/", path, 1, 0, write, user_data, &resp, err);
+    asb_http_response_free(&resp);
     return r;
 }
 
@@ -9331,7 +9313,7 @@ ASB_API asb_result asb_sandbox_list(asb_sandbox *sb, const char *path, asb_file_
     memset(out, 0, sizeof *out);
     if (!sb) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "list: NULL handle");
     out->alloc_ = sb->client->alloc;
-    r = asb__sb_get(sb, "/list/", path, 0, 0, &resp, err);
+    r = asb__sb_get(sb, "/list/", path, 0, 0, NULL, NULL, &resp, err);
     if (r == ASB_OK) {
         int top, item;
         asb_json_iter it;
