@@ -188,7 +188,6 @@ ASBT_TEST(no_kubectl_says_so_and_suggests_direct_mode) {
     asb_client_desc d;
     asb_client *c = NULL;
     asb_sandbox *sb = NULL;
-    asb_run_result rr;
     memset(&d, 0, sizeof d);
     d.kube.kubeconfig.path = kubeconfig;
     d.kubectl_path = "/nonexistent/kubectl";
@@ -199,7 +198,6 @@ ASBT_TEST(no_kubectl_says_so_and_suggests_direct_mode) {
                 ASB_ERR_KUBECTL_MISSING);
     ASBT_CONTAINS(err.message, "ASB_CONNECT_DIRECT");
     ASBT_CHECK(sb == NULL);
-    (void)rr;
     asb_client_free(c);
 }
 
