@@ -1135,7 +1135,8 @@ typedef struct asb_watch_opts {
 /* Streams events until the callback stops it, the deadline passes
    (ASB_ERR_TIMEOUT) or a non-recoverable error. It resumes from the last
    resourceVersion seen (bookmarks included) when the server ends the
-   stream or the connection drops, and restarts from "0" after 410 Gone
+   stream, the connection drops or the apiserver answers 429 or 5xx (as
+   it does while restarting), and restarts from "0" after 410 Gone
    (as an HTTP status or an ERROR event). Waiting costs no CPU: it sleeps
    in poll. Callbacks run on the calling thread; the return value is the
    single final outcome. */
@@ -7652,7 +7653,7 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
         asb_buf path;
         asb_http_request req;
         asb_http_response resp;
-        int first = 1, tsec = opts->timeout_seconds > 0 ? opts->timeout_seconds : 60;
+        int first = 1, status, tsec = opts->timeout_seconds > 0 ? opts->timeout_seconds : 60;
         char num[24];
         asb_retry_policy once;
         if (deadline) {
@@ -7710,7 +7711,12 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
             r = ASB_OK;
             continue;
         }
+        status = resp.status;
         asb_http_response_free(&resp);
+        /* A restarting apiserver answers 503 ("before all known HTTP paths
+           have been installed") and an overloaded one 429: wait and resume,
+           like a dropped connection. Other refusals are final. */
+        if (r == ASB_ERR_KUBE_API && (status == 429 || status >= 500)) r = ASB_ERR_RECV;
         if (r == ASB_ERR_KUBE_API || r == ASB_ERR_NOT_FOUND || r == ASB_ERR_CREDENTIALS ||
             r == ASB_ERR_TLS_VERIFY || r == ASB_ERR_TLS_CONFIG || r == ASB_ERR_INVALID_ARGUMENT)
             break; /* the server said no: retrying will not change it */

@@ -1,6 +1,7 @@
 /* The Kubernetes layer against the real local control plane
    (tools/localcluster): every credential kind, CRUD, selectors,
-   pagination, RBAC denial, watches (events, resume, 410 recovery).
+   pagination, RBAC denial, watches (events, resume, 410 recovery, an
+   apiserver restart mid-stream).
    ASB_CLUSTER_KUBECONFIGS names the directory of its kubeconfigs. */
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
@@ -297,6 +298,104 @@ ASBT_TEST(watch_ends_at_its_deadline_without_spinning) {
     asb_kube_client_free(kc);
 }
 
+/* The apiserver goes away mid-stream and comes back (lc.py restart-apiserver
+   stops it with SIGTERM and starts it again on the same port): the watch
+   reconnects on its own, resumes from the last resourceVersion, and still
+   sees a change made after the restart. */
+typedef struct restart_state {
+    asb_kube_client *kc;
+    char name[128];
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int watching;      /* the first event arrived: the stream is open */
+    int restarted;     /* lc.py's exit status, -1 until it ran */
+    int modified_after;
+} restart_state;
+
+static int on_restart_event(void *ud, const asb_watch_event *ev) {
+    restart_state *s = (restart_state *)ud;
+    int label = asb_json_find(ev->doc, ev->object, "metadata.labels.team");
+    pthread_mutex_lock(&s->mu);
+    if (!s->watching) {
+        s->watching = 1;
+        pthread_cond_signal(&s->cv);
+    }
+    if (ev->type == ASB_WATCH_MODIFIED && s->restarted == 0 &&
+        asb_json_string_eq(ev->doc, label, "after", 5))
+        s->modified_after = 1;
+    pthread_mutex_unlock(&s->mu);
+    return s->modified_after ? 1 : 0;
+}
+
+static void *restart_then_patch(void *arg) {
+    restart_state *s = (restart_state *)arg;
+    char cmd[2048];
+    const char *dir = getenv("ASB_CLUSTER_KUBECONFIGS");
+    const char *lc = getenv("ASB_LC_PY");
+    const char *patch = "{\"metadata\":{\"labels\":{\"team\":\"after\"}}}";
+    asb_error err;
+    int rc, i;
+    pthread_mutex_lock(&s->mu);
+    while (!s->watching) pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    /* the state directory is the kubeconfig directory's parent */
+    snprintf(cmd, sizeof cmd, "LC_STATE_DIR=\"%s/..\" %s restart-apiserver >&2",
+             dir, lc ? lc : "tools/localcluster/lc.py");
+    rc = system(cmd);
+    pthread_mutex_lock(&s->mu);
+    s->restarted = rc;
+    pthread_mutex_unlock(&s->mu);
+    /* /readyz is green; give the patch a few tries in case a request still
+       lands on a listener that is finishing its start */
+    for (i = 0; i < 20; i++) {
+        if (asb_kube_patch(s->kc, &templates, "default", s->name, patch, strlen(patch), NULL,
+                           &err) == ASB_OK)
+            break;
+        asb__sleep_ms(250);
+    }
+    return NULL;
+}
+
+ASBT_TEST(watch_survives_an_apiserver_restart) {
+    asb_error err;
+    asb_kube_client *kc = connect_as("admin", &err);
+    asb_kube_client *writer = connect_as("admin", &err);
+    restart_state s;
+    pthread_t th;
+    asb_watch_opts wo;
+    asb_buf b;
+    char sel[200];
+    asb_result r;
+    ASBT_CHECK(kc != NULL && writer != NULL);
+    memset(&s, 0, sizeof s);
+    s.kc = writer;
+    s.restarted = -1;
+    pthread_mutex_init(&s.mu, NULL);
+    pthread_cond_init(&s.cv, NULL);
+    snprintf(s.name, sizeof s.name, "%s-restart", prefix);
+    asb_buf_init(&b, NULL);
+    template_json(&b, s.name, "before");
+    ASBT_EQ_RES(asb_kube_create(writer, &templates, "default", b.ptr, b.len, NULL, &err), ASB_OK);
+    memset(&wo, 0, sizeof wo);
+    snprintf(sel, sizeof sel, "metadata.name=%s", s.name);
+    wo.field_selector = sel;
+    wo.timeout_seconds = 300; /* no server-side end: only the restart ends it */
+    wo.deadline_ms = 120000;
+    pthread_create(&th, NULL, restart_then_patch, &s);
+    r = asb_kube_watch(kc, &templates, "default", &wo, on_restart_event, &s, &err);
+    if (r != ASB_OK) fprintf(stderr, "    watch: %s\n", err.message);
+    pthread_join(th, NULL);
+    ASBT_EQ_RES(r, ASB_OK);
+    ASBT_EQ_INT(s.restarted, 0);
+    ASBT_CHECK(s.modified_after);
+    ASBT_EQ_RES(asb_kube_delete(writer, &templates, "default", s.name, &err), ASB_OK);
+    asb_buf_free(&b);
+    pthread_mutex_destroy(&s.mu);
+    pthread_cond_destroy(&s.cv);
+    asb_kube_client_free(writer);
+    asb_kube_client_free(kc);
+}
+
 ASBT_LIST(
     ASBT_CASE(every_credential_kind_authenticates)
     ASBT_CASE(rbac_denial_is_a_403_with_the_apiservers_message)
@@ -304,6 +403,7 @@ ASBT_LIST(
     ASBT_CASE(watch_sees_added_modified_deleted)
     ASBT_CASE(watch_from_a_compacted_version_recovers_from_410)
     ASBT_CASE(watch_ends_at_its_deadline_without_spinning)
+    ASBT_CASE(watch_survives_an_apiserver_restart)
 )
 
 int main(int argc, char **argv);

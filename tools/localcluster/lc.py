@@ -4,6 +4,8 @@
   lc.py up [--agent-sandbox v0.4.6|v0.5.6]   start everything, wait, print KUBECONFIG
   lc.py down                                 stop what `up` started (by pid), remove state
   lc.py status                               what runs
+  lc.py restart-apiserver                    stop kube-apiserver and start it again
+                                             with the same arguments (watch tests)
   lc.py podrunner                            (internal) the pod runner daemon
 
 Everything is real and built from Go modules (scripts/build.sh): etcd,
@@ -187,6 +189,9 @@ def start(name, argv, env=None):
     write_pidfile(p("pids", name + ".pid"), proc.pid)
     with open(p("logs", name + ".cmdline"), "w") as f:
         f.write(" ".join(argv) + "\n")
+    # The exact argv and env, so `restart-apiserver` starts the same thing.
+    with open(p("logs", name + ".argv.json"), "w") as f:
+        json.dump({"argv": list(argv), "env": env or {}}, f)
     return proc
 
 
@@ -765,6 +770,24 @@ def cmd_status():
     return 0 if ok else 1
 
 
+def cmd_restart_apiserver():
+    """Stop kube-apiserver (SIGTERM, as a rolling upgrade would) and start it
+    again with the same arguments on the same port; wait for /readyz. Open
+    watches see their connection end and must reconnect on their own."""
+    info = json.load(open(p("cluster.json")))
+    pid = read_pidfile(p("pids", "kube-apiserver.pid"))
+    if not pid:
+        die("kube-apiserver is not running in %s" % STATE)
+    with open(p("logs", "kube-apiserver.argv.json")) as f:
+        saved = json.load(f)
+    stop_pid(pid, "kube-apiserver", grace=3.0)  # it drains for longer; no need here
+    server = "https://127.0.0.1:%d" % info["ports"]["apiserver"]
+    start("kube-apiserver", saved["argv"], env=saved["env"] or None)
+    wait_until("kube-apiserver /readyz", lambda: https_get(server + "/readyz")[0] == 200, 90,
+               "kube-apiserver")
+    log("kube-apiserver restarted (pid %d before), %s ready" % (pid, server))
+
+
 # ---------------------------------------------------------------- pod runner
 
 class PodRunner:
@@ -954,6 +977,8 @@ def main(argv):
         cmd_down()
     elif cmd == "status":
         return cmd_status()
+    elif cmd == "restart-apiserver":
+        cmd_restart_apiserver()
     elif cmd == "podrunner":
         cmd_podrunner()
     else:
