@@ -282,13 +282,14 @@ test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster $(EX
 	ASB_GATEWAY_PORT=$$(tests/kube/gateway-setup.sh $(KC_STATE)) || \
 	  { echo "gateway setup failed"; $(KC_ENV) $(MAKE) --no-print-directory cluster-down; exit 1; }; \
 	export ASB_GATEWAY_PORT; \
-	echo "--- test_kube_cluster"; $(TB)/asan/test_kube_cluster && \
 	echo "--- test_sdk_cluster" && $(TB)/asan/test_sdk_cluster && \
 	export KUBECONFIG=$(KC_STATE)/kubeconfig/admin.kubeconfig && \
 	echo "--- examples/quickstart" && $(EX)/quickstart && \
 	echo "--- examples/attach (two processes)" && claim=$$($(EX)/attach create) && \
 	$(EX)/attach use "$$claim" && \
-	echo "--- examples/bigfile" && $(EX)/bigfile 64; rc=$$?; \
+	echo "--- examples/bigfile" && $(EX)/bigfile 64 && \
+	echo "--- test_kube_cluster (last: it restarts the apiserver)" && \
+	$(TB)/asan/test_kube_cluster; rc=$$?; \
 	$(KC_ENV) $(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; [ $$rc = 0 ] || exit $$rc; \
 	echo "--- test_sdk_cluster warm_pool (agent-sandbox v0.5.6, v1beta1)"; \
 	$(KC_ENV) $(MAKE) --no-print-directory cluster-up AGENT_SANDBOX=v0.5.6 > $(TB)/cluster-up.log 2>&1 || \

@@ -782,10 +782,16 @@ def cmd_restart_apiserver():
         saved = json.load(f)
     stop_pid(pid, "kube-apiserver", grace=3.0)  # it drains for longer; no need here
     server = "https://127.0.0.1:%d" % info["ports"]["apiserver"]
+    API["server"] = server
     start("kube-apiserver", saved["argv"], env=saved["env"] or None)
     wait_until("kube-apiserver /readyz", lambda: https_get(server + "/readyz")[0] == 200, 90,
                "kube-apiserver")
     log("kube-apiserver restarted (pid %d before), %s ready" % (pid, server))
+    # The other components reconnect on their own, with their own backoff.
+    # Measured: the agent-sandbox controller's informers lag 30-50 s behind
+    # ("Pod already exists" reconcile errors) before claims go Ready again,
+    # so tests that restart the apiserver run last on a cluster.
+    wait_until("node Ready", node_ready, 60, "kwok")
 
 
 # ---------------------------------------------------------------- pod runner
