@@ -115,9 +115,31 @@
    ASB_JSON_ERROR_NOMEM / _INVAL / _PART), so code written for jsmn ports by
    renaming.
 
-   Logging. (Design, arrives with the HTTP layer.) A callback with
-   user_data, a level and a stable message id in the client description;
-   nothing is printed by default.
+   Logging. Nothing is printed by default. Give an asb_logger (a callback,
+   its user_data and a minimum level) in asb_client_desc.log, or in
+   asb_http_client_desc.log for the lower layers alone, and every record
+   arrives as {level, id, message}. The ids are stable; the messages are for
+   people and may change:
+     sandbox.create   INFO a claim is Ready (claim, sandbox, milliseconds);
+                      ERROR a create failed (its claim already deleted)
+     sandbox.delete   INFO a claim deleted; ERROR a delete failed
+     sandbox.run      DEBUG a command ran: executable base name, exit code,
+                      output sizes; ERROR it failed
+     sandbox.call     DEBUG every runtime request (method, path, status,
+                      milliseconds, X-Request-ID, attempts); ERROR a failure
+     sandbox.pod_ip   WARN the pod IP lookup was refused: header turned off
+     tunnel.start     INFO kubectl port-forward ready (pid, port, ms)
+     tunnel.exited    WARN kubectl died (its stderr); a new one follows
+     gateway.address  INFO the Gateway address chosen
+     gateway.address_rejected  WARN an address that is not an IP or host
+     kube.watch.reconnect  WARN a watch resumes after a drop or a 5xx/429
+     kube.watch.gone  INFO 410 Gone: the watch starts again from "0"
+     kube.exec        DEBUG an exec credential plugin runs (base name only)
+     kube.credentials.refresh  INFO a 401: the plugin runs again
+     http.retry       WARN a request is retried (status or error, attempt)
+     http.stale       DEBUG a pooled connection had been closed: resent
+   Records never carry tokens, header values, request or response bodies,
+   file contents or a command's arguments and environment.
 
    Thread safety. Nothing is global: no process-wide init, no hidden state.
    Functions touch only the objects passed to them, so different objects
@@ -426,6 +448,41 @@ typedef struct asb_error {
     char body[ASB_ERROR_BODY_SIZE];        /* first bytes of a bad body */
     size_t body_len;
 } asb_error;
+
+/* ==========================================================================
+   Logging
+   ========================================================================== */
+
+typedef enum asb_log_level {
+    ASB_LOG_DEBUG = 0, /* every call: what, how many bytes, how long */
+    ASB_LOG_INFO,      /* lifecycle: a sandbox created or deleted, a tunnel up */
+    ASB_LOG_WARN,      /* recovered trouble: a retry, a reconnect, a rejected
+                          Gateway address, a dead kubectl */
+    ASB_LOG_ERROR      /* a call failed; the same text as its asb_error */
+} asb_log_level;
+
+/* One line for a human, and a stable id ("sandbox.run", "http.retry", ...:
+   the list is in CONVENTIONS) for a program to filter on. Both strings live
+   only during the callback. A record never holds a token, a header value,
+   file contents or a command's arguments: a command is logged by its
+   executable's base name only (`API_KEY=x /usr/bin/python3 -c ...` is
+   "python3"). */
+typedef struct asb_log_record {
+    asb_log_level level;
+    const char *id;
+    const char *message;
+} asb_log_record;
+
+/* Called on the thread that does the work, possibly from several threads
+   at once when one client is shared: make it thread-safe. */
+typedef void (*asb_log_fn)(void *user_data, const asb_log_record *rec);
+
+/* In a description struct: zero (fn NULL) logs nothing, the default. */
+typedef struct asb_logger {
+    asb_log_fn fn;
+    void *user_data;
+    asb_log_level min_level; /* default ASB_LOG_DEBUG: everything */
+} asb_logger;
 
 /* ==========================================================================
    Memory
@@ -853,6 +910,8 @@ typedef struct asb_http_client_desc {
                                        HTTP_PROXY / NO_PROXY (and lower
                                        case) when proxy_url is unset */
     const char *user_agent;         /* default "agentsandbox.h/<version>" */
+    asb_logger log;                 /* default none; ids "http.retry",
+                                       "http.stale" */
 } asb_http_client_desc;
 
 /* Owns the connection pool and the TLS state. Thread safety: requests may
@@ -1176,7 +1235,11 @@ typedef struct asb_client_desc {
                                       on agent-sandbox v0.4.x, "v1beta1" on
                                       v0.5.x) */
     int cleanup_on_free;           /* default 0. 1: asb_client_free deletes
-                                      the claims of every live handle */
+                                      the claims of every live handle. For
+                                      cleanup at exit, call asb_client_free
+                                      from your own atexit() function: the
+                                      library registers none (no global
+                                      state, see CONVENTIONS) */
     size_t max_output_bytes;       /* default 16 MiB: a command's output */
     size_t max_read_bytes;         /* default 256 MiB: a buffered read()
                                       (read_stream has no cap) */
@@ -1195,6 +1258,10 @@ typedef struct asb_client_desc {
     const char *gateway_namespace; /* default "default" */
     int gateway_ready_timeout_ms;  /* default 180000 */
     int gateway_port;              /* default 80 */
+    asb_logger log;                /* default none. Records from the client,
+                                      the tunnel, the Kubernetes layer and
+                                      HTTP (used for kube.http.log too,
+                                      unless that one is set) */
 } asb_client_desc;
 
 typedef struct asb_client asb_client;
@@ -1560,6 +1627,25 @@ static asb_result asb__fail(asb_error *err, asb_result code, const char *fmt,
         va_end(ap);
     }
     return code;
+}
+
+/* Sends one record to the logger, if there is one and the level passes.
+   Formatting happens only then: logging off costs one branch. */
+static void asb__log(const asb_logger *lg, asb_log_level level, const char *id,
+                     const char *fmt, ...) ASB__PRINTF(4, 5);
+static void asb__log(const asb_logger *lg, asb_log_level level, const char *id,
+                     const char *fmt, ...) {
+    char msg[ASB_ERROR_MESSAGE_SIZE];
+    asb_log_record rec;
+    va_list ap;
+    if (!lg || !lg->fn || level < lg->min_level) return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    rec.level = level;
+    rec.id = id;
+    rec.message = msg;
+    lg->fn(lg->user_data, &rec);
 }
 
 /* Quotes untrusted bytes for an error message: printable ASCII kept, the
@@ -5815,6 +5901,7 @@ struct asb_http_client {
     char *proxy;             /* "host:port" or NULL */
     char *proxy_auth;        /* base64 user:pass or NULL (never logged) */
     char *no_proxy;          /* NO_PROXY list or NULL */
+    asb_logger log;
     pthread_mutex_t lock;    /* guards the pool */
     asb__conn *idle[ASB__MAX_POOL];
     int idle_count;
@@ -5939,6 +6026,7 @@ ASB_API asb_result asb_http_client_create(const asb_http_client_desc *desc,
     if (!cl) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "http: out of memory");
     memset(cl, 0, sizeof *cl);
     cl->alloc = a;
+    cl->log = desc->log;
     pthread_mutex_init(&cl->lock, NULL);
     /* defaults, in one place */
     cl->connect_timeout_ms = desc->connect_timeout_ms > 0 ? desc->connect_timeout_ms : 10000;
@@ -6362,20 +6450,24 @@ static asb_result asb__build_head(asb_http_client *cl, const asb_http_request *r
     return ASB_OK;
 }
 
+/* "GET https://host:port/path" for messages and logs: the path without
+   its query (a query may carry tokens), untrusted bytes quoted. */
+static void asb__request_label(char *out, size_t cap, const char *method, const asb_url *u) {
+    const char *q = (const char *)memchr(u->target.ptr, '?', u->target.len);
+    size_t pl = q ? (size_t)(q - u->target.ptr) : u->target.len;
+    char host[96], path[200];
+    asb__quote(host, sizeof host, u->host.ptr, u->host.len, 80);
+    asb__quote(path, sizeof path, u->target.ptr, pl, 120);
+    snprintf(out, cap, "%s %s://%s:%d%s", method, u->is_https ? "https" : "http", host, u->port,
+             path);
+}
+
 static void asb__describe(asb_error *err, asb_result code, const char *method,
                           const asb_url *u, const char *what) {
-    char host[96];
-    asb__quote(host, sizeof host, u->host.ptr, u->host.len, 80);
+    char label[320];
     if (!err) return;
-    /* the path without its query: a query may carry tokens */
-    {
-        const char *q = (const char *)memchr(u->target.ptr, '?', u->target.len);
-        size_t pl = q ? (size_t)(q - u->target.ptr) : u->target.len;
-        char path[200];
-        asb__quote(path, sizeof path, u->target.ptr, pl, 120);
-        asb__fail(err, code, "%s %s://%s:%d%s: %s", method,
-                  u->is_https ? "https" : "http", host, u->port, path, what);
-    }
+    asb__request_label(label, sizeof label, method, u);
+    asb__fail(err, code, "%s: %s", label, what);
 }
 
 static void asb__attempt_once(asb_http_client *cl, const asb_http_request *req,
@@ -6606,6 +6698,13 @@ ASB_API asb_result asb_http_do(asb_http_client *cl, const asb_http_request *req,
                not counted as an attempt */
             stale_retried = 1;
             attempt--;
+            if (cl->log.fn) {
+                char label[320];
+                asb__request_label(label, sizeof label, method, &u);
+                asb__log(&cl->log, ASB_LOG_DEBUG, "http.stale",
+                         "%s: pooled connection closed by the server, retrying on a new one",
+                         label);
+            }
             continue;
         } else if (at.delivered == 0) {
             int conn_failure = r == ASB_ERR_DNS || r == ASB_ERR_CONNECT ||
@@ -6626,6 +6725,18 @@ ASB_API asb_result asb_http_do(asb_http_client *cl, const asb_http_request *req,
                 wait = wait / 2 + (int64_t)((uint64_t)(wait / 2) * v / 65535u);
             }
             if (deadline && asb__now_ms() + wait >= deadline) break;
+            if (cl->log.fn) {
+                char label[320];
+                asb__request_label(label, sizeof label, method, &u);
+                if (r == ASB_ERR_HTTP_STATUS)
+                    asb__log(&cl->log, ASB_LOG_WARN, "http.retry",
+                             "%s: status %d, attempt %d of %d; retrying in %lld ms", label,
+                             resp->status, attempt, pol.max_attempts, (long long)wait);
+                else
+                    asb__log(&cl->log, ASB_LOG_WARN, "http.retry",
+                             "%s: %s, attempt %d of %d; retrying in %lld ms", label,
+                             asb_result_str(r), attempt, pol.max_attempts, (long long)wait);
+            }
             asb__sleep_ms(wait);
         }
     }
@@ -7068,6 +7179,11 @@ static asb_result asb__exec_refresh(asb_kube_client *kc, asb_error *err) {
     asb_buf_init(&out, &kc->alloc);
     asb_buf_init(&eb, &kc->alloc);
     kc->exec_gen++;
+    {
+        const char *base = strrchr(ex->command, '/');
+        asb__log(&kc->http_desc.log, ASB_LOG_DEBUG, "kube.exec", "running credential plugin %s",
+                 base ? base + 1 : ex->command); /* never its args or env */
+    }
     r = asb__exec_run(kc, &out, &eb, &status, err);
     if (r != ASB_OK) goto done;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
@@ -7369,6 +7485,8 @@ static asb_result asb__kube_do(asb_kube_client *kc, asb_http_request *req, const
             pthread_mutex_lock(&kc->lock);
             if (kc->exec_gen == gen) kc->exec_have = 0;
             pthread_mutex_unlock(&kc->lock);
+            asb__log(&kc->http_desc.log, ASB_LOG_INFO, "kube.credentials.refresh",
+                     "%s %s: 401, running the credential plugin again", method, path);
             continue;
         }
         break;
@@ -7704,6 +7822,9 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
         }
         if (w.gone || resp.status == 410) {
             /* the resourceVersion is too old: start again from "0" */
+            asb__log(&kc->http_desc.log, ASB_LOG_INFO, "kube.watch.gone",
+                     "watch %s: resourceVersion %s is gone (410), starting again from 0",
+                     base.ptr, w.rv.len ? w.rv.ptr : "(none)");
             w.rv.len = 0;
             asb_buf_append(&w.rv, "0", 1);
             w.lines.stopped = 0;
@@ -7727,6 +7848,14 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
                 r = asb__fail(err, ASB_ERR_TIMEOUT, "watch: deadline reached while reconnecting");
                 break;
             }
+            if (status >= 400)
+                asb__log(&kc->http_desc.log, ASB_LOG_WARN, "kube.watch.reconnect",
+                         "watch %s: status %d; resuming from resourceVersion %s in %d ms",
+                         base.ptr, status, w.rv.len ? w.rv.ptr : "(none)", backoff);
+            else
+                asb__log(&kc->http_desc.log, ASB_LOG_WARN, "kube.watch.reconnect",
+                         "watch %s: %s; resuming from resourceVersion %s in %d ms", base.ptr,
+                         asb_result_str(r), w.rv.len ? w.rv.ptr : "(none)", backoff);
             asb__sleep_ms(backoff);
             backoff = backoff < 3200 ? backoff * 2 : 5000;
             r = ASB_OK;
@@ -7774,6 +7903,7 @@ struct asb_client {
     char *gw_name, *gw_ns;
     int gw_timeout_ms, gw_port;
     char gw_base[300];    /* resolved once: http://<address>:<port> */
+    asb_logger log;
     pthread_mutex_t lock; /* the tunnel and the handle list */
     pid_t tunnel_pid;
     int tunnel_port;
@@ -7861,7 +7991,7 @@ static asb_result asb__tunnel_start_locked(asb_client *c, asb_error *err) {
     const char *argv[16];
     int k = 0;
     pid_t pid;
-    int64_t deadline;
+    int64_t deadline, t0;
     if (port < 0) return asb__fail(err, ASB_ERR_PORT_FORWARD, "port-forward: no free local port");
     snprintf(ports, sizeof ports, "%d:%d", port, c->router_port);
     snprintf(svc, sizeof svc, "svc/%s", c->router_svc);
@@ -7930,7 +8060,8 @@ static asb_result asb__tunnel_start_locked(asb_client *c, asb_error *err) {
                          "kubectl_path, or use ASB_CONNECT_DIRECT with the router's URL",
                          c->kubectl, strerror(child_errno));
     }
-    deadline = asb__now_ms() + c->pf_timeout_ms;
+    t0 = asb__now_ms();
+    deadline = t0 + c->pf_timeout_ms;
     for (;;) {
         int st;
         if (asb__port_open(port)) break;
@@ -7954,6 +8085,9 @@ static asb_result asb__tunnel_start_locked(asb_client *c, asb_error *err) {
         asb__sleep_ms(50);
     }
     c->tunnel_port = port;
+    asb__log(&c->log, ASB_LOG_INFO, "tunnel.start",
+             "kubectl port-forward %s -n %s (pid %d) on 127.0.0.1:%d, ready in %lld ms", svc,
+             c->router_ns, (int)pid, port, (long long)(asb__now_ms() - t0));
     return ASB_OK;
 }
 
@@ -7962,6 +8096,7 @@ static asb_result asb__tunnel_start_locked(asb_client *c, asb_error *err) {
 typedef struct asb__gw_wait {
     char addr[256];
     int skipped;
+    const asb_logger *log;
 } asb__gw_wait;
 
 static int asb__gw_event(void *ud, const asb_watch_event *ev) {
@@ -7976,6 +8111,10 @@ static int asb__gw_event(void *ud, const asb_watch_event *ev) {
         if (asb_json_get_string(ev->doc, asb_json_member(ev->doc, a, "value", 5), v, sizeof v,
                                 &n) != ASB_OK ||
             n != strlen(v) || asb_gateway_address_validate(v, n, NULL) != ASB_OK) {
+            char q[160];
+            asb__quote(q, sizeof q, v, n, 100);
+            asb__log(g->log, ASB_LOG_WARN, "gateway.address_rejected",
+                     "gateway address \"%s\" is not an IP or a plain host name: skipped", q);
             g->skipped++;
             continue;
         }
@@ -7992,6 +8131,7 @@ static asb_result asb__gateway_base(asb_client *c, asb_error *err) {
     char sel[128];
     asb_result r;
     memset(&g, 0, sizeof g);
+    g.log = &c->log;
     memset(&wo, 0, sizeof wo);
     snprintf(sel, sizeof sel, "metadata.name=%s", c->gw_name);
     wo.field_selector = sel;
@@ -8004,6 +8144,8 @@ static asb_result asb__gateway_base(asb_client *c, asb_error *err) {
     if (r != ASB_OK) return r;
     snprintf(c->gw_base, sizeof c->gw_base, strchr(g.addr, ':') ? "http://[%s]:%d" : "http://%s:%d",
              g.addr, c->gw_port);
+    asb__log(&c->log, ASB_LOG_INFO, "gateway.address", "gateway %s/%s: using %s", c->gw_ns,
+             c->gw_name, c->gw_base);
     return ASB_OK;
 }
 
@@ -8025,6 +8167,14 @@ static asb_result asb__router_base(asb_client *c, char *out, size_t cap, asb_err
     if (c->tunnel_pid > 0) {
         int st;
         if (waitpid(c->tunnel_pid, &st, WNOHANG) == c->tunnel_pid) {
+            if (c->log.fn) {
+                char why[400];
+                asb__tunnel_stderr(c, why, sizeof why);
+                asb__log(&c->log, ASB_LOG_WARN, "tunnel.exited",
+                         "kubectl port-forward (pid %d) exited (%s %d): %s; starting a new one",
+                         (int)c->tunnel_pid, WIFEXITED(st) ? "status" : "signal",
+                         WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), why);
+            }
             c->tunnel_pid = 0; /* kubectl died: reaped here, rebuilt below */
             asb__tunnel_stop_locked(c);
         }
@@ -8087,6 +8237,7 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
     if (!c) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "client: out of memory");
     memset(c, 0, sizeof *c);
     c->alloc = a;
+    c->log = desc->log.fn ? desc->log : desc->kube.http.log;
     c->tunnel_err_fd = -1;
     pthread_mutex_init(&c->lock, NULL);
     c->mode = desc->mode;
@@ -8168,7 +8319,11 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
         asb_client_free(c);
         return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "client: out of memory");
     }
-    r = asb_kube_client_create(&desc->kube, &c->kube, err);
+    {
+        asb_kube_client_desc kd = desc->kube;
+        kd.http.log = c->log;
+        r = asb_kube_client_create(&kd, &c->kube, err);
+    }
     if (r != ASB_OK) {
         asb_client_free(c);
         return r;
@@ -8180,6 +8335,7 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
     memset(&hd.tls, 0, sizeof hd.tls);
     hd.proxy_url = NULL;
     hd.allocator = &c->alloc;
+    hd.log = c->log;
     if (!hd.max_body_bytes) hd.max_body_bytes = c->max_output;
     r = asb_http_client_create(&hd, &c->http, err);
     if (r != ASB_OK) {
@@ -8693,6 +8849,8 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
             snprintf(err->message + l, sizeof err->message - l,
                      " (and deleting the claim failed: %.150s)", derr.message);
         }
+        asb__log(&c->log, ASB_LOG_ERROR, "sandbox.create", "%s",
+                 err ? err->message : asb_result_str(r));
         return r;
     }
     sb = asb__new_handle(c, claim, cw.sandbox, ns);
@@ -8704,8 +8862,14 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
     if (r != ASB_OK) {
         asb_kube_delete(c->kube, &res, ns, claim, NULL); /* no orphan */
         c->alloc.free_fn(sb, c->alloc.user_data);
+        asb__log(&c->log, ASB_LOG_ERROR, "sandbox.create", "claim %s deleted: %s", claim,
+                 err ? err->message : asb_result_str(r));
         return r;
     }
+    asb__log(&c->log, ASB_LOG_INFO, "sandbox.create",
+             "claim %s/%s (%s %s): sandbox %s ready in %lld ms", ns, claim,
+             opts->warm_pool ? "warm pool" : "template", opts->warm_pool ? opts->warm_pool : tpl,
+             sb->name, (long long)(asb__now_ms() - t_start));
     pthread_mutex_lock(&c->lock);
     sb->next = c->handles;
     c->handles = sb;
@@ -8731,6 +8895,12 @@ ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err) {
     r = asb_kube_delete(sb->client->kube, asb__claims(sb->client, &res), sb->ns, sb->claim, err);
     if (r == ASB_ERR_NOT_FOUND) r = ASB_OK; /* already gone is fine */
     if (r == ASB_OK) sb->active = 0;       /* only on success: retry later */
+    if (r == ASB_OK)
+        asb__log(&sb->client->log, ASB_LOG_INFO, "sandbox.delete", "claim %s/%s deleted", sb->ns,
+                 sb->claim);
+    else
+        asb__log(&sb->client->log, ASB_LOG_ERROR, "sandbox.delete", "claim %s/%s: %s", sb->ns,
+                 sb->claim, err ? err->message : asb_result_str(r));
     return r;
 }
 
@@ -8744,10 +8914,13 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
     asb_buf url;
     asb_result r;
     unsigned char rnd[8];
+    asb_error lerr;
+    int64_t t0 = asb__now_ms();
     memset(resp, 0, sizeof *resp);
     if (!sb || !sb->active || sb->closed)
         return asb__fail(err, ASB_ERR_CLOSED, "sandbox: the handle was terminated or closed");
     c = sb->client;
+    if (!err && c->log.fn) err = &lerr; /* the log wants the message */
     /* names from the API go into headers and URLs: check them first */
     if (asb_dns_label_validate(sb->name, strlen(sb->name), err) != ASB_OK ||
         asb_dns_label_validate(sb->ns, strlen(sb->ns), err) != ASB_OK)
@@ -8765,7 +8938,11 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
                      port);
     } else {
         r = asb__router_base(c, base, sizeof base, err);
-        if (r != ASB_OK) return r;
+        if (r != ASB_OK) {
+            asb__log(&c->log, ASB_LOG_ERROR, "sandbox.call", "%s (sandbox %s/%s)",
+                     err ? err->message : asb_result_str(r), sb->ns, sb->name);
+            return r;
+        }
     }
     /* one id for every retry of this call, so logs tie them together */
     asb__random_bytes(rnd, sizeof rnd);
@@ -8785,6 +8962,9 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
                 h[nh++].value = podip;
             } else if (perr.http_status == 401 || perr.http_status == 403) {
                 c->send_pod_ip = 0; /* not allowed to read it: stop asking */
+                asb__log(&c->log, ASB_LOG_WARN, "sandbox.pod_ip",
+                         "pod IP lookup refused (%d): X-Sandbox-Pod-IP is off from now on",
+                         perr.http_status);
             }
         }
         if (c->router_auth) {
@@ -8825,7 +9005,67 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
     }
     asb_buf_free(&url);
     if (r == ASB_ERR_HTTP_STATUS && resp->status == 404) r = ASB_ERR_NOT_FOUND;
+    if (r == ASB_OK)
+        asb__log(&c->log, ASB_LOG_DEBUG, "sandbox.call",
+                 "%s %s: %d in %lld ms (sandbox %s/%s, request %s, %d attempt%s)",
+                 req->method ? req->method : "GET",
+                 path, resp->status, (long long)(asb__now_ms() - t0), sb->ns, sb->name, rid,
+                 resp->attempts, resp->attempts == 1 ? "" : "s");
+    else
+        asb__log(&c->log, ASB_LOG_ERROR, "sandbox.call", "%s (sandbox %s/%s, request %s)",
+                 err ? err->message : asb_result_str(r), sb->ns, sb->name, rid);
     return r;
+}
+
+/* What a log may say about a command: its executable's base name, nothing
+   else. Leading VAR=value assignments are skipped, so the secrets people
+   pass that way never reach a log; "" for an empty command. */
+static void asb__command_executable(const char *cmd, char *out, size_t cap) {
+    const char *p = cmd, *start, *base;
+    size_t n;
+    for (;;) {
+        const char *t, *eq = NULL;
+        char quote = 0;
+        while (*p == ' ' || *p == '\t' || *p == '\n') p++;
+        /* one word, quotes and backslashes honoured as the runtime's split does */
+        for (t = p; *t && (quote || (*t != ' ' && *t != '\t' && *t != '\n')); t++) {
+            if (quote) {
+                if (*t == quote) quote = 0;
+                else if (*t == '\\' && quote == '"' && t[1]) t++;
+            } else if (*t == '\'' || *t == '"') {
+                quote = *t;
+            } else if (*t == '\\' && t[1]) {
+                t++;
+            } else if (*t == '=' && !eq) {
+                eq = t;
+            }
+        }
+        if (eq && eq > p) {
+            const char *k = p;
+            int name = (*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') || *k == '_';
+            for (k++; name && k < eq; k++)
+                name = (*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') ||
+                       (*k >= '0' && *k <= '9') || *k == '_';
+            if (name) { /* NAME=value: not the executable */
+                p = t;
+                continue;
+            }
+        }
+        start = p;
+        n = (size_t)(t - p);
+        break;
+    }
+    /* drop quotes around the word; then the part after the last '/' */
+    if (n >= 2 && (start[0] == '\'' || start[0] == '"') && start[n - 1] == start[0]) {
+        start++;
+        n -= 2;
+    }
+    for (base = start + n; base > start && base[-1] != '/'; base--) {}
+    n -= (size_t)(base - start);
+    if (cap == 0) return;
+    if (n >= cap) n = cap - 1;
+    memcpy(out, base, n);
+    out[n] = '\0';
 }
 
 ASB_API void asb_run_result_free(asb_run_result *r) {
@@ -8889,6 +9129,17 @@ ASB_API asb_result asb_sandbox_run(asb_sandbox *sb, const char *command, int tim
         if (d.toks) asb_json_doc_free(&d);
     }
     asb_http_response_free(&resp);
+    if (sb->client->log.fn) {
+        char exe[64];
+        asb__command_executable(command, exe, sizeof exe);
+        if (r == ASB_OK)
+            asb__log(&sb->client->log, ASB_LOG_DEBUG, "sandbox.run",
+                     "%s: exit code %d, %zu bytes out, %zu bytes err (sandbox %s/%s)", exe,
+                     result->exit_code, result->out.len, result->err.len, sb->ns, sb->name);
+        else
+            asb__log(&sb->client->log, ASB_LOG_ERROR, "sandbox.run", "%s: %s (sandbox %s/%s)",
+                     exe, asb_result_str(r), sb->ns, sb->name);
+    }
     return r;
 }
 
@@ -9180,6 +9431,10 @@ ASB_API asb_result asb_client_delete_sandbox(asb_client *c, const char *claim, c
         s = asb__find_handle(c, ns, claim);
         if (s) s->active = 0;
         pthread_mutex_unlock(&c->lock);
+        asb__log(&c->log, ASB_LOG_INFO, "sandbox.delete", "claim %s/%s deleted", ns, claim);
+    } else {
+        asb__log(&c->log, ASB_LOG_ERROR, "sandbox.delete", "claim %s/%s: %s", ns, claim,
+                 err ? err->message : asb_result_str(r));
     }
     return r;
 }

@@ -1,5 +1,6 @@
 /* Sandbox SDK rules that need no cluster: pod IP choice (upstream's S10,
-   S11), option validation before anything runs (S18, ports). */
+   S11), option validation before anything runs (S18, ports), what a log
+   may say about a command (S14). */
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
 #include "asbtest.h"
@@ -27,6 +28,34 @@ ASBT_TEST(pod_ip_prefers_ipv4_unmaps_and_skips_invalid_entries) {
                 0);
     ASBT_EQ_INT(choose("[]", ip), 0);
     ASBT_EQ_INT(choose("{}", ip), 0);
+}
+
+static const char *exe(const char *cmd) {
+    static char out[64];
+    memset(out, 'x', sizeof out);
+    asb__command_executable(cmd, out, sizeof out);
+    return out;
+}
+
+/* S14: a log names a command by its executable alone: never its arguments,
+   never the VAR=secret assignments in front of it. */
+ASBT_TEST(a_logged_command_is_its_executable_base_name_only) {
+    ASBT_EQ_STR(exe("API_KEY=secret TOKEN=x ./run.sh --arg"), "run.sh");
+    ASBT_EQ_STR(exe("/usr/bin/python3 -c 'import os; print(os.environ)'"), "python3");
+    ASBT_EQ_STR(exe(""), "");
+    ASBT_EQ_STR(exe("   \t "), "");
+    ASBT_EQ_STR(exe("A=1 B='two words' C=\"x y\""), ""); /* assignments only */
+    ASBT_EQ_STR(exe("'/opt/my tools/run me' --token=abc"), "run me");
+    ASBT_EQ_STR(exe("ls"), "ls");
+    ASBT_EQ_STR(exe("  echo   hi"), "echo");
+    ASBT_EQ_STR(exe("dir/=weird arg"), "=weird"); /* not NAME=: a path */
+    ASBT_EQ_STR(exe("9X=1 prog"), "9X=1");       /* not a name either */
+    ASBT_EQ_STR(exe("bin/"), "");
+    {
+        char small[4];
+        asb__command_executable("/usr/bin/python3", small, sizeof small);
+        ASBT_EQ_STR(small, "pyt"); /* cut, still terminated */
+    }
 }
 
 ASBT_TEST(client_options_are_checked_before_anything_runs) {
@@ -74,5 +103,6 @@ ASBT_TEST(client_options_are_checked_before_anything_runs) {
 ASBT_LIST(
     ASBT_CASE(pod_ip_prefers_ipv4_unmaps_and_skips_invalid_entries)
     ASBT_CASE(client_options_are_checked_before_anything_runs)
+    ASBT_CASE(a_logged_command_is_its_executable_base_name_only)
 )
 ASBT_MAIN()

@@ -490,6 +490,69 @@ ASBT_TEST(gateway_mode_skips_bad_addresses_and_reaches_the_router) {
     asb_client_free(c);
 }
 
+typedef struct log_sink {
+    pthread_mutex_t mu;
+    asb_buf text; /* "level id: message" lines */
+} log_sink;
+
+static void sink_log(void *ud, const asb_log_record *rec) {
+    log_sink *ls = (log_sink *)ud;
+    char line[700];
+    int n = snprintf(line, sizeof line, "%d %s: %s\n", (int)rec->level, rec->id, rec->message);
+    pthread_mutex_lock(&ls->mu);
+    asb_buf_append(&ls->text, line, (size_t)n);
+    pthread_mutex_unlock(&ls->mu);
+}
+
+/* The log tells the story of a session by stable ids, and never carries a
+   token, an argument, an environment value or file contents (S14, S20). */
+ASBT_TEST(the_log_names_each_step_and_never_a_secret) {
+    asb_error err;
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_run_result rr;
+    asb_buf data;
+    log_sink ls;
+    pthread_mutex_init(&ls.mu, NULL);
+    asb_buf_init(&ls.text, NULL);
+    asb_buf_init(&data, NULL);
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = kubeconfig;
+    d.router_token = "router-token-do-not-log";
+    d.log.fn = sink_log;
+    d.log.user_data = &ls;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "/bin/echo arg-do-not-log", 0, &rr, &err), ASB_OK);
+    ASBT_EQ_STR(rr.out.ptr, "arg-do-not-log\n");
+    asb_run_result_free(&rr);
+    /* the runtime runs no shell: the assignment is the program it fails to
+       start; the log still names only the executable after it */
+    ASBT_EQ_RES(asb_sandbox_run(sb, "API_KEY=env-do-not-log /usr/bin/env", 0, &rr, &err), ASB_OK);
+    asb_run_result_free(&rr);
+    ASBT_EQ_RES(asb_sandbox_write(sb, "notes.txt", "content-do-not-log", 18, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_read(sb, "notes.txt", &data, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_read(sb, "missing.txt", &data, &err), ASB_ERR_NOT_FOUND);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
+    ASBT_CHECK(ls.text.ptr != NULL);
+    if (!ls.text.ptr) return;
+    if (getenv("ASB_SHOW_LOG")) fprintf(stderr, "%s", ls.text.ptr);
+    ASBT_CONTAINS(ls.text.ptr, "1 tunnel.start: kubectl port-forward svc/sandbox-router-svc");
+    ASBT_CONTAINS(ls.text.ptr, "1 sandbox.create: claim default/");
+    ASBT_CONTAINS(ls.text.ptr, "0 sandbox.run: echo: exit code 0, 15 bytes out");
+    ASBT_CONTAINS(ls.text.ptr, "0 sandbox.run: env: exit code 1");
+    ASBT_CONTAINS(ls.text.ptr, "0 sandbox.call: POST /upload: 200 in");
+    ASBT_CONTAINS(ls.text.ptr, "0 sandbox.call: GET /download/notes.txt: 200 in");
+    ASBT_CONTAINS(ls.text.ptr, "3 sandbox.call: GET http://127.0.0.1:");
+    ASBT_CONTAINS(ls.text.ptr, "1 sandbox.delete: claim default/");
+    ASBT_CHECK(strstr(ls.text.ptr, "do-not-log") == NULL);
+    asb_buf_free(&ls.text);
+    asb_buf_free(&data);
+    pthread_mutex_destroy(&ls.mu);
+}
+
 static int count_fds(void) {
     int n = 0;
     DIR *d = opendir("/proc/self/fd");
@@ -660,6 +723,7 @@ ASBT_LIST(
     ASBT_CASE(many_cycles_leave_no_claim_process_fd_or_memory_behind)
     ASBT_CASE(a_hundred_live_sandboxes_share_one_kubectl)
     ASBT_CASE(command_output_over_the_cap_is_too_large_not_cut)
+    ASBT_CASE(the_log_names_each_step_and_never_a_secret)
 )
 
 int main(int argc, char **argv);
