@@ -207,6 +207,8 @@
                  router headers (X-Sandbox-ID/-Namespace/-Port/-Timeout, a
                  stable X-Request-ID, optional X-Sandbox-Pod-IP), a bearer
                  token and extra headers for routers that require auth.
+                 One example program per mode: examples/quickstart.c and
+                 local_tunnel.c, direct_url.c, gateway.c, in_cluster.c.
      sandbox     asb_sandbox (handle): asb_sandbox_run (stdout, stderr,
                  exit code; binary-safe), asb_sandbox_write / _write_stream,
                  asb_sandbox_read / _read_stream, asb_sandbox_list,
@@ -1221,7 +1223,12 @@ typedef enum asb_connection_mode {
 } asb_connection_mode;
 
 typedef struct asb_client_desc {
-    asb_kube_client_desc kube;     /* kubeconfig or in-cluster settings */
+    asb_kube_client_desc kube;     /* kubeconfig or in-cluster settings.
+                                      kube.http's timeouts, retry policy
+                                      and limits also govern the calls to
+                                      sandboxes; its TLS and proxy do not
+                                      (an https router is checked against
+                                      the system CA bundle, no proxy) */
     asb_connection_mode mode;      /* default ASB_CONNECT_LOCAL_TUNNEL */
     const char *direct_url;        /* ASB_CONNECT_DIRECT: the router's URL */
     const char *router_namespace;  /* default "agent-sandbox-system" */

@@ -274,20 +274,42 @@ ALL_TARGETS += $(TB)/asan/test_sdk_cluster
 # another tier's) is never the one stopped.
 KC_STATE := $(abspath $(BUILD))/localcluster-kube
 KC_ENV := LC_STATE_DIR=$(KC_STATE) LC_POD_CIDR=127.1.64.0/24
+# The examples of the other connection modes run here too, each output
+# checked: direct_url against the real router's loopback port, gateway
+# through the Gateway gateway-setup.sh made, in_cluster as a pod would run
+# it (a service account's token and CA, KUBERNETES_SERVICE_HOST/_PORT, no
+# kubeconfig) talking to the sandbox's loopback pod IP.
+KC_CLUSTER_PORT = $$(python3 -c "import json;print(json.load(open('$(KC_STATE)/cluster.json'))['ports']['$(1)'])")
 test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster $(EX)/quickstart \
-                   $(EX)/attach $(EX)/bigfile
+                   $(EX)/attach $(EX)/bigfile $(EX)/direct_url $(EX)/gateway $(EX)/in_cluster \
+                   $(EX)/local_tunnel
 	@$(KC_ENV) $(MAKE) --no-print-directory cluster-up AGENT_SANDBOX=v0.4.6 > $(TB)/cluster-up.log 2>&1 || \
 	  { tail -20 $(TB)/cluster-up.log; $(KC_ENV) $(MAKE) --no-print-directory cluster-down; exit 1; }; \
 	export ASB_CLUSTER_KUBECONFIGS=$(KC_STATE)/kubeconfig; \
 	ASB_GATEWAY_PORT=$$(tests/kube/gateway-setup.sh $(KC_STATE)) || \
 	  { echo "gateway setup failed"; $(KC_ENV) $(MAKE) --no-print-directory cluster-down; exit 1; }; \
-	export ASB_GATEWAY_PORT; \
+	export ASB_GATEWAY_PORT ASB_ROUTER_PORT=$(call KC_CLUSTER_PORT,router); \
 	echo "--- test_sdk_cluster" && $(TB)/asan/test_sdk_cluster && \
 	export KUBECONFIG=$(KC_STATE)/kubeconfig/admin.kubeconfig && \
 	echo "--- examples/quickstart" && $(EX)/quickstart && \
 	echo "--- examples/attach (two processes)" && claim=$$($(EX)/attach create) && \
 	$(EX)/attach use "$$claim" && \
 	echo "--- examples/bigfile" && $(EX)/bigfile 64 && \
+	echo "--- examples/local_tunnel" && out=$$($(EX)/local_tunnel agent-sandbox-system) && \
+	echo "$$out" && [ "$$(grep -c '^sandbox-claim-[0-9a-f]*: sandbox [12] through the tunnel$$' <<<"$$out")" = 2 ] && \
+	echo "--- examples/direct_url" && out=$$($(EX)/direct_url "http://127.0.0.1:$$ASB_ROUTER_PORT") && \
+	echo "$$out" && grep -qx 'run: exit 0, stdout: hello through the router URL' <<<"$$out" && \
+	echo "--- examples/gateway" && out=$$($(EX)/gateway asb-gw default "$$ASB_GATEWAY_PORT") && \
+	echo "$$out" && grep -qx 'run: exit 0, stdout: hello through the gateway' <<<"$$out" && \
+	echo "--- examples/in_cluster (as a pod: service account, pod IP)" && \
+	apiport=$$(tests/kube/serviceaccount-setup.sh $(KC_STATE) $(KC_STATE)/serviceaccount) && \
+	out=$$(env -u KUBECONFIG KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT=$$apiport \
+	       $(EX)/in_cluster python-sandbox-template $(KC_STATE)/serviceaccount) && \
+	echo "$$out" && ip=$$(sed -n 's/^sandbox .* at pod IP \([0-9.]*\), no router$$/\1/p' <<<"$$out") && \
+	python3 -c "import ipaddress as a,json,sys; n=a.ip_network(json.load(open('$(KC_STATE)/cluster.json'))['pod_cidr']); \
+	  i=a.ip_address(sys.argv[1]); sys.exit(0 if i in n and i.is_loopback else 'pod IP %s not in %s' % (i, n))" "$$ip" && \
+	grep -qx 'run: exit 0, stdout: hello from the pod next door' <<<"$$out" && \
+	grep -qx 'read back: no hops' <<<"$$out" && \
 	echo "--- test_kube_cluster (last: it restarts the apiserver)" && \
 	$(TB)/asan/test_kube_cluster; rc=$$?; \
 	$(KC_ENV) $(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; [ $$rc = 0 ] || exit $$rc; \

@@ -553,6 +553,345 @@ ASBT_TEST(the_log_names_each_step_and_never_a_secret) {
     pthread_mutex_destroy(&ls.mu);
 }
 
+/* A fault proxy in front of the real router, for the one fault the real
+   router will not produce on demand: a 503. It listens on 127.0.0.1 only,
+   answers 503 to the next `fail` requests it sees, and forwards every
+   other one unchanged to the router on 127.0.0.1, adding only
+   "Connection: close" so each request has a connection of its own and the
+   proxy sees (and records) every one without keeping HTTP state. */
+#define FP_MAX 64
+typedef struct fault_proxy {
+    int listen_fd, port, upstream_port, stop;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    int fail;             /* answer 503 to this many more requests */
+    int seen;             /* requests recorded since the last fp_arm */
+    char line[FP_MAX][96]; /* "GET /download/notes%2Fa.txt HTTP/1.1" */
+    char rid[FP_MAX][40];  /* its X-Request-ID */
+    int failed[FP_MAX];    /* 1: answered 503 */
+} fault_proxy;
+
+static const char fp_503_body[] = "{\"message\":\"no healthy upstream (fault proxy)\"}";
+
+static int fp_wait(int fd, short ev) {
+    struct pollfd pfd;
+    pfd.fd = fd;
+    pfd.events = ev;
+    pfd.revents = 0;
+    return poll(&pfd, 1, 10000) == 1;
+}
+
+static int fp_write_all(int fd, const char *p, size_t n) {
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w <= 0) return 0;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 1;
+}
+
+/* The header's value from a head ending in CRLF CRLF, or "". */
+static void fp_header(const char *head, const char *name, char *out, size_t cap) {
+    size_t nl = strlen(name);
+    const char *p = strstr(head, "\r\n");
+    out[0] = '\0';
+    while (p && p[2] != '\r') {
+        p += 2;
+        if (strncasecmp(p, name, nl) == 0 && p[nl] == ':') {
+            const char *v = p + nl + 1, *e = strstr(v, "\r\n");
+            size_t n;
+            while (*v == ' ') v++;
+            n = (size_t)(e - v) < cap - 1 ? (size_t)(e - v) : cap - 1;
+            memcpy(out, v, n);
+            out[n] = '\0';
+            return;
+        }
+        p = strstr(p, "\r\n");
+    }
+}
+
+/* Copies bytes both ways until the router has answered and closed. */
+static void fp_pump(int cfd, int ufd) {
+    char buf[16384];
+    int client_open = 1;
+    for (;;) {
+        struct pollfd pf[2];
+        nfds_t n = 0;
+        pf[n].fd = ufd;
+        pf[n].events = POLLIN;
+        pf[n++].revents = 0;
+        if (client_open) {
+            pf[n].fd = cfd;
+            pf[n].events = POLLIN;
+            pf[n++].revents = 0;
+        }
+        if (poll(pf, n, 30000) <= 0) return;
+        if (pf[0].revents) {
+            ssize_t r = recv(ufd, buf, sizeof buf, 0);
+            if (r <= 0 || !fp_write_all(cfd, buf, (size_t)r)) return;
+        }
+        if (client_open && pf[1].revents) {
+            ssize_t r = recv(cfd, buf, sizeof buf, 0);
+            if (r <= 0) {
+                client_open = 0;
+                shutdown(ufd, SHUT_WR);
+            } else if (!fp_write_all(ufd, buf, (size_t)r)) {
+                return;
+            }
+        }
+    }
+}
+
+static void fp_serve(fault_proxy *p, int cfd) {
+    char head[16384], clen[32];
+    size_t len = 0, head_len;
+    const char *end = NULL, *eol;
+    int fail, slot = -1;
+    while (!end) {
+        ssize_t r;
+        if (len + 1 >= sizeof head || !fp_wait(cfd, POLLIN)) return;
+        r = recv(cfd, head + len, sizeof head - 1 - len, 0);
+        if (r <= 0) return;
+        len += (size_t)r;
+        head[len] = '\0';
+        end = strstr(head, "\r\n\r\n");
+    }
+    head_len = (size_t)(end - head) + 4;
+    eol = strstr(head, "\r\n");
+    pthread_mutex_lock(&p->lock);
+    fail = p->fail > 0;
+    if (fail) p->fail--;
+    if (p->seen < FP_MAX) {
+        slot = p->seen++;
+        snprintf(p->line[slot], sizeof p->line[slot], "%.*s", (int)(eol - head), head);
+        fp_header(head, "X-Request-ID", p->rid[slot], sizeof p->rid[slot]);
+        p->failed[slot] = fail;
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (fail) {
+        /* read the whole body first: closing on unread bytes would reset
+           the connection before the client reads the answer */
+        unsigned long long left;
+        char resp[256];
+        int n;
+        fp_header(head, "Content-Length", clen, sizeof clen);
+        left = strtoull(clen, NULL, 10);
+        left = left > len - head_len ? left - (len - head_len) : 0;
+        while (left) {
+            ssize_t r;
+            if (!fp_wait(cfd, POLLIN)) return;
+            r = recv(cfd, head, left < sizeof head ? (size_t)left : sizeof head, 0);
+            if (r <= 0) return;
+            left -= (unsigned long long)r;
+        }
+        n = snprintf(resp, sizeof resp,
+                     "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                     sizeof fp_503_body - 1, fp_503_body);
+        fp_write_all(cfd, resp, (size_t)n);
+    } else {
+        struct sockaddr_in up;
+        int ufd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        memset(&up, 0, sizeof up);
+        up.sin_family = AF_INET;
+        up.sin_port = htons((uint16_t)p->upstream_port);
+        up.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (ufd >= 0 && connect(ufd, (struct sockaddr *)&up, sizeof up) == 0 &&
+            fp_write_all(ufd, head, (size_t)(eol - head)) &&
+            fp_write_all(ufd, "\r\nConnection: close", 19) &&
+            fp_write_all(ufd, eol, len - (size_t)(eol - head)))
+            fp_pump(cfd, ufd);
+        if (ufd >= 0) close(ufd);
+    }
+}
+
+static void *fp_run(void *arg) {
+    fault_proxy *p = (fault_proxy *)arg;
+    for (;;) {
+        struct pollfd pfd;
+        int stop, cfd;
+        pthread_mutex_lock(&p->lock);
+        stop = p->stop;
+        pthread_mutex_unlock(&p->lock);
+        if (stop) return NULL;
+        pfd.fd = p->listen_fd;
+        pfd.events = POLLIN;
+        pfd.revents = 0;
+        if (poll(&pfd, 1, 100) != 1) continue;
+        cfd = accept(p->listen_fd, NULL, NULL);
+        if (cfd < 0) continue;
+        fp_serve(p, cfd); /* one at a time: the test makes one call at a time */
+        close(cfd);
+    }
+}
+
+static int fp_start(fault_proxy *p, int upstream_port) {
+    struct sockaddr_in a;
+    socklen_t alen = sizeof a;
+    memset(p, 0, sizeof *p);
+    p->upstream_port = upstream_port;
+    pthread_mutex_init(&p->lock, NULL);
+    p->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK); /* never 0.0.0.0 */
+    if (p->listen_fd < 0 || bind(p->listen_fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        listen(p->listen_fd, 16) != 0 ||
+        getsockname(p->listen_fd, (struct sockaddr *)&a, &alen) != 0)
+        return 0;
+    p->port = ntohs(a.sin_port);
+    return pthread_create(&p->thread, NULL, fp_run, p) == 0;
+}
+
+static void fp_stop(fault_proxy *p) {
+    pthread_mutex_lock(&p->lock);
+    p->stop = 1;
+    pthread_mutex_unlock(&p->lock);
+    pthread_join(p->thread, NULL);
+    close(p->listen_fd);
+    pthread_mutex_destroy(&p->lock);
+}
+
+/* The next n requests get a 503; the record starts afresh. */
+static void fp_arm(fault_proxy *p, int n) {
+    pthread_mutex_lock(&p->lock);
+    p->fail = n;
+    p->seen = 0;
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* How many recorded requests start with `prefix`, and whether they all
+   carried one X-Request-ID (*same_rid, 1 when there was none to compare). */
+static int fp_count(fault_proxy *p, const char *prefix, int *same_rid) {
+    int i, n = 0;
+    const char *first = NULL;
+    pthread_mutex_lock(&p->lock);
+    if (same_rid) *same_rid = 1;
+    for (i = 0; i < p->seen; i++) {
+        if (strncmp(p->line[i], prefix, strlen(prefix)) != 0) continue;
+        n++;
+        if (!first) first = p->rid[i];
+        if (same_rid && (!p->rid[i][0] || strcmp(first, p->rid[i]) != 0)) *same_rid = 0;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return n;
+}
+
+static int fp_fail_left(fault_proxy *p) {
+    int n;
+    pthread_mutex_lock(&p->lock);
+    n = p->fail;
+    pthread_mutex_unlock(&p->lock);
+    return n;
+}
+
+/* The checks of router_503s_are_retried_for_gets_and_returned_once_for_posts,
+   apart so that a failed check still reaches the cleanup. */
+static void router_503_checks(fault_proxy *p, asb_sandbox *sb) {
+    asb_error err;
+    asb_buf data;
+    asb_run_result rr;
+    asb_file_list fl;
+    asb_result r;
+    int ex = 0, same = 0;
+
+    ASBT_EQ_RES(asb_sandbox_write(sb, "notes/a.txt", "kept\n", 5, &err), ASB_OK);
+
+    /* GETs: three 503s, then the router's answer on the fourth attempt,
+       all four with the call's one X-Request-ID */
+    fp_arm(p, 3);
+    asb_buf_init(&data, NULL);
+    if (asb_sandbox_read(sb, "notes/a.txt", &data, &err) != ASB_OK)
+        fprintf(stderr, "    read: %s\n", err.message);
+    ASBT_EQ_MEM(data.ptr, data.len, "kept\n", 5);
+    asb_buf_free(&data);
+    ASBT_EQ_INT(fp_count(p, "GET /download/notes%2Fa.txt ", &same), 4);
+    ASBT_CHECK(same);
+    ASBT_EQ_INT(fp_fail_left(p), 0);
+
+    fp_arm(p, 2);
+    ASBT_EQ_RES(asb_sandbox_exists(sb, "notes/a.txt", &ex, &err), ASB_OK);
+    ASBT_EQ_INT(ex, 1);
+    ASBT_EQ_INT(fp_count(p, "GET /exists/", NULL), 3);
+
+    /* four 503s: the fifth and last attempt of the policy gets through */
+    fp_arm(p, 4);
+    ASBT_EQ_RES(asb_sandbox_list(sb, "notes", &fl, &err), ASB_OK);
+    ASBT_EQ_INT(fl.count, 1);
+    ASBT_EQ_STR(fl.entries[0].name, "a.txt");
+    asb_file_list_free(&fl);
+    ASBT_EQ_INT(fp_count(p, "GET /list/notes ", NULL), 5);
+
+    /* more 503s than attempts: the last 503 is the answer, body kept */
+    fp_arm(p, 9);
+    asb_buf_init(&data, NULL);
+    ASBT_EQ_RES(asb_sandbox_read(sb, "notes/a.txt", &data, &err), ASB_ERR_HTTP_STATUS);
+    asb_buf_free(&data);
+    ASBT_EQ_INT(err.http_status, 503);
+    ASBT_EQ_INT(fp_count(p, "GET /download/", NULL), 5);
+    ASBT_EQ_INT(fp_fail_left(p), 4);
+
+    /* POST /execute: the 503 came back after the command reached the
+       other side, so it is not sent again */
+    fp_arm(p, 3);
+    r = asb_sandbox_run(sb, "echo once", 0, &rr, &err);
+    asb_run_result_free(&rr);
+    ASBT_EQ_RES(r, ASB_ERR_HTTP_STATUS);
+    ASBT_EQ_INT(err.http_status, 503);
+    ASBT_EQ_MEM(err.body, err.body_len, fp_503_body, sizeof fp_503_body - 1);
+    ASBT_EQ_INT(fp_count(p, "POST /execute ", NULL), 1);
+    ASBT_EQ_INT(fp_count(p, "", NULL), 1);
+    ASBT_EQ_INT(fp_fail_left(p), 2);
+
+    /* POST /upload likewise */
+    fp_arm(p, 1);
+    ASBT_EQ_RES(asb_sandbox_write(sb, "notes/b.txt", "lost\n", 5, &err), ASB_ERR_HTTP_STATUS);
+    ASBT_EQ_INT(err.http_status, 503);
+    ASBT_EQ_INT(fp_count(p, "POST /upload ", NULL), 1);
+    ASBT_EQ_INT(fp_count(p, "", NULL), 1);
+
+    /* with the fault gone the same handle works through the proxy */
+    fp_arm(p, 0);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "echo once", 0, &rr, &err), ASB_OK);
+    ASBT_EQ_STR(rr.out.ptr, "once\n");
+    asb_run_result_free(&rr);
+    ASBT_EQ_RES(asb_sandbox_exists(sb, "notes/b.txt", &ex, &err), ASB_OK);
+    ASBT_EQ_INT(ex, 0); /* the refused upload never reached the runtime */
+    ASBT_EQ_INT(fp_count(p, "POST /execute ", NULL), 1);
+}
+
+ASBT_TEST(router_503s_are_retried_for_gets_and_returned_once_for_posts) {
+    asb_error err;
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    fault_proxy p;
+    char url[64];
+    const char *port = getenv("ASB_ROUTER_PORT");
+    if (!port) {
+        fprintf(stderr, "    ASB_ROUTER_PORT is not set (the router's port in cluster.json)\n");
+        ASBT_CHECK(port != NULL);
+    }
+    ASBT_CHECK(fp_start(&p, atoi(port)));
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", p.port);
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = kubeconfig;
+    d.kube.http.retry.backoff_ms = 20; /* the sandbox calls' policy too */
+    d.mode = ASB_CONNECT_DIRECT;
+    d.direct_url = url;
+    if (asb_client_create(&d, &c, &err) == ASB_OK &&
+        asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err) == ASB_OK) {
+        router_503_checks(&p, sb);
+        if (asb_sandbox_terminate(sb, &err) != ASB_OK) asbt_failed_now = 1;
+    } else {
+        fprintf(stderr, "    %s\n", err.message);
+        asbt_failed_now = 1;
+    }
+    asb_client_free(c);
+    fp_stop(&p);
+}
+
 static int count_fds(void) {
     int n = 0;
     DIR *d = opendir("/proc/self/fd");
@@ -720,6 +1059,7 @@ ASBT_LIST(
     ASBT_CASE(warm_pool_claims_match_the_clusters_api_version)
     ASBT_CASE(close_connection_keeps_the_claim_and_options_reach_the_router)
     ASBT_CASE(gateway_mode_skips_bad_addresses_and_reaches_the_router)
+    ASBT_CASE(router_503s_are_retried_for_gets_and_returned_once_for_posts)
     ASBT_CASE(many_cycles_leave_no_claim_process_fd_or_memory_behind)
     ASBT_CASE(a_hundred_live_sandboxes_share_one_kubectl)
     ASBT_CASE(command_output_over_the_cap_is_too_large_not_cut)
