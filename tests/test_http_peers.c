@@ -382,6 +382,40 @@ ASBT_TEST(tls12_and_tls13_servers) {
     free(f);
 }
 
+/* A new connection to an endpoint resumes the last verified session:
+   the server reports session_reused. Sessions stay within one client. */
+ASBT_TEST(new_connections_resume_the_tls_session) {
+    static const char *peers[] = {"ASB_PEER_TLS_TLS12_EC", "ASB_PEER_TLS_TLS13",
+                                  "ASB_PEER_TLS_IPONLY"};
+    size_t i;
+    for (i = 0; i < sizeof peers / sizeof peers[0]; i++) {
+        fixture *f = fx_new();
+        const char *host = i == 2 ? "127.0.0.1" : "localhost";
+#if !defined(MBEDTLS_SSL_PROTO_TLS1_3)
+        if (i == 1) { /* 2.28 speaks no TLS 1.3 (tls12_and_tls13_servers) */
+            free(f);
+            continue;
+        }
+#endif
+        f->d.tls.ca_file = env("ASB_PEER_CERTS_CA");
+        f->d.max_idle_connections = -1; /* every request on a new connection */
+        ASBT_EQ_RES(fx_open(f), ASB_OK);
+        ASBT_EQ_RES(tls_get(f, host, peers[i]), ASB_OK);
+        ASBT_CONTAINS(f->resp.body.ptr, "\"session_reused\": false");
+        ASBT_EQ_RES(tls_get(f, host, peers[i]), ASB_OK);
+        ASBT_CONTAINS(f->resp.body.ptr, "\"session_reused\": true");
+        ASBT_EQ_RES(tls_get(f, host, peers[i]), ASB_OK); /* and again */
+        ASBT_CONTAINS(f->resp.body.ptr, "\"session_reused\": true");
+        ASBT_EQ_INT(fx_close(f), 0);
+        /* another client starts from nothing */
+        ASBT_EQ_RES(fx_open(f), ASB_OK);
+        ASBT_EQ_RES(tls_get(f, host, peers[i]), ASB_OK);
+        ASBT_CONTAINS(f->resp.body.ptr, "\"session_reused\": false");
+        ASBT_EQ_INT(fx_close(f), 0);
+        free(f);
+    }
+}
+
 /* -- faults ----------------------------------------------------------------------- */
 
 ASBT_TEST(chunked_body_sent_byte_by_byte_with_extensions_and_trailers) {
@@ -805,6 +839,7 @@ ASBT_LIST(
     ASBT_CASE(server_name_override_and_insecure_mode)
     ASBT_CASE(mutual_tls_with_rsa_and_ec_client_certificates)
     ASBT_CASE(tls12_and_tls13_servers)
+    ASBT_CASE(new_connections_resume_the_tls_session)
     ASBT_CASE(chunked_body_sent_byte_by_byte_with_extensions_and_trailers)
     ASBT_CASE(broken_framing_is_an_error_never_partial_data)
     ASBT_CASE(bodies_until_close_and_bodiless_statuses)

@@ -675,7 +675,8 @@ def dn_string(dn):
 
 class TlsEchoHandler(BaseHTTPRequestHandler):
     """Every method and path: 200 with JSON {server, method, path, headers,
-    body_len, tls_version, cipher, sni, client_cert_subject, alpn}."""
+    body_len, tls_version, cipher, sni, client_cert_subject, alpn,
+    session_reused}."""
     protocol_version = "HTTP/1.1"
 
     def setup(self):
@@ -700,6 +701,7 @@ class TlsEchoHandler(BaseHTTPRequestHandler):
                "cipher": (sock.cipher() or [None])[0],
                "sni": getattr(sock, "asb_sni", None),
                "alpn": sock.selected_alpn_protocol(),
+               "session_reused": sock.session_reused,
                "client_cert_subject": dn_string(cert["subject"]) if cert else None}
         out = (json.dumps(obj, sort_keys=True) + "\n").encode()
         self.send_response(200)
