@@ -1323,8 +1323,9 @@ ASB_API void asb_run_result_free(asb_run_result *r);
 
 /* Runs a command in the sandbox (POST /execute; never retried once it
    reached the runtime). timeout_ms > 0 also goes to the router as
-   X-Sandbox-Timeout. A malformed answer is ASB_ERR_HTTP_PROTOCOL with the
-   body kept in err->body. Free *result with asb_run_result_free. */
+   X-Sandbox-Timeout in whole seconds, rounded up (0 or less sends none).
+   A malformed answer is ASB_ERR_HTTP_PROTOCOL with the body kept in
+   err->body. Free *result with asb_run_result_free. */
 ASB_API asb_result asb_sandbox_run(asb_sandbox *sb, const char *command, int timeout_ms,
                                    asb_run_result *result, asb_error *err);
 
@@ -8983,7 +8984,9 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
     h[nh].name = "X-Request-ID";
     h[nh++].value = rid;
     if (timeout_ms > 0) {
-        snprintf(tsec, sizeof tsec, "%d", (timeout_ms + 999) / 1000);
+        /* whole seconds, rounded up, without the overflow of
+           (ms + 999) / 1000 near INT_MAX */
+        snprintf(tsec, sizeof tsec, "%d", timeout_ms / 1000 + (timeout_ms % 1000 != 0));
         if (c->mode != ASB_CONNECT_IN_CLUSTER) {
             h[nh].name = "X-Sandbox-Timeout";
             h[nh++].value = tsec;
