@@ -1,5 +1,5 @@
 /* Sandbox SDK rules that need no cluster: pod IP choice (upstream's S10,
-   S11), option validation before anything runs (S18, ports), what a log
+   S11, S19), option validation before anything runs (S18, ports), what a log
    may say about a command (S14), and what the client puts on the wire to
    the router (S1, S2, S6, S12, S16, S20), seen by a recording endpoint
    used as the DIRECT-mode router URL. tests/SECURITY.md maps every
@@ -102,6 +102,25 @@ ASBT_TEST(client_options_are_checked_before_anything_runs) {
     d.kube.kubeconfig.path = "/nonexistent/kubeconfig";
     ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_ERR_KUBECONFIG);
     ASBT_CONTAINS(err.message, "/nonexistent/kubeconfig");
+}
+
+ASBT_TEST(pod_ip_never_picks_addresses_the_router_refuses) {
+    /* the router answers 400 for these (and in-cluster mode would dial
+       them itself): unspecified, link-local (cloud metadata), multicast */
+    char ip[ASB_IP_SIZE];
+    ASBT_EQ_INT(choose("[\"169.254.169.254\", \"0.0.0.0\", \"::\", \"224.0.0.1\", "
+                       "\"239.255.255.250\", \"ff02::1\", \"ff05::2\", \"fe80::1\", "
+                       "\"::ffff:169.254.169.254\", \"::ffff:0.0.0.0\", \"127.1.0.9\"]",
+                       ip),
+                4);
+    ASBT_EQ_STR(ip, "127.1.0.9");
+    ASBT_EQ_INT(choose("[\"fe80::1\", \"ff02::1\", \"fd00::7\"]", ip), 6);
+    ASBT_EQ_STR(ip, "fd00::7");
+    ASBT_EQ_INT(choose("[\"169.254.169.254\", \"::\", \"ff02::1\"]", ip), 0);
+    /* loopback stays: the router decides (--allow-loopback-pod-ip), and
+       local clusters and sidecars use it */
+    ASBT_EQ_INT(choose("[\"::1\"]", ip), 6);
+    ASBT_EQ_STR(ip, "::1");
 }
 
 /* Gateway status entries as the watch sees them: only a string value
@@ -383,6 +402,7 @@ ASBT_LIST(
     ASBT_CASE(pod_ip_prefers_ipv4_unmaps_and_skips_invalid_entries)
     ASBT_CASE(client_options_are_checked_before_anything_runs)
     ASBT_CASE(a_logged_command_is_its_executable_base_name_only)
+    ASBT_CASE(pod_ip_never_picks_addresses_the_router_refuses)
     ASBT_CASE(gateway_status_skips_integers_non_objects_and_numeric_hosts)
     ASBT_CASE(router_timeout_header_is_whole_seconds_rounded_up_and_only_when_positive)
     ASBT_CASE(unsafe_paths_and_names_never_reach_the_router)
