@@ -1197,6 +1197,68 @@ ASBT_TEST(router_token_reaches_the_router_but_never_the_sandbox) {
     asb_client_free(a);
 }
 
+/* S10. An IPv6 address goes into the URL in brackets. A Gateway of our
+   own whose status names ::1, with a recorder on [::1] as what stands
+   behind it: only the URL the client builds from the address is under
+   test (the Gateway API CRD comes from tests/kube/gateway-setup.sh). */
+ASBT_TEST(gateway_ipv6_address_goes_into_the_url_in_brackets) {
+    static const asb_kube_resource gws = {"gateway.networking.k8s.io", "v1", "gateways"};
+    static const char gw[] =
+        "{\"apiVersion\":\"gateway.networking.k8s.io/v1\",\"kind\":\"Gateway\","
+        "\"metadata\":{\"name\":\"asb-gw6\"},\"spec\":{\"gatewayClassName\":\"asb-test\","
+        "\"listeners\":[{\"name\":\"http\",\"port\":80,\"protocol\":\"HTTP\"}]}}";
+    static const char st[] =
+        "{\"status\":{\"addresses\":[{\"type\":\"IPAddress\",\"value\":\"::1\"}]}}";
+    asb_error err;
+    asb_client *a = new_client(&err), *b = NULL;
+    asb_client_desc d;
+    asb_sandbox *sb = NULL, *viab = NULL;
+    asb_run_result rr;
+    recorder *rec;
+    recorder_request q;
+    char host[64], want[64];
+    ASBT_CHECK(a != NULL);
+    if (!getenv("ASB_GATEWAY_PORT")) {
+        fprintf(stderr, "    ASB_GATEWAY_PORT is not set (tests/kube/gateway-setup.sh)\n");
+        ASBT_CHECK(getenv("ASB_GATEWAY_PORT") != NULL);
+    }
+    rec = recorder_start("::1");
+    ASBT_CHECK(rec != NULL);
+    recorder_reply(rec, 200, "{\"stdout\":\"via [::1]\\n\",\"stderr\":\"\",\"exit_code\":0}");
+    asb_kube_delete(a->kube, &gws, "default", "asb-gw6", NULL);
+    ASBT_EQ_RES(asb_kube_create(a->kube, &gws, "default", gw, sizeof gw - 1, NULL, &err), ASB_OK);
+    ASBT_EQ_RES(asb_kube_request(a->kube, "PATCH",
+                                 "/apis/gateway.networking.k8s.io/v1/namespaces/default/"
+                                 "gateways/asb-gw6/status",
+                                 "application/merge-patch+json", st, sizeof st - 1, NULL, &err),
+                ASB_OK);
+    ASBT_EQ_RES(asb_client_create_sandbox(a, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = kubeconfig;
+    d.mode = ASB_CONNECT_GATEWAY;
+    d.gateway_name = "asb-gw6";
+    d.gateway_port = rec->port;
+    d.gateway_ready_timeout_ms = 20000;
+    ASBT_EQ_RES(asb_client_create(&d, &b, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_get_sandbox(b, asb_sandbox_claim_name(sb), NULL, 0, &viab, &err),
+                ASB_OK);
+    if (asb_sandbox_run(viab, "true", 0, &rr, &err) != ASB_OK)
+        fprintf(stderr, "    %s\n", err.message);
+    ASBT_EQ_STR(rr.out.ptr, "via [::1]\n");
+    asb_run_result_free(&rr);
+    snprintf(want, sizeof want, "http://[::1]:%d", rec->port);
+    ASBT_EQ_STR(b->gw_base, want);
+    ASBT_CHECK(recorder_get(rec, 0, &q));
+    ASBT_CHECK(recorder_header(q.head, "Host", host, sizeof host));
+    snprintf(want, sizeof want, "[::1]:%d", rec->port);
+    ASBT_EQ_STR(host, want);
+    asb_client_free(b);
+    recorder_stop(rec);
+    ASBT_EQ_RES(asb_kube_delete(a->kube, &gws, "default", "asb-gw6", &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(a);
+}
+
 ASBT_LIST(
     ASBT_CASE(quick_start_create_run_write_read_exists_terminate)
     ASBT_CASE(missing_template_fails_fast_and_leaves_no_claim)
@@ -1219,6 +1281,7 @@ ASBT_LIST(
     ASBT_CASE(the_log_names_each_step_and_never_a_secret)
     ASBT_CASE(router_refuses_forbidden_pod_ips_with_400_and_the_client_shows_it)
     ASBT_CASE(router_token_reaches_the_router_but_never_the_sandbox)
+    ASBT_CASE(gateway_ipv6_address_goes_into_the_url_in_brackets)
 )
 
 int main(int argc, char **argv);
