@@ -1259,6 +1259,38 @@ ASBT_TEST(gateway_ipv6_address_goes_into_the_url_in_brackets) {
     asb_client_free(a);
 }
 
+/* S13, the selector half: label selectors go into the query encoded, so
+   set-based ones with spaces, parentheses and '!' reach the apiserver
+   intact (unencoded, the spaces would end the request line). */
+ASBT_TEST(set_based_label_selectors_with_spaces_reach_the_apiserver_intact) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *sb = NULL;
+    asb_create_opts o;
+    asb_label l[1];
+    asb_name_list names;
+    char val[64], sel[200];
+    ASBT_CHECK(c != NULL);
+    snprintf(val, sizeof val, "sel-%d", (int)getpid());
+    memset(&o, 0, sizeof o);
+    l[0].key = "batch";
+    l[0].value = val;
+    o.labels = l;
+    o.label_count = 1;
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", &o, &sb, &err), ASB_OK);
+    snprintf(sel, sizeof sel, "batch in (%s, other-batch),!no-such-label,batch notin (x)", val);
+    ASBT_EQ_RES(asb_client_list_all(c, "default", sel, &names, &err), ASB_OK);
+    ASBT_EQ_INT(names.count, 1);
+    ASBT_EQ_STR(names.names[0], asb_sandbox_claim_name(sb));
+    asb_name_list_free(&names);
+    snprintf(sel, sizeof sel, "batch in (%s), no-such-label", val); /* must exist: none */
+    ASBT_EQ_RES(asb_client_list_all(c, "default", sel, &names, &err), ASB_OK);
+    ASBT_EQ_INT(names.count, 0);
+    asb_name_list_free(&names);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
+}
+
 ASBT_LIST(
     ASBT_CASE(quick_start_create_run_write_read_exists_terminate)
     ASBT_CASE(missing_template_fails_fast_and_leaves_no_claim)
@@ -1282,6 +1314,7 @@ ASBT_LIST(
     ASBT_CASE(router_refuses_forbidden_pod_ips_with_400_and_the_client_shows_it)
     ASBT_CASE(router_token_reaches_the_router_but_never_the_sandbox)
     ASBT_CASE(gateway_ipv6_address_goes_into_the_url_in_brackets)
+    ASBT_CASE(set_based_label_selectors_with_spaces_reach_the_apiserver_intact)
 )
 
 int main(int argc, char **argv);
