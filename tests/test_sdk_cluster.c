@@ -1291,6 +1291,117 @@ ASBT_TEST(set_based_label_selectors_with_spaces_reach_the_apiserver_intact) {
     asb_client_free(c);
 }
 
+/* The local cluster's state directory holds cluster.json; `key` is a
+   top-level string in it. */
+static int cluster_json_string(const char *key, char *out, size_t cap) {
+    char path[1100], buf[8192];
+    const char *slash = strrchr(kubeconfig, '/');
+    FILE *f;
+    size_t n;
+    asb_json_doc d;
+    int ok;
+    /* kubeconfig is <state>/kubeconfig/admin.kubeconfig */
+    snprintf(path, sizeof path, "%.*s/../cluster.json", slash ? (int)(slash - kubeconfig) : 0,
+             kubeconfig);
+    f = fopen(path, "r");
+    if (!f) return 0;
+    n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    if (asb_json_doc_parse(&d, buf, n, NULL, NULL) != ASB_OK) return 0;
+    ok = asb_json_get_string(&d, asb_json_find(&d, 0, key), out, cap, NULL) == ASB_OK;
+    asb_json_doc_free(&d);
+    return ok;
+}
+
+/* S19, loopback. The cluster's router has to allow loopback pod IPs (its
+   pods live on 127.1.x.y), so this starts the same sandbox-router binary
+   as deployed by default: loopback refused, no Pod cache and allow-all
+   authorization (so it needs no cluster), every listener on 127.0.0.1.
+   Only pod IPs it refuses are sent: it checks them before resolving
+   anything (without a pod IP it would look up <id>.<ns>.svc.cluster.local,
+   so no request here goes without one). */
+ASBT_TEST(a_router_with_default_flags_refuses_loopback_pod_ips_with_400) {
+    static const char *bad[] = {"127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1",
+                                "169.254.169.254", "::", "ff02::1"};
+    static const char body[] = "{\"command\":\"true\"}";
+    char bin[1024] = "", a_http[64], a_metrics[64], a_probe[64], url[128];
+    asb_http_client_desc hd;
+    asb_http_client *http = NULL;
+    asb_error err;
+    pid_t pid;
+    int port = asb__free_port(), up = 0, i, st;
+    size_t k;
+    if (!cluster_json_string("router_bin", bin, sizeof bin))
+        fprintf(stderr, "    no router_bin in the cluster's cluster.json (make cluster-up)\n");
+    ASBT_CHECK(bin[0] != '\0' && access(bin, X_OK) == 0);
+    snprintf(a_http, sizeof a_http, "--http-bind-address=127.0.0.1:%d", port);
+    snprintf(a_metrics, sizeof a_metrics, "--metrics-bind-address=127.0.0.1:%d", asb__free_port());
+    snprintf(a_probe, sizeof a_probe, "--health-probe-bind-address=127.0.0.1:%d",
+             asb__free_port());
+    pid = fork();
+    ASBT_CHECK(pid >= 0);
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_RDWR);
+        const char *argv[] = {bin, a_http, a_metrics, a_probe, "--access-log=false", NULL};
+        dup2(devnull, 0);
+        dup2(devnull, 1);
+        dup2(devnull, 2);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    memset(&hd, 0, sizeof hd);
+    hd.retry.max_attempts = 1;
+    if (asb_http_client_create(&hd, &http, &err) != ASB_OK) http = NULL;
+    for (i = 0; http && i < 100 && !up; i++) {
+        asb_http_request req;
+        asb_http_response resp;
+        snprintf(url, sizeof url, "http://127.0.0.1:%d/healthz", port);
+        memset(&req, 0, sizeof req);
+        req.url = url;
+        up = asb_http_do(http, &req, &resp, &err) == ASB_OK;
+        asb_http_response_free(&resp);
+        if (!up) asb__sleep_ms(100);
+    }
+    if (!up) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        asb_http_client_free(http);
+        fprintf(stderr, "    %s did not answer /healthz on port %d\n", bin, port);
+        ASBT_CHECK(up);
+    }
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/execute", port);
+    for (k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        asb_http_header h[5];
+        asb_http_request req;
+        asb_http_response resp;
+        size_t nh = 0;
+        asb_result r;
+        add_header(h, &nh, "X-Sandbox-ID", "sb-1");
+        add_header(h, &nh, "X-Sandbox-Namespace", "default");
+        add_header(h, &nh, "X-Sandbox-Port", "8888");
+        add_header(h, &nh, "X-Sandbox-Pod-IP", bad[k]);
+        add_header(h, &nh, "Content-Type", "application/json");
+        memset(&req, 0, sizeof req);
+        req.method = "POST";
+        req.url = url;
+        req.headers = h;
+        req.header_count = nh;
+        req.body = body;
+        req.body_len = sizeof body - 1;
+        r = asb_http_do(http, &req, &resp, &err);
+        asb_http_response_free(&resp);
+        if (r != ASB_ERR_HTTP_STATUS || err.http_status != 400)
+            fprintf(stderr, "    %s: %s (HTTP %d)\n", bad[k], asb_result_str(r), err.http_status);
+        if (r != ASB_ERR_HTTP_STATUS || err.http_status != 400 ||
+            !recorder_has(err.body, err.body_len, "Invalid target IP address"))
+            break;
+    }
+    kill(pid, SIGTERM);
+    waitpid(pid, &st, 0);
+    asb_http_client_free(http);
+    ASBT_EQ_INT(k, sizeof bad / sizeof bad[0]); /* every one refused */
+}
+
 ASBT_LIST(
     ASBT_CASE(quick_start_create_run_write_read_exists_terminate)
     ASBT_CASE(missing_template_fails_fast_and_leaves_no_claim)
@@ -1315,6 +1426,7 @@ ASBT_LIST(
     ASBT_CASE(router_token_reaches_the_router_but_never_the_sandbox)
     ASBT_CASE(gateway_ipv6_address_goes_into_the_url_in_brackets)
     ASBT_CASE(set_based_label_selectors_with_spaces_reach_the_apiserver_intact)
+    ASBT_CASE(a_router_with_default_flags_refuses_loopback_pod_ips_with_400)
 )
 
 int main(int argc, char **argv);
