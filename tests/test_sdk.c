@@ -398,6 +398,36 @@ ASBT_TEST(router_token_goes_to_the_router_and_never_into_errors) {
     asb_client_free(c);
 }
 
+/* S15, error bodies: err keeps the first ASB_ERROR_BODY_SIZE (512) bytes
+   of a long one, and err.message is not the body. */
+ASBT_TEST(a_long_error_body_keeps_its_first_512_bytes_in_err) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client *c;
+    asb_sandbox *sb;
+    asb_error err;
+    asb_run_result rr;
+    char url[64], big[2001];
+    ASBT_CHECK(rec != NULL);
+    memset(big, 'e', 2000);
+    big[0] = '<';
+    big[2000] = '\0';
+    recorder_url(rec, url, sizeof url);
+    recorder_reply(rec, 500, big);
+    c = router_client(url, NULL, &err);
+    ASBT_CHECK(c != NULL);
+    sb = handle_without_cluster(c, "sb-1");
+    ASBT_CHECK(sb != NULL);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_ERR_HTTP_STATUS);
+    asb_run_result_free(&rr);
+    ASBT_EQ_INT(err.http_status, 500);
+    ASBT_EQ_INT(err.body_len, ASB_ERROR_BODY_SIZE);
+    ASBT_EQ_MEM(err.body, err.body_len, big, ASB_ERROR_BODY_SIZE);
+    ASBT_CHECK(strlen(err.message) < 300);
+    ASBT_EQ_INT(recorder_count(rec), 1); /* a POST that reached the runtime: not retried */
+    asb_client_free(c);
+    recorder_stop(rec);
+}
+
 ASBT_LIST(
     ASBT_CASE(pod_ip_prefers_ipv4_unmaps_and_skips_invalid_entries)
     ASBT_CASE(client_options_are_checked_before_anything_runs)
@@ -408,5 +438,6 @@ ASBT_LIST(
     ASBT_CASE(unsafe_paths_and_names_never_reach_the_router)
     ASBT_CASE(file_paths_are_normalised_and_percent_encoded_on_the_wire)
     ASBT_CASE(router_token_goes_to_the_router_and_never_into_errors)
+    ASBT_CASE(a_long_error_body_keeps_its_first_512_bytes_in_err)
 )
 ASBT_MAIN()
