@@ -1,9 +1,9 @@
 /* Sandbox SDK rules that need no cluster: pod IP choice (upstream's S10,
-   S11, S19), option validation before anything runs (S18, ports), what a log
-   may say about a command (S14), and what the client puts on the wire to
-   the router (S1, S2, S6, S12, S16, S20), seen by a recording endpoint
-   used as the DIRECT-mode router URL. tests/SECURITY.md maps every
-   upstream security case to its tests. */
+   S11, S19), option validation before anything runs (S18, ports), what a
+   log may say about a command (S14), and what the client puts on the wire
+   to the router (S1, S2, S6, S12, S15, S16, S20), seen by a recording
+   endpoint used as the DIRECT-mode router URL. tests/SECURITY.md maps
+   every upstream security case to its tests. */
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
 #include "asbtest.h"
