@@ -169,7 +169,8 @@ static int refused_port(void) {
     return ntohs(a.sin_port);
 }
 
-static asb_client *router_client(const char *router_url, const char *token, asb_error *err) {
+static asb_client *router_client(const char *router_url, const char *token, const asb_logger *log,
+                                 asb_error *err) {
     asb_client_desc d;
     asb_client *c = NULL;
     FILE *f;
@@ -189,6 +190,7 @@ static asb_client *router_client(const char *router_url, const char *token, asb_
     d.direct_url = router_url;
     d.router_token = token;
     d.claim_api_version = "v1alpha1";
+    if (log) d.log = *log;
     if (asb_client_create(&d, &c, err) != ASB_OK) c = NULL;
     unlink(unit_cfg);
     return c;
@@ -229,7 +231,7 @@ ASBT_TEST(router_timeout_header_is_whole_seconds_rounded_up_and_only_when_positi
     ASBT_CHECK(rec != NULL);
     recorder_url(rec, url, sizeof url);
     recorder_reply(rec, 200, run_ok);
-    c = router_client(url, NULL, &err);
+    c = router_client(url, NULL, NULL, &err);
     if (!c) fprintf(stderr, "    %s\n", err.message);
     ASBT_CHECK(c != NULL);
     sb = handle_without_cluster(c, "sb-1");
@@ -277,7 +279,7 @@ ASBT_TEST(unsafe_paths_and_names_never_reach_the_router) {
     size_t i;
     ASBT_CHECK(rec != NULL);
     recorder_url(rec, url, sizeof url);
-    c = router_client(url, NULL, &err);
+    c = router_client(url, NULL, NULL, &err);
     ASBT_CHECK(c != NULL);
     sb = handle_without_cluster(c, "sb-1");
     ASBT_CHECK(sb != NULL);
@@ -316,7 +318,7 @@ ASBT_TEST(file_paths_are_normalised_and_percent_encoded_on_the_wire) {
     char url[64];
     ASBT_CHECK(rec != NULL);
     recorder_url(rec, url, sizeof url);
-    c = router_client(url, NULL, &err);
+    c = router_client(url, NULL, NULL, &err);
     ASBT_CHECK(c != NULL);
     sb = handle_without_cluster(c, "sb-1");
     ASBT_CHECK(sb != NULL);
@@ -352,7 +354,16 @@ ASBT_TEST(file_paths_are_normalised_and_percent_encoded_on_the_wire) {
     recorder_stop(rec);
 }
 
-ASBT_TEST(router_token_goes_to_the_router_and_never_into_errors) {
+/* Every log record as "level id: message" lines (calls here run on one
+   thread). */
+static void log_to_buf(void *ud, const asb_log_record *rec) {
+    asb_buf *b = (asb_buf *)ud;
+    char line[700];
+    int n = snprintf(line, sizeof line, "%d %s: %s\n", (int)rec->level, rec->id, rec->message);
+    if (n > 0) asb_buf_append(b, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+ASBT_TEST(router_token_goes_to_the_router_and_never_into_errors_or_the_log) {
     static const char token[] = "s20-router-token-5c1a9e";
     recorder *rec = recorder_start("127.0.0.1");
     asb_client *c;
@@ -360,10 +371,16 @@ ASBT_TEST(router_token_goes_to_the_router_and_never_into_errors) {
     asb_error err;
     asb_run_result rr;
     recorder_request q;
+    asb_buf logged;
+    asb_logger log;
     char url[64], v[128];
+    asb_buf_init(&logged, NULL);
+    memset(&log, 0, sizeof log);
+    log.fn = log_to_buf;
+    log.user_data = &logged;
     ASBT_CHECK(rec != NULL);
     recorder_url(rec, url, sizeof url);
-    c = router_client(url, token, &err);
+    c = router_client(url, token, &log, &err);
     ASBT_CHECK(c != NULL);
     sb = handle_without_cluster(c, "sb-1");
     ASBT_CHECK(sb != NULL);
@@ -386,7 +403,7 @@ ASBT_TEST(router_token_goes_to_the_router_and_never_into_errors) {
     recorder_stop(rec);
     /* a router that is not there: the transport error names no token */
     snprintf(url, sizeof url, "http://127.0.0.1:%d", refused_port());
-    c = router_client(url, token, &err);
+    c = router_client(url, token, &log, &err);
     ASBT_CHECK(c != NULL);
     sb = handle_without_cluster(c, "sb-1");
     ASBT_CHECK(sb != NULL);
@@ -396,6 +413,12 @@ ASBT_TEST(router_token_goes_to_the_router_and_never_into_errors) {
     ASBT_CHECK(strstr(err.message, token) == NULL);
     ASBT_CHECK(!recorder_has(err.body, err.body_len, token));
     asb_client_free(c);
+    /* the calls, the 401 and the connect error were logged; the token not */
+    ASBT_CHECK(recorder_has(logged.ptr, logged.len, "sandbox.call"));
+    ASBT_CHECK(recorder_has(logged.ptr, logged.len, "401"));
+    ASBT_CHECK(!recorder_has(logged.ptr, logged.len, token));
+    ASBT_CHECK(!recorder_has(logged.ptr, logged.len, "Bearer"));
+    asb_buf_free(&logged);
 }
 
 /* S15, error bodies: err keeps the first ASB_ERROR_BODY_SIZE (512) bytes
@@ -413,7 +436,7 @@ ASBT_TEST(a_long_error_body_keeps_its_first_512_bytes_in_err) {
     big[2000] = '\0';
     recorder_url(rec, url, sizeof url);
     recorder_reply(rec, 500, big);
-    c = router_client(url, NULL, &err);
+    c = router_client(url, NULL, NULL, &err);
     ASBT_CHECK(c != NULL);
     sb = handle_without_cluster(c, "sb-1");
     ASBT_CHECK(sb != NULL);
@@ -437,7 +460,7 @@ ASBT_LIST(
     ASBT_CASE(router_timeout_header_is_whole_seconds_rounded_up_and_only_when_positive)
     ASBT_CASE(unsafe_paths_and_names_never_reach_the_router)
     ASBT_CASE(file_paths_are_normalised_and_percent_encoded_on_the_wire)
-    ASBT_CASE(router_token_goes_to_the_router_and_never_into_errors)
+    ASBT_CASE(router_token_goes_to_the_router_and_never_into_errors_or_the_log)
     ASBT_CASE(a_long_error_body_keeps_its_first_512_bytes_in_err)
 )
 ASBT_MAIN()
