@@ -1323,8 +1323,9 @@ ASB_API void asb_run_result_free(asb_run_result *r);
 
 /* Runs a command in the sandbox (POST /execute; never retried once it
    reached the runtime). timeout_ms > 0 also goes to the router as
-   X-Sandbox-Timeout. A malformed answer is ASB_ERR_HTTP_PROTOCOL with the
-   body kept in err->body. Free *result with asb_run_result_free. */
+   X-Sandbox-Timeout in whole seconds, rounded up (0 or less sends none).
+   A malformed answer is ASB_ERR_HTTP_PROTOCOL with the body kept in
+   err->body. Free *result with asb_run_result_free. */
 ASB_API asb_result asb_sandbox_run(asb_sandbox *sb, const char *command, int timeout_ms,
                                    asb_run_result *result, asb_error *err);
 
@@ -8520,8 +8521,22 @@ static const asb_kube_resource *asb__sandboxes(asb_client *c, asb_kube_resource 
     return res;
 }
 
+/* Whether an address may be a pod's: not unspecified, link-local
+   (169.254/16, the cloud metadata service's range; fe80::/10) or
+   multicast (224/4, ff00::/8). The same classes the sandbox-router
+   answers 400 for, and in-cluster mode would dial the address itself.
+   Loopback stays: the router decides that one (--allow-loopback-pod-ip),
+   and local clusters and sidecars use it. */
+static int asb__pod_ip_usable(const unsigned char *a, int kind) {
+    static const unsigned char zero[16] = {0};
+    if (kind == 4)
+        return memcmp(a, zero, 4) != 0 && !(a[0] == 169 && a[1] == 254) && (a[0] & 0xf0) != 224;
+    return memcmp(a, zero, 16) != 0 && !(a[0] == 0xfe && (a[1] & 0xc0) == 0x80) && a[0] != 0xff;
+}
+
 /* Picks the pod IP as PROTOCOL §1 says: the first valid IPv4 (mapped
-   IPv6 unmapped), else the first valid IPv6, skipping anything else. */
+   IPv6 unmapped), else the first valid IPv6, skipping anything else
+   (malformed, or not usable as a pod IP: asb__pod_ip_usable). */
 static int asb__choose_pod_ip(const asb_json_doc *d, int list, char out[ASB_IP_SIZE]) {
     asb_json_iter it;
     int item, have6 = 0;
@@ -8537,15 +8552,18 @@ static int asb__choose_pod_ip(const asb_json_doc *d, int list, char out[ASB_IP_S
         if (asb_json_get_string(d, s, ip, sizeof ip, &n) != ASB_OK || n != strlen(ip)) continue;
         kind = asb__ip_literal(ip, n, bin);
         if (kind == 4) {
+            if (!asb__pod_ip_usable(bin, 4)) continue;
             snprintf(out, ASB_IP_SIZE, "%s", ip);
             return 4;
         }
         if (kind == 6) {
             static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
             if (memcmp(bin, mapped, 12) == 0) {
+                if (!asb__pod_ip_usable(bin + 12, 4)) continue;
                 snprintf(out, ASB_IP_SIZE, "%u.%u.%u.%u", bin[12], bin[13], bin[14], bin[15]);
                 return 4;
             }
+            if (!asb__pod_ip_usable(bin, 6)) continue;
             if (!have6) {
                 have6 = 1;
                 snprintf(v6, sizeof v6, "%s", ip);
@@ -9061,7 +9079,9 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
     h[nh].name = "X-Request-ID";
     h[nh++].value = rid;
     if (timeout_ms > 0) {
-        snprintf(tsec, sizeof tsec, "%d", (timeout_ms + 999) / 1000);
+        /* whole seconds, rounded up, without the overflow of
+           (ms + 999) / 1000 near INT_MAX */
+        snprintf(tsec, sizeof tsec, "%d", timeout_ms / 1000 + (timeout_ms % 1000 != 0));
         if (c->mode != ASB_CONNECT_IN_CLUSTER) {
             h[nh].name = "X-Sandbox-Timeout";
             h[nh++].value = tsec;

@@ -296,6 +296,71 @@ ASBT_TEST(secrets_never_reach_error_messages) {
     asb_kube_client_free(kc);
 }
 
+/* Upstream S21: exec plugins run from an argv array, never through a
+   shell (kubernetes-client/c joins the command into one string). Words
+   with spaces, ';', $(...), backquotes, globs and quotes reach the plugin
+   as they are, one argv entry each, and nothing they spell runs. */
+ASBT_TEST(exec_plugin_args_reach_it_verbatim_and_no_shell_runs) {
+    char marks[5][600], extra[4096], want[4096], got[4096], path[700], user[2048], cwd[1024];
+    asb_error err;
+    asb_kube_client *kc;
+    char auth[256];
+    FILE *f;
+    size_t n;
+    int i;
+    for (i = 0; i < 5; i++) {
+        snprintf(marks[i], sizeof marks[i], "%s/shell-ran-%d", dir, i);
+        unlink(marks[i]);
+    }
+    snprintf(extra, sizeof extra,
+             "      args:\n"
+             "      - 'a b'\n"
+             "      - 'x; touch %s'\n"
+             "      - '$(touch %s)'\n"
+             "      - '`touch %s`'\n"
+             "      - '*'\n"
+             "      - ''\n"
+             "      - '--flag=\"quoted value\"'\n"
+             "      - '''single'''\n"
+             "      - '| touch %s &'\n",
+             marks[0], marks[1], marks[2], marks[3]);
+    snprintf(want, sizeof want,
+             "9\n[a b]\n[x; touch %s]\n[$(touch %s)]\n[`touch %s`]\n[*]\n[]\n"
+             "[--flag=\"quoted value\"]\n['single']\n[| touch %s &]\n",
+             marks[0], marks[1], marks[2], marks[3]);
+    write_plugin_cfg("token", "client.authentication.k8s.io/v1", extra);
+    kc = client(&err);
+    ASBT_CHECK(kc != NULL);
+    ASBT_EQ_RES(echo_auth(kc, auth, sizeof auth, &err), ASB_OK);
+    ASBT_EQ_STR(auth, "Bearer tok-1");
+    asb_kube_client_free(kc);
+    snprintf(path, sizeof path, "%s.args", logpath);
+    f = fopen(path, "r");
+    ASBT_CHECK(f != NULL);
+    n = fread(got, 1, sizeof got - 1, f);
+    got[n] = 0;
+    fclose(f);
+    ASBT_EQ_STR(got, want);
+    for (i = 0; i < 4; i++) ASBT_CHECK(access(marks[i], F_OK) != 0);
+    /* the command itself is a path, never a command line */
+    if (!getcwd(cwd, sizeof cwd)) cwd[0] = 0;
+    snprintf(user, sizeof user,
+             "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
+             "      command: '%s/tests/kube/plugin.sh; touch %s'\n"
+             "      env:\n      - {name: PLUGIN_MODE, value: token}\n"
+             "      - {name: PLUGIN_LOG, value: %s}\n",
+             cwd, marks[4], logpath);
+    write_cfg(user);
+    unlink(logpath);
+    kc = client(&err);
+    ASBT_CHECK(kc != NULL);
+    ASBT_EQ_RES(echo_auth(kc, auth, sizeof auth, &err), ASB_ERR_CREDENTIALS);
+    ASBT_CONTAINS(err.message, "cannot run: No such file or directory");
+    ASBT_EQ_INT(plugin_runs(), 0);
+    ASBT_CHECK(access(marks[4], F_OK) != 0);
+    asb_kube_client_free(kc);
+}
+
 ASBT_LIST(
     ASBT_CASE(static_token_and_basic_auth_are_sent)
     ASBT_CASE(token_file_is_reread_when_it_rotates)
@@ -307,6 +372,7 @@ ASBT_LIST(
     ASBT_CASE(legacy_auth_provider_is_refused_with_advice)
     ASBT_CASE(in_cluster_config_reads_the_service_account)
     ASBT_CASE(secrets_never_reach_error_messages)
+    ASBT_CASE(exec_plugin_args_reach_it_verbatim_and_no_shell_runs)
 )
 
 int main(int argc, char **argv);

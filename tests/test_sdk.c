@@ -1,9 +1,13 @@
 /* Sandbox SDK rules that need no cluster: pod IP choice (upstream's S10,
-   S11), option validation before anything runs (S18, ports), what a log
-   may say about a command (S14). */
+   S11, S19), option validation before anything runs (S18, ports), what a
+   log may say about a command (S14), and what the client puts on the wire
+   to the router (S1, S2, S6, S12, S15, S16, S20), seen by a recording
+   endpoint used as the DIRECT-mode router URL. tests/SECURITY.md maps
+   every upstream security case to its tests. */
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
 #include "asbtest.h"
+#include "recorder.h"
 
 static int choose(const char *json, char *out) {
     asb_json_doc d;
@@ -100,9 +104,363 @@ ASBT_TEST(client_options_are_checked_before_anything_runs) {
     ASBT_CONTAINS(err.message, "/nonexistent/kubeconfig");
 }
 
+ASBT_TEST(pod_ip_never_picks_addresses_the_router_refuses) {
+    /* the router answers 400 for these (and in-cluster mode would dial
+       them itself): unspecified, link-local (cloud metadata), multicast */
+    char ip[ASB_IP_SIZE];
+    ASBT_EQ_INT(choose("[\"169.254.169.254\", \"0.0.0.0\", \"::\", \"224.0.0.1\", "
+                       "\"239.255.255.250\", \"ff02::1\", \"ff05::2\", \"fe80::1\", "
+                       "\"::ffff:169.254.169.254\", \"::ffff:0.0.0.0\", \"127.1.0.9\"]",
+                       ip),
+                4);
+    ASBT_EQ_STR(ip, "127.1.0.9");
+    ASBT_EQ_INT(choose("[\"fe80::1\", \"ff02::1\", \"fd00::7\"]", ip), 6);
+    ASBT_EQ_STR(ip, "fd00::7");
+    ASBT_EQ_INT(choose("[\"169.254.169.254\", \"::\", \"ff02::1\"]", ip), 0);
+    /* loopback stays: the router decides (--allow-loopback-pod-ip), and
+       local clusters and sidecars use it */
+    ASBT_EQ_INT(choose("[\"::1\"]", ip), 6);
+    ASBT_EQ_STR(ip, "::1");
+}
+
+/* Gateway status entries as the watch sees them: only a string value
+   that passes asb_gateway_address_validate is taken (S8, S9). */
+ASBT_TEST(gateway_status_skips_integers_non_objects_and_numeric_hosts) {
+    static const char *js =
+        "{\"status\":{\"addresses\":[7, \"127.0.0.1\", {\"value\":2130706433}, "
+        "{\"type\":\"IPAddress\"}, {\"value\":\"2130706433\"}, {\"value\":\"evil.com/admin\"}, "
+        "{\"value\":\"0x7f.0x0.0x0.0x1\"}, {\"value\":\"fd00::1\"}, {\"value\":\"10.0.0.9\"}]}}";
+    asb_json_doc d;
+    asb_watch_event ev;
+    asb__gw_wait g;
+    ASBT_EQ_RES(asb_json_doc_parse(&d, js, strlen(js), NULL, NULL), ASB_OK);
+    memset(&ev, 0, sizeof ev);
+    memset(&g, 0, sizeof g);
+    ev.type = ASB_WATCH_MODIFIED;
+    ev.doc = &d;
+    ev.object = 0;
+    ASBT_EQ_INT(asb__gw_event(&g, &ev), 1);
+    ASBT_EQ_STR(g.addr, "fd00::1");
+    ASBT_EQ_INT(g.skipped, 7);
+    asb_json_doc_free(&d);
+}
+
+/* --- what reaches the router ------------------------------------------------
+   A DIRECT-mode client whose router URL is a recorder on 127.0.0.1 and
+   whose API server is a loopback port that refuses connections (only
+   calls to the router are under test; the handle's own Sandbox lookup
+   fails at once and its defaults stand). */
+
+static char unit_cfg[512];
+static int refused_fd = -1;
+
+/* A loopback port bound but not listening: connects are refused. */
+static int refused_port(void) {
+    struct sockaddr_in a;
+    socklen_t al = sizeof a;
+    if (refused_fd < 0) {
+        refused_fd = socket(AF_INET, SOCK_STREAM, 0);
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (refused_fd < 0 || bind(refused_fd, (struct sockaddr *)&a, sizeof a) != 0) return -1;
+    }
+    if (getsockname(refused_fd, (struct sockaddr *)&a, &al) != 0) return -1;
+    return ntohs(a.sin_port);
+}
+
+static asb_client *router_client(const char *router_url, const char *token, const asb_logger *log,
+                                 asb_error *err) {
+    asb_client_desc d;
+    asb_client *c = NULL;
+    FILE *f;
+    snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-test-sdk-%d.kubeconfig", (int)getpid());
+    f = fopen(unit_cfg, "w");
+    if (!f) return NULL;
+    fprintf(f,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+            "    server: http://127.0.0.1:%d\ncontexts:\n- name: c\n  context: {cluster: c, "
+            "user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n",
+            refused_port());
+    fclose(f);
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = unit_cfg;
+    d.kube.http.retry.max_attempts = 1;
+    d.mode = ASB_CONNECT_DIRECT;
+    d.direct_url = router_url;
+    d.router_token = token;
+    d.claim_api_version = "v1alpha1";
+    if (log) d.log = *log;
+    if (asb_client_create(&d, &c, err) != ASB_OK) c = NULL;
+    unlink(unit_cfg);
+    return c;
+}
+
+/* A handle made by the library's own constructor, registered with the
+   client as create/get do (so asb_client_free frees it). */
+static asb_sandbox *handle_without_cluster(asb_client *c, const char *name) {
+    asb_sandbox *sb = asb__new_handle(c, "sandbox-claim-0000beef", name, "default");
+    if (sb) {
+        sb->next = c->handles;
+        c->handles = sb;
+    }
+    return sb;
+}
+
+static void recorder_url(recorder *r, char *url, size_t cap) {
+    snprintf(url, cap, "http://127.0.0.1:%d", r->port);
+}
+
+static const char run_ok[] = "{\"stdout\":\"\",\"stderr\":\"\",\"exit_code\":0}";
+
+ASBT_TEST(router_timeout_header_is_whole_seconds_rounded_up_and_only_when_positive) {
+    static const struct {
+        int ms;
+        const char *header; /* NULL: not sent */
+    } cases[] = {
+        {0, NULL},      {-1, NULL},    {-5000, NULL}, {INT_MIN, NULL},
+        {999, "1"},     {1000, "1"},   {1001, "2"},   {2500, "3"},
+        {60000, "60"},  {INT_MAX, "2147484"},
+    };
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client *c;
+    asb_sandbox *sb;
+    asb_error err;
+    char url[64], v[64];
+    size_t i;
+    ASBT_CHECK(rec != NULL);
+    recorder_url(rec, url, sizeof url);
+    recorder_reply(rec, 200, run_ok);
+    c = router_client(url, NULL, NULL, &err);
+    if (!c) fprintf(stderr, "    %s\n", err.message);
+    ASBT_CHECK(c != NULL);
+    sb = handle_without_cluster(c, "sb-1");
+    ASBT_CHECK(sb != NULL);
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        asb_run_result rr;
+        recorder_request q;
+        asb_result r = asb_sandbox_run(sb, "true", cases[i].ms, &rr, &err);
+        asb_run_result_free(&rr);
+        if (r != ASB_OK) fprintf(stderr, "    %d ms: %s\n", cases[i].ms, err.message);
+        ASBT_EQ_RES(r, ASB_OK);
+        ASBT_EQ_INT(recorder_count(rec), (int)i + 1);
+        ASBT_CHECK(recorder_get(rec, (int)i, &q));
+        if (cases[i].header) {
+            if (!recorder_header(q.head, "X-Sandbox-Timeout", v, sizeof v))
+                fprintf(stderr, "    %d ms: no X-Sandbox-Timeout in\n%s", cases[i].ms, q.head);
+            ASBT_EQ_STR(v, cases[i].header);
+        } else {
+            if (recorder_header(q.head, "X-Sandbox-Timeout", v, sizeof v))
+                fprintf(stderr, "    %d ms: sent X-Sandbox-Timeout: %s\n", cases[i].ms, v);
+            ASBT_CHECK(!recorder_header(q.head, "X-Sandbox-Timeout", v, sizeof v));
+        }
+        /* the routing headers go with every call */
+        ASBT_CHECK(recorder_header(q.head, "X-Sandbox-ID", v, sizeof v));
+        ASBT_EQ_STR(v, "sb-1");
+        ASBT_CHECK(recorder_header(q.head, "X-Sandbox-Namespace", v, sizeof v));
+        ASBT_EQ_STR(v, "default");
+        ASBT_CHECK(recorder_header(q.head, "X-Sandbox-Port", v, sizeof v));
+        ASBT_EQ_STR(v, "8888");
+    }
+    asb_client_free(c);
+    recorder_stop(rec);
+}
+
+ASBT_TEST(unsafe_paths_and_names_never_reach_the_router) {
+    static const char *bad[] = {"../etc/passwd", "dir/../../etc/passwd", "..", "", "   ", ".",
+                                "dir/", "foo\n.txt", "a\tb", "a\rb", "x\x7fy"};
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client *c;
+    asb_sandbox *sb, *evil;
+    asb_error err;
+    asb_buf out;
+    asb_run_result rr;
+    char url[64];
+    size_t i;
+    ASBT_CHECK(rec != NULL);
+    recorder_url(rec, url, sizeof url);
+    c = router_client(url, NULL, NULL, &err);
+    ASBT_CHECK(c != NULL);
+    sb = handle_without_cluster(c, "sb-1");
+    ASBT_CHECK(sb != NULL);
+    asb_buf_init(&out, NULL);
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ASBT_EQ_RES(asb_sandbox_write(sb, bad[i], "x", 1, &err), ASB_ERR_INVALID_ARGUMENT);
+        ASBT_EQ_RES(asb_sandbox_read(sb, bad[i], &out, &err), ASB_ERR_INVALID_ARGUMENT);
+    }
+    /* control: a safe path does reach the recorder */
+    ASBT_EQ_RES(asb_sandbox_write(sb, "foo", "x", 1, &err), ASB_OK);
+    ASBT_EQ_INT(recorder_count(rec), 1);
+    /* names from the API go into headers: a bad one stops the call (S12) */
+    evil = handle_without_cluster(c, "Evil.Name");
+    ASBT_CHECK(evil != NULL);
+    ASBT_EQ_RES(asb_sandbox_run(evil, "true", 0, &rr, &err), ASB_ERR_INVALID_ARGUMENT);
+    asb_run_result_free(&rr);
+    evil = handle_without_cluster(c, "sb\r\nX-Evil: 1");
+    ASBT_CHECK(evil != NULL);
+    ASBT_EQ_RES(asb_sandbox_run(evil, "true", 0, &rr, &err), ASB_ERR_INVALID_ARGUMENT);
+    asb_run_result_free(&rr);
+    ASBT_EQ_INT(recorder_count(rec), 1);
+    asb_buf_free(&out);
+    asb_client_free(c);
+    recorder_stop(rec);
+}
+
+ASBT_TEST(file_paths_are_normalised_and_percent_encoded_on_the_wire) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client *c;
+    asb_sandbox *sb;
+    asb_error err;
+    asb_buf out;
+    asb_file_list fl;
+    recorder_request q;
+    int ex = -1;
+    char url[64];
+    ASBT_CHECK(rec != NULL);
+    recorder_url(rec, url, sizeof url);
+    c = router_client(url, NULL, NULL, &err);
+    ASBT_CHECK(c != NULL);
+    sb = handle_without_cluster(c, "sb-1");
+    ASBT_CHECK(sb != NULL);
+    /* S2: the upload names the normalised path */
+    recorder_reply(rec, 200, "{\"message\":\"ok\"}");
+    ASBT_EQ_RES(asb_sandbox_write(sb, "/dir//f.txt", "data", 4, &err), ASB_OK);
+    ASBT_CHECK(recorder_get(rec, 0, &q));
+    ASBT_CHECK(strncmp(q.head, "POST /upload HTTP/1.1\r\n", 23) == 0);
+    ASBT_CHECK(recorder_has(q.body, q.body_len, "filename=\"dir/f.txt\""));
+    /* S6: every byte outside A-Za-z0-9-_.~ is escaped, '/' included */
+    recorder_reply(rec, 200, "bytes");
+    asb_buf_init(&out, NULL);
+    ASBT_EQ_RES(asb_sandbox_read(sb, "/dir//x y.txt", &out, &err), ASB_OK);
+    asb_buf_free(&out);
+    ASBT_CHECK(recorder_get(rec, 1, &q));
+    ASBT_CHECK(strncmp(q.head, "GET /download/dir%2Fx%20y.txt HTTP/1.1\r\n", 40) == 0);
+    /* "." and ".." as whole segments: %2E, %2E%2E (no dot-segment
+       removal anywhere on the way, no 301 to /list/) */
+    recorder_reply(rec, 200, "[]");
+    ASBT_EQ_RES(asb_sandbox_list(sb, ".", &fl, &err), ASB_OK);
+    asb_file_list_free(&fl);
+    ASBT_CHECK(recorder_get(rec, 2, &q));
+    ASBT_CHECK(strncmp(q.head, "GET /list/%2E HTTP/1.1\r\n", 24) == 0);
+    recorder_reply(rec, 200, "{\"exists\":false}");
+    ASBT_EQ_RES(asb_sandbox_exists(sb, "..", &ex, &err), ASB_OK);
+    ASBT_EQ_INT(ex, 0);
+    ASBT_CHECK(recorder_get(rec, 3, &q));
+    ASBT_CHECK(strncmp(q.head, "GET /exists/%2E%2E HTTP/1.1\r\n", 29) == 0);
+    ASBT_EQ_RES(asb_sandbox_exists(sb, "a/b?c#d", &ex, &err), ASB_OK);
+    ASBT_CHECK(recorder_get(rec, 4, &q));
+    ASBT_CHECK(strncmp(q.head, "GET /exists/a%2Fb%3Fc%23d HTTP/1.1\r\n", 36) == 0);
+    asb_client_free(c);
+    recorder_stop(rec);
+}
+
+/* Every log record as "level id: message" lines (calls here run on one
+   thread). */
+static void log_to_buf(void *ud, const asb_log_record *rec) {
+    asb_buf *b = (asb_buf *)ud;
+    char line[700];
+    int n = snprintf(line, sizeof line, "%d %s: %s\n", (int)rec->level, rec->id, rec->message);
+    if (n > 0) asb_buf_append(b, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+ASBT_TEST(router_token_goes_to_the_router_and_never_into_errors_or_the_log) {
+    static const char token[] = "s20-router-token-5c1a9e";
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client *c;
+    asb_sandbox *sb;
+    asb_error err;
+    asb_run_result rr;
+    recorder_request q;
+    asb_buf logged;
+    asb_logger log;
+    char url[64], v[128];
+    asb_buf_init(&logged, NULL);
+    memset(&log, 0, sizeof log);
+    log.fn = log_to_buf;
+    log.user_data = &logged;
+    ASBT_CHECK(rec != NULL);
+    recorder_url(rec, url, sizeof url);
+    c = router_client(url, token, &log, &err);
+    ASBT_CHECK(c != NULL);
+    sb = handle_without_cluster(c, "sb-1");
+    ASBT_CHECK(sb != NULL);
+    /* the router gets it, as a bearer token */
+    recorder_reply(rec, 200, run_ok);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_OK);
+    asb_run_result_free(&rr);
+    ASBT_CHECK(recorder_get(rec, 0, &q));
+    ASBT_CHECK(recorder_header(q.head, "Authorization", v, sizeof v));
+    ASBT_EQ_STR(v, "Bearer s20-router-token-5c1a9e");
+    /* a router that refuses: status and body kept, the token nowhere */
+    recorder_reply(rec, 401, "{\"detail\":\"Unauthorized\"}");
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_ERR_HTTP_STATUS);
+    asb_run_result_free(&rr);
+    ASBT_EQ_INT(err.http_status, 401);
+    ASBT_CHECK(recorder_has(err.body, err.body_len, "Unauthorized"));
+    ASBT_CHECK(strstr(err.message, token) == NULL);
+    ASBT_CHECK(!recorder_has(err.body, err.body_len, token));
+    asb_client_free(c);
+    recorder_stop(rec);
+    /* a router that is not there: the transport error names no token */
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", refused_port());
+    c = router_client(url, token, &log, &err);
+    ASBT_CHECK(c != NULL);
+    sb = handle_without_cluster(c, "sb-1");
+    ASBT_CHECK(sb != NULL);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_ERR_CONNECT);
+    asb_run_result_free(&rr);
+    ASBT_CHECK(err.message[0] != '\0');
+    ASBT_CHECK(strstr(err.message, token) == NULL);
+    ASBT_CHECK(!recorder_has(err.body, err.body_len, token));
+    asb_client_free(c);
+    /* the calls, the 401 and the connect error were logged; the token not */
+    ASBT_CHECK(recorder_has(logged.ptr, logged.len, "sandbox.call"));
+    ASBT_CHECK(recorder_has(logged.ptr, logged.len, "401"));
+    ASBT_CHECK(!recorder_has(logged.ptr, logged.len, token));
+    ASBT_CHECK(!recorder_has(logged.ptr, logged.len, "Bearer"));
+    asb_buf_free(&logged);
+}
+
+/* S15, error bodies: err keeps the first ASB_ERROR_BODY_SIZE (512) bytes
+   of a long one, and err.message is not the body. */
+ASBT_TEST(a_long_error_body_keeps_its_first_512_bytes_in_err) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client *c;
+    asb_sandbox *sb;
+    asb_error err;
+    asb_run_result rr;
+    char url[64], big[2001];
+    ASBT_CHECK(rec != NULL);
+    memset(big, 'e', 2000);
+    big[0] = '<';
+    big[2000] = '\0';
+    recorder_url(rec, url, sizeof url);
+    recorder_reply(rec, 500, big);
+    c = router_client(url, NULL, NULL, &err);
+    ASBT_CHECK(c != NULL);
+    sb = handle_without_cluster(c, "sb-1");
+    ASBT_CHECK(sb != NULL);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_ERR_HTTP_STATUS);
+    asb_run_result_free(&rr);
+    ASBT_EQ_INT(err.http_status, 500);
+    ASBT_EQ_INT(err.body_len, ASB_ERROR_BODY_SIZE);
+    ASBT_EQ_MEM(err.body, err.body_len, big, ASB_ERROR_BODY_SIZE);
+    ASBT_CHECK(strlen(err.message) < 300);
+    ASBT_EQ_INT(recorder_count(rec), 1); /* a POST that reached the runtime: not retried */
+    asb_client_free(c);
+    recorder_stop(rec);
+}
+
 ASBT_LIST(
     ASBT_CASE(pod_ip_prefers_ipv4_unmaps_and_skips_invalid_entries)
     ASBT_CASE(client_options_are_checked_before_anything_runs)
     ASBT_CASE(a_logged_command_is_its_executable_base_name_only)
+    ASBT_CASE(pod_ip_never_picks_addresses_the_router_refuses)
+    ASBT_CASE(gateway_status_skips_integers_non_objects_and_numeric_hosts)
+    ASBT_CASE(router_timeout_header_is_whole_seconds_rounded_up_and_only_when_positive)
+    ASBT_CASE(unsafe_paths_and_names_never_reach_the_router)
+    ASBT_CASE(file_paths_are_normalised_and_percent_encoded_on_the_wire)
+    ASBT_CASE(router_token_goes_to_the_router_and_never_into_errors_or_the_log)
+    ASBT_CASE(a_long_error_body_keeps_its_first_512_bytes_in_err)
 )
 ASBT_MAIN()

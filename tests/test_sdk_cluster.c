@@ -6,6 +6,7 @@
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
 #include "asbtest.h"
+#include "recorder.h"
 #include <sys/resource.h>
 #include <dirent.h>
 
@@ -1044,6 +1045,363 @@ ASBT_TEST(command_output_over_the_cap_is_too_large_not_cut) {
     asb_client_free(c);
 }
 
+/* --- upstream security cases on the real router (tests/SECURITY.md) ----- */
+
+static void add_header(asb_http_header *h, size_t *n, const char *name, const char *value) {
+    h[*n].name = name;
+    h[*n].value = value;
+    (*n)++;
+}
+
+/* S19. The sandbox-router (v0.5.6, proxy/headers.go) answers 400 "Invalid
+   target IP address." for an X-Sandbox-Pod-IP that does not parse or is
+   unspecified, link-local (169.254.169.254: cloud metadata), multicast,
+   or loopback without --allow-loopback-pod-ip; it checks the headers first
+   in ServeHTTP, before authorizing, resolving or dialling anything, so
+   these requests reach no address. 127.0.0.1 is not sent: this cluster's
+   router allows loopback (its pods live on 127.1.x.y) and would dial it.
+   The request goes through the client's own tunnel and HTTP client, the
+   way asb_sandbox_run sends it. */
+ASBT_TEST(router_refuses_forbidden_pod_ips_with_400_and_the_client_shows_it) {
+    static const char *bad[] = {"169.254.169.254", "::ffff:169.254.169.254", "0.0.0.0", "::",
+                                "224.0.0.1", "239.255.255.250", "ff02::1", "ff05::2", "fe80::1",
+                                "not-an-ip"};
+    static const char body[] = "{\"command\":\"echo routed\"}";
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *sb = NULL;
+    char base[600], url[700], ip[ASB_IP_SIZE];
+    size_t i;
+    ASBT_CHECK(c != NULL);
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_pod_ip(sb, ip, &err), ASB_OK);
+    ASBT_EQ_RES(asb__router_base(c, base, sizeof base, &err), ASB_OK); /* kubectl tunnel */
+    snprintf(url, sizeof url, "%s/execute", base);
+    /* i == 0: the sandbox's real pod IP, so the 400s below come from the
+       pod IP alone */
+    for (i = 0; i <= sizeof bad / sizeof bad[0]; i++) {
+        asb_http_header h[5];
+        asb_http_request req;
+        asb_http_response resp;
+        size_t nh = 0;
+        asb_result r;
+        add_header(h, &nh, "X-Sandbox-ID", asb_sandbox_name(sb));
+        add_header(h, &nh, "X-Sandbox-Namespace", "default");
+        add_header(h, &nh, "X-Sandbox-Port", "8888");
+        add_header(h, &nh, "X-Sandbox-Pod-IP", i == 0 ? ip : bad[i - 1]);
+        add_header(h, &nh, "Content-Type", "application/json");
+        memset(&req, 0, sizeof req);
+        req.method = "POST";
+        req.url = url;
+        req.headers = h;
+        req.header_count = nh;
+        req.body = body;
+        req.body_len = sizeof body - 1;
+        r = asb_http_do(c->http, &req, &resp, &err);
+        if (i == 0) {
+            if (r != ASB_OK) fprintf(stderr, "    %s: %s\n", ip, err.message);
+            ASBT_EQ_RES(r, ASB_OK);
+            ASBT_CONTAINS(resp.body.ptr, "routed");
+        } else {
+            if (r != ASB_ERR_HTTP_STATUS || err.http_status != 400)
+                fprintf(stderr, "    %s: %s (HTTP %d)\n", bad[i - 1], asb_result_str(r),
+                        err.http_status);
+            ASBT_EQ_RES(r, ASB_ERR_HTTP_STATUS);
+            ASBT_EQ_INT(err.http_status, 400);
+            ASBT_EQ_INT(resp.status, 400);
+            ASBT_CHECK(recorder_has(err.body, err.body_len, "Invalid target IP address"));
+            ASBT_CONTAINS(err.message, "400");
+        }
+        asb_http_response_free(&resp);
+    }
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
+}
+
+/* S20. The bearer token for the router is not forwarded to the sandbox
+   (the router deletes Authorization, proxy.go Rewrite), and in-cluster
+   mode never sends it. The runtime does not echo headers, so the sandbox
+   side here is a recorder on the sandbox's own pod IP at another port
+   (server_port): the real router forwards to it as to the runtime. */
+ASBT_TEST(router_token_reaches_the_router_but_never_the_sandbox) {
+    static const char token[] = "s20-cluster-token-7f3b1d";
+    static const asb_connection_mode modes[] = {ASB_CONNECT_LOCAL_TUNNEL, ASB_CONNECT_IN_CLUSTER};
+    asb_error err;
+    asb_client *a = new_client(&err);
+    asb_sandbox *sb = NULL;
+    recorder *rec;
+    char ip[ASB_IP_SIZE], v[256];
+    size_t m;
+    int seen = 0;
+    ASBT_CHECK(a != NULL);
+    ASBT_EQ_RES(asb_client_create_sandbox(a, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_pod_ip(sb, ip, &err), ASB_OK);
+    rec = recorder_start(ip);
+    ASBT_CHECK(rec != NULL);
+    for (m = 0; m < 2; m++) {
+        asb_client_desc d;
+        asb_client *b = NULL;
+        asb_sandbox *viab = NULL;
+        asb_run_result rr;
+        recorder_request q;
+        memset(&d, 0, sizeof d);
+        d.kube.kubeconfig.path = kubeconfig;
+        d.mode = modes[m];
+        d.server_port = rec->port;
+        d.router_token = token;
+        d.send_pod_ip = 1;
+        ASBT_EQ_RES(asb_client_create(&d, &b, &err), ASB_OK);
+        ASBT_EQ_RES(asb_client_get_sandbox(b, asb_sandbox_claim_name(sb), NULL, 0, &viab, &err),
+                    ASB_OK);
+        recorder_reply(rec, 200, "{\"stdout\":\"recorded\\n\",\"stderr\":\"\",\"exit_code\":0}");
+        if (asb_sandbox_run(viab, "echo hi", 2500, &rr, &err) != ASB_OK)
+            fprintf(stderr, "    mode %d: %s\n", (int)modes[m], err.message);
+        ASBT_EQ_STR(rr.out.ptr, "recorded\n");
+        asb_run_result_free(&rr);
+        ASBT_EQ_INT(recorder_count(rec), seen + 1);
+        ASBT_CHECK(recorder_get(rec, seen, &q));
+        seen++;
+        ASBT_CHECK(strncmp(q.head, "POST /execute HTTP/1.1\r\n", 24) == 0);
+        if (recorder_header(q.head, "Authorization", v, sizeof v))
+            fprintf(stderr, "    mode %d: the sandbox got Authorization: %s\n", (int)modes[m], v);
+        ASBT_CHECK(!recorder_contains_nocase(q.head, strlen(q.head), "authorization"));
+        ASBT_CHECK(!recorder_has(q.head, strlen(q.head), token));
+        ASBT_CHECK(!recorder_has(q.body, q.body_len, token));
+        if (modes[m] == ASB_CONNECT_LOCAL_TUNNEL) {
+            /* it came through the router (which adds X-Forwarded-For and
+               passes the rest on), with the client's routing headers */
+            ASBT_CHECK(recorder_header(q.head, "X-Forwarded-For", v, sizeof v));
+            ASBT_CHECK(recorder_header(q.head, "X-Sandbox-Id", v, sizeof v));
+            ASBT_EQ_STR(v, asb_sandbox_name(sb));
+            ASBT_CHECK(recorder_header(q.head, "X-Sandbox-Timeout", v, sizeof v));
+            ASBT_EQ_STR(v, "3");
+        } else {
+            /* straight to the pod: no router headers either */
+            ASBT_CHECK(!recorder_header(q.head, "X-Forwarded-For", v, sizeof v));
+            ASBT_CHECK(!recorder_header(q.head, "X-Sandbox-Id", v, sizeof v));
+        }
+        /* the sandbox side refuses: its status and body come back, the
+           token appears in neither the message nor the body */
+        recorder_reply(rec, 403, "{\"detail\":\"denied by the sandbox\"}");
+        ASBT_EQ_RES(asb_sandbox_run(viab, "echo hi", 0, &rr, &err), ASB_ERR_HTTP_STATUS);
+        asb_run_result_free(&rr);
+        seen++;
+        ASBT_EQ_INT(err.http_status, 403);
+        ASBT_CHECK(recorder_has(err.body, err.body_len, "denied by the sandbox"));
+        ASBT_CHECK(strstr(err.message, token) == NULL);
+        ASBT_CHECK(!recorder_has(err.body, err.body_len, token));
+        asb_client_free(b);
+    }
+    recorder_stop(rec);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(a);
+}
+
+/* S10. An IPv6 address goes into the URL in brackets. A Gateway of our
+   own whose status names ::1, with a recorder on [::1] as what stands
+   behind it: only the URL the client builds from the address is under
+   test (the Gateway API CRD comes from tests/kube/gateway-setup.sh). */
+ASBT_TEST(gateway_ipv6_address_goes_into_the_url_in_brackets) {
+    static const asb_kube_resource gws = {"gateway.networking.k8s.io", "v1", "gateways"};
+    static const char gw[] =
+        "{\"apiVersion\":\"gateway.networking.k8s.io/v1\",\"kind\":\"Gateway\","
+        "\"metadata\":{\"name\":\"asb-gw6\"},\"spec\":{\"gatewayClassName\":\"asb-test\","
+        "\"listeners\":[{\"name\":\"http\",\"port\":80,\"protocol\":\"HTTP\"}]}}";
+    static const char st[] =
+        "{\"status\":{\"addresses\":[{\"type\":\"IPAddress\",\"value\":\"::1\"}]}}";
+    asb_error err;
+    asb_client *a = new_client(&err), *b = NULL;
+    asb_client_desc d;
+    asb_sandbox *sb = NULL, *viab = NULL;
+    asb_run_result rr;
+    recorder *rec;
+    recorder_request q;
+    char host[64], want[64];
+    ASBT_CHECK(a != NULL);
+    if (!getenv("ASB_GATEWAY_PORT")) {
+        fprintf(stderr, "    ASB_GATEWAY_PORT is not set (tests/kube/gateway-setup.sh)\n");
+        ASBT_CHECK(getenv("ASB_GATEWAY_PORT") != NULL);
+    }
+    rec = recorder_start("::1");
+    ASBT_CHECK(rec != NULL);
+    recorder_reply(rec, 200, "{\"stdout\":\"via [::1]\\n\",\"stderr\":\"\",\"exit_code\":0}");
+    asb_kube_delete(a->kube, &gws, "default", "asb-gw6", NULL);
+    ASBT_EQ_RES(asb_kube_create(a->kube, &gws, "default", gw, sizeof gw - 1, NULL, &err), ASB_OK);
+    ASBT_EQ_RES(asb_kube_request(a->kube, "PATCH",
+                                 "/apis/gateway.networking.k8s.io/v1/namespaces/default/"
+                                 "gateways/asb-gw6/status",
+                                 "application/merge-patch+json", st, sizeof st - 1, NULL, &err),
+                ASB_OK);
+    ASBT_EQ_RES(asb_client_create_sandbox(a, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = kubeconfig;
+    d.mode = ASB_CONNECT_GATEWAY;
+    d.gateway_name = "asb-gw6";
+    d.gateway_port = rec->port;
+    d.gateway_ready_timeout_ms = 20000;
+    ASBT_EQ_RES(asb_client_create(&d, &b, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_get_sandbox(b, asb_sandbox_claim_name(sb), NULL, 0, &viab, &err),
+                ASB_OK);
+    if (asb_sandbox_run(viab, "true", 0, &rr, &err) != ASB_OK)
+        fprintf(stderr, "    %s\n", err.message);
+    ASBT_EQ_STR(rr.out.ptr, "via [::1]\n");
+    asb_run_result_free(&rr);
+    snprintf(want, sizeof want, "http://[::1]:%d", rec->port);
+    ASBT_EQ_STR(b->gw_base, want);
+    ASBT_CHECK(recorder_get(rec, 0, &q));
+    ASBT_CHECK(recorder_header(q.head, "Host", host, sizeof host));
+    snprintf(want, sizeof want, "[::1]:%d", rec->port);
+    ASBT_EQ_STR(host, want);
+    asb_client_free(b);
+    recorder_stop(rec);
+    ASBT_EQ_RES(asb_kube_delete(a->kube, &gws, "default", "asb-gw6", &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(a);
+}
+
+/* S13, the selector half: label selectors go into the query encoded, so
+   set-based ones with spaces, parentheses and '!' reach the apiserver
+   intact (unencoded, the spaces would end the request line). */
+ASBT_TEST(set_based_label_selectors_with_spaces_reach_the_apiserver_intact) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *sb = NULL;
+    asb_create_opts o;
+    asb_label l[1];
+    asb_name_list names;
+    char val[64], sel[200];
+    ASBT_CHECK(c != NULL);
+    snprintf(val, sizeof val, "sel-%d", (int)getpid());
+    memset(&o, 0, sizeof o);
+    l[0].key = "batch";
+    l[0].value = val;
+    o.labels = l;
+    o.label_count = 1;
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", &o, &sb, &err), ASB_OK);
+    snprintf(sel, sizeof sel, "batch in (%s, other-batch),!no-such-label,batch notin (x)", val);
+    ASBT_EQ_RES(asb_client_list_all(c, "default", sel, &names, &err), ASB_OK);
+    ASBT_EQ_INT(names.count, 1);
+    ASBT_EQ_STR(names.names[0], asb_sandbox_claim_name(sb));
+    asb_name_list_free(&names);
+    snprintf(sel, sizeof sel, "batch in (%s), no-such-label", val); /* must exist: none */
+    ASBT_EQ_RES(asb_client_list_all(c, "default", sel, &names, &err), ASB_OK);
+    ASBT_EQ_INT(names.count, 0);
+    asb_name_list_free(&names);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
+}
+
+/* The local cluster's state directory holds cluster.json; `key` is a
+   top-level string in it. */
+static int cluster_json_string(const char *key, char *out, size_t cap) {
+    char path[1100], buf[8192];
+    const char *slash = strrchr(kubeconfig, '/');
+    FILE *f;
+    size_t n;
+    asb_json_doc d;
+    int ok;
+    /* kubeconfig is <state>/kubeconfig/admin.kubeconfig */
+    snprintf(path, sizeof path, "%.*s/../cluster.json", slash ? (int)(slash - kubeconfig) : 0,
+             kubeconfig);
+    f = fopen(path, "r");
+    if (!f) return 0;
+    n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    if (asb_json_doc_parse(&d, buf, n, NULL, NULL) != ASB_OK) return 0;
+    ok = asb_json_get_string(&d, asb_json_find(&d, 0, key), out, cap, NULL) == ASB_OK;
+    asb_json_doc_free(&d);
+    return ok;
+}
+
+/* S19, loopback. The cluster's router has to allow loopback pod IPs (its
+   pods live on 127.1.x.y), so this starts the same sandbox-router binary
+   as deployed by default: loopback refused, no Pod cache and allow-all
+   authorization (so it needs no cluster), every listener on 127.0.0.1.
+   Only pod IPs it refuses are sent: it checks them before resolving
+   anything (without a pod IP it would look up <id>.<ns>.svc.cluster.local,
+   so no request here goes without one). */
+ASBT_TEST(a_router_with_default_flags_refuses_loopback_pod_ips_with_400) {
+    static const char *bad[] = {"127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1",
+                                "169.254.169.254", "::", "ff02::1"};
+    static const char body[] = "{\"command\":\"true\"}";
+    char bin[1024] = "", a_http[64], a_metrics[64], a_probe[64], url[128];
+    asb_http_client_desc hd;
+    asb_http_client *http = NULL;
+    asb_error err;
+    pid_t pid;
+    int port = asb__free_port(), up = 0, i, st;
+    size_t k;
+    if (!cluster_json_string("router_bin", bin, sizeof bin))
+        fprintf(stderr, "    no router_bin in the cluster's cluster.json (make cluster-up)\n");
+    ASBT_CHECK(bin[0] != '\0' && access(bin, X_OK) == 0);
+    snprintf(a_http, sizeof a_http, "--http-bind-address=127.0.0.1:%d", port);
+    snprintf(a_metrics, sizeof a_metrics, "--metrics-bind-address=127.0.0.1:%d", asb__free_port());
+    snprintf(a_probe, sizeof a_probe, "--health-probe-bind-address=127.0.0.1:%d",
+             asb__free_port());
+    pid = fork();
+    ASBT_CHECK(pid >= 0);
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_RDWR);
+        const char *argv[] = {bin, a_http, a_metrics, a_probe, "--access-log=false", NULL};
+        dup2(devnull, 0);
+        dup2(devnull, 1);
+        dup2(devnull, 2);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    memset(&hd, 0, sizeof hd);
+    hd.retry.max_attempts = 1;
+    if (asb_http_client_create(&hd, &http, &err) != ASB_OK) http = NULL;
+    for (i = 0; http && i < 100 && !up; i++) {
+        asb_http_request req;
+        asb_http_response resp;
+        snprintf(url, sizeof url, "http://127.0.0.1:%d/healthz", port);
+        memset(&req, 0, sizeof req);
+        req.url = url;
+        up = asb_http_do(http, &req, &resp, &err) == ASB_OK;
+        asb_http_response_free(&resp);
+        if (!up) asb__sleep_ms(100);
+    }
+    if (!up) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        asb_http_client_free(http);
+        fprintf(stderr, "    %s did not answer /healthz on port %d\n", bin, port);
+        ASBT_CHECK(up);
+    }
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/execute", port);
+    for (k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        asb_http_header h[5];
+        asb_http_request req;
+        asb_http_response resp;
+        size_t nh = 0;
+        asb_result r;
+        add_header(h, &nh, "X-Sandbox-ID", "sb-1");
+        add_header(h, &nh, "X-Sandbox-Namespace", "default");
+        add_header(h, &nh, "X-Sandbox-Port", "8888");
+        add_header(h, &nh, "X-Sandbox-Pod-IP", bad[k]);
+        add_header(h, &nh, "Content-Type", "application/json");
+        memset(&req, 0, sizeof req);
+        req.method = "POST";
+        req.url = url;
+        req.headers = h;
+        req.header_count = nh;
+        req.body = body;
+        req.body_len = sizeof body - 1;
+        r = asb_http_do(http, &req, &resp, &err);
+        asb_http_response_free(&resp);
+        if (r != ASB_ERR_HTTP_STATUS || err.http_status != 400)
+            fprintf(stderr, "    %s: %s (HTTP %d)\n", bad[k], asb_result_str(r), err.http_status);
+        if (r != ASB_ERR_HTTP_STATUS || err.http_status != 400 ||
+            !recorder_has(err.body, err.body_len, "Invalid target IP address"))
+            break;
+    }
+    kill(pid, SIGTERM);
+    waitpid(pid, &st, 0);
+    asb_http_client_free(http);
+    ASBT_EQ_INT(k, sizeof bad / sizeof bad[0]); /* every one refused */
+}
+
 ASBT_LIST(
     ASBT_CASE(quick_start_create_run_write_read_exists_terminate)
     ASBT_CASE(missing_template_fails_fast_and_leaves_no_claim)
@@ -1064,6 +1422,11 @@ ASBT_LIST(
     ASBT_CASE(a_hundred_live_sandboxes_share_one_kubectl)
     ASBT_CASE(command_output_over_the_cap_is_too_large_not_cut)
     ASBT_CASE(the_log_names_each_step_and_never_a_secret)
+    ASBT_CASE(router_refuses_forbidden_pod_ips_with_400_and_the_client_shows_it)
+    ASBT_CASE(router_token_reaches_the_router_but_never_the_sandbox)
+    ASBT_CASE(gateway_ipv6_address_goes_into_the_url_in_brackets)
+    ASBT_CASE(set_based_label_selectors_with_spaces_reach_the_apiserver_intact)
+    ASBT_CASE(a_router_with_default_flags_refuses_loopback_pod_ips_with_400)
 )
 
 int main(int argc, char **argv);

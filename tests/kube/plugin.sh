@@ -2,9 +2,11 @@
 # A scripted exec credential plugin for the tests. Its behaviour comes from
 # PLUGIN_MODE (set through the kubeconfig's exec.env); every run appends a
 # line to $PLUGIN_LOG so tests can count runs. KUBERNETES_EXEC_INFO is
-# copied to $PLUGIN_LOG.info for inspection.
+# copied to $PLUGIN_LOG.info for inspection, and the arguments (count, then
+# one "[arg]" line each) to $PLUGIN_LOG.args.
 echo run >> "$PLUGIN_LOG"
 printf '%s' "$KUBERNETES_EXEC_INFO" > "$PLUGIN_LOG.info"
+{ echo "$#"; for a in "$@"; do printf '[%s]\n' "$a"; done; } > "$PLUGIN_LOG.args"
 n=$(wc -l < "$PLUGIN_LOG" | tr -d ' ')
 case "$PLUGIN_MODE" in
 token)   printf '{"apiVersion":"%s","kind":"ExecCredential","status":{"token":"tok-%s"}}\n' "$API" "$n" ;;

@@ -448,6 +448,7 @@ def cmd_up(version):
                         "controller-probe", "router", "router-metrics", "router-probe"))
     info = {"agent_sandbox": version, "k8s": VERSIONS["K8S_VERSION"], "ports": ports,
             "pod_cidr": POD_CIDR, "runtime_bin": RUNTIME_BIN, "runtime_port": RUNTIME_PORT,
+            "router_bin": binpath("sandbox-router"),
             "router_namespace": ROUTER_NS, "template": TEMPLATE,
             "warmpool": WARMPOOL if version == VERSIONS["AGENT_SANDBOX_V05"] else None}
     with open(p("cluster.json"), "w") as f:
