@@ -7993,7 +7993,11 @@ struct asb_client {
     pthread_mutex_t lock; /* the tunnel and the handle list */
     pid_t tunnel_pid;
     int tunnel_port;
-    int tunnel_err_fd;    /* kubectl's stderr, for error messages */
+    int tunnel_ready;     /* kubectl answered on tunnel_port */
+    int64_t tunnel_t0;    /* when it was spawned */
+    int tunnel_err_fd;    /* kubectl's stderr, drained into tunnel_err */
+    char tunnel_err[512]; /* its newest bytes, for error messages */
+    size_t tunnel_err_len;
     asb_sandbox *handles;
 };
 
@@ -8056,28 +8060,49 @@ static void asb__tunnel_stop_locked(asb_client *c) {
     c->tunnel_err_fd = -1;
     c->tunnel_pid = 0;
     c->tunnel_port = 0;
+    c->tunnel_ready = 0;
 }
 
-/* What kubectl said on stderr (bounded), for an error message. */
-static void asb__tunnel_stderr(asb_client *c, char *out, size_t cap) {
-    char buf[600];
-    ssize_t n = 0;
-    out[0] = '\0';
-    if (c->tunnel_err_fd >= 0) {
-        n = read(c->tunnel_err_fd, buf, sizeof buf - 1);
-        if (n < 0) n = 0;
+/* kubectl's stderr, drained into a small tail so a chatty kubectl never
+   blocks on a full pipe, and kept for error messages. */
+static void asb__tunnel_drain_locked(asb_client *c) {
+    char buf[512];
+    ssize_t n;
+    while (c->tunnel_err_fd >= 0 && (n = read(c->tunnel_err_fd, buf, sizeof buf)) > 0) {
+        size_t keep = sizeof c->tunnel_err - 1, add = (size_t)n;
+        if (add >= keep) { /* only the newest bytes fit */
+            memcpy(c->tunnel_err, buf + add - keep, keep);
+            c->tunnel_err_len = keep;
+            continue;
+        }
+        if (c->tunnel_err_len + add > keep) {
+            size_t drop = c->tunnel_err_len + add - keep;
+            memmove(c->tunnel_err, c->tunnel_err + drop, c->tunnel_err_len - drop);
+            c->tunnel_err_len -= drop;
+        }
+        memcpy(c->tunnel_err + c->tunnel_err_len, buf, add);
+        c->tunnel_err_len += add;
     }
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) n--;
-    asb__quote(out, cap, buf, (size_t)n, 300);
 }
 
-static asb_result asb__tunnel_start_locked(asb_client *c, asb_error *err) {
+/* What kubectl said last on stderr (bounded), for an error message. */
+static void asb__tunnel_stderr(asb_client *c, char *out, size_t cap) {
+    size_t n;
+    asb__tunnel_drain_locked(c);
+    n = c->tunnel_err_len;
+    while (n > 0 && (c->tunnel_err[n - 1] == '\n' || c->tunnel_err[n - 1] == '\r')) n--;
+    asb__quote(out, cap, c->tunnel_err, n, 300);
+}
+
+/* Starts kubectl port-forward and returns at once: create_sandbox spawns
+   it before its claim watch, so kubectl starts while the controller works
+   (~100-200 ms that would otherwise come after Ready). */
+static asb_result asb__tunnel_spawn_locked(asb_client *c, asb_error *err) {
     int pe[2], pf[2], port = asb__free_port(), child_errno = 0;
     char ports[32], svc[300];
     const char *argv[16];
     int k = 0;
     pid_t pid;
-    int64_t deadline, t0;
     if (port < 0) return asb__fail(err, ASB_ERR_PORT_FORWARD, "port-forward: no free local port");
     snprintf(ports, sizeof ports, "%d:%d", port, c->router_port);
     snprintf(svc, sizeof svc, "svc/%s", c->router_svc);
@@ -8146,12 +8171,22 @@ static asb_result asb__tunnel_start_locked(asb_client *c, asb_error *err) {
                          "kubectl_path, or use ASB_CONNECT_DIRECT with the router's URL",
                          c->kubectl, strerror(child_errno));
     }
-    t0 = asb__now_ms();
-    deadline = t0 + c->pf_timeout_ms;
+    c->tunnel_port = port;
+    c->tunnel_ready = 0;
+    c->tunnel_err_len = 0;
+    c->tunnel_t0 = asb__now_ms();
+    return ASB_OK;
+}
+
+/* Waits until the spawned kubectl accepts connections: a connect probe,
+   every 5 ms at first (kubectl is usually up in 100-200 ms), backing off
+   to 50 ms, until port_forward_ready_timeout_ms. */
+static asb_result asb__tunnel_wait_locked(asb_client *c, asb_error *err) {
+    int64_t deadline = c->tunnel_t0 + c->pf_timeout_ms, pause = 5;
     for (;;) {
         int st;
-        if (asb__port_open(port)) break;
-        if (waitpid(pid, &st, WNOHANG) == pid) {
+        if (asb__port_open(c->tunnel_port)) break;
+        if (waitpid(c->tunnel_pid, &st, WNOHANG) == c->tunnel_pid) {
             char why[400];
             c->tunnel_pid = 0;
             asb__tunnel_stderr(c, why, sizeof why);
@@ -8168,12 +8203,15 @@ static asb_result asb__tunnel_start_locked(asb_client *c, asb_error *err) {
                              "port-forward to %s/%s not ready within %d ms: %s", c->router_ns,
                              c->router_svc, c->pf_timeout_ms, why);
         }
-        asb__sleep_ms(50);
+        asb__tunnel_drain_locked(c);
+        asb__sleep_ms(pause);
+        if (pause < 50) pause += 5;
     }
-    c->tunnel_port = port;
+    c->tunnel_ready = 1;
     asb__log(&c->log, ASB_LOG_INFO, "tunnel.start",
-             "kubectl port-forward %s -n %s (pid %d) on 127.0.0.1:%d, ready in %lld ms", svc,
-             c->router_ns, (int)pid, port, (long long)(asb__now_ms() - t0));
+             "kubectl port-forward svc/%s -n %s (pid %d) on 127.0.0.1:%d, ready in %lld ms",
+             c->router_svc, c->router_ns, (int)c->tunnel_pid, c->tunnel_port,
+             (long long)(asb__now_ms() - c->tunnel_t0));
     return ASB_OK;
 }
 
@@ -8265,8 +8303,12 @@ static asb_result asb__router_base(asb_client *c, char *out, size_t cap, asb_err
             asb__tunnel_stop_locked(c);
         }
     }
-    if (c->tunnel_pid <= 0) r = asb__tunnel_start_locked(c, err);
-    if (r == ASB_OK) snprintf(out, cap, "http://127.0.0.1:%d", c->tunnel_port);
+    if (c->tunnel_pid <= 0) r = asb__tunnel_spawn_locked(c, err);
+    if (r == ASB_OK && !c->tunnel_ready) r = asb__tunnel_wait_locked(c, err);
+    if (r == ASB_OK) {
+        asb__tunnel_drain_locked(c);
+        snprintf(out, cap, "http://127.0.0.1:%d", c->tunnel_port);
+    }
     pthread_mutex_unlock(&c->lock);
     return r;
 }
@@ -8926,6 +8968,13 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
         }
     }
     asb_buf_free(&resp);
+    if (c->mode == ASB_CONNECT_LOCAL_TUNNEL) {
+        /* kubectl starts while the controller works; a failure to start
+           shows on the first call, with its message */
+        pthread_mutex_lock(&c->lock);
+        if (c->tunnel_pid <= 0) asb__tunnel_spawn_locked(c, NULL);
+        pthread_mutex_unlock(&c->lock);
+    }
     /* one watch on the claim, from the create's version */
     memset(&cw, 0, sizeof cw);
     cw.outcome = ASB_ERR_TIMEOUT;
