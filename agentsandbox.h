@@ -1255,7 +1255,11 @@ typedef struct asb_client_desc {
                                       require auth (never to in-cluster
                                       pods, never logged) */
     const asb_http_header *extra_headers; /* sent on every router call (at
-                                      most 12) */
+                                      most 12; not the ones the library
+                                      sets: X-Sandbox-*, X-Request-ID,
+                                      Authorization (use router_token),
+                                      Host, Content-*, Transfer-Encoding,
+                                      Connection) */
     size_t extra_header_count;
     int send_pod_ip;               /* default 0. 1: look up the pod IP per
                                       call and send X-Sandbox-Pod-IP; a
@@ -1484,6 +1488,7 @@ ASB_API const char *asb_tls_backend(void);
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <sys/select.h>
 #if defined(__linux__)
 #include <sys/syscall.h>
 #endif
@@ -7996,10 +8001,27 @@ struct asb_client {
     int tunnel_ready;     /* kubectl answered on tunnel_port */
     int64_t tunnel_t0;    /* when it was spawned */
     int tunnel_err_fd;    /* kubectl's stderr, drained into tunnel_err */
+    int tunnel_life_fd;   /* closes when this process ends, however it
+                             ends: the supervisor then stops kubectl */
     char tunnel_err[512]; /* its newest bytes, for error messages */
     size_t tunnel_err_len;
     asb_sandbox *handles;
 };
+
+/* Headers the client writes itself: an extra header may not repeat them
+   (the router reads the first X-Sandbox-ID it sees; two Content-Lengths
+   are request smuggling). */
+static int asb__reserved_header(const char *name) {
+    static const char *const fixed[] = {"X-Request-ID", "Authorization", "Host",
+                                        "Transfer-Encoding", "Connection"};
+    size_t i, n = strlen(name);
+    if ((n >= 10 && asb__ieq(name, 10, "X-Sandbox-")) ||
+        (n >= 8 && asb__ieq(name, 8, "Content-")))
+        return 1;
+    for (i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        if (asb__ieq(name, n, fixed[i])) return 1;
+    return 0;
+}
 
 static char *asb__cdup(asb_client *c, const char *s) {
     size_t n;
@@ -8058,6 +8080,8 @@ static void asb__tunnel_stop_locked(asb_client *c) {
     }
     if (c->tunnel_err_fd >= 0) close(c->tunnel_err_fd);
     c->tunnel_err_fd = -1;
+    if (c->tunnel_life_fd >= 0) close(c->tunnel_life_fd);
+    c->tunnel_life_fd = -1;
     c->tunnel_pid = 0;
     c->tunnel_port = 0;
     c->tunnel_ready = 0;
@@ -8094,6 +8118,92 @@ static void asb__tunnel_stderr(asb_client *c, char *out, size_t cap) {
     asb__quote(out, cap, c->tunnel_err, n, 300);
 }
 
+static void asb__sv_noop(int sig) { (void)sig; }
+
+/* The tunnel's supervisor: a fork of this process that never execs, so
+   it may only make async-signal-safe calls (the program may have
+   threads). It starts kubectl in its own process group and waits for one
+   of two things. kubectl exits: the supervisor exits with its status, so
+   waitpid on the supervisor reports it. This process dies, however it
+   dies (a crash, SIGKILL, Ctrl-C, exit without asb_client_free): its end
+   of `life` closes, and kubectl gets SIGTERM, then SIGKILL after 2 s. A
+   parent-death signal would not do: kubectl dispatchers re-exec from a
+   thread, which drops it. */
+static void asb__tunnel_supervise(int life, int errw, int execfd, const char *const *argv) {
+    struct sigaction sa;
+    sigset_t orig, chld, during;
+    pid_t k;
+    int fd, st = 0, i;
+    setpgid(0, 0); /* one group: stopping the supervisor stops kubectl */
+    /* keep only our three descriptors (nothing of the program's leaks
+       into kubectl), at low numbers for select */
+    life = fcntl(life, F_DUPFD, 6);
+    errw = fcntl(errw, F_DUPFD, 6);
+    execfd = fcntl(execfd, F_DUPFD, 6);
+    if (life < 0 || errw < 0 || execfd < 0) _exit(127);
+    for (fd = 3; fd < 1024; fd++)
+        if (fd != life && fd != errw && fd != execfd) close(fd);
+    if (dup2(life, 3) != 3 || dup2(errw, 4) != 4 || dup2(execfd, 5) != 5) _exit(127);
+    close(life);
+    close(errw);
+    close(execfd);
+    life = 3;
+    errw = 4;
+    execfd = 5;
+    fcntl(execfd, F_SETFD, FD_CLOEXEC);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = asb__sv_noop;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGCHLD, &sa, NULL);
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, &orig);
+    during = orig;
+    sigdelset(&during, SIGCHLD);
+    k = fork();
+    if (k < 0) _exit(127);
+    if (k == 0) {
+        int devnull = open("/dev/null", O_RDWR);
+        sa.sa_handler = SIG_DFL;
+        sigaction(SIGCHLD, &sa, NULL);
+        sigprocmask(SIG_SETMASK, &orig, NULL);
+        if (devnull >= 0) {
+            dup2(devnull, 0);
+            dup2(devnull, 1);
+        }
+        dup2(errw, 2);
+        close(life);
+        execvp(argv[0], (char *const *)argv);
+        {
+            int e = errno;
+            ssize_t w = write(execfd, &e, sizeof e);
+            (void)w;
+        }
+        _exit(127);
+    }
+    close(errw);
+    close(execfd);
+    for (;;) {
+        fd_set rd;
+        if (waitpid(k, &st, WNOHANG) == k)
+            _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+        FD_ZERO(&rd);
+        FD_SET(life, &rd);
+        /* SIGCHLD is blocked except inside pselect: none is lost */
+        if (pselect(life + 1, &rd, NULL, NULL, NULL, &during) > 0) break;
+    }
+    /* the program is gone (EOF on life): stop kubectl */
+    kill(k, SIGTERM);
+    for (i = 0; i < 100; i++) {
+        struct timespec ts = {0, 20000000L};
+        if (waitpid(k, &st, WNOHANG) == k) _exit(0);
+        nanosleep(&ts, NULL);
+    }
+    kill(k, SIGKILL);
+    waitpid(k, &st, 0);
+    _exit(0);
+}
+
 /* Starts kubectl port-forward and returns at once: create_sandbox spawns
    it before its claim watch, so kubectl starts while the controller works
    (~100-200 ms that would otherwise come after Ready). */
@@ -8103,6 +8213,7 @@ static asb_result asb__tunnel_spawn_locked(asb_client *c, asb_error *err) {
     const char *argv[16];
     int k = 0;
     pid_t pid;
+    int life[2];
     if (port < 0) return asb__fail(err, ASB_ERR_PORT_FORWARD, "port-forward: no free local port");
     snprintf(ports, sizeof ports, "%d:%d", port, c->router_port);
     snprintf(svc, sizeof svc, "svc/%s", c->router_svc);
@@ -8129,39 +8240,36 @@ static asb_result asb__tunnel_spawn_locked(asb_client *c, asb_error *err) {
         close(pe[1]);
         return asb__fail(err, ASB_ERR_IO, "port-forward: pipe: %s", strerror(errno));
     }
+    if (pipe(life) < 0) {
+        close(pe[0]);
+        close(pe[1]);
+        close(pf[0]);
+        close(pf[1]);
+        return asb__fail(err, ASB_ERR_IO, "port-forward: pipe: %s", strerror(errno));
+    }
     fcntl(pe[0], F_SETFD, FD_CLOEXEC);
     fcntl(pf[0], F_SETFD, FD_CLOEXEC);
     fcntl(pf[1], F_SETFD, FD_CLOEXEC);
+    fcntl(life[1], F_SETFD, FD_CLOEXEC);
     pid = fork();
     if (pid < 0) {
         close(pe[0]);
         close(pe[1]);
         close(pf[0]);
         close(pf[1]);
+        close(life[0]);
+        close(life[1]);
         return asb__fail(err, ASB_ERR_IO, "port-forward: fork: %s", strerror(errno));
     }
-    if (pid == 0) {
-        int devnull = open("/dev/null", O_RDWR);
-        setpgid(0, 0); /* its own group: stopping it stops its children */
-        if (devnull >= 0) {
-            dup2(devnull, 0);
-            dup2(devnull, 1);
-        }
-        dup2(pe[1], 2);
-        execvp(argv[0], (char *const *)argv);
-        {
-            int e = errno;
-            ssize_t w = write(pf[1], &e, sizeof e);
-            (void)w;
-        }
-        _exit(127);
-    }
+    if (pid == 0) asb__tunnel_supervise(life[0], pe[1], pf[1], argv); /* never returns */
+    close(life[0]);
     close(pe[1]);
     close(pf[1]);
     if (read(pf[0], &child_errno, sizeof child_errno) != (ssize_t)sizeof child_errno)
         child_errno = 0;
     close(pf[0]);
     c->tunnel_pid = pid;
+    c->tunnel_life_fd = life[1];
     c->tunnel_err_fd = pe[0];
     fcntl(pe[0], F_SETFL, fcntl(pe[0], F_GETFL) | O_NONBLOCK);
     if (child_errno) {
@@ -8367,6 +8475,7 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
     c->alloc = a;
     c->log = desc->log.fn ? desc->log : desc->kube.http.log;
     c->tunnel_err_fd = -1;
+    c->tunnel_life_fd = -1;
     pthread_mutex_init(&c->lock, NULL);
     c->mode = desc->mode;
     c->router_port = desc->router_port ? desc->router_port : 8080;
@@ -8420,6 +8529,15 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
                 asb_client_free(c);
                 return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
                                  "client: extra header %zu is NULL or has CR/LF", i);
+            }
+            if (asb__reserved_header(h->name)) {
+                char q[80];
+                asb__quote(q, sizeof q, h->name, strlen(h->name), 60);
+                asb_client_free(c);
+                return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                                 "client: extra header \"%s\" is one the library sets itself "
+                                 "(a second copy would shadow or contradict it)",
+                                 q);
             }
             c->extra[i].name = asb__cdup(c, h->name);
             c->extra[i].value = asb__cdup(c, h->value);
@@ -9056,6 +9174,17 @@ ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err) {
     return r;
 }
 
+/* Overwrites every copy of `secret` in buf[0, len) with '*'. */
+static void asb__mask(char *buf, size_t len, const char *secret) {
+    size_t n = strlen(secret), i;
+    if (n < 4) return; /* too short to tell from ordinary text */
+    for (i = 0; i + n <= len; i++)
+        if (memcmp(buf + i, secret, n) == 0) {
+            memset(buf + i, '*', n);
+            i += n - 1;
+        }
+}
+
 /* One call to the runtime through the router, with its headers. */
 static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const char *path,
                                int timeout_ms, asb_http_response *resp, asb_error *err) {
@@ -9158,6 +9287,12 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
         }
     }
     asb_buf_free(&url);
+    if (r != ASB_OK && err && c->router_auth) {
+        /* a peer that echoes request headers into its error body would
+           hand our token to whoever reads the error: mask it */
+        asb__mask(err->body, err->body_len, c->router_auth + 7);
+        asb__mask(err->message, strlen(err->message), c->router_auth + 7);
+    }
     if (r == ASB_ERR_HTTP_STATUS && resp->status == 404) r = ASB_ERR_NOT_FOUND;
     if (r == ASB_OK)
         asb__log(&c->log, ASB_LOG_DEBUG, "sandbox.call",

@@ -96,6 +96,25 @@ ASBT_TEST(client_options_are_checked_before_anything_runs) {
         d.extra_header_count = 1;
         ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_ERR_INVALID_ARGUMENT);
         ASBT_CONTAINS(err.message, "extra header 0");
+        {
+            /* nor may an extra header shadow one the client sets itself */
+            static const char *reserved[] = {"x-sandbox-id", "X-Sandbox-Pod-IP",
+                                             "authorization", "Content-Length",
+                                             "Transfer-Encoding", "HOST", "X-Request-Id",
+                                             "Connection"};
+            size_t i;
+            h.value = "v";
+            for (i = 0; i < sizeof reserved / sizeof reserved[0]; i++) {
+                h.name = reserved[i];
+                ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_ERR_INVALID_ARGUMENT);
+                ASBT_CONTAINS(err.message, "one the library sets itself");
+            }
+            /* names that only start alike are fine: they fail later, at the
+               missing kubeconfig, not at the header check */
+            h.name = "X-Sandboxed";
+            d.kube.kubeconfig.path = "/nonexistent/kubeconfig";
+            ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_ERR_KUBECONFIG);
+        }
     }
     /* no kubeconfig at all: a clear error, nothing leaked */
     memset(&d, 0, sizeof d);
@@ -399,6 +418,16 @@ ASBT_TEST(router_token_goes_to_the_router_and_never_into_errors_or_the_log) {
     ASBT_CHECK(recorder_has(err.body, err.body_len, "Unauthorized"));
     ASBT_CHECK(strstr(err.message, token) == NULL);
     ASBT_CHECK(!recorder_has(err.body, err.body_len, token));
+    /* a peer that echoes the request's headers into its error body: the
+       token is masked in err, the rest of the body kept */
+    recorder_reply(rec, 400,
+                   "{\"error\":\"bad request\",\"got\":\"Authorization: Bearer "
+                   "s20-router-token-5c1a9e\"}");
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_ERR_HTTP_STATUS);
+    asb_run_result_free(&rr);
+    ASBT_CHECK(!recorder_has(err.body, err.body_len, token));
+    ASBT_CHECK(recorder_has(err.body, err.body_len, "\"got\":\"Authorization: Bearer ****"));
+    ASBT_CHECK(recorder_has(err.body, err.body_len, "bad request"));
     asb_client_free(c);
     recorder_stop(rec);
     /* a router that is not there: the transport error names no token */

@@ -29,6 +29,58 @@ static int claim_exists(asb_client *c, const char *ns, const char *claim) {
     return r == ASB_OK;
 }
 
+/* The parent of a process, from /proc (0 when it is gone); its name
+   (comm) into name[cap] when name is not NULL. */
+static int proc_parent(int pid, char *name, size_t cap) {
+    char path[64], buf[512];
+    FILE *f;
+    int ppid = 0;
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    f = fopen(path, "r");
+    if (!f) return 0;
+    if (fgets(buf, sizeof buf, f)) {
+        char *lp = strchr(buf, '('), *rp = strrchr(buf, ')');
+        if (lp && rp && sscanf(rp + 2, "%*c %d", &ppid) != 1) ppid = 0;
+        if (name && lp && rp) snprintf(name, cap, "%.*s", (int)(rp - lp - 1), lp + 1);
+    }
+    fclose(f);
+    return ppid;
+}
+
+/* kubectl processes started by this process: each runs under a tunnel
+   supervisor that is our child. */
+static int count_kubectl_children(void) {
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d)) != NULL) {
+        char name[64] = "";
+        int ppid;
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        ppid = proc_parent(atoi(e->d_name), name, sizeof name);
+        if (ppid > 0 && strstr(name, "kubectl") && proc_parent(ppid, NULL, 0) == (int)getpid())
+            n++;
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+/* The kubectl that a tunnel supervisor runs (0 if none). */
+static int kubectl_of(int supervisor) {
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    int found = 0;
+    while (d && (e = readdir(d)) != NULL && !found) {
+        char name[64] = "";
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        if (proc_parent(atoi(e->d_name), name, sizeof name) == supervisor &&
+            strstr(name, "kubectl"))
+            found = atoi(e->d_name);
+    }
+    if (d) closedir(d);
+    return found;
+}
+
 ASBT_TEST(quick_start_create_run_write_read_exists_terminate) {
     asb_error err;
     asb_client *c = new_client(&err);
@@ -168,10 +220,9 @@ ASBT_TEST(killed_kubectl_is_replaced_on_the_next_call) {
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
     ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_OK);
     asb_run_result_free(&rr);
-    first = c->tunnel_pid;
-    ASBT_CHECK(first > 0);
-    kill(-first, SIGKILL);
-    kill(first, SIGKILL);
+    first = c->tunnel_pid; /* the supervisor; kubectl runs under it */
+    ASBT_CHECK(first > 0 && kubectl_of(first) > 0);
+    kill(kubectl_of(first), SIGKILL); /* kubectl alone: its supervisor follows */
     asb__sleep_ms(200);
     if (asb_sandbox_run(sb, "echo again", 0, &rr, &err) != ASB_OK)
         fprintf(stderr, "    %s\n", err.message);
@@ -182,6 +233,68 @@ ASBT_TEST(killed_kubectl_is_replaced_on_the_next_call) {
     asb_client_free(c);
     /* the old kubectl was reaped and the new one stopped: no child left */
     ASBT_CHECK(waitpid(-1, NULL, WNOHANG) <= 0);
+}
+
+/* A program that dies without asb_client_free does not leave its kubectl
+   behind (Linux: the parent-death signal). */
+ASBT_TEST(kubectl_dies_with_a_program_that_never_freed_its_client) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *sb = NULL;
+    int ready[2], i, gone = 0;
+    pid_t child, kubectl = 0;
+    char b;
+    ASBT_CHECK(c != NULL);
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
+    ASBT_CHECK(pipe(ready) == 0);
+    child = fork();
+    if (child == 0) {
+        /* a second program: attach, run (the tunnel starts), then hang */
+        asb_client *c2 = new_client(&err);
+        asb_sandbox *s2 = NULL;
+        asb_run_result rr;
+        if (c2 && asb_client_get_sandbox(c2, asb_sandbox_claim_name(sb), NULL, 0, &s2, &err) ==
+                      ASB_OK &&
+            asb_sandbox_run(s2, "true", 0, &rr, &err) == ASB_OK) {
+            char pid[32];
+            int n = snprintf(pid, sizeof pid, "%d\n", (int)c2->tunnel_pid);
+            if (write(ready[1], pid, (size_t)n) < 0) _exit(3);
+            for (;;) pause();
+        }
+        _exit(2);
+    }
+    close(ready[1]);
+    {
+        char line[32];
+        size_t n = 0;
+        while (n < sizeof line - 1 && read(ready[0], &b, 1) == 1 && b != '\n') line[n++] = b;
+        line[n] = '\0';
+        kubectl = (pid_t)atoi(line);
+    }
+    close(ready[0]);
+    kubectl = kubectl > 0 ? kubectl_of(kubectl) : 0; /* the supervisor's kubectl */
+    ASBT_CHECK(kubectl > 0);
+    kill(child, SIGKILL); /* no atexit, no asb_client_free */
+    waitpid(child, NULL, 0);
+    for (i = 0; kubectl > 0 && i < 60 && !gone; i++) {
+        char path[64], st[512];
+        FILE *f;
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)kubectl);
+        f = fopen(path, "r");
+        if (!f) {
+            gone = 1;
+        } else {
+            char *rp;
+            if (fgets(st, sizeof st, f) && (rp = strrchr(st, ')')) != NULL && rp[2] == 'Z')
+                gone = 1; /* exited, waiting for init to reap it */
+            fclose(f);
+        }
+        if (!gone) asb__sleep_ms(50);
+    }
+    ASBT_CHECK(gone);
+    if (!gone && kubectl > 0) kill(kubectl, SIGKILL);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
 }
 
 ASBT_TEST(no_kubectl_says_so_and_suggests_direct_mode) {
@@ -904,30 +1017,6 @@ static int count_fds(void) {
 }
 
 /* kubectl processes that are our children */
-static int count_kubectl_children(void) {
-    DIR *d = opendir("/proc");
-    struct dirent *e;
-    int n = 0;
-    while (d && (e = readdir(d)) != NULL) {
-        char path[300], buf[512];
-        FILE *f;
-        int ppid = 0;
-        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-        f = fopen(path, "r");
-        if (!f) continue;
-        if (fgets(buf, sizeof buf, f)) {
-            char *rp = strrchr(buf, ')');
-            if (rp && sscanf(rp + 2, "%*c %d", &ppid) == 1 && ppid == (int)getpid() &&
-                strstr(buf, "kubectl"))
-                n++;
-        }
-        fclose(f);
-    }
-    if (d) closedir(d);
-    return n;
-}
-
 ASBT_TEST(many_cycles_leave_no_claim_process_fd_or_memory_behind) {
     asb_error err;
     asbt_heap heap;
@@ -1408,6 +1497,7 @@ ASBT_LIST(
     ASBT_CASE(a_ready_timeout_deletes_the_claim)
     ASBT_CASE(bad_labels_and_ttl_fail_before_any_api_call)
     ASBT_CASE(killed_kubectl_is_replaced_on_the_next_call)
+    ASBT_CASE(kubectl_dies_with_a_program_that_never_freed_its_client)
     ASBT_CASE(no_kubectl_says_so_and_suggests_direct_mode)
     ASBT_CASE(a_second_client_attaches_and_a_stale_handle_is_dropped)
     ASBT_CASE(list_all_list_active_and_delete_all)
