@@ -998,6 +998,7 @@ class PodRunner:
         # that runtime exited; absent while the first probe is still pending.
         self.ready = {}
         self.status_q = queue.Queue()  # uids whose Ready condition may need writing
+        self.restart_at = {}  # uid -> when the reaper restarts its exited runtime
         self.conn = None  # the status writer's connection to the apiserver
         self.lock = threading.Lock()
         self.stopping = False
@@ -1023,7 +1024,8 @@ class PodRunner:
             else:
                 self.pods[uid] = pod
             running = uid in self.procs
-            if not deleted and self.wanted(pod) and not running:
+            # A runtime waiting out its restart back-off is the reaper's to start.
+            if not deleted and self.wanted(pod) and not running and uid not in self.restart_at:
                 self.start_runtime(pod)
             elif running and (deleted or not self.wanted(pod)):
                 self.stop_runtime(uid)
@@ -1202,7 +1204,7 @@ class PodRunner:
     def reaper(self):
         """Restart a runtime that exited while its pod still runs (like a
         kubelet would), with a doubling back-off for one that keeps dying."""
-        pending, failures = {}, {}  # uid -> restart time; uid -> quick exits in a row
+        pending, failures = self.restart_at, {}  # uid -> restart time; uid -> quick exits in a row
         while not self.stopping:
             time.sleep(0.5)
             with self.lock:
