@@ -25,9 +25,11 @@ Environment:
 """
 
 import base64
+import http.client
 import ipaddress
 import json
 import os
+import queue
 import shutil
 import signal
 import socket
@@ -415,6 +417,118 @@ def load_yaml_docs(path):
         return [d for d in yaml.safe_load_all(f) if d]
 
 
+# ---------------------------------------------------------------- readiness
+
+# A pod whose readiness the pod runner decides, like a kubelet's prober: a
+# sandbox pod (the label the pod runner watches) with at least one container
+# that declares a readinessProbe. kwok evaluates PROBE_GATE (jq) on the pod;
+# probe_gated() is the same test in Python. Keep the two in step.
+PROBE_GATE = ('(.metadata.labels["%s"] != null) and any(.spec.containers[]?; .readinessProbe != null)'
+              % SANDBOX_LABEL)
+
+
+def probe_gated(pod):
+    md, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    return (SANDBOX_LABEL in (md.get("labels") or {})
+            and any(c.get("readinessProbe") is not None for c in spec.get("containers") or []))
+
+
+# What kwok writes when it starts a probe-gated pod: everything its own
+# pod-ready stage writes (phase Running, IPs, containers running, readiness
+# gates true), except that the containers with a readinessProbe are not ready,
+# so neither are ContainersReady and Ready (reason and message as a kubelet
+# words them). The pod runner flips them once its probe passes.
+UNREADY_STATUS_TEMPLATE = """
+{{ $now := Now }}
+{{ $unready := list }}
+{{ range .spec.containers }}{{ if .readinessProbe }}{{ $unready = append $unready .name }}{{ end }}{{ end }}
+conditions:
+- type: Initialized
+  status: "True"
+  lastTransitionTime: {{ $now | Quote }}
+- type: ContainersReady
+  status: "False"
+  reason: ContainersNotReady
+  message: {{ printf "containers with unready status: [%s]" (join " " $unready) | Quote }}
+  lastTransitionTime: {{ $now | Quote }}
+- type: Ready
+  status: "False"
+  reason: ContainersNotReady
+  message: {{ printf "containers with unready status: [%s]" (join " " $unready) | Quote }}
+  lastTransitionTime: {{ $now | Quote }}
+{{ range .spec.readinessGates }}
+- type: {{ .conditionType | Quote }}
+  status: "True"
+  lastTransitionTime: {{ $now | Quote }}
+{{ end }}
+containerStatuses:
+{{ range .spec.containers }}
+- name: {{ .name | Quote }}
+  image: {{ .image | Quote }}
+  ready: {{ if .readinessProbe }}false{{ else }}true{{ end }}
+  started: true
+  restartCount: 0
+  state:
+    running:
+      startedAt: {{ $now | Quote }}
+{{ end }}
+initContainerStatuses:
+{{ range .spec.initContainers }}
+- name: {{ .name | Quote }}
+  image: {{ .image | Quote }}
+  ready: true
+  restartCount: 0
+  state:
+    terminated:
+      exitCode: 0
+      reason: Completed
+      startedAt: {{ $now | Quote }}
+      finishedAt: {{ $now | Quote }}
+{{ end }}
+{{ with NodeIPsWith .spec.nodeName }}
+hostIP: {{ index . 0 | Quote }}
+hostIPs:
+{{ range . }}
+- ip: {{ . | Quote }}
+{{ end }}
+{{ end }}
+{{ with PodIPsWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) }}
+podIP: {{ index . 0 | Quote }}
+podIPs:
+{{ range . }}
+- ip: {{ . | Quote }}
+{{ end }}
+{{ end }}
+phase: Running
+startTime: {{ $now | Quote }}
+"""
+
+
+def readiness_stages(docs):
+    """kwok's default stages, changed so that a probe-gated pod is started
+    (Running, IPs) but not Ready: kwok's own pod-ready stage skips such pods
+    and an extra stage starts them unready. kwok picks one stage at random
+    among those that match, so the two selectors exclude each other."""
+    ready = [d for d in docs if d.get("kind") == "Stage" and d["metadata"]["name"] == "pod-ready"]
+    if len(ready) != 1:
+        die("kwok's stages have no single pod-ready Stage (kwok %s): cannot gate readiness on probes"
+            % VERSIONS["KWOK_VERSION"])
+    sel = ready[0]["spec"].setdefault("selector", {})
+    exprs = sel.setdefault("matchExpressions", [])
+    exprs.append({"jq": {"key": PROBE_GATE, "operator": "NotIn", "values": ["true"]}})
+    return docs + [{
+        "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage",
+        "metadata": {"name": "lc-pod-start-unready"},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+            "selector": {"matchExpressions": [
+                {"jq": {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}},
+                {"jq": {"key": ".status.phase", "operator": "In", "values": ["Pending"]}},
+                {"jq": {"key": PROBE_GATE, "operator": "In", "values": ["true"]}}]},
+            "steps": [{"patch": {"subresource": "status", "root": "status",
+                                 "template": UNREADY_STATUS_TEMPLATE.strip() + "\n"}}]}}]
+
+
 # ---------------------------------------------------------------- up
 
 def cmd_up(version):
@@ -543,11 +657,13 @@ def cmd_up(version):
         "--secure-port=%d" % ports["scheduler"], "--cert-dir=" + p("pki", "scheduler-generated"),
         "--profiling=false"] + common)
 
-    # kwok: stages from the kwok module + the router port-forward rule.
+    # kwok: stages from the kwok module, with readiness left to the pod
+    # runner for probe-carrying sandbox pods, + the router port-forward rule.
     stage_dir = os.path.join(CACHE, "kwok-" + VERSIONS["KWOK_VERSION"], "stages")
     kwok_docs = []
     for fn in sorted(os.listdir(stage_dir)):
         kwok_docs += load_yaml_docs(os.path.join(stage_dir, fn))
+    kwok_docs = readiness_stages(kwok_docs)
     kwok_docs.append({
         "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterPortForward",
         "metadata": {"name": "sandbox-router"},
@@ -797,9 +913,80 @@ def cmd_restart_apiserver():
 
 # ---------------------------------------------------------------- pod runner
 
+# The pod runner probes a starting runtime every PROBE_FAST_S (a kubelet
+# waits periodSeconds, at least 1 s, between failed probes) so that Ready
+# follows listen within milliseconds; PROBE_FAST_FOR_S after the probe's
+# initialDelaySeconds without success it falls back to its periodSeconds.
+PROBE_FAST_S = 0.01
+PROBE_FAST_FOR_S = 30.0
+
+
+def probe_port(port, container):
+    """A probe's port: a number, or the name of one of the container's ports."""
+    if isinstance(port, int) or (isinstance(port, str) and port.isdigit()):
+        return int(port)
+    for cp in container.get("ports") or []:
+        if cp.get("name") == port:
+            return int(cp["containerPort"])
+    raise ValueError("container %s has no port named %r" % (container.get("name"), port))
+
+
+def probe_once(pod_ip, container, probe, timeout):
+    """One readiness probe, as a kubelet runs it: (passed, what happened).
+    httpGet passes on a status 200-399, tcpSocket when the connect succeeds.
+    Only loopback addresses are dialled. exec and grpc probes are not
+    emulated: they count as passed once the runtime runs."""
+    kind = "httpGet" if "httpGet" in probe else "tcpSocket" if "tcpSocket" in probe else None
+    if kind is None:
+        return True, "%s probe not emulated, counted as passed" % (
+            ",".join(k for k in ("exec", "grpc") if k in probe) or "unknown")
+    spec = probe[kind]
+    try:
+        host = spec.get("host") or pod_ip
+        if not ipaddress.ip_address(host).is_loopback:
+            return False, "probe host %s is not a loopback address; not dialled" % host
+        port = probe_port(spec.get("port"), container)
+    except ValueError as e:
+        return False, str(e)
+    if kind == "tcpSocket":
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            return True, "connected to %s:%d" % (host, port)
+        except OSError as e:
+            return False, "tcp %s:%d: %s" % (host, port, e)
+    if (spec.get("scheme") or "HTTP").upper() == "HTTPS":
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE  # a kubelet does not verify probe certificates either
+        conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=ctx)
+    else:
+        conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    headers = {"User-Agent": "kube-probe/lc-podrunner", "Accept": "*/*"}
+    for h in spec.get("httpHeaders") or []:
+        headers[h["name"]] = h.get("value", "")
+    path = spec.get("path") or "/"
+    try:
+        conn.request("GET", path if path.startswith("/") else "/" + path, headers=headers)
+        r = conn.getresponse()
+        r.read()
+        return 200 <= r.status < 400, "GET http://%s:%d%s: %d" % (host, port, path, r.status)
+    except (OSError, http.client.HTTPException) as e:
+        return False, "GET http://%s:%d%s: %s" % (host, port, path, e)
+    finally:
+        conn.close()
+
+
+def pod_ready(pod):
+    return has_condition(pod, "Ready")
+
+
 class PodRunner:
     """Starts the runtime server for each Running sandbox pod, on the pod's
-    loopback IP, and stops it when the pod goes away."""
+    loopback IP, and stops it when the pod goes away. For a pod with a
+    readinessProbe (probe_gated) it is also the kubelet's prober: kwok starts
+    such a pod unready, the pod runner probes the runtime and sets the pod's
+    Ready and ContainersReady conditions (and its containers' ready) once the
+    probe passes, and clears them when the runtime exits."""
 
     def __init__(self):
         info = json.load(open(p("cluster.json")))
@@ -808,11 +995,19 @@ class PodRunner:
         self.ctx.load_cert_chain(p("pki", "podrunner.crt"), p("pki", "podrunner.key"))
         self.procs = {}   # uid -> (Popen, meta)
         self.pods = {}    # uid -> pod object (latest seen)
+        # uid -> True once the probe passed for the running runtime, False when
+        # that runtime exited; absent while the first probe is still pending.
+        self.ready = {}
+        self.status_q = queue.Queue()  # uids whose Ready condition may need writing
+        self.restart_at = {}  # uid -> when the reaper restarts its exited runtime
+        self.conn = None  # the status writer's connection to the apiserver
         self.lock = threading.Lock()
         self.stopping = False
 
     def rlog(self, msg):
-        print("%s podrunner: %s" % (time.strftime("%H:%M:%S"), msg), flush=True)
+        t = time.time()
+        print("%s.%03d podrunner: %s" % (time.strftime("%H:%M:%S", time.localtime(t)), int(t * 1000) % 1000, msg),
+              flush=True)
 
     def key(self, pod):
         return pod["metadata"]["uid"]
@@ -830,10 +1025,18 @@ class PodRunner:
             else:
                 self.pods[uid] = pod
             running = uid in self.procs
-            if not deleted and self.wanted(pod) and not running:
+            # A runtime waiting out its restart back-off is the reaper's to start.
+            if not deleted and self.wanted(pod) and not running and uid not in self.restart_at:
                 self.start_runtime(pod)
             elif running and (deleted or not self.wanted(pod)):
                 self.stop_runtime(uid)
+            if deleted:
+                self.ready.pop(uid, None)
+            elif uid in self.ready and self.wanted(pod) and probe_gated(pod) and \
+                    pod_ready(pod) != self.ready[uid]:
+                # Not what the probe says (kwok replayed a stale start, or the
+                # runtime exited): write it (again).
+                self.status_q.put(uid)
 
     def start_runtime(self, pod):
         md, ip = pod["metadata"], pod["status"]["podIP"]
@@ -853,6 +1056,137 @@ class PodRunner:
         self.procs[uid] = (proc, meta)
         self.rlog("started runtime for %s at %s:%d (pid %d, base %s)" % (meta["pod"], ip, RUNTIME_PORT,
                                                                         proc.pid, base))
+        if probe_gated(pod):
+            threading.Thread(target=self.prober, args=(uid, proc), daemon=True).start()
+
+    def prober(self, uid, proc):
+        """Probe the runtime proc serves for pod uid until every readiness
+        probe of the pod has passed once; then have Ready written."""
+        t0 = time.monotonic()
+        passed, attempts, why, slow = set(), 0, "", False
+        while True:
+            with self.lock:
+                pod = self.pods.get(uid)
+                if self.stopping or pod is None or self.procs.get(uid, (None,))[0] is not proc:
+                    return
+            pending = [c for c in pod["spec"]["containers"]
+                       if c.get("readinessProbe") is not None and c["name"] not in passed]
+            elapsed = time.monotonic() - t0
+            for c in pending:
+                probe = c["readinessProbe"]
+                if elapsed < probe.get("initialDelaySeconds", 0):
+                    continue
+                attempts += 1
+                ok, why = probe_once(pod["status"]["podIP"], c, probe, float(probe.get("timeoutSeconds", 1)))
+                if ok:
+                    passed.add(c["name"])
+            if all(c["name"] in passed for c in pending):
+                with self.lock:
+                    if self.procs.get(uid, (None,))[0] is not proc:
+                        return
+                    self.ready[uid] = True
+                self.rlog("readiness probe passed for %s after %.1f ms, %d attempt(s): %s" % (
+                    "%s/%s" % (pod["metadata"]["namespace"], pod["metadata"]["name"]),
+                    (time.monotonic() - t0) * 1000, attempts, why))
+                self.status_q.put(uid)
+                return
+            delay = max(c["readinessProbe"].get("initialDelaySeconds", 0) for c in pending)
+            if elapsed < delay + PROBE_FAST_FOR_S:
+                time.sleep(PROBE_FAST_S)
+                continue
+            if not slow:
+                slow = True
+                self.rlog("readiness probe for %s/%s still failing after %.0fs (%s); probing every periodSeconds"
+                          % (pod["metadata"]["namespace"], pod["metadata"]["name"], elapsed, why))
+            time.sleep(min(float(c["readinessProbe"].get("periodSeconds", 10)) for c in pending))
+
+    def status_writer(self):
+        """Write the Ready condition the probe decided, one pod at a time."""
+        try:  # handshake now, not on the first write
+            self.api_call("GET", "/api/v1/pods?limit=1&labelSelector=" + urllib.request.quote(SANDBOX_LABEL))
+        except Exception:  # noqa: BLE001 - the first write connects again
+            pass
+        while True:
+            uid = self.status_q.get()
+            with self.lock:
+                pod = self.pods.get(uid)
+            for attempt in range(5):
+                with self.lock:
+                    want = self.ready.get(uid)
+                    current = self.pods.get(uid) is not None
+                if (self.stopping or not current or want is None or not self.wanted(pod)
+                        or not probe_gated(pod) or pod_ready(pod) == want):
+                    break
+                md = pod["metadata"]
+                try:
+                    code, answer = self.write_ready(pod, want)
+                except Exception as e:  # noqa: BLE001 - retry with a fresh copy
+                    code, answer = None, repr(e)
+                if code == 200 or code == 404:
+                    break
+                if code != 409:  # 409: the pod changed since we saw it
+                    self.rlog("writing Ready=%s for %s/%s failed: %s %s" % (
+                        want, md["namespace"], md["name"], code, answer[:200]))
+                    time.sleep(0.2)
+                try:
+                    code, answer = self.api_call("GET", "/api/v1/namespaces/%s/pods/%s" % (
+                        md["namespace"], md["name"]))
+                    fresh = json.loads(answer) if code == 200 else None
+                except Exception:  # noqa: BLE001 - unreachable: the watch will tell
+                    fresh = None
+                if fresh is None or fresh["metadata"]["uid"] != uid:
+                    break
+                pod = fresh
+
+    def api_call(self, method, path, body=None, content_type=None):
+        """(status, body text) over one kept-alive connection (status writer
+        thread only): a fresh TLS handshake would cost more than the write."""
+        headers = {"Accept": "application/json", "User-Agent": "lc-podrunner"}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = content_type
+        for attempt in (1, 2):
+            if self.conn is None:
+                host, port = self.server[len("https://"):].rsplit(":", 1)
+                self.conn = http.client.HTTPSConnection(host, int(port), context=self.ctx, timeout=10)
+            try:
+                self.conn.request(method, path, body=data, headers=headers)
+                r = self.conn.getresponse()
+                return r.status, r.read().decode(errors="replace")
+            except (OSError, http.client.HTTPException):
+                self.conn.close()
+                self.conn = None
+                if attempt == 2:
+                    raise
+        return None, ""
+
+    def write_ready(self, pod, ready):
+        """PATCH pods/status as a kubelet's status manager would: the Ready
+        and ContainersReady conditions and the probed containers' ready flag.
+        containerStatuses is an atomic list, so it goes whole; the
+        resourceVersion makes a stale copy fail with 409 instead of
+        overwriting what kwok wrote meanwhile."""
+        md = pod["metadata"]
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        probed = [c["name"] for c in pod["spec"]["containers"] if c.get("readinessProbe") is not None]
+        statuses = []
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            cs = dict(cs)
+            if cs.get("name") in probed:
+                cs["ready"] = ready
+            statuses.append(cs)
+        msg = None if ready else "containers with unready status: [%s]" % " ".join(probed)
+        conds = [{"type": t, "status": "True" if ready else "False", "lastTransitionTime": now,
+                  "lastProbeTime": None, "reason": None if ready else "ContainersNotReady", "message": msg}
+                 for t in ("ContainersReady", "Ready")]
+        body = {"metadata": {"resourceVersion": md["resourceVersion"]},
+                "status": {"conditions": conds, "containerStatuses": statuses}}
+        code, answer = self.api_call("PATCH", "/api/v1/namespaces/%s/pods/%s/status" % (
+            md["namespace"], md["name"]), body, "application/strategic-merge-patch+json")
+        if code == 200:
+            self.rlog("set %s/%s Ready=%s" % (md["namespace"], md["name"], ready))
+        return code, answer
 
     def stop_runtime(self, uid):
         proc, meta = self.procs.pop(uid)
@@ -871,13 +1205,18 @@ class PodRunner:
     def reaper(self):
         """Restart a runtime that exited while its pod still runs (like a
         kubelet would), with a doubling back-off for one that keeps dying."""
-        pending, failures = {}, {}  # uid -> restart time; uid -> quick exits in a row
+        pending, failures = self.restart_at, {}  # uid -> restart time; uid -> quick exits in a row
         while not self.stopping:
             time.sleep(0.5)
             with self.lock:
                 for uid, (proc, meta) in list(self.procs.items()):
                     if proc.poll() is not None:
                         del self.procs[uid]
+                        # Nothing answers the probe now: the pod is not ready
+                        # until the restarted runtime passes it again.
+                        if self.ready.get(uid):
+                            self.status_q.put(uid)
+                        self.ready[uid] = False
                         quick = time.time() - meta["started"] < 10
                         failures[uid] = failures.get(uid, 0) + 1 if quick else 1
                         delay = min(30.0, 0.5 * 2 ** (failures[uid] - 1))
@@ -907,6 +1246,7 @@ class PodRunner:
         signal.signal(signal.SIGTERM, lambda *_: self.shutdown())
         signal.signal(signal.SIGINT, lambda *_: self.shutdown())
         threading.Thread(target=self.reaper, daemon=True).start()
+        threading.Thread(target=self.status_writer, daemon=True).start()
         sel = "labelSelector=" + urllib.request.quote(SANDBOX_LABEL)
         while not self.stopping:
             try:

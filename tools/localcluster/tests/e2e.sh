@@ -58,6 +58,18 @@ ip=$(kubectl get pod "$pod" -n $NS -o jsonpath='{.status.podIP}')
 check "pod $pod has a loopback 127.1.x.y IP ($ip)" bash -c "[[ '$ip' =~ ^127\.1\.[0-9]+\.[0-9]+$ ]]"
 node=$(kubectl get pod "$pod" -n $NS -o jsonpath='{.spec.nodeName}')
 check "the scheduler bound $pod to the kwok node ($node)" test "$node" = kwok-node-0
+# Readiness as a kubelet decides it: the template's readinessProbe. kwok starts
+# the pod unready; the pod runner probes the runtime and writes Ready itself.
+# The router pod declares no probe: kwok makes it Ready at once.
+managers() { kubectl get pod "$1" -n "$2" --show-managed-fields -o json |
+             jqp '" ".join(sorted(m["manager"] + "/" + (m.get("subresource") or "") for m in d["metadata"]["managedFields"]))'; }
+probed=$(grep -c "readiness probe passed for $NS/$pod " "$STATE/logs/podrunner.log")
+check "pod $pod is Ready after the pod runner's probe passed (log lines: $probed; writers: $(managers "$pod" $NS))" \
+  bash -c "[ '$probed' -ge 1 ] && [[ ' $(managers "$pod" $NS) ' == *' lc-podrunner/status '* ]] &&
+           kubectl wait --for=condition=Ready pod/$pod -n $NS --timeout=1s >/dev/null"
+check "router pod (no readinessProbe) is Ready by kwok alone (writers: $(managers sandbox-router agent-sandbox-system))" \
+  bash -c "[[ ' $(managers sandbox-router agent-sandbox-system) ' != *lc-podrunner* ]] &&
+           kubectl wait --for=condition=Ready pod/sandbox-router -n agent-sandbox-system --timeout=1s >/dev/null"
 
 # 4. curl through kubectl port-forward svc/sandbox-router-svc with X-Sandbox-* headers.
 pflog=$(mktemp); kubectl port-forward svc/sandbox-router-svc -n agent-sandbox-system :8080 >"$pflog" 2>&1 &
