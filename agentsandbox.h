@@ -1297,12 +1297,22 @@ typedef struct asb_create_opts {
                                       from this SandboxWarmPool
                                       (spec.warmPoolRef) instead of naming
                                       a template; pass template_name NULL */
+    int probe_runtime;             /* default 0: Ready is the controller's
+                                      word (the pod's readiness probe has
+                                      passed). 1: also wait, within the
+                                      ready timeout, until the runtime
+                                      answers GET / through the connection:
+                                      for templates without a readiness
+                                      probe behind a router that does not
+                                      retry its dial */
 } asb_create_opts;
 
 /* Creates a SandboxClaim for `template_name` (v1alpha1) or for
    opts->warm_pool (v1beta1), waits with one watch on the
    claim (from the create's resourceVersion) until it is bound and Ready,
-   and returns a handle the client tracks. TemplateNotFound fails at once
+   and returns a handle the client tracks. With the local tunnel, kubectl
+   is started as soon as the claim exists, so it comes up while the
+   controller works; the first call waits for it if need be. TemplateNotFound fails at once
    (ASB_ERR_TEMPLATE_NOT_FOUND), another terminal reason is
    ASB_ERR_CLAIM_FAILED, the deadline ASB_ERR_TIMEOUT; on any failure the
    claim is deleted before returning: no orphan. */
@@ -8861,9 +8871,9 @@ static asb_sandbox *asb__new_handle(asb_client *c, const char *claim, const char
 static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const char *path,
                                int timeout_ms, asb_http_response *resp, asb_error *err);
 
-/* Ready by the controller does not yet mean the runtime answers (its
-   server may still be starting, or the router may not have the new pod):
-   probe GET / until anything but a 5xx or a connection failure comes
+/* opts.probe_runtime: Ready by the controller need not mean the runtime
+   answers (a template without a readiness probe: the server may still be
+   starting, or the router may not have the new pod): probe GET / until anything but a 5xx or a connection failure comes
    back, or the deadline. Any answer at all means the server is up. */
 static asb_result asb__wait_runtime(asb_sandbox *sb, int64_t deadline, asb_error *err) {
     int64_t pause = 50;
@@ -9128,7 +9138,7 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
         asb_kube_delete(c->kube, &res, ns, claim, NULL);
         return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "create: out of memory");
     }
-    r = asb__wait_runtime(sb, t_start + wo.deadline_ms, err);
+    r = opts->probe_runtime ? asb__wait_runtime(sb, t_start + wo.deadline_ms, err) : ASB_OK;
     if (r != ASB_OK) {
         asb_kube_delete(c->kube, &res, ns, claim, NULL); /* no orphan */
         c->alloc.free_fn(sb, c->alloc.user_data);

@@ -81,6 +81,20 @@ static int kubectl_of(int supervisor) {
     return found;
 }
 
+typedef struct log_sink {
+    pthread_mutex_t mu;
+    asb_buf text; /* "level id: message" lines */
+} log_sink;
+
+static void sink_log(void *ud, const asb_log_record *rec) {
+    log_sink *ls = (log_sink *)ud;
+    char line[700];
+    int n = snprintf(line, sizeof line, "%d %s: %s\n", (int)rec->level, rec->id, rec->message);
+    pthread_mutex_lock(&ls->mu);
+    asb_buf_append(&ls->text, line, (size_t)n);
+    pthread_mutex_unlock(&ls->mu);
+}
+
 ASBT_TEST(quick_start_create_run_write_read_exists_terminate) {
     asb_error err;
     asb_client *c = new_client(&err);
@@ -442,6 +456,49 @@ ASBT_TEST(a_64_mib_file_streams_both_ways_in_flat_memory) {
     asb_client_free(c);
 }
 
+/* A template without a readiness probe: its pod is Ready before the
+   runtime listens. probe_runtime makes create wait for the runtime too
+   (through the tunnel), so the first call needs no luck. */
+ASBT_TEST(probe_runtime_waits_for_the_runtime_of_a_template_without_a_probe) {
+    static const char tpl[] =
+        "{\"apiVersion\":\"extensions.agents.x-k8s.io/v1alpha1\",\"kind\":\"SandboxTemplate\","
+        "\"metadata\":{\"name\":\"asb-no-probe\"},\"spec\":{\"podTemplate\":{\"spec\":{"
+        "\"containers\":[{\"name\":\"rt\",\"image\":\"agentsandbox-runtime:local\","
+        "\"ports\":[{\"containerPort\":8888}]}],\"restartPolicy\":\"OnFailure\"}}}}";
+    asb_kube_resource res = {"extensions.agents.x-k8s.io", "v1alpha1", "sandboxtemplates"};
+    asb_error err;
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_create_opts o;
+    asb_run_result rr;
+    log_sink ls;
+    pthread_mutex_init(&ls.mu, NULL);
+    asb_buf_init(&ls.text, NULL);
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = kubeconfig;
+    d.log.fn = sink_log;
+    d.log.user_data = &ls;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    asb_kube_delete(c->kube, &res, "default", "asb-no-probe", NULL);
+    ASBT_EQ_RES(asb_kube_create(c->kube, &res, "default", tpl, strlen(tpl), NULL, &err), ASB_OK);
+    memset(&o, 0, sizeof o);
+    o.probe_runtime = 1;
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "asb-no-probe", &o, &sb, &err), ASB_OK);
+    /* the probe ran before create returned, and answered */
+    ASBT_CHECK(ls.text.ptr && strstr(ls.text.ptr, "0 sandbox.call: GET /: 200") != NULL &&
+               strstr(ls.text.ptr, "0 sandbox.call: GET /: 200") <
+                   strstr(ls.text.ptr, "1 sandbox.create: claim"));
+    ASBT_EQ_RES(asb_sandbox_run(sb, "echo up", 0, &rr, &err), ASB_OK);
+    ASBT_EQ_STR(rr.out.ptr, "up\n");
+    asb_run_result_free(&rr);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    ASBT_EQ_RES(asb_kube_delete(c->kube, &res, "default", "asb-no-probe", &err), ASB_OK);
+    asb_client_free(c);
+    asb_buf_free(&ls.text);
+    pthread_mutex_destroy(&ls.mu);
+}
+
 ASBT_TEST(status_pod_name_hash_and_ip_come_from_the_sandbox) {
     asb_error err;
     asb_client *c = new_client(&err);
@@ -602,20 +659,6 @@ ASBT_TEST(gateway_mode_skips_bad_addresses_and_reaches_the_router) {
     ASBT_CONTAINS(err.message, "no valid address");
     ASBT_CHECK(sb == NULL);
     asb_client_free(c);
-}
-
-typedef struct log_sink {
-    pthread_mutex_t mu;
-    asb_buf text; /* "level id: message" lines */
-} log_sink;
-
-static void sink_log(void *ud, const asb_log_record *rec) {
-    log_sink *ls = (log_sink *)ud;
-    char line[700];
-    int n = snprintf(line, sizeof line, "%d %s: %s\n", (int)rec->level, rec->id, rec->message);
-    pthread_mutex_lock(&ls->mu);
-    asb_buf_append(&ls->text, line, (size_t)n);
-    pthread_mutex_unlock(&ls->mu);
 }
 
 /* The log tells the story of a session by stable ids, and never carries a
@@ -1503,6 +1546,7 @@ ASBT_LIST(
     ASBT_CASE(list_all_list_active_and_delete_all)
     ASBT_CASE(a_64_mib_file_streams_both_ways_in_flat_memory)
     ASBT_CASE(status_pod_name_hash_and_ip_come_from_the_sandbox)
+    ASBT_CASE(probe_runtime_waits_for_the_runtime_of_a_template_without_a_probe)
     ASBT_CASE(in_cluster_mode_talks_to_the_pod_ip_without_the_router)
     ASBT_CASE(warm_pool_claims_match_the_clusters_api_version)
     ASBT_CASE(close_connection_keeps_the_claim_and_options_reach_the_router)
