@@ -28,7 +28,7 @@ BENCH_SDK_POD_CIDR   := 127.1.192.0/24
 # processes started per side for the first result.
 BENCH_SDK_RUNS       ?= 200
 BENCH_SDK_ROUNDS     ?= 5
-BENCH_SDK_CREATES    ?= 2
+BENCH_SDK_CREATES    ?= 3
 BENCH_SDK_STARTS     ?= 5
 
 EXTRA_DEB_PACKAGES += python3-venv
