@@ -7985,6 +7985,9 @@ struct asb_sandbox {
     char hash[64];  /* from its selector */
     int active;     /* the claim is ours and alive */
     int closed;     /* close_connection: no more calls, claim kept */
+    char ip[ASB_IP_SIZE]; /* pod IP for calls (in-cluster, X-Sandbox-Pod-IP),
+                             looked up once, as the reference does; "" after
+                             a call that could not connect: looked up again */
 };
 
 struct asb_client {
@@ -9184,6 +9187,32 @@ ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err) {
     return r;
 }
 
+/* The handle's pod IP: the cached one, or looked up now (and cached). */
+static asb_result asb__sb_cached_ip(asb_sandbox *sb, asb_error *err) {
+    asb_result r;
+    if (sb->ip[0]) return ASB_OK;
+    r = asb_sandbox_pod_ip(sb, sb->ip, err);
+    if (r != ASB_OK) {
+        sb->ip[0] = '\0';
+        return r;
+    }
+    asb__log(&sb->client->log, ASB_LOG_DEBUG, "sandbox.pod_ip", "sandbox %s/%s: pod IP %s",
+             sb->ns, sb->name, sb->ip);
+    return ASB_OK;
+}
+
+/* In-cluster: http://<pod IP>:<port>, else the sandbox's Service name.
+   Returns 1 when the IP came from the cache (it may be stale). */
+static int asb__sb_base_in_cluster(asb_sandbox *sb, const char *port, char *base, size_t cap) {
+    asb_error ierr;
+    int cached = sb->ip[0] != '\0';
+    if (asb__sb_cached_ip(sb, &ierr) == ASB_OK)
+        snprintf(base, cap, strchr(sb->ip, ':') ? "http://[%s]:%s" : "http://%s:%s", sb->ip, port);
+    else
+        snprintf(base, cap, "http://%s.%s.svc.cluster.local:%s", sb->name, sb->ns, port);
+    return cached;
+}
+
 /* Overwrites every copy of `secret` in buf[0, len) with '*'. */
 static void asb__mask(char *buf, size_t len, const char *secret) {
     size_t n = strlen(secret), i;
@@ -9207,6 +9236,9 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
     unsigned char rnd[8];
     asb_error lerr;
     int64_t t0 = asb__now_ms();
+    int stale_ok = 0; /* in-cluster with a cached IP: one quick try first */
+    asb_retry_policy once;
+    const asb_retry_policy *policy = req->retry;
     memset(resp, 0, sizeof *resp);
     if (!sb || !sb->active || sb->closed)
         return asb__fail(err, ASB_ERR_CLOSED, "sandbox: the handle was terminated or closed");
@@ -9218,15 +9250,7 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
         return ASB_ERR_INVALID_ARGUMENT;
     snprintf(port, sizeof port, "%d", c->server_port);
     if (c->mode == ASB_CONNECT_IN_CLUSTER) {
-        char ip[ASB_IP_SIZE];
-        asb_error ierr;
-        r = asb_sandbox_pod_ip(sb, ip, &ierr);
-        if (r == ASB_OK)
-            snprintf(base, sizeof base, strchr(ip, ':') ? "http://[%s]:%s" : "http://%s:%s", ip,
-                     port);
-        else
-            snprintf(base, sizeof base, "http://%s.%s.svc.cluster.local:%s", sb->name, sb->ns,
-                     port);
+        stale_ok = asb__sb_base_in_cluster(sb, port, base, sizeof base);
     } else {
         r = asb__router_base(c, base, sizeof base, err);
         if (r != ASB_OK) {
@@ -9247,8 +9271,9 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
         h[nh++].value = port;
         if (c->send_pod_ip) {
             asb_error perr;
-            asb_result pr = asb_sandbox_pod_ip(sb, podip, &perr);
+            asb_result pr = asb__sb_cached_ip(sb, &perr);
             if (pr == ASB_OK) {
+                snprintf(podip, sizeof podip, "%s", sb->ip);
                 h[nh].name = "X-Sandbox-Pod-IP";
                 h[nh++].value = podip;
             } else if (perr.http_status == 401 || perr.http_status == 403) {
@@ -9283,7 +9308,38 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
     asb_buf_append(&url, base, strlen(base));
     asb_buf_append(&url, path, strlen(path));
     req->url = url.ptr;
+    if (stale_ok && !req->retry) {
+        /* a refused connect to a cached address means "look again", not
+           "back off and retry the same address" */
+        memset(&once, 0, sizeof once);
+        once.max_attempts = 1;
+        req->retry = &once;
+    }
     r = asb_http_do(c->http, req, resp, err);
+    if (req->retry == &once && r != ASB_OK && r != ASB_ERR_CONNECT &&
+        asb__method_idempotent(req->method ? req->method : "GET") && !req->body_read &&
+        (r == ASB_ERR_RECV || r == ASB_ERR_SEND ||
+         (r == ASB_ERR_HTTP_STATUS && resp->status >= 500 && resp->status <= 504))) {
+        /* it connected: the address is good; the usual policy for the rest */
+        req->retry = policy;
+        asb_http_response_free(resp);
+        r = asb_http_do(c->http, req, resp, err);
+    }
+    req->retry = policy;
+    if (sb->ip[0] && (r == ASB_ERR_CONNECT || (r == ASB_ERR_HTTP_STATUS && resp->status == 502))) {
+        /* the pod may have moved: look its IP up again next time, and for
+           an in-cluster call that never connected, right now, once */
+        sb->ip[0] = '\0';
+        if (r == ASB_ERR_CONNECT && c->mode == ASB_CONNECT_IN_CLUSTER && req->body_read == NULL) {
+            asb_http_response_free(resp);
+            asb__sb_base_in_cluster(sb, port, base, sizeof base);
+            url.len = 0;
+            asb_buf_append(&url, base, strlen(base));
+            asb_buf_append(&url, path, strlen(path));
+            req->url = url.ptr;
+            r = asb_http_do(c->http, req, resp, err);
+        }
+    }
     if (r == ASB_ERR_CONNECT && c->mode == ASB_CONNECT_LOCAL_TUNNEL) {
         /* never reached anything: the tunnel may have died; rebuild, once */
         asb_http_response_free(resp);
