@@ -1215,7 +1215,8 @@ typedef enum asb_connection_mode {
                                      router Service, one per client */
     ASB_CONNECT_DIRECT,           /* a router URL you give */
     ASB_CONNECT_IN_CLUSTER,       /* straight to the pod: its IP (looked up
-                                     per call), else the sandbox's service
+                                     once per handle, again when it stops
+                                     answering), else the sandbox's service
                                      DNS name; no router headers */
     ASB_CONNECT_GATEWAY           /* the router behind a Gateway: the first
                                      valid status.addresses[] value (watched
@@ -1261,8 +1262,9 @@ typedef struct asb_client_desc {
                                       Host, Content-*, Transfer-Encoding,
                                       Connection) */
     size_t extra_header_count;
-    int send_pod_ip;               /* default 0. 1: look up the pod IP per
-                                      call and send X-Sandbox-Pod-IP; a
+    int send_pod_ip;               /* default 0. 1: send X-Sandbox-Pod-IP
+                                      (looked up once per handle, again
+                                      after a 502 or a refused connect); a
                                       401/403 on the lookup turns it off
                                       for good */
     const char *gateway_name;      /* ASB_CONNECT_GATEWAY: the Gateway */
@@ -1441,8 +1443,8 @@ typedef enum asb_sandbox_state {
 ASB_API asb_result asb_sandbox_status(asb_sandbox *sb, asb_sandbox_state *state, char *msg,
                                       size_t msg_cap, asb_error *err);
 
-/* The pod's IP from the Sandbox's status.podIPs, looked up now (never
-   cached: it changes when the pod is recreated): IPv4 preferred, an
+/* The pod's IP from the Sandbox's status.podIPs, looked up now (this
+   call never caches; the handle's calls keep the last one they used): IPv4 preferred, an
    IPv4-mapped IPv6 address counts as IPv4 (unmapped), invalid entries
    skipped. ASB_ERR_NOT_FOUND when there is none. */
 #define ASB_IP_SIZE 64
