@@ -1501,6 +1501,7 @@ ASB_API const char *asb_tls_backend(void);
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <sys/select.h>
+#include <sys/resource.h>
 #if defined(__linux__)
 #include <sys/syscall.h>
 #endif
@@ -8135,53 +8136,69 @@ static void asb__tunnel_stderr(asb_client *c, char *out, size_t cap) {
 
 static void asb__sv_noop(int sig) { (void)sig; }
 
+/* The supervisor could not start kubectl: tell the parent why (it reads
+   an errno from execfd) and leave. */
+static void asb__sv_fail(int execfd) {
+    int e = errno;
+    ssize_t w = write(execfd, &e, sizeof e);
+    (void)w;
+    _exit(127);
+}
+
 /* The tunnel's supervisor: a fork of this process that never execs, so
-   it may only make async-signal-safe calls (the program may have
-   threads). It starts kubectl in its own process group and waits for one
-   of two things. kubectl exits: the supervisor exits with its status, so
-   waitpid on the supervisor reports it. This process dies, however it
-   dies (a crash, SIGKILL, Ctrl-C, exit without asb_client_free): its end
-   of `life` closes, and kubectl gets SIGTERM, then SIGKILL after 2 s. A
-   parent-death signal would not do: kubectl dispatchers re-exec from a
-   thread, which drops it. */
-static void asb__tunnel_supervise(int life, int errw, int execfd, const char *const *argv) {
+   it makes only async-signal-safe calls (the program may have threads)
+   and first drops everything of the program's it inherited: signal
+   handlers (a copy of the program must never run the program's code)
+   and descriptors. It starts kubectl in its own process group and waits
+   for one of two things. kubectl exits: the supervisor exits with its
+   status, so waitpid on the supervisor reports it. This process dies,
+   however it dies (a crash, SIGKILL, Ctrl-C, exit without
+   asb_client_free): the last write end of `life` closes, and the whole
+   group (kubectl and anything a kubectl wrapper started) gets SIGTERM,
+   then SIGKILL after 2 s. A parent-death signal would not do: kubectl
+   dispatchers re-exec from a thread, which drops it. */
+static void asb__tunnel_supervise(int life, int lifew, int errw, int execfd,
+                                  const char *const *argv) {
     struct sigaction sa;
-    sigset_t orig, chld, during;
+    sigset_t none, chld;
+    struct rlimit rl;
     pid_t k;
-    int fd, st = 0, i;
+    int fd, st = 0, i, maxfd = 65536;
+    /* signals arrive blocked (the parent blocked them around fork) */
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    for (i = 1; i < 65; i++) sigaction(i, &sa, NULL); /* SIGKILL/STOP/unknown: refused */
     setpgid(0, 0); /* one group: stopping the supervisor stops kubectl */
-    /* keep only our three descriptors (nothing of the program's leaks
-       into kubectl), at low numbers for select */
+    close(lifew);  /* our copy of the write end must not keep `life` open */
+    /* keep only our three descriptors, moved to 3, 4 and 5 (select needs
+       them low; nothing of the program's leaks into kubectl) */
     life = fcntl(life, F_DUPFD, 6);
     errw = fcntl(errw, F_DUPFD, 6);
     execfd = fcntl(execfd, F_DUPFD, 6);
     if (life < 0 || errw < 0 || execfd < 0) _exit(127);
-    for (fd = 3; fd < 1024; fd++)
-        if (fd != life && fd != errw && fd != execfd) close(fd);
-    if (dup2(life, 3) != 3 || dup2(errw, 4) != 4 || dup2(execfd, 5) != 5) _exit(127);
-    close(life);
-    close(errw);
-    close(execfd);
+    if (dup2(life, 3) != 3 || dup2(errw, 4) != 4 || dup2(execfd, 5) != 5) asb__sv_fail(execfd);
     life = 3;
     errw = 4;
     execfd = 5;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur < (rlim_t)maxfd)
+        maxfd = (int)rl.rlim_cur;
+    for (fd = 6; fd < maxfd; fd++) close(fd);
     fcntl(execfd, F_SETFD, FD_CLOEXEC);
-    memset(&sa, 0, sizeof sa);
     sa.sa_handler = asb__sv_noop;
-    sigemptyset(&sa.sa_mask);
     sigaction(SIGCHLD, &sa, NULL);
+    sigemptyset(&none);
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &chld, &orig);
-    during = orig;
-    sigdelset(&during, SIGCHLD);
+    sigprocmask(SIG_SETMASK, &chld, NULL); /* SIGCHLD only inside pselect */
     k = fork();
-    if (k < 0) _exit(127);
+    if (k < 0) asb__sv_fail(execfd);
     if (k == 0) {
         int devnull = open("/dev/null", O_RDWR);
         sa.sa_handler = SIG_DFL;
         sigaction(SIGCHLD, &sa, NULL);
-        sigprocmask(SIG_SETMASK, &orig, NULL);
+        sigprocmask(SIG_SETMASK, &none, NULL); /* kubectl starts unmasked */
         if (devnull >= 0) {
             dup2(devnull, 0);
             dup2(devnull, 1);
@@ -8189,12 +8206,7 @@ static void asb__tunnel_supervise(int life, int errw, int execfd, const char *co
         dup2(errw, 2);
         close(life);
         execvp(argv[0], (char *const *)argv);
-        {
-            int e = errno;
-            ssize_t w = write(execfd, &e, sizeof e);
-            (void)w;
-        }
-        _exit(127);
+        asb__sv_fail(execfd);
     }
     close(errw);
     close(execfd);
@@ -8205,17 +8217,18 @@ static void asb__tunnel_supervise(int life, int errw, int execfd, const char *co
         FD_ZERO(&rd);
         FD_SET(life, &rd);
         /* SIGCHLD is blocked except inside pselect: none is lost */
-        if (pselect(life + 1, &rd, NULL, NULL, NULL, &during) > 0) break;
+        if (pselect(life + 1, &rd, NULL, NULL, NULL, &none) > 0) break;
     }
-    /* the program is gone (EOF on life): stop kubectl */
-    kill(k, SIGTERM);
+    /* the program is gone (EOF on life): stop the group, us last */
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGTERM, &sa, NULL);
+    kill(0, SIGTERM);
     for (i = 0; i < 100; i++) {
         struct timespec ts = {0, 20000000L};
-        if (waitpid(k, &st, WNOHANG) == k) _exit(0);
+        if (waitpid(k, &st, WNOHANG) == k) break;
         nanosleep(&ts, NULL);
     }
-    kill(k, SIGKILL);
-    waitpid(k, &st, 0);
+    kill(0, SIGKILL); /* whatever is left, and the supervisor itself */
     _exit(0);
 }
 
@@ -8229,6 +8242,7 @@ static asb_result asb__tunnel_spawn_locked(asb_client *c, asb_error *err) {
     int k = 0;
     pid_t pid;
     int life[2];
+    sigset_t all, saved;
     if (port < 0) return asb__fail(err, ASB_ERR_PORT_FORWARD, "port-forward: no free local port");
     snprintf(ports, sizeof ports, "%d:%d", port, c->router_port);
     snprintf(svc, sizeof svc, "svc/%s", c->router_svc);
@@ -8266,7 +8280,13 @@ static asb_result asb__tunnel_spawn_locked(asb_client *c, asb_error *err) {
     fcntl(pf[0], F_SETFD, FD_CLOEXEC);
     fcntl(pf[1], F_SETFD, FD_CLOEXEC);
     fcntl(life[1], F_SETFD, FD_CLOEXEC);
+    /* the child must not run a signal handler of the program before it
+       has reset them all: every signal blocked across fork */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &saved);
     pid = fork();
+    if (pid == 0) asb__tunnel_supervise(life[0], life[1], pe[1], pf[1], argv); /* no return */
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
     if (pid < 0) {
         close(pe[0]);
         close(pe[1]);
@@ -8276,12 +8296,15 @@ static asb_result asb__tunnel_spawn_locked(asb_client *c, asb_error *err) {
         close(life[1]);
         return asb__fail(err, ASB_ERR_IO, "port-forward: fork: %s", strerror(errno));
     }
-    if (pid == 0) asb__tunnel_supervise(life[0], pe[1], pf[1], argv); /* never returns */
+    setpgid(pid, pid); /* as the child does: no kill(-pid) can come too early */
     close(life[0]);
     close(pe[1]);
     close(pf[1]);
-    if (read(pf[0], &child_errno, sizeof child_errno) != (ssize_t)sizeof child_errno)
-        child_errno = 0;
+    {
+        ssize_t n;
+        while ((n = read(pf[0], &child_errno, sizeof child_errno)) < 0 && errno == EINTR) {}
+        if (n != (ssize_t)sizeof child_errno) child_errno = 0; /* EOF: kubectl runs */
+    }
     close(pf[0]);
     c->tunnel_pid = pid;
     c->tunnel_life_fd = life[1];
@@ -8311,6 +8334,7 @@ static asb_result asb__tunnel_wait_locked(asb_client *c, asb_error *err) {
         if (asb__port_open(c->tunnel_port)) break;
         if (waitpid(c->tunnel_pid, &st, WNOHANG) == c->tunnel_pid) {
             char why[400];
+            kill(-c->tunnel_pid, SIGKILL); /* the supervisor died alone? its group */
             c->tunnel_pid = 0;
             asb__tunnel_stderr(c, why, sizeof why);
             asb__tunnel_stop_locked(c);
@@ -8422,6 +8446,7 @@ static asb_result asb__router_base(asb_client *c, char *out, size_t cap, asb_err
                          (int)c->tunnel_pid, WIFEXITED(st) ? "status" : "signal",
                          WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), why);
             }
+            kill(-c->tunnel_pid, SIGKILL); /* the supervisor died alone? its group */
             c->tunnel_pid = 0; /* kubectl died: reaped here, rebuilt below */
             asb__tunnel_stop_locked(c);
         }
@@ -9102,11 +9127,19 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
     }
     asb_buf_free(&resp);
     if (c->mode == ASB_CONNECT_LOCAL_TUNNEL) {
-        /* kubectl starts while the controller works; a failure to start
-           shows on the first call, with its message */
+        /* kubectl starts while the controller works. No kubectl at all is
+           worth failing for now, before waiting for Ready; any other
+           failure to start shows on the first call, with its message. */
+        asb_result tr = ASB_OK;
         pthread_mutex_lock(&c->lock);
-        if (c->tunnel_pid <= 0) asb__tunnel_spawn_locked(c, NULL);
+        if (c->tunnel_pid <= 0) tr = asb__tunnel_spawn_locked(c, err);
         pthread_mutex_unlock(&c->lock);
+        if (tr == ASB_ERR_KUBECTL_MISSING) {
+            asb_kube_delete(c->kube, &res, ns, claim, NULL); /* no orphan */
+            asb__log(&c->log, ASB_LOG_ERROR, "sandbox.create", "claim %s deleted: %s", claim,
+                     err ? err->message : asb_result_str(tr));
+            return tr;
+        }
     }
     /* one watch on the claim, from the create's version */
     memset(&cw, 0, sizeof cw);

@@ -320,8 +320,8 @@ ASBT_TEST(no_kubectl_says_so_and_suggests_direct_mode) {
     d.kube.kubeconfig.path = kubeconfig;
     d.kubectl_path = "/nonexistent/kubectl";
     ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
-    /* create checks the runtime answers, through the connection: without
-       kubectl that fails at once, and the claim is not left behind */
+    /* create starts kubectl as soon as the claim exists: without kubectl
+       it fails at once, and the claim is not left behind */
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err),
                 ASB_ERR_KUBECTL_MISSING);
     ASBT_CONTAINS(err.message, "ASB_CONNECT_DIRECT");
