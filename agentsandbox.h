@@ -476,7 +476,9 @@ typedef struct asb_log_record {
 } asb_log_record;
 
 /* Called on the thread that does the work, possibly from several threads
-   at once when one client is shared: make it thread-safe. */
+   at once when one client is shared: make it thread-safe. Some records
+   are sent while the client holds a lock: never call into the library
+   from the callback, nor wait there for a thread that does. */
 typedef void (*asb_log_fn)(void *user_data, const asb_log_record *rec);
 
 /* In a description struct: zero (fn NULL) logs nothing, the default. */
@@ -9256,6 +9258,12 @@ static void asb__mask(char *buf, size_t len, const char *secret) {
         if (memcmp(buf + i, secret, n) == 0) {
             memset(buf + i, '*', n);
             i += n - 1;
+        }
+    /* the bounded copy may end inside a copy of it: mask that start too */
+    for (i = len > n ? len - n + 1 : 0; i + 4 <= len; i++)
+        if (memcmp(buf + i, secret, len - i) == 0) {
+            memset(buf + i, '*', len - i);
+            break;
         }
 }
 
