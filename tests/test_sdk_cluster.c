@@ -320,13 +320,25 @@ ASBT_TEST(no_kubectl_says_so_and_suggests_direct_mode) {
     asb_client_desc d;
     asb_client *c = NULL;
     asb_sandbox *sb = NULL;
+    asb_run_result rr;
+    asb_create_opts o;
     memset(&d, 0, sizeof d);
     d.kube.kubeconfig.path = kubeconfig;
     d.kubectl_path = "/nonexistent/kubectl";
     ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
-    /* create checks the runtime answers, through the connection: without
-       kubectl that fails at once, and the claim is not left behind */
-    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err),
+    /* create returns at Ready without using the connection: the first
+       call through it says what is missing */
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_ERR_KUBECTL_MISSING);
+    asb_run_result_free(&rr);
+    ASBT_CONTAINS(err.message, "ASB_CONNECT_DIRECT");
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    /* probe_runtime checks the runtime answers through the connection:
+       without kubectl that fails at once, and the claim is not left */
+    memset(&o, 0, sizeof o);
+    o.probe_runtime = 1;
+    sb = NULL;
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", &o, &sb, &err),
                 ASB_ERR_KUBECTL_MISSING);
     ASBT_CONTAINS(err.message, "ASB_CONNECT_DIRECT");
     ASBT_CHECK(sb == NULL);
@@ -678,15 +690,17 @@ ASBT_TEST(gateway_mode_skips_bad_addresses_and_reaches_the_router) {
     ASBT_EQ_INT(c->tunnel_pid, 0);
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
     asb_client_free(c);
-    /* a Gateway that never gets an address: a timeout that says so */
+    /* a Gateway that never gets an address: create returns at Ready (it
+       does not use the connection); the first call times out and says so */
     d.gateway_name = "no-such-gateway";
     d.gateway_ready_timeout_ms = 1500;
     ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
     sb = NULL;
-    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err),
-                ASB_ERR_TIMEOUT);
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_ERR_TIMEOUT);
+    asb_run_result_free(&rr);
     ASBT_CONTAINS(err.message, "no valid address");
-    ASBT_CHECK(sb == NULL);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
     asb_client_free(c);
 }
 
