@@ -207,6 +207,11 @@
                  router headers (X-Sandbox-ID/-Namespace/-Port/-Timeout, a
                  stable X-Request-ID, optional X-Sandbox-Pod-IP), a bearer
                  token and extra headers for routers that require auth.
+                 An https router (direct_url, or a Gateway with
+                 gateway_https) is verified with asb_client_desc.
+                 sandbox_tls: the system CA bundle by default, or a
+                 private CA, a client certificate, a server name, or
+                 insecure; the kubeconfig's TLS is the API server's alone.
                  One example program per mode: examples/quickstart.c and
                  local_tunnel.c, direct_url.c, gateway.c, in_cluster.c.
      sandbox     asb_sandbox (handle): asb_sandbox_run (stdout, stderr,
@@ -1230,8 +1235,7 @@ typedef struct asb_client_desc {
                                       kube.http's timeouts, retry policy
                                       and limits also govern the calls to
                                       sandboxes; its TLS and proxy do not
-                                      (an https router is checked against
-                                      the system CA bundle, no proxy) */
+                                      (sandbox_tls below; no proxy) */
     asb_connection_mode mode;      /* default ASB_CONNECT_LOCAL_TUNNEL */
     const char *direct_url;        /* ASB_CONNECT_DIRECT: the router's URL */
     const char *router_namespace;  /* default "agent-sandbox-system" */
@@ -1272,7 +1276,31 @@ typedef struct asb_client_desc {
     const char *gateway_name;      /* ASB_CONNECT_GATEWAY: the Gateway */
     const char *gateway_namespace; /* default "default" */
     int gateway_ready_timeout_ms;  /* default 180000 */
-    int gateway_port;              /* default 80 */
+    int gateway_port;              /* default 80, 443 with gateway_https */
+    int gateway_https;             /* default 0: http://<address>:<port>.
+                                      1: https://, verified with
+                                      sandbox_tls (the address is usually
+                                      an IP the Gateway's certificate
+                                      does not name: set
+                                      sandbox_tls.server_name to the name
+                                      it does) */
+    asb_tls_config sandbox_tls;    /* how an https router is verified:
+                                      direct_url or gateway_https (calls
+                                      to in-cluster pods are plain http).
+                                      Default: the system CA bundle,
+                                      verification on, no client
+                                      certificate. Set ca_file / ca_dir /
+                                      ca_data for a private CA,
+                                      client_cert_* and client_key_* for
+                                      mutual TLS, server_name to check a
+                                      name other than the URL's host.
+                                      Separate from the API server's TLS,
+                                      which comes from the kubeconfig.
+                                      Read and copied by asb_client_create:
+                                      a bad file fails there with
+                                      ASB_ERR_TLS_CONFIG, its message
+                                      starting "sandbox_tls:". Unused
+                                      when built with ASB_TLS 0 */
     asb_logger log;                /* default none. Records from the client,
                                       the tunnel, the Kubernetes layer and
                                       HTTP (used for kube.http.log too,
@@ -8011,7 +8039,8 @@ struct asb_client {
     int send_pod_ip;      /* cleared for good after a 401/403 lookup */
     char *gw_name, *gw_ns;
     int gw_timeout_ms, gw_port;
-    char gw_base[300];    /* resolved once: http://<address>:<port> */
+    int gw_https;         /* gw_base is https:// */
+    char gw_base[300];    /* resolved once: http[s]://<address>:<port> */
     asb_logger log;
     pthread_mutex_t lock; /* the tunnel and the handle list */
     pid_t tunnel_pid;
@@ -8415,8 +8444,8 @@ static asb_result asb__gateway_base(asb_client *c, asb_error *err) {
                          "gateway %s/%s has no valid address after %d ms (%d invalid skipped)",
                          c->gw_ns, c->gw_name, c->gw_timeout_ms, g.skipped);
     if (r != ASB_OK) return r;
-    snprintf(c->gw_base, sizeof c->gw_base, strchr(g.addr, ':') ? "http://[%s]:%d" : "http://%s:%d",
-             g.addr, c->gw_port);
+    snprintf(c->gw_base, sizeof c->gw_base, strchr(g.addr, ':') ? "%s://[%s]:%d" : "%s://%s:%d",
+             c->gw_https ? "https" : "http", g.addr, c->gw_port);
     asb__log(&c->log, ASB_LOG_INFO, "gateway.address", "gateway %s/%s: using %s", c->gw_ns,
              c->gw_name, c->gw_base);
     return ASB_OK;
@@ -8527,7 +8556,8 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
     c->cleanup = desc->cleanup_on_free;
     c->send_pod_ip = desc->send_pod_ip;
     c->gw_timeout_ms = desc->gateway_ready_timeout_ms > 0 ? desc->gateway_ready_timeout_ms : 180000;
-    c->gw_port = desc->gateway_port ? desc->gateway_port : 80;
+    c->gw_https = desc->gateway_https != 0;
+    c->gw_port = desc->gateway_port ? desc->gateway_port : c->gw_https ? 443 : 80;
     if (desc->gateway_name) {
         c->gw_name = asb__cdup(c, desc->gateway_name);
         c->gw_ns = asb__cdup(c, desc->gateway_namespace ? desc->gateway_namespace : "default");
@@ -8619,13 +8649,22 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
     /* kubectl must use the same configuration and context as we do */
     if (desc->kube.kubeconfig.path) c->kube_path = asb__cdup(c, desc->kube.kubeconfig.path);
     if (!desc->kube.in_cluster) c->kube_context = asb__cdup(c, asb_kube_client_config(c->kube)->context);
+    /* the kube client's timeouts and limits, but TLS of the sandbox side:
+       the kubeconfig's CA and client certificate are the API server's */
     hd = desc->kube.http;
-    memset(&hd.tls, 0, sizeof hd.tls);
+    hd.tls = desc->sandbox_tls;
     hd.proxy_url = NULL;
     hd.allocator = &c->alloc;
     hd.log = c->log;
     if (!hd.max_body_bytes) hd.max_body_bytes = c->max_output;
     r = asb_http_client_create(&hd, &c->http, err);
+    if (r == ASB_ERR_TLS_CONFIG && err) {
+        /* the kubeconfig's CA fails with the same words: say which one */
+        char m[ASB_ERROR_MESSAGE_SIZE];
+        memcpy(m, err->message, sizeof m);
+        snprintf(err->message, sizeof err->message, "sandbox_tls: %.*s",
+                 (int)sizeof m - 20, m);
+    }
     if (r != ASB_OK) {
         asb_client_free(c);
         return r;
@@ -9396,6 +9435,15 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
         }
     }
     asb_buf_free(&url);
+    if (r == ASB_ERR_TLS_VERIFY && err) {
+        /* the usual cause is a router with a private CA: name the knob,
+           cutting mbedTLS's detail if the message is full */
+        static const char hint[] =
+            " (asb_client_desc.sandbox_tls sets the router's CA and server_name)";
+        size_t l = strlen(err->message);
+        if (l > sizeof err->message - sizeof hint) l = sizeof err->message - sizeof hint;
+        memcpy(err->message + l, hint, sizeof hint);
+    }
     if (r != ASB_OK && err && c->router_auth) {
         /* a peer that echoes request headers into its error body would
            hand our token to whoever reads the error: mask it */

@@ -8,7 +8,8 @@
    calls to the sandbox (run, files) go to the URL, carrying the router's
    X-Sandbox-ID / -Namespace / -Port headers so it knows which sandbox is
    meant. If the router wants a bearer token, put it in
-   SANDBOX_ROUTER_TOKEN. */
+   SANDBOX_ROUTER_TOKEN; if it serves https with a certificate from a
+   private CA, put that CA's PEM file in SANDBOX_ROUTER_CA. */
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
 
@@ -32,6 +33,7 @@ int main(int argc, char **argv) {
     desc.mode = ASB_CONNECT_DIRECT;
     desc.direct_url = argv[1];                          /* http:// or https:// */
     desc.router_token = getenv("SANDBOX_ROUTER_TOKEN"); /* NULL: none sent */
+    desc.sandbox_tls.ca_file = getenv("SANDBOX_ROUTER_CA"); /* NULL: system CAs */
     /* The URL is checked here; nothing is dialed until the first call. */
     if (asb_client_create(&desc, &client, &err) != ASB_OK) {
         fprintf(stderr, "client: %s\n", err.message);

@@ -188,20 +188,26 @@ static int refused_port(void) {
     return ntohs(a.sin_port);
 }
 
-static asb_client *router_client(const char *router_url, const char *token, const asb_logger *log,
-                                 asb_error *err) {
-    asb_client_desc d;
-    asb_client *c = NULL;
+/* unit_cfg: a kubeconfig whose server refuses connections (the caller
+   unlinks it). */
+static int write_unit_kubeconfig(void) {
     FILE *f;
     snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-test-sdk-%d.kubeconfig", (int)getpid());
     f = fopen(unit_cfg, "w");
-    if (!f) return NULL;
+    if (!f) return 0;
     fprintf(f,
             "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
             "    server: http://127.0.0.1:%d\ncontexts:\n- name: c\n  context: {cluster: c, "
             "user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n",
             refused_port());
-    fclose(f);
+    return fclose(f) == 0;
+}
+
+static asb_client *router_client(const char *router_url, const char *token, const asb_logger *log,
+                                 asb_error *err) {
+    asb_client_desc d;
+    asb_client *c = NULL;
+    if (!write_unit_kubeconfig()) return NULL;
     memset(&d, 0, sizeof d);
     d.kube.kubeconfig.path = unit_cfg;
     d.kube.http.retry.max_attempts = 1;
@@ -480,6 +486,52 @@ ASBT_TEST(a_long_error_body_keeps_its_first_512_bytes_in_err) {
     recorder_stop(rec);
 }
 
+/* sandbox_tls belongs to the calls to sandboxes and is read when the
+   client is made: a CA file that cannot be read, or a key without its
+   certificate, fails asb_client_create (the kubeconfig's TLS is not
+   involved: its server is plain http here). Built without TLS, there is
+   nothing to read. gateway_https moves the Gateway's default port to 443. */
+ASBT_TEST(sandbox_tls_is_read_by_client_create_and_gateway_https_defaults_to_443) {
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_error err;
+    ASBT_CHECK(write_unit_kubeconfig());
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = unit_cfg;
+    d.mode = ASB_CONNECT_DIRECT;
+    d.direct_url = "https://127.0.0.1:1";
+    d.sandbox_tls.ca_file = "/nonexistent/router-ca.crt";
+#if ASB_TLS
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_ERR_TLS_CONFIG);
+    ASBT_CHECK(c == NULL);
+    ASBT_CONTAINS(err.message, "sandbox_tls: tls: cannot read the CA certificates");
+    d.sandbox_tls.ca_file = NULL;
+    d.sandbox_tls.client_key_file = "/nonexistent/client.key";
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_ERR_TLS_CONFIG);
+    ASBT_CONTAINS(err.message, "client certificate");
+    d.sandbox_tls.client_key_file = NULL;
+#endif
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    asb_client_free(c);
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = unit_cfg;
+    d.mode = ASB_CONNECT_GATEWAY;
+    d.gateway_name = "gw";
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    ASBT_EQ_INT(c->gw_port, 80);
+    ASBT_EQ_INT(c->gw_https, 0);
+    asb_client_free(c);
+    d.gateway_https = 1;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    ASBT_EQ_INT(c->gw_port, 443);
+    asb_client_free(c);
+    d.gateway_port = 8443;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    ASBT_EQ_INT(c->gw_port, 8443);
+    asb_client_free(c);
+    unlink(unit_cfg);
+}
+
 ASBT_LIST(
     ASBT_CASE(pod_ip_prefers_ipv4_unmaps_and_skips_invalid_entries)
     ASBT_CASE(client_options_are_checked_before_anything_runs)
@@ -491,5 +543,6 @@ ASBT_LIST(
     ASBT_CASE(file_paths_are_normalised_and_percent_encoded_on_the_wire)
     ASBT_CASE(router_token_goes_to_the_router_and_never_into_errors_or_the_log)
     ASBT_CASE(a_long_error_body_keeps_its_first_512_bytes_in_err)
+    ASBT_CASE(sandbox_tls_is_read_by_client_create_and_gateway_https_defaults_to_443)
 )
 ASBT_MAIN()

@@ -9,6 +9,10 @@
 #include "recorder.h"
 #include <sys/resource.h>
 #include <dirent.h>
+#include <sys/stat.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 static char kubeconfig[1024];
 
@@ -674,15 +678,17 @@ ASBT_TEST(gateway_mode_skips_bad_addresses_and_reaches_the_router) {
     ASBT_EQ_INT(c->tunnel_pid, 0);
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
     asb_client_free(c);
-    /* a Gateway that never gets an address: a timeout that says so */
+    /* a Gateway that never gets an address: create returns at Ready (it
+       does not use the connection); the first call times out and says so */
     d.gateway_name = "no-such-gateway";
     d.gateway_ready_timeout_ms = 1500;
     ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
     sb = NULL;
-    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err),
-                ASB_ERR_TIMEOUT);
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_ERR_TIMEOUT);
+    asb_run_result_free(&rr);
     ASBT_CONTAINS(err.message, "no valid address");
-    ASBT_CHECK(sb == NULL);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
     asb_client_free(c);
 }
 
@@ -1559,6 +1565,404 @@ ASBT_TEST(a_router_with_default_flags_refuses_loopback_pod_ips_with_400) {
     ASBT_EQ_INT(k, sizeof bad / sizeof bad[0]); /* every one refused */
 }
 
+/* --- an https router: nginx terminates TLS in front of the real router ------
+   Certificates come from tests/http/certs.sh (the HTTP peers' own, made
+   afresh in a temporary directory); nginx runs in the foreground as one
+   process (master_process off), a child of this test that dies with it,
+   listening on 127.0.0.1 only:
+     port[0]  server.crt (SANs localhost, 127.0.0.1, ::1)
+     port[1]  the same, and a client certificate from ca.crt required
+     port[2]  server-dnsonly.crt (SAN DNS:localhost only)
+   each proxying to the sandbox-router's loopback port. */
+
+typedef struct tls_terminator {
+    char dir[64];   /* certs/ and nginx/ under it; removed by tt_stop */
+    char certs[96];
+    pid_t pid;
+    int port[3];
+} tls_terminator;
+
+/* Runs argv to its end, stdout to /dev/null; 1 when it exited 0. */
+static int run_quiet(const char *const *argv) {
+    int st;
+    pid_t pid = fork();
+    if (pid < 0) return 0;
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, 1);
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    return waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+static int tcp_accepts(int port) {
+    struct sockaddr_in a;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    if (fd >= 0) close(fd);
+    return ok;
+}
+
+static void tt_print_error_log(const tls_terminator *t) {
+    char path[160], line[512];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/nginx/error.log", t->dir);
+    f = fopen(path, "r");
+    while (f && fgets(line, sizeof line, f)) fprintf(stderr, "    nginx: %s", line);
+    if (f) fclose(f);
+}
+
+static void tt_stop(tls_terminator *t) {
+    const char *rm[] = {"rm", "-rf", t->dir, NULL};
+    int i, st;
+    if (t->pid > 0) {
+        kill(t->pid, SIGTERM);
+        for (i = 0; i < 300 && waitpid(t->pid, &st, WNOHANG) == 0; i++) asb__sleep_ms(10);
+        if (i == 300) {
+            kill(t->pid, SIGKILL);
+            waitpid(t->pid, &st, 0);
+        }
+        t->pid = 0;
+    }
+    if (t->dir[0]) run_quiet(rm);
+    t->dir[0] = '\0';
+}
+
+static int tt_start(tls_terminator *t, int router_port) {
+    char conf[256], nd[128], pid_path[160], log_path[160];
+    const char *certs_sh = "tests/http/certs.sh";
+    int attempt, i;
+    memset(t, 0, sizeof *t);
+    snprintf(t->dir, sizeof t->dir, "/tmp/asb-tls-XXXXXX");
+    if (!mkdtemp(t->dir)) {
+        t->dir[0] = '\0';
+        return 0;
+    }
+    snprintf(t->certs, sizeof t->certs, "%s/certs", t->dir);
+    {
+        const char *argv[] = {certs_sh, t->certs, NULL};
+        if (!run_quiet(argv)) {
+            fprintf(stderr, "    %s %s failed (run the test from the repository root)\n",
+                    certs_sh, t->certs);
+            tt_stop(t);
+            return 0;
+        }
+    }
+    snprintf(nd, sizeof nd, "%s/nginx", t->dir);
+    snprintf(conf, sizeof conf, "%s/nginx.conf", nd);
+    snprintf(pid_path, sizeof pid_path, "%s/nginx.pid", nd);
+    snprintf(log_path, sizeof log_path, "%s/error.log", nd);
+    mkdir(nd, 0700);
+    /* free ports are picked before nginx binds them: another process may
+       take one in between, so a failed start tries new ones */
+    for (attempt = 0; attempt < 5; attempt++) {
+        static const char *const cert[3] = {"server", "server", "server-dnsonly"};
+        FILE *f = fopen(conf, "w");
+        int up = 0;
+        if (!f) break;
+        for (i = 0; i < 3; i++) t->port[i] = asb__free_port();
+        fprintf(f,
+                "daemon off;\nmaster_process off;\npid %s;\nerror_log %s warn;\n"
+                "events { worker_connections 256; }\nhttp {\n    access_log off;\n"
+                "    client_body_temp_path %s/body;\n    proxy_temp_path %s/proxy;\n"
+                "    fastcgi_temp_path %s/fastcgi;\n    uwsgi_temp_path %s/uwsgi;\n"
+                "    scgi_temp_path %s/scgi;\n    client_max_body_size 0;\n"
+                "    proxy_http_version 1.1;\n    proxy_request_buffering off;\n"
+                "    proxy_buffering off;\n    proxy_read_timeout 120s;\n"
+                "    ssl_protocols TLSv1.2 TLSv1.3;\n",
+                pid_path, log_path, nd, nd, nd, nd, nd);
+        for (i = 0; i < 3; i++)
+            fprintf(f,
+                    "    server {\n        listen 127.0.0.1:%d ssl;\n"
+                    "        ssl_certificate %s/%s.crt;\n        ssl_certificate_key %s/%s.key;\n"
+                    "%s%s%s"
+                    "        location / { proxy_pass http://127.0.0.1:%d; }\n    }\n",
+                    t->port[i], t->certs, cert[i], t->certs, cert[i],
+                    i == 1 ? "        ssl_verify_client on;\n        ssl_client_certificate "
+                           : "",
+                    i == 1 ? t->certs : "", i == 1 ? "/ca.crt;\n" : "", router_port);
+        fprintf(f, "}\n");
+        fclose(f);
+        t->pid = fork();
+        if (t->pid < 0) break;
+        if (t->pid == 0) {
+            const char *argv[] = {"nginx", "-p", nd, "-e", log_path, "-c", conf, NULL};
+            int devnull = open("/dev/null", O_RDWR);
+#ifdef __linux__
+            prctl(PR_SET_PDEATHSIG, SIGKILL); /* dies with the test, whatever ends it */
+#endif
+            dup2(devnull, 0);
+            dup2(devnull, 1);
+            execvp("nginx", (char *const *)argv);
+            execv("/usr/sbin/nginx", (char *const *)argv);
+            _exit(127);
+        }
+        for (i = 0; i < 500; i++) {
+            int st;
+            if (waitpid(t->pid, &st, WNOHANG) == t->pid) {
+                t->pid = 0;
+                break;
+            }
+            if (tcp_accepts(t->port[0]) && tcp_accepts(t->port[1]) && tcp_accepts(t->port[2])) {
+                up = 1;
+                break;
+            }
+            asb__sleep_ms(10);
+        }
+        if (up) return 1;
+        if (t->pid > 0) break; /* running but not listening in 5 s: give up */
+    }
+    tt_print_error_log(t);
+    tt_stop(t);
+    return 0;
+}
+
+/* The clients one test makes, freed whatever happens (cleanup_on_free
+   deletes the claims they created). */
+typedef struct tls_clients {
+    asb_client *c[12];
+    int n;
+} tls_clients;
+
+static void tls_clients_free(tls_clients *tc) {
+    while (tc->n > 0) asb_client_free(tc->c[--tc->n]);
+}
+
+/* A DIRECT client for https://127.0.0.1:<port> verified with *tls. */
+static asb_client *tls_direct_client(tls_clients *tc, int port, const asb_tls_config *tls,
+                                     asb_error *err) {
+    asb_client_desc d;
+    asb_client *c = NULL;
+    char url[64];
+    snprintf(url, sizeof url, "https://127.0.0.1:%d", port);
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = kubeconfig;
+    d.kube.http.retry.backoff_ms = 50;
+    d.mode = ASB_CONNECT_DIRECT;
+    d.direct_url = url;
+    d.cleanup_on_free = 1;
+    if (tls) d.sandbox_tls = *tls;
+    if (tc->n == 12) {
+        fprintf(stderr, "    tls_clients holds 12 clients at most\n");
+        return NULL;
+    }
+    if (asb_client_create(&d, &c, err) != ASB_OK) {
+        fprintf(stderr, "    client for %s: %s\n", url, err->message);
+        return NULL;
+    }
+    tc->c[tc->n++] = c;
+    return c;
+}
+
+/* Attaches to `claim` and runs `echo <word>`; returns the result. */
+static asb_result tls_echo(asb_client *c, const char *claim, const char *word, asb_error *err) {
+    asb_sandbox *sb = NULL;
+    asb_run_result rr;
+    char cmd[96];
+    asb_result r = asb_client_get_sandbox(c, claim, NULL, 0, &sb, err);
+    if (r != ASB_OK) return r;
+    snprintf(cmd, sizeof cmd, "echo %s", word);
+    r = asb_sandbox_run(sb, cmd, 30000, &rr, err);
+    if (r == ASB_OK && (rr.exit_code != 0 || strncmp(rr.out.ptr, word, strlen(word)) != 0)) {
+        fprintf(stderr, "    echo %s: exit %d, stdout \"%s\"\n", word, rr.exit_code, rr.out.ptr);
+        r = ASB_ERR_IO;
+    }
+    asb_run_result_free(&rr);
+    return r;
+}
+
+static void https_router_checks(const tls_terminator *t, tls_clients *tc) {
+    asb_error err;
+    asb_tls_config tls;
+    asb_client *c;
+    asb_sandbox *sb = NULL;
+    asb_create_opts o;
+    asb_label label[1];
+    asb_run_result rr;
+    asb_buf data;
+    asb_name_list names;
+    char ca[160], ca2[160], cert[160], key[160], cert2[160], key2[160], val[32], sel[64];
+    char claim[64];
+    int ex = 0;
+    snprintf(ca, sizeof ca, "%s/ca.crt", t->certs);
+    snprintf(ca2, sizeof ca2, "%s/ca2.crt", t->certs);
+    snprintf(cert, sizeof cert, "%s/client-rsa.crt", t->certs);
+    snprintf(key, sizeof key, "%s/client-rsa.key", t->certs);
+    snprintf(cert2, sizeof cert2, "%s/client-otherca.crt", t->certs);
+    snprintf(key2, sizeof key2, "%s/client-otherca.key", t->certs);
+
+    /* the test CA: create (its runtime probe goes through TLS too), run,
+       write and read */
+    memset(&tls, 0, sizeof tls);
+    tls.ca_file = ca;
+    c = tls_direct_client(tc, t->port[0], &tls, &err);
+    ASBT_CHECK(c != NULL);
+    memset(&o, 0, sizeof o);
+    o.probe_runtime = 1;
+    o.ready_timeout_ms = 60000;
+    if (asb_client_create_sandbox(c, "python-sandbox-template", &o, &sb, &err) != ASB_OK)
+        fprintf(stderr, "    create: %s\n", err.message);
+    ASBT_CHECK(sb != NULL);
+    snprintf(claim, sizeof claim, "%s", asb_sandbox_claim_name(sb));
+    if (asb_sandbox_run(sb, "echo over tls", 30000, &rr, &err) != ASB_OK)
+        fprintf(stderr, "    run: %s\n", err.message);
+    ASBT_EQ_INT(rr.exit_code, 0);
+    ASBT_EQ_STR(rr.out.ptr, "over tls\n");
+    asb_run_result_free(&rr);
+    ASBT_EQ_RES(asb_sandbox_write(sb, "tls/f.bin", "x\0y\r\n", 5, &err), ASB_OK);
+    asb_buf_init(&data, NULL);
+    ASBT_EQ_RES(asb_sandbox_read(sb, "tls/f.bin", &data, &err), ASB_OK);
+    ASBT_EQ_MEM(data.ptr, data.len, "x\0y\r\n", 5);
+    asb_buf_free(&data);
+    ASBT_EQ_RES(asb_sandbox_exists(sb, "tls/f.bin", &ex, &err), ASB_OK);
+    ASBT_EQ_INT(ex, 1);
+
+    /* the default (the system bundle) does not know the test CA: refused,
+       and the message says why and what to set */
+    c = tls_direct_client(tc, t->port[0], NULL, &err);
+    ASBT_CHECK(c != NULL);
+    ASBT_EQ_RES(tls_echo(c, claim, "never", &err), ASB_ERR_TLS_VERIFY);
+    ASBT_CONTAINS(err.message, "not trusted");
+    ASBT_CONTAINS(err.message, "unknown CA");
+    ASBT_CONTAINS(err.message, "sandbox_tls");
+    /* ... and a create whose runtime probe is refused fails at once and
+       leaves no claim behind */
+    snprintf(val, sizeof val, "tls-%d", (int)getpid());
+    label[0].key = "asb-tls-test";
+    label[0].value = val;
+    o.labels = label;
+    o.label_count = 1;
+    sb = NULL;
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", &o, &sb, &err),
+                ASB_ERR_TLS_VERIFY);
+    ASBT_CHECK(sb == NULL);
+    snprintf(sel, sizeof sel, "asb-tls-test=%s", val);
+    ASBT_EQ_RES(asb_client_list_all(c, "default", sel, &names, &err), ASB_OK);
+    ASBT_EQ_INT(names.count, 0);
+    asb_name_list_free(&names);
+    /* another CA is no better */
+    tls.ca_file = ca2;
+    c = tls_direct_client(tc, t->port[0], &tls, &err);
+    ASBT_CHECK(c != NULL);
+    ASBT_EQ_RES(tls_echo(c, claim, "never", &err), ASB_ERR_TLS_VERIFY);
+    ASBT_CONTAINS(err.message, "unknown CA");
+
+    /* insecure_skip_verify: no verification at all */
+    memset(&tls, 0, sizeof tls);
+    tls.insecure_skip_verify = 1;
+    c = tls_direct_client(tc, t->port[0], &tls, &err);
+    ASBT_CHECK(c != NULL);
+    ASBT_EQ_RES(tls_echo(c, claim, "insecure", &err), ASB_OK);
+
+    /* a certificate for "localhost" only, reached by IP: refused by name;
+       server_name checks the name it does carry */
+    memset(&tls, 0, sizeof tls);
+    tls.ca_file = ca;
+    c = tls_direct_client(tc, t->port[2], &tls, &err);
+    ASBT_CHECK(c != NULL);
+    ASBT_EQ_RES(tls_echo(c, claim, "never", &err), ASB_ERR_TLS_VERIFY);
+    ASBT_CONTAINS(err.message, "name mismatch");
+    tls.server_name = "localhost";
+    c = tls_direct_client(tc, t->port[2], &tls, &err);
+    ASBT_CHECK(c != NULL);
+    ASBT_EQ_RES(tls_echo(c, claim, "by-name", &err), ASB_OK);
+
+    /* mutual TLS: nginx answers 400 without a client certificate or with
+       one from another CA, and proxies with client-rsa's */
+    memset(&tls, 0, sizeof tls);
+    tls.ca_file = ca;
+    c = tls_direct_client(tc, t->port[1], &tls, &err);
+    ASBT_CHECK(c != NULL);
+    ASBT_EQ_RES(tls_echo(c, claim, "never", &err), ASB_ERR_HTTP_STATUS);
+    ASBT_EQ_INT(err.http_status, 400);
+    ASBT_CHECK(recorder_has(err.body, err.body_len, "No required SSL certificate"));
+    tls.client_cert_file = cert2;
+    tls.client_key_file = key2;
+    c = tls_direct_client(tc, t->port[1], &tls, &err);
+    ASBT_CHECK(c != NULL);
+    ASBT_EQ_RES(tls_echo(c, claim, "never", &err), ASB_ERR_HTTP_STATUS);
+    ASBT_EQ_INT(err.http_status, 400);
+    tls.client_cert_file = cert;
+    tls.client_key_file = key;
+    c = tls_direct_client(tc, t->port[1], &tls, &err);
+    ASBT_CHECK(c != NULL);
+    ASBT_EQ_RES(tls_echo(c, claim, "mutual", &err), ASB_OK);
+}
+
+/* An https router URL (a TLS terminator with a private CA in front of the
+   real sandbox-router) is verified with asb_client_desc.sandbox_tls: its
+   CA, server name, client certificate, or insecure; the default refuses. */
+ASBT_TEST(an_https_router_is_verified_with_sandbox_tls) {
+    tls_terminator t;
+    tls_clients tc;
+    const char *port = getenv("ASB_ROUTER_PORT");
+    if (!port) {
+        fprintf(stderr, "    ASB_ROUTER_PORT is not set (the router's port in cluster.json)\n");
+        ASBT_CHECK(port != NULL);
+    }
+    ASBT_CHECK(tt_start(&t, atoi(port)));
+    memset(&tc, 0, sizeof tc);
+    https_router_checks(&t, &tc);
+    tls_clients_free(&tc);
+    tt_stop(&t);
+}
+
+static void https_gateway_checks(const tls_terminator *t, tls_clients *tc) {
+    asb_error err;
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_run_result rr;
+    char ca[160], want[64];
+    snprintf(ca, sizeof ca, "%s/ca.crt", t->certs);
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = kubeconfig;
+    d.mode = ASB_CONNECT_GATEWAY;
+    d.gateway_name = "asb-gw";
+    d.gateway_ready_timeout_ms = 20000;
+    d.gateway_https = 1;
+    d.cleanup_on_free = 1;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    tc->c[tc->n++] = c;
+    ASBT_EQ_INT(c->gw_port, 443); /* the https default */
+    asb_client_free(tc->c[--tc->n]);
+    d.gateway_port = t->port[0];
+    d.sandbox_tls.ca_file = ca;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    tc->c[tc->n++] = c;
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
+    if (asb_sandbox_run(sb, "echo through an https gateway", 30000, &rr, &err) != ASB_OK)
+        fprintf(stderr, "    %s\n", err.message);
+    ASBT_EQ_STR(rr.out.ptr, "through an https gateway\n");
+    asb_run_result_free(&rr);
+    snprintf(want, sizeof want, "https://127.0.0.1:%d", t->port[0]);
+    ASBT_EQ_STR(c->gw_base, want); /* evil.com/admin, 2130706433 skipped */
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+}
+
+/* gateway_https: the Gateway's address over https, verified with
+   sandbox_tls (the address, 127.0.0.1, is in the test server's SANs). */
+ASBT_TEST(gateway_https_reaches_the_router_through_a_tls_terminator) {
+    tls_terminator t;
+    tls_clients tc;
+    const char *port = getenv("ASB_ROUTER_PORT");
+    if (!port || !getenv("ASB_GATEWAY_PORT")) {
+        fprintf(stderr, "    ASB_ROUTER_PORT and ASB_GATEWAY_PORT must be set "
+                        "(cluster.json, tests/kube/gateway-setup.sh)\n");
+        ASBT_CHECK(port != NULL && getenv("ASB_GATEWAY_PORT") != NULL);
+    }
+    ASBT_CHECK(tt_start(&t, atoi(port)));
+    memset(&tc, 0, sizeof tc);
+    https_gateway_checks(&t, &tc);
+    tls_clients_free(&tc);
+    tt_stop(&t);
+}
+
 ASBT_LIST(
     ASBT_CASE(quick_start_create_run_write_read_exists_terminate)
     ASBT_CASE(missing_template_fails_fast_and_leaves_no_claim)
@@ -1586,6 +1990,8 @@ ASBT_LIST(
     ASBT_CASE(gateway_ipv6_address_goes_into_the_url_in_brackets)
     ASBT_CASE(set_based_label_selectors_with_spaces_reach_the_apiserver_intact)
     ASBT_CASE(a_router_with_default_flags_refuses_loopback_pod_ips_with_400)
+    ASBT_CASE(an_https_router_is_verified_with_sandbox_tls)
+    ASBT_CASE(gateway_https_reaches_the_router_through_a_tls_terminator)
 )
 
 int main(int argc, char **argv);
