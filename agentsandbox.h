@@ -8529,7 +8529,17 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
             return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "client: ASB_CONNECT_DIRECT needs direct_url");
         r = asb_url_parse(desc->direct_url, strlen(desc->direct_url), &u, err);
         if (r != ASB_OK) return r;
+#if !ASB_TLS
+        if (u.is_https)
+            return asb__fail(err, ASB_ERR_TLS_UNAVAILABLE,
+                             "client: direct_url is https but this build has no TLS (ASB_TLS 0)");
+#endif
     }
+#if !ASB_TLS
+    if (desc->gateway_https)
+        return asb__fail(err, ASB_ERR_TLS_UNAVAILABLE,
+                         "client: gateway_https needs TLS, and this build has none (ASB_TLS 0)");
+#endif
     if (desc->router_namespace &&
         asb_dns_label_validate(desc->router_namespace, strlen(desc->router_namespace), err) != ASB_OK)
         return ASB_ERR_INVALID_ARGUMENT;
@@ -8653,7 +8663,8 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
        the kubeconfig's CA and client certificate are the API server's */
     hd = desc->kube.http;
     hd.tls = desc->sandbox_tls;
-    hd.proxy_url = NULL;
+    hd.proxy_url = NULL; /* the kubeconfig's proxy is for the apiserver */
+    hd.proxy_from_environment = 0;
     hd.allocator = &c->alloc;
     hd.log = c->log;
     if (!hd.max_body_bytes) hd.max_body_bytes = c->max_output;

@@ -23,6 +23,7 @@ int main(int argc, char **argv) {
     asb_sandbox *sb;
     asb_run_result run;
     asb_error err;
+    asb_create_opts opts;
     int rc = 1;
 
     if (argc < 2) {
@@ -39,9 +40,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "client: %s\n", err.message);
         return 1;
     }
-    /* create waits for the claim to be Ready, then for the runtime to
-       answer through the router, so a wrong URL fails here, not later */
-    if (asb_client_create_sandbox(client, tpl, NULL, &sb, &err) != ASB_OK) {
+    /* create waits for the claim to be Ready; probe_runtime also waits for
+       the runtime to answer through the router, so a wrong URL fails
+       here, not at the first call */
+    memset(&opts, 0, sizeof opts);
+    opts.probe_runtime = 1;
+    if (asb_client_create_sandbox(client, tpl, &opts, &sb, &err) != ASB_OK) {
         fprintf(stderr, "create: %s\n", err.message);
         asb_client_free(client);
         return 1;

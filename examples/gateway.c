@@ -21,6 +21,7 @@ int main(int argc, char **argv) {
     asb_sandbox *sb;
     asb_run_result run;
     asb_error err;
+    asb_create_opts opts;
     int rc = 1;
 
     if (argc < 2) {
@@ -38,10 +39,12 @@ int main(int argc, char **argv) {
         return 1;
     }
     /* The Gateway is looked up on the first call that needs the router:
-       here, create's check that the new sandbox's runtime answers. A
-       Gateway that never gets an address is ASB_ERR_TIMEOUT, and the claim
-       is deleted again. */
-    if (asb_client_create_sandbox(client, tpl, NULL, &sb, &err) != ASB_OK) {
+       here, create's check that the new sandbox's runtime answers
+       (probe_runtime). A Gateway that never gets an address is
+       ASB_ERR_TIMEOUT, and the claim is deleted again. */
+    memset(&opts, 0, sizeof opts);
+    opts.probe_runtime = 1;
+    if (asb_client_create_sandbox(client, tpl, &opts, &sb, &err) != ASB_OK) {
         fprintf(stderr, "create: %s\n", err.message);
         asb_client_free(client);
         return 1;

@@ -76,6 +76,12 @@ ASBT_TEST(client_options_are_checked_before_anything_runs) {
     ASBT_CONTAINS(err.message, "direct_url");
     d.direct_url = "ftp://router";
     ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_ERR_INVALID_ARGUMENT);
+#if !ASB_TLS
+    /* a TLS-less build says so when the client is made, not at a call */
+    d.direct_url = "https://router.example";
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_ERR_TLS_UNAVAILABLE);
+    ASBT_CONTAINS(err.message, "ASB_TLS 0");
+#endif
     memset(&d, 0, sizeof d);
     d.server_port = 65536;
     ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_ERR_INVALID_ARGUMENT);
