@@ -5889,13 +5889,29 @@ static int asb__tls_verify_cb(void *ctx, mbedtls_x509_crt *crt, int depth,
 
 /* Offers the endpoint's saved session, if any, for resumption (the
    server may still insist on a full handshake). set_session copies it. */
-static void asb__tls_session_load(asb__tls *t, mbedtls_ssl_context *ssl, const char *key) {
+static int asb__tls_session_load(asb__tls *t, mbedtls_ssl_context *ssl, const char *key) {
+    int i, offered = 0;
+    pthread_mutex_lock(&t->sess_lock);
+    for (i = 0; i < ASB__TLS_SESSIONS; i++)
+        if (t->sess[i].key[0] && strcmp(t->sess[i].key, key) == 0) {
+            offered = mbedtls_ssl_set_session(ssl, &t->sess[i].s) == 0;
+            break;
+        }
+    pthread_mutex_unlock(&t->sess_lock);
+    return offered;
+}
+
+/* Forgets the endpoint's session: a handshake that offered it failed, and
+   a server that chokes on resumption must get full handshakes from now. */
+static void asb__tls_session_drop(asb__tls *t, const char *key) {
     int i;
     pthread_mutex_lock(&t->sess_lock);
     for (i = 0; i < ASB__TLS_SESSIONS; i++)
         if (t->sess[i].key[0] && strcmp(t->sess[i].key, key) == 0) {
-            mbedtls_ssl_set_session(ssl, &t->sess[i].s);
-            break;
+            mbedtls_ssl_session_free(&t->sess[i].s);
+            mbedtls_ssl_session_init(&t->sess[i].s);
+            t->sess[i].key[0] = '\0';
+            t->sess[i].stamp = 0;
         }
     pthread_mutex_unlock(&t->sess_lock);
 }
@@ -5930,7 +5946,7 @@ static void asb__tls_session_save(asb__tls *t, asb__conn *c) {
 
 static asb_result asb__tls_handshake(asb__conn *c, asb__tls *t, const char *host,
                                      int host_is_ip, asb_error *err) {
-    int r;
+    int r, offered;
     uint32_t flags;
     const char *name = t->server_name ? t->server_name : host;
     char hq[96];
@@ -5966,12 +5982,13 @@ static asb_result asb__tls_handshake(asb__conn *c, asb__tls *t, const char *host
     if (r != 0) return asb__tls_fail(err, r, "server name");
     mbedtls_ssl_set_verify(&c->ssl, asb__tls_verify_cb, c);
     mbedtls_ssl_set_bio(&c->ssl, c, asb__bio_send, asb__bio_recv, NULL);
-    asb__tls_session_load(t, &c->ssl, c->key);
+    offered = asb__tls_session_load(t, &c->ssl, c->key);
     do {
         r = mbedtls_ssl_handshake(&c->ssl);
     } while (r == MBEDTLS_ERR_SSL_WANT_READ || r == MBEDTLS_ERR_SSL_WANT_WRITE);
     flags = mbedtls_ssl_get_verify_result(&c->ssl);
     if (r == 0 && !t->insecure && flags != 0) r = MBEDTLS_ERR_X509_CERT_VERIFY_FAILED;
+    if (r != 0 && offered) asb__tls_session_drop(t, c->key);
     if (r != 0) {
         char m[200], why[300];
         if (r == MBEDTLS_ERR_SSL_TIMEOUT)
@@ -7620,7 +7637,8 @@ static asb_result asb__kube_do(asb_kube_client *kc, asb_http_request *req, const
             if (kc->exec_gen == gen) kc->exec_have = 0;
             pthread_mutex_unlock(&kc->lock);
             asb__log(&kc->http_desc.log, ASB_LOG_INFO, "kube.credentials.refresh",
-                     "%s %s: 401, running the credential plugin again", method, path);
+                     "%s %.*s: 401, running the credential plugin again", method,
+                     (int)strcspn(path, "?"), path); /* no query: it may carry tokens */
             continue;
         }
         break;
@@ -7882,7 +7900,8 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
     asb_buf base;
     asb_result r = ASB_OK;
     int64_t deadline;
-    int backoff = 100;
+    int backoff = 100, refusals = 0;
+    char last[64] = ""; /* why the last attempt failed, for the timeout */
     if (!kc || !fn) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "watch: NULL argument");
     if (!opts) {
         memset(&zero, 0, sizeof zero);
@@ -7905,7 +7924,8 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
         asb_buf path;
         asb_http_request req;
         asb_http_response resp;
-        int first = 1, status, tsec = opts->timeout_seconds > 0 ? opts->timeout_seconds : 60;
+        int first = 1, status, refused = 0,
+            tsec = opts->timeout_seconds > 0 ? opts->timeout_seconds : 60;
         char num[24];
         asb_retry_policy once;
         if (deadline) {
@@ -7956,9 +7976,14 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
         }
         if (w.gone || resp.status == 410) {
             /* the resourceVersion is too old: start again from "0" */
-            asb__log(&kc->http_desc.log, ASB_LOG_INFO, "kube.watch.gone",
-                     "watch %s: resourceVersion %s is gone (410), starting again from 0",
-                     base.ptr, w.rv.len ? w.rv.ptr : "(none)");
+            if (kc->http_desc.log.fn) {
+                char rvq[80];
+                asb__quote(rvq, sizeof rvq, w.rv.len ? w.rv.ptr : "(none)",
+                           w.rv.len ? w.rv.len : 6, 60);
+                asb__log(&kc->http_desc.log, ASB_LOG_INFO, "kube.watch.gone",
+                         "watch %s: resourceVersion %s is gone (410), starting again from 0",
+                         base.ptr, rvq);
+            }
             w.rv.len = 0;
             asb_buf_append(&w.rv, "0", 1);
             w.lines.stopped = 0;
@@ -7971,25 +7996,37 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
         /* A restarting apiserver answers 503 ("before all known HTTP paths
            have been installed") and an overloaded one 429: wait and resume,
            like a dropped connection. Other refusals are final. */
-        if (r == ASB_ERR_KUBE_API && (status == 429 || status >= 500)) r = ASB_ERR_RECV;
+        if (r == ASB_ERR_KUBE_API && (status == 429 || status == 500 || status == 502 ||
+                                      status == 503 || status == 504)) {
+            if (++refusals > 30 && !deadline) {
+                /* no deadline to end it: a server that keeps refusing
+                   for minutes is an answer (the Status message is in err) */
+                break;
+            }
+            snprintf(last, sizeof last, "status %d", status);
+            refused = 1;
+            r = ASB_ERR_RECV;
+        } else if (r == ASB_OK) {
+            refusals = 0;
+        }
         if (r == ASB_ERR_KUBE_API || r == ASB_ERR_NOT_FOUND || r == ASB_ERR_CREDENTIALS ||
             r == ASB_ERR_TLS_VERIFY || r == ASB_ERR_TLS_CONFIG || r == ASB_ERR_INVALID_ARGUMENT)
             break; /* the server said no: retrying will not change it */
         if (r != ASB_OK) {
             /* the connection dropped or the server went away: resume from
                the last resourceVersion after a short, growing pause */
+            char rvq[80];
+            if (!refused) snprintf(last, sizeof last, "%s", asb_result_str(r));
             if (deadline && asb__now_ms() + backoff >= deadline) {
-                r = asb__fail(err, ASB_ERR_TIMEOUT, "watch: deadline reached while reconnecting");
+                r = asb__fail(err, ASB_ERR_TIMEOUT,
+                              "watch: deadline reached while reconnecting (last: %s)", last);
                 break;
             }
-            if (status >= 400)
-                asb__log(&kc->http_desc.log, ASB_LOG_WARN, "kube.watch.reconnect",
-                         "watch %s: status %d; resuming from resourceVersion %s in %d ms",
-                         base.ptr, status, w.rv.len ? w.rv.ptr : "(none)", backoff);
-            else
-                asb__log(&kc->http_desc.log, ASB_LOG_WARN, "kube.watch.reconnect",
-                         "watch %s: %s; resuming from resourceVersion %s in %d ms", base.ptr,
-                         asb_result_str(r), w.rv.len ? w.rv.ptr : "(none)", backoff);
+            asb__quote(rvq, sizeof rvq, w.rv.len ? w.rv.ptr : "(none)", w.rv.len ? w.rv.len : 6,
+                       60);
+            asb__log(&kc->http_desc.log, ASB_LOG_WARN, "kube.watch.reconnect",
+                     "watch %s: %s; resuming from resourceVersion %s in %d ms", base.ptr, last,
+                     rvq, backoff);
             asb__sleep_ms(backoff);
             backoff = backoff < 3200 ? backoff * 2 : 5000;
             r = ASB_OK;
@@ -9519,6 +9556,12 @@ static void asb__command_executable(const char *cmd, char *out, size_t cap) {
     }
     for (base = start + n; base > start && base[-1] != '/'; base--) {}
     n -= (size_t)(base - start);
+    {
+        /* a word that still holds '=' ("API_KEY=x" quoted, API-KEY=x):
+           never its value */
+        const char *eq = (const char *)memchr(base, '=', n);
+        if (eq) n = (size_t)(eq - base);
+    }
     if (cap == 0) return;
     if (n >= cap) n = cap - 1;
     memcpy(out, base, n);
@@ -9587,8 +9630,9 @@ ASB_API asb_result asb_sandbox_run(asb_sandbox *sb, const char *command, int tim
     }
     asb_http_response_free(&resp);
     if (sb->client->log.fn) {
-        char exe[64];
-        asb__command_executable(command, exe, sizeof exe);
+        char raw[64], exe[100];
+        asb__command_executable(command, raw, sizeof raw);
+        asb__quote(exe, sizeof exe, raw, strlen(raw), 63); /* no control bytes */
         if (r == ASB_OK)
             asb__log(&sb->client->log, ASB_LOG_DEBUG, "sandbox.run",
                      "%s: exit code %d, %zu bytes out, %zu bytes err (sandbox %s/%s)", exe,

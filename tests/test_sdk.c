@@ -52,8 +52,10 @@ ASBT_TEST(a_logged_command_is_its_executable_base_name_only) {
     ASBT_EQ_STR(exe("'/opt/my tools/run me' --token=abc"), "run me");
     ASBT_EQ_STR(exe("ls"), "ls");
     ASBT_EQ_STR(exe("  echo   hi"), "echo");
-    ASBT_EQ_STR(exe("dir/=weird arg"), "=weird"); /* not NAME=: a path */
-    ASBT_EQ_STR(exe("9X=1 prog"), "9X=1");       /* not a name either */
+    ASBT_EQ_STR(exe("dir/=weird arg"), "");    /* not NAME=: a path; cut at '=' */
+    ASBT_EQ_STR(exe("9X=1 prog"), "9X");        /* not a name: the word, cut */
+    ASBT_EQ_STR(exe("\"API_KEY=secret\" prog"), "API_KEY"); /* quoted: never the value */
+    ASBT_EQ_STR(exe("API-KEY=secret prog"), "API-KEY");
     ASBT_EQ_STR(exe("bin/"), "");
     {
         char small[4];
