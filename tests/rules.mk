@@ -269,6 +269,12 @@ $(TB)/asan/test_sdk_cluster: tests/test_sdk_cluster.c $(TEST_DEPS)
 	@mkdir -p $(@D)
 	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) $< -o $@ $(LINK)
 ALL_TARGETS += $(TB)/asan/test_sdk_cluster
+# The threaded case again under ThreadSanitizer: one client shared by
+# threads that each drive their own sandbox.
+$(TB)/tsan/test_sdk_cluster: tests/test_sdk_cluster.c $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CLANG) -std=c11 -O1 -g -fsanitize=thread $(CFLAGS_WARN) $< -o $@ $(LINK)
+ALL_TARGETS += $(TB)/tsan/test_sdk_cluster
 # The Kubernetes layer and the sandbox SDK share one cluster start, in a
 # state directory and pod range of their own, so a developer's cluster (or
 # another tier's) is never the one stopped.
@@ -280,7 +286,8 @@ KC_ENV := LC_STATE_DIR=$(KC_STATE) LC_POD_CIDR=127.1.64.0/24
 # it (a service account's token and CA, KUBERNETES_SERVICE_HOST/_PORT, no
 # kubeconfig) talking to the sandbox's loopback pod IP.
 KC_CLUSTER_PORT = $$(python3 -c "import json;print(json.load(open('$(KC_STATE)/cluster.json'))['ports']['$(1)'])")
-test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster $(EX)/quickstart \
+test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster \
+                   $(TB)/tsan/test_sdk_cluster $(EX)/quickstart \
                    $(EX)/attach $(EX)/bigfile $(EX)/direct_url $(EX)/gateway $(EX)/in_cluster \
                    $(EX)/local_tunnel
 	@$(KC_ENV) $(MAKE) --no-print-directory cluster-up AGENT_SANDBOX=v0.4.6 > $(TB)/cluster-up.log 2>&1 || \
@@ -290,6 +297,8 @@ test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster $(EX
 	  { echo "gateway setup failed"; $(KC_ENV) $(MAKE) --no-print-directory cluster-down; exit 1; }; \
 	export ASB_GATEWAY_PORT ASB_ROUTER_PORT=$(call KC_CLUSTER_PORT,router); \
 	echo "--- test_sdk_cluster" && $(TB)/asan/test_sdk_cluster && \
+	echo "--- test_sdk_cluster one_client_serves_threads (ThreadSanitizer)" && \
+	TSAN_OPTIONS=halt_on_error=1 $(TB)/tsan/test_sdk_cluster one_client_serves_threads && \
 	export KUBECONFIG=$(KC_STATE)/kubeconfig/admin.kubeconfig && \
 	echo "--- examples/quickstart" && $(EX)/quickstart && \
 	echo "--- examples/attach (two processes)" && claim=$$($(EX)/attach create) && \

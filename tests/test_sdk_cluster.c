@@ -1185,6 +1185,97 @@ ASBT_TEST(a_hundred_live_sandboxes_share_one_kubectl) {
     asb_client_free(c);
 }
 
+/* One client, several threads, each driving its own sandbox: creates,
+   calls and terminates interleave on the shared registry, tunnel (the
+   first calls race to start it), Kubernetes client and connection pool. */
+typedef struct thread_job {
+    asb_client *c;
+    int id;
+    int ok;
+    char why[300];
+} thread_job;
+
+static void *drive_one_sandbox(void *arg) {
+    thread_job *j = (thread_job *)arg;
+    asb_sandbox *sb = NULL;
+    asb_error err;
+    asb_run_result rr;
+    asb_buf back;
+    char cmd[64], want[64], path[64], data[64];
+    int i, ex = 0;
+    asb_buf_init(&back, NULL);
+    snprintf(j->why, sizeof j->why, "create");
+    if (asb_client_create_sandbox(j->c, "python-sandbox-template", NULL, &sb, &err) != ASB_OK)
+        goto fail;
+    for (i = 0; i < 10; i++) {
+        snprintf(cmd, sizeof cmd, "echo thread-%d-%d", j->id, i);
+        snprintf(want, sizeof want, "thread-%d-%d\n", j->id, i);
+        snprintf(j->why, sizeof j->why, "run %d", i);
+        if (asb_sandbox_run(sb, cmd, 0, &rr, &err) != ASB_OK) goto fail;
+        if (!rr.out.ptr || strcmp(rr.out.ptr, want) != 0) {
+            snprintf(j->why, sizeof j->why, "run %d answered \"%s\"", i,
+                     rr.out.ptr ? rr.out.ptr : "");
+            asb_run_result_free(&rr);
+            goto done;
+        }
+        asb_run_result_free(&rr);
+    }
+    snprintf(path, sizeof path, "t%d/data.txt", j->id);
+    snprintf(data, sizeof data, "written by thread %d", j->id);
+    snprintf(j->why, sizeof j->why, "write");
+    if (asb_sandbox_write(sb, path, data, strlen(data), &err) != ASB_OK) goto fail;
+    snprintf(j->why, sizeof j->why, "read");
+    if (asb_sandbox_read(sb, path, &back, &err) != ASB_OK) goto fail;
+    snprintf(j->why, sizeof j->why, "exists");
+    if (asb_sandbox_exists(sb, path, &ex, &err) != ASB_OK || !ex) goto fail;
+    if (back.len != strlen(data) || memcmp(back.ptr, data, back.len) != 0) {
+        snprintf(j->why, sizeof j->why, "read back something else");
+        goto done;
+    }
+    snprintf(j->why, sizeof j->why, "terminate");
+    if (asb_sandbox_terminate(sb, &err) != ASB_OK) goto fail;
+    sb = NULL;
+    j->ok = 1;
+    goto done;
+fail:
+    {
+        size_t l = strlen(j->why);
+        snprintf(j->why + l, sizeof j->why - l, ": %.250s", err.message);
+    }
+done:
+    if (sb) asb_sandbox_terminate(sb, NULL);
+    asb_buf_free(&back);
+    return NULL;
+}
+
+ASBT_TEST(one_client_serves_threads_that_each_drive_their_own_sandbox) {
+    enum { N = 4 };
+    asb_error err;
+    asb_client *c = new_client(&err);
+    pthread_t th[N];
+    thread_job jobs[N];
+    int i;
+    ASBT_CHECK(c != NULL);
+    for (i = 0; i < N; i++) {
+        memset(&jobs[i], 0, sizeof jobs[i]);
+        jobs[i].c = c;
+        jobs[i].id = i;
+        ASBT_CHECK(pthread_create(&th[i], NULL, drive_one_sandbox, &jobs[i]) == 0);
+    }
+    for (i = 0; i < N; i++) {
+        /* the registry is read while the others work */
+        (void)asb_client_list_active(c, NULL, 0);
+        pthread_join(th[i], NULL);
+    }
+    for (i = 0; i < N; i++) {
+        if (!jobs[i].ok) fprintf(stderr, "    thread %d: %s\n", i, jobs[i].why);
+        ASBT_CHECK(jobs[i].ok);
+    }
+    ASBT_EQ_INT(count_kubectl_children(), 1); /* the racing first calls shared one */
+    ASBT_EQ_INT(asb_client_list_active(c, NULL, 0), 0);
+    asb_client_free(c);
+}
+
 ASBT_TEST(command_output_over_the_cap_is_too_large_not_cut) {
     asb_error err;
     asb_client_desc d;
@@ -1984,6 +2075,7 @@ ASBT_LIST(
     ASBT_CASE(many_cycles_leave_no_claim_process_fd_or_memory_behind)
     ASBT_CASE(a_hundred_live_sandboxes_share_one_kubectl)
     ASBT_CASE(command_output_over_the_cap_is_too_large_not_cut)
+    ASBT_CASE(one_client_serves_threads_that_each_drive_their_own_sandbox)
     ASBT_CASE(the_log_names_each_step_and_never_a_secret)
     ASBT_CASE(router_refuses_forbidden_pod_ips_with_400_and_the_client_shows_it)
     ASBT_CASE(router_token_reaches_the_router_but_never_the_sandbox)
