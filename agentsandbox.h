@@ -8041,9 +8041,11 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
 }
 
 /* >>tunnel ==================================================================
-   One `kubectl port-forward` per client to the router Service: started on
-   first use, probed by TCP connect every 50 ms, rebuilt when kubectl dies,
-   stopped with SIGTERM then SIGKILL, always reaped. */
+   One `kubectl port-forward` per client to the router Service: started when
+   the first claim is created (or on first use), under a supervisor process
+   that stops it if this process dies; probed by TCP connect (every 5 ms,
+   backing off to 50), rebuilt when kubectl dies, stopped with SIGTERM then
+   SIGKILL, always reaped. */
 
 struct asb_sandbox {
     struct asb_client *client;
@@ -8992,8 +8994,9 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
 
 /* opts.probe_runtime: Ready by the controller need not mean the runtime
    answers (a template without a readiness probe: the server may still be
-   starting, or the router may not have the new pod): probe GET / until anything but a 5xx or a connection failure comes
-   back, or the deadline. Any answer at all means the server is up. */
+   starting, or the router may not have the new pod): probe GET / until
+   anything but a 5xx or a connection failure comes back, or the
+   deadline. Any answer at all means the server is up. */
 static asb_result asb__wait_runtime(asb_sandbox *sb, int64_t deadline, asb_error *err) {
     int64_t pause = 50;
     for (;;) {
