@@ -9451,6 +9451,7 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
     r = asb_http_do(c->http, req, resp, err);
     if (req->retry == &once && r != ASB_OK && r != ASB_ERR_CONNECT &&
         asb__method_idempotent(req->method ? req->method : "GET") && !req->body_read &&
+        !req->on_body && /* a stream may have handed bytes on already */
         (r == ASB_ERR_RECV || r == ASB_ERR_SEND ||
          (r == ASB_ERR_HTTP_STATUS && resp->status >= 500 && resp->status <= 504))) {
         /* it connected: the address is good; the usual policy for the rest */
