@@ -216,7 +216,8 @@
                  local_tunnel.c, direct_url.c, gateway.c, in_cluster.c.
      sandbox     asb_sandbox (handle): asb_sandbox_run (stdout, stderr,
                  exit code; binary-safe), asb_sandbox_write / _write_stream,
-                 asb_sandbox_read / _read_stream, asb_sandbox_list,
+                 asb_sandbox_read / _read_stream / _read_to_fd,
+                 asb_sandbox_write_from_fd, asb_sandbox_list,
                  asb_sandbox_exists, asb_sandbox_status, asb_sandbox_pod_ip,
                  asb_sandbox_close_connection, asb_sandbox_terminate.
      client      asb_client (registry of live handles keyed by namespace and
@@ -1439,6 +1440,16 @@ ASB_API asb_result asb_sandbox_write_stream(asb_sandbox *sb, const char *path,
 ASB_API asb_result asb_sandbox_read_stream(asb_sandbox *sb, const char *path,
                                            asb_write_fn write, void *user_data,
                                            asb_error *err);
+/* The same with a file descriptor. write_from_fd uploads a regular file
+   from its current offset to its end (the size goes into Content-Length,
+   so a pipe is ASB_ERR_INVALID_ARGUMENT: use write_stream with a known
+   size); a file that shrinks meanwhile is an error, never a short file.
+   read_to_fd writes every byte to fd (retrying short writes and EINTR);
+   on an error, what was written stays there. Neither closes fd. */
+ASB_API asb_result asb_sandbox_write_from_fd(asb_sandbox *sb, const char *path, int fd,
+                                             asb_error *err);
+ASB_API asb_result asb_sandbox_read_to_fd(asb_sandbox *sb, const char *path, int fd,
+                                          asb_error *err);
 
 typedef struct asb_file_entry {
     char *name;
@@ -10058,6 +10069,59 @@ ASB_API asb_result asb_sandbox_read_stream(asb_sandbox *sb, const char *path, as
     if (!sb || !write) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "read: NULL argument");
     r = asb__sb_get(sb, "/download/", path, 1, 0, write, user_data, &resp, err);
     asb_http_response_free(&resp);
+    return r;
+}
+
+/* A descriptor as an asb_read_fn: read(2), EINTR retried. */
+static long asb__fd_read(void *ud, char *buf, size_t cap) {
+    int fd = *(const int *)ud;
+    ssize_t n;
+    do {
+        n = read(fd, buf, cap);
+    } while (n < 0 && errno == EINTR);
+    return n < 0 ? -1 : (long)n;
+}
+
+ASB_API asb_result asb_sandbox_write_from_fd(asb_sandbox *sb, const char *path, int fd,
+                                             asb_error *err) {
+    struct stat st;
+    off_t at;
+    if (!sb || fd < 0) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "write: no handle or fd");
+    if (fstat(fd, &st) != 0) return asb__fail(err, ASB_ERR_IO, "write: fstat: %s", strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "write: fd %d is not a regular file: its size is unknown (use "
+                         "asb_sandbox_write_stream with the size)",
+                         fd);
+    at = lseek(fd, 0, SEEK_CUR);
+    if (at < 0) at = 0; /* not seekable after all: from the start */
+    if (at > st.st_size) at = st.st_size;
+    return asb_sandbox_write_stream(sb, path, asb__fd_read, &fd, (uint64_t)(st.st_size - at), err);
+}
+
+/* A descriptor as an asb_write_fn: every byte, short writes and EINTR
+   retried. */
+static asb_result asb__fd_write(void *ud, const char *data, size_t len) {
+    int fd = *(const int *)ud;
+    while (len > 0) {
+        ssize_t n = write(fd, data, len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return ASB_ERR_IO;
+        data += n;
+        len -= (size_t)n;
+    }
+    return ASB_OK;
+}
+
+ASB_API asb_result asb_sandbox_read_to_fd(asb_sandbox *sb, const char *path, int fd,
+                                          asb_error *err) {
+    asb_result r;
+    if (!sb || fd < 0) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "read: no handle or fd");
+    r = asb_sandbox_read_stream(sb, path, asb__fd_write, &fd, err);
+    if (r == ASB_ERR_IO && err && err->code == ASB_ERR_IO) {
+        size_t l = strlen(err->message);
+        snprintf(err->message + l, sizeof err->message - l, " (writing to fd %d)", fd);
+    }
     return r;
 }
 

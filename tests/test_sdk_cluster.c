@@ -412,6 +412,50 @@ static asb_result check_write(void *ud, const char *p, size_t n) {
     return ASB_OK;
 }
 
+/* Files straight from and to descriptors: a regular file from its
+   offset to its end goes up, comes back into another file byte for byte;
+   a pipe is refused (its size is unknown) before anything is sent. */
+ASBT_TEST(files_go_up_from_an_fd_and_come_back_into_one) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *sb = NULL;
+    char src[] = "/tmp/asb-fd-src-XXXXXX", dst[] = "/tmp/asb-fd-dst-XXXXXX";
+    int in = mkstemp(src), out = mkstemp(dst), pfd[2], i;
+    static char block[65536];
+    char got[65536];
+    size_t total = 0;
+    ssize_t n;
+    ASBT_CHECK(c != NULL && in >= 0 && out >= 0);
+    for (i = 0; i < (int)sizeof block; i++) block[i] = (char)(i * 7 + 3);
+    for (i = 0; i < 80; i++) /* 5 MiB, then skip the first 100 bytes */
+        ASBT_CHECK(write(in, block, sizeof block) == (ssize_t)sizeof block);
+    ASBT_CHECK(lseek(in, 100, SEEK_SET) == 100);
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_write_from_fd(sb, "fd/five.bin", in, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_read_to_fd(sb, "fd/five.bin", out, &err), ASB_OK);
+    ASBT_CHECK(lseek(out, 0, SEEK_SET) == 0);
+    ASBT_CHECK(lseek(in, 100, SEEK_SET) == 100);
+    while ((n = read(out, got, sizeof got)) > 0) {
+        char want[65536];
+        ssize_t m = read(in, want, (size_t)n);
+        ASBT_CHECK(m == n && memcmp(got, want, (size_t)n) == 0);
+        total += (size_t)n;
+    }
+    ASBT_EQ_INT(total, 80 * sizeof block - 100);
+    ASBT_CHECK(pipe(pfd) == 0);
+    ASBT_EQ_RES(asb_sandbox_write_from_fd(sb, "fd/pipe.bin", pfd[0], &err),
+                ASB_ERR_INVALID_ARGUMENT);
+    ASBT_CONTAINS(err.message, "not a regular file");
+    close(pfd[0]);
+    close(pfd[1]);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    close(in);
+    close(out);
+    unlink(src);
+    unlink(dst);
+    asb_client_free(c);
+}
+
 ASBT_TEST(a_64_mib_file_streams_both_ways_in_flat_memory) {
     asb_error err;
     asb_client *c = new_client(&err);
@@ -2065,6 +2109,7 @@ ASBT_LIST(
     ASBT_CASE(a_second_client_attaches_and_a_stale_handle_is_dropped)
     ASBT_CASE(list_all_list_active_and_delete_all)
     ASBT_CASE(a_64_mib_file_streams_both_ways_in_flat_memory)
+    ASBT_CASE(files_go_up_from_an_fd_and_come_back_into_one)
     ASBT_CASE(status_pod_name_hash_and_ip_come_from_the_sandbox)
     ASBT_CASE(probe_runtime_waits_for_the_runtime_of_a_template_without_a_probe)
     ASBT_CASE(in_cluster_mode_talks_to_the_pod_ip_without_the_router)
