@@ -601,6 +601,11 @@ ASBT_TEST(redirects_are_errors_and_never_followed) {
         ASBT_CONTAINS(f->err.message, "not followed");
         ASBT_CONTAINS(f->err.message, "/target");
     }
+    /* 304 is no redirect: a bodiless answer, its Location ignored, and the
+       kept-alive connection still in step */
+    ASBT_EQ_RES(fx_get(f, FAULT("/redirect/304")), ASB_OK);
+    ASBT_EQ_INT(f->resp.status, 304);
+    ASBT_EQ_INT(f->resp.body.len, 0);
     ASBT_EQ_RES(fx_get(f, FAULT("/contacted")), ASB_OK);
     ASBT_CONTAINS(f->resp.body.ptr, "\"contacted\": false");
     ASBT_EQ_INT(fx_close(f), 0);

@@ -58,7 +58,8 @@ unless said; connections are kept alive unless said; `?k=v` where noted):
                            key with a slash: /count//echo)
   /reset                   clears every counter and the redirect target's record
   /redirect                302, Location: http://127.0.0.1:<redirect_target>/target
-  /redirect/<code>         the same with status <code> (301, 303, 307, 308)
+  /redirect/<code>         the same with status <code> (301, 303, 307, 308; 304
+                           without a body)
   /contacted               200 JSON {"contacted": bool, "count": n} for the
                            redirect target (which answers 200 "target\\n")
   /keepalive-then-close[/<key>]  200 "ok\\n" with "Connection: keep-alive",
@@ -480,6 +481,9 @@ class FaultHandler(socketserver.BaseRequestHandler):
         if seg[0] == "redirect" and len(seg) <= 2:
             code = int(seg[1]) if len(seg) == 2 else 302
             loc = "http://%s:%d/target" % (LOOP4, self.server.target_port)
+            if code == 304:  # never has a body
+                send(response(304, "Not Modified", [("Location", loc)], b""))
+                return True
             send(response(code, "Redirect", [("Location", loc), ("Content-Type", "text/plain")],
                           b"moved\n"))
             return True
