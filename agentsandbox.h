@@ -9351,6 +9351,14 @@ static int asb__sb_base_in_cluster(asb_sandbox *sb, const char *port, char *base
     return cached;
 }
 
+/* req->url = base + path, in url (reused). */
+static void asb__sb_url(asb_buf *url, const char *base, const char *path, asb_http_request *req) {
+    url->len = 0;
+    asb_buf_append(url, base, strlen(base));
+    asb_buf_append(url, path, strlen(path));
+    req->url = url->ptr;
+}
+
 /* Overwrites every copy of `secret` in buf[0, len) with '*'. */
 static void asb__mask(char *buf, size_t len, const char *secret) {
     size_t n = strlen(secret), i;
@@ -9449,9 +9457,7 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
     req->headers = h;
     req->header_count = nh;
     asb_buf_init(&url, &c->alloc);
-    asb_buf_append(&url, base, strlen(base));
-    asb_buf_append(&url, path, strlen(path));
-    req->url = url.ptr;
+    asb__sb_url(&url, base, path, req);
     if (stale_ok && !req->retry) {
         /* a refused connect to a cached address means "look again", not
            "back off and retry the same address" */
@@ -9478,10 +9484,7 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
         if (r == ASB_ERR_CONNECT && c->mode == ASB_CONNECT_IN_CLUSTER && req->body_read == NULL) {
             asb_http_response_free(resp);
             asb__sb_base_in_cluster(sb, port, base, sizeof base);
-            url.len = 0;
-            asb_buf_append(&url, base, strlen(base));
-            asb_buf_append(&url, path, strlen(path));
-            req->url = url.ptr;
+            asb__sb_url(&url, base, path, req);
             r = asb_http_do(c->http, req, resp, err);
         }
     }
@@ -9490,10 +9493,7 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
         asb_http_response_free(resp);
         r = asb__router_base(c, base, sizeof base, err);
         if (r == ASB_OK) {
-            url.len = 0;
-            asb_buf_append(&url, base, strlen(base));
-            asb_buf_append(&url, path, strlen(path));
-            req->url = url.ptr;
+            asb__sb_url(&url, base, path, req);
             r = asb_http_do(c->http, req, resp, err);
         }
     }
