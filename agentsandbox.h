@@ -1345,10 +1345,10 @@ typedef struct asb_create_opts {
    claim (from the create's resourceVersion) until it is bound and Ready,
    and returns a handle the client tracks. With the local tunnel, kubectl
    is started as soon as the claim exists, so it comes up while the
-   controller works; the first call waits for it if need be. TemplateNotFound fails at once
-   (ASB_ERR_TEMPLATE_NOT_FOUND), another terminal reason is
-   ASB_ERR_CLAIM_FAILED, the deadline ASB_ERR_TIMEOUT; on any failure the
-   claim is deleted before returning: no orphan. */
+   controller works; the first call waits for it if need be.
+   TemplateNotFound fails at once (ASB_ERR_TEMPLATE_NOT_FOUND), another
+   terminal reason is ASB_ERR_CLAIM_FAILED, the deadline ASB_ERR_TIMEOUT;
+   on any failure the claim is deleted before returning: no orphan. */
 ASB_API asb_result asb_client_create_sandbox(asb_client *client, const char *template_name,
                                              const asb_create_opts *opts, asb_sandbox **out,
                                              asb_error *err);
@@ -1485,9 +1485,9 @@ ASB_API asb_result asb_sandbox_status(asb_sandbox *sb, asb_sandbox_state *state,
                                       size_t msg_cap, asb_error *err);
 
 /* The pod's IP from the Sandbox's status.podIPs, looked up now (this
-   call never caches; the handle's calls keep the last one they used): IPv4 preferred, an
-   IPv4-mapped IPv6 address counts as IPv4 (unmapped), invalid entries
-   skipped. ASB_ERR_NOT_FOUND when there is none. */
+   call never caches; the handle's calls keep the last one they used):
+   IPv4 preferred, an IPv4-mapped IPv6 address counts as IPv4 (unmapped),
+   invalid entries skipped. ASB_ERR_NOT_FOUND when there is none. */
 #define ASB_IP_SIZE 64
 ASB_API asb_result asb_sandbox_pod_ip(asb_sandbox *sb, char out[ASB_IP_SIZE], asb_error *err);
 
@@ -8017,8 +8017,8 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
             snprintf(last, sizeof last, "status %d", status);
             refused = 1;
             r = ASB_ERR_RECV;
-        } else if (r == ASB_OK) {
-            refusals = 0;
+        } else if (status == 200) {
+            refusals = 0; /* the server took the watch: count afresh */
         }
         if (r == ASB_ERR_KUBE_API || r == ASB_ERR_NOT_FOUND || r == ASB_ERR_CREDENTIALS ||
             r == ASB_ERR_TLS_VERIFY || r == ASB_ERR_TLS_CONFIG || r == ASB_ERR_INVALID_ARGUMENT)
