@@ -124,7 +124,11 @@ check "fault /redirect is 302 to the target, not yet contacted" bash -c "[ \"\$(
 check "fault /contacted records a followed redirect" bash -c "curl -sfL $F/redirect/307 | grep -q target && curl -s $F/contacted | grep -q '\"contacted\": true'"
 curl -s "$F/reset" >/dev/null
 curl -sv "$F/keepalive-then-close/stk" "$F/keepalive-then-close/stk" >"$tmp/kc" 2>&1
-check "fault /keepalive-then-close: curl finds the pooled connection dead" bash -c "grep -qiE 'dead|closing connection' $tmp/kc && ! grep -qi 're-using' $tmp/kc && curl -s $F/count/stk | grep -q '\"count\": 2'"
+# The server closes after the first answer, so the second request needs a
+# second connection: whether curl notices the close before reusing (timing:
+# the FIN may land after curl's check under load) or only after, it
+# connects twice and the server counts two requests.
+check "fault /keepalive-then-close: the second request needs a new connection" bash -c "[ \"\$(grep -c 'Connected to' $tmp/kc)\" = 2 ] && curl -s $F/count/stk | grep -q '\"count\": 2'"
 curl -sv "$F/keepalive-then-drop/std" "$F/echo" >"$tmp/kd" 2>&1
 check "fault /keepalive-then-drop drops the next request on the connection" bash -c "curl -s $F/count/std-dropped | grep -q '\"count\": 1'"
 check "fault /connection-close sends Connection: close" bash -c "curl -s -D - -o /dev/null $F/connection-close | grep -qi '^connection: close'"
