@@ -7,6 +7,7 @@
 #include "../agentsandbox.h"
 #include "asbtest.h"
 #include "recorder.h"
+#include "logsink.h"
 #include <sys/resource.h>
 #include <dirent.h>
 #include <sys/stat.h>
@@ -83,20 +84,6 @@ static int kubectl_of(int supervisor) {
     }
     if (d) closedir(d);
     return found;
-}
-
-typedef struct log_sink {
-    pthread_mutex_t mu;
-    asb_buf text; /* "level id: message" lines */
-} log_sink;
-
-static void sink_log(void *ud, const asb_log_record *rec) {
-    log_sink *ls = (log_sink *)ud;
-    char line[700];
-    int n = snprintf(line, sizeof line, "%d %s: %s\n", (int)rec->level, rec->id, rec->message);
-    pthread_mutex_lock(&ls->mu);
-    asb_buf_append(&ls->text, line, (size_t)n);
-    pthread_mutex_unlock(&ls->mu);
 }
 
 ASBT_TEST(quick_start_create_run_write_read_exists_terminate) {
@@ -520,13 +507,10 @@ ASBT_TEST(probe_runtime_waits_for_the_runtime_of_a_template_without_a_probe) {
     asb_sandbox *sb = NULL;
     asb_create_opts o;
     asb_run_result rr;
-    log_sink ls;
-    pthread_mutex_init(&ls.mu, NULL);
-    asb_buf_init(&ls.text, NULL);
+    asbt_log ls;
     memset(&d, 0, sizeof d);
     d.kube.kubeconfig.path = kubeconfig;
-    d.log.fn = sink_log;
-    d.log.user_data = &ls;
+    asbt_log_open(&ls, &d.log, ASB_LOG_DEBUG);
     ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
     asb_kube_delete(c->kube, &res, "default", "asb-no-probe", NULL);
     ASBT_EQ_RES(asb_kube_create(c->kube, &res, "default", tpl, strlen(tpl), NULL, &err), ASB_OK);
@@ -543,8 +527,7 @@ ASBT_TEST(probe_runtime_waits_for_the_runtime_of_a_template_without_a_probe) {
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
     ASBT_EQ_RES(asb_kube_delete(c->kube, &res, "default", "asb-no-probe", &err), ASB_OK);
     asb_client_free(c);
-    asb_buf_free(&ls.text);
-    pthread_mutex_destroy(&ls.mu);
+    asbt_log_close(&ls);
 }
 
 ASBT_TEST(status_pod_name_hash_and_ip_come_from_the_sandbox) {
@@ -582,17 +565,12 @@ ASBT_TEST(in_cluster_mode_talks_to_the_pod_ip_without_the_router) {
     asb_client *c = NULL;
     asb_sandbox *sb = NULL;
     asb_run_result rr;
-    log_sink ls;
-    const char *p;
-    int i, lookups = 0;
-    pthread_mutex_init(&ls.mu, NULL);
-    asb_buf_init(&ls.text, NULL);
+    asbt_log ls;
+    int i;
     memset(&d, 0, sizeof d);
     d.kube.kubeconfig.path = kubeconfig;
     d.mode = ASB_CONNECT_IN_CLUSTER;
-    d.log.fn = sink_log;
-    d.log.user_data = &ls;
-    d.log.min_level = ASB_LOG_DEBUG;
+    asbt_log_open(&ls, &d.log, ASB_LOG_DEBUG);
     ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
     for (i = 0; i < 5; i++) {
@@ -603,8 +581,7 @@ ASBT_TEST(in_cluster_mode_talks_to_the_pod_ip_without_the_router) {
     }
     ASBT_EQ_INT(c->tunnel_pid, 0); /* no kubectl was needed */
     /* the pod IP was looked up once for five calls, as the reference does */
-    for (p = ls.text.ptr; p && (p = strstr(p, "sandbox.pod_ip:")) != NULL; p++) lookups++;
-    ASBT_EQ_INT(lookups, 1);
+    ASBT_EQ_INT(asbt_log_count(&ls, "sandbox.pod_ip:"), 1);
     /* a pod that moved: the cached address refuses (a loopback address of
        the pod range that nothing listens on), the call looks the IP up
        again and goes through */
@@ -612,13 +589,10 @@ ASBT_TEST(in_cluster_mode_talks_to_the_pod_ip_without_the_router) {
     ASBT_EQ_RES(asb_sandbox_run(sb, "echo moved", 0, &rr, &err), ASB_OK);
     ASBT_EQ_STR(rr.out.ptr, "moved\n");
     asb_run_result_free(&rr);
-    for (lookups = 0, p = ls.text.ptr; p && (p = strstr(p, "sandbox.pod_ip:")) != NULL; p++)
-        lookups++;
-    ASBT_EQ_INT(lookups, 2);
+    ASBT_EQ_INT(asbt_log_count(&ls, "sandbox.pod_ip:"), 2);
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
     asb_client_free(c);
-    asb_buf_free(&ls.text);
-    pthread_mutex_destroy(&ls.mu);
+    asbt_log_close(&ls);
 }
 
 /* Which agent-sandbox release runs: the claim shapes differ. */
@@ -745,15 +719,12 @@ ASBT_TEST(the_log_names_each_step_and_never_a_secret) {
     asb_sandbox *sb = NULL;
     asb_run_result rr;
     asb_buf data;
-    log_sink ls;
-    pthread_mutex_init(&ls.mu, NULL);
-    asb_buf_init(&ls.text, NULL);
+    asbt_log ls;
     asb_buf_init(&data, NULL);
     memset(&d, 0, sizeof d);
     d.kube.kubeconfig.path = kubeconfig;
     d.router_token = "router-token-do-not-log";
-    d.log.fn = sink_log;
-    d.log.user_data = &ls;
+    asbt_log_open(&ls, &d.log, ASB_LOG_DEBUG);
     ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
     ASBT_EQ_RES(asb_sandbox_run(sb, "/bin/echo arg-do-not-log", 0, &rr, &err), ASB_OK);
@@ -780,9 +751,8 @@ ASBT_TEST(the_log_names_each_step_and_never_a_secret) {
     ASBT_CONTAINS(ls.text.ptr, "3 sandbox.call: GET http://127.0.0.1:");
     ASBT_CONTAINS(ls.text.ptr, "1 sandbox.delete: claim default/");
     ASBT_CHECK(strstr(ls.text.ptr, "do-not-log") == NULL);
-    asb_buf_free(&ls.text);
+    asbt_log_close(&ls);
     asb_buf_free(&data);
-    pthread_mutex_destroy(&ls.mu);
 }
 
 /* A fault proxy in front of the real router, for the one fault the real
