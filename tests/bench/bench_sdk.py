@@ -4,8 +4,10 @@ version pinned in tests/bench/rules.mk), and the report of both sides.
     bench_sdk.py workload RUNS           the same workload as bench_sdk.c
     bench_sdk.py creates N               create-to-ready, N times
     bench_sdk.py first START_NS          fresh process to first result
-    bench_sdk.py report OURS THEIRS BASELINE
-                                         compare the two result files
+    bench_sdk.py floor RUNS              the path alone: curl through kubectl
+                                         port-forward, no SDK (system python)
+    bench_sdk.py report OURS THEIRS BASELINE [FLOOR]
+                                         compare the result files
 
 Same cluster (KUBECONFIG), template (python-sandbox-template in `default`)
 and connection mode as bench_sdk.c: the SDK's default local tunnel
@@ -19,10 +21,15 @@ agent-sandbox-system). The router runs in agent-sandbox-system, as it does
 upstream, so `router_namespace_tunnel()` points the tunnel there and changes
 nothing else: same kubectl command, same readiness polling, same headers.
 """
+import json
 import os
+import re
 import resource
+import secrets
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 TEMPLATE = "python-sandbox-template"
@@ -143,6 +150,106 @@ def first_result(start_ns):
 
 # ------------------------------------------------------------------ report
 
+def floor(runs):
+    """The same calls with no SDK at all: a claim made and awaited with
+    kubectl, one `kubectl port-forward` to the router Service, and curl
+    sending exactly the router headers our client sends (X-Sandbox-ID,
+    -Namespace, -Port; keep-alive, one curl process for all the runs; -w
+    gives each request's own time). What is left of a client's latency
+    above these numbers is the client's."""
+    ns = "default"
+    claim = "bench-floor-" + secrets.token_hex(4)
+    manifest = {
+        "apiVersion": "extensions.agents.x-k8s.io/v1alpha1", "kind": "SandboxClaim",
+        "metadata": {"name": claim, "namespace": ns,
+                     "labels": {"agents.x-k8s.io/created-by": "agentsandbox-bench-floor"}},
+        "spec": {"sandboxTemplateRef": {"name": TEMPLATE}},
+    }
+    work = tempfile.mkdtemp(prefix="asb-bench-floor-")
+    pf = None
+
+    def kubectl(*args, **kw):
+        return subprocess.run(["kubectl"] + list(args), check=True, capture_output=True,
+                              text=True, **kw).stdout
+
+    try:
+        kubectl("apply", "-f", "-", input=json.dumps(manifest))
+        kubectl("wait", "--for=condition=Ready", "sandboxclaim/" + claim, "-n", ns,
+                "--timeout=90s")
+        st = json.loads(kubectl("get", "sandboxclaim", claim, "-n", ns, "-o", "json"))
+        sb = (st.get("status", {}).get("sandbox") or {})
+        sandbox = sb.get("name") or sb.get("Name")
+        if not sandbox:
+            raise RuntimeError("claim %s names no sandbox: %r" % (claim, st.get("status")))
+        pflog = open(os.path.join(work, "pf.log"), "w+")
+        pf = subprocess.Popen(["kubectl", "port-forward", "-n", ROUTER_NAMESPACE,
+                               "svc/sandbox-router-svc", ":8080"],
+                              stdout=pflog, stderr=subprocess.STDOUT)
+        port = None
+        for _ in range(300):
+            pflog.seek(0)
+            m = re.search(r"Forwarding from 127\.0\.0\.1:(\d+)", pflog.read())
+            if m:
+                port = int(m.group(1))
+                break
+            time.sleep(0.05)
+        if port is None:
+            raise RuntimeError("kubectl port-forward did not listen")
+        base = "http://127.0.0.1:%d" % port
+        headers = ["X-Sandbox-ID: " + sandbox, "X-Sandbox-Namespace: " + ns,
+                   "X-Sandbox-Port: 8888"]
+
+        def curl_times(blocks):
+            """One curl process; blocks: (url, [extra curl config lines]).
+            Returns each transfer's time_total in ms, in order."""
+            cfg = os.path.join(work, "curl.cfg")
+            with open(cfg, "w") as f:
+                for i, (url, extra) in enumerate(blocks):
+                    if i:
+                        f.write("next\n")
+                    f.write('url = "%s"\n' % url)
+                    f.write('silent\nshow-error\nfail\noutput = "/dev/null"\n')
+                    f.write('write-out = "%{time_total}\\n"\n')
+                    for h in headers:
+                        f.write('header = "%s"\n' % h)
+                    for line in extra:
+                        f.write(line + "\n")
+            out = subprocess.run(["curl", "-K", cfg], check=True, capture_output=True,
+                                 text=True).stdout
+            return [float(x) * 1e3 for x in out.split()]
+
+        execute = (base + "/execute",
+                   ['header = "Content-Type: application/json"',
+                    'data = "{\\"command\\": \\"true\\"}"'])
+        # the first request opens the connection (and kubectl's stream): apart
+        lat = curl_times([execute] * (runs + 1))[1:]
+        if len(lat) != runs:
+            raise RuntimeError("curl gave %d times for %d runs" % (len(lat), runs))
+        result("floor_run_true_median_ms", "%.3f" % statistics.median(lat))
+        result("floor_run_true_best_ms", "%.3f" % min(lat))
+
+        path = os.path.join(work, "bench-64m.bin")
+        with open(path, "wb") as f:
+            f.write(os.urandom(FILE_BYTES))
+        for _ in range(FILE_REPS):
+            tw, = curl_times([(base + "/upload",
+                               ['form = "file=@%s;filename=bench-64m.bin"' % path])])
+            tr, = curl_times([(base + "/download/bench-64m.bin", [])])
+            result("floor_write_64m_ms", "%.3f" % tw)
+            result("floor_read_64m_ms", "%.3f" % tr)
+            result("floor_write_read_64m_ms", "%.3f" % (tw + tr))
+    finally:
+        if pf is not None:
+            pf.terminate()
+            pf.wait()
+        subprocess.run(["kubectl", "delete", "sandboxclaim", claim, "-n", ns,
+                        "--ignore-not-found", "--wait=false"], capture_output=True)
+        for name in os.listdir(work):
+            os.unlink(os.path.join(work, name))
+        os.rmdir(work)
+    return 0
+
+
 def load(path):
     out = {}
     with open(path) as f:
@@ -153,8 +260,9 @@ def load(path):
     return out
 
 
-def report(ours_path, theirs_path, baseline):
+def report(ours_path, theirs_path, baseline, floor_path=None):
     ours, theirs = load(ours_path), load(theirs_path)
+    floor_res = load(floor_path) if floor_path else {}
 
     def one(d, key):
         v = d.get(key)
@@ -163,6 +271,10 @@ def report(ours_path, theirs_path, baseline):
         return statistics.median(v)
 
     runs = int(one(ours, "runs"))
+    procs = len(ours.get("runs", []))
+    # each workload process reports the median and best of its own runs
+    runs_label = "median of %d processes x %d" % (procs, runs) if procs > 1 else \
+        "median of %d" % runs
     n_creates = len(ours.get("create_ready_ms", []))
     n_first = len(ours.get("create_ready_first_ms", []))
     reps = len(ours.get("write_read_64m_ms", []))
@@ -170,11 +282,12 @@ def report(ours_path, theirs_path, baseline):
     # (name, key, unit, goal); ratio = theirs / ours: how many times
     # faster, or smaller, we are
     lines = [
-        ('run("true") latency, median of %d' % runs, "run_true_median_ms", "ms",
+        ('run("true") latency, %s' % runs_label, "run_true_median_ms", "ms",
          ">= 20x faster"),
-        ('run("true") latency, best of %d' % runs, "run_true_best_ms", "ms",
+        ('run("true") latency, best of %d (median of processes)' % runs, "run_true_best_ms", "ms",
          ">= 20x faster"),
-        ('run("true") client CPU per call (user+sys, mean of %d)' % runs, "run_true_cpu_us",
+        ('run("true") client CPU per call (user+sys, mean of %d, median of processes)' % runs,
+         "run_true_cpu_us",
          "us", "none; the latency above is mostly the shared path"),
         ("64 MiB write + read, median of %d" % reps, "write_read_64m_ms", "ms",
          ">= 3x faster"),
@@ -188,10 +301,11 @@ def report(ours_path, theirs_path, baseline):
          "create_ready_next_ms", "ms", "none, part of create-to-ready"),
         ("process start to first result, median of %d" % starts, "first_result_ms", "ms",
          ">= 50x faster"),
-        ("peak RSS (workload process)", "peak_rss_kib", "KiB", "<= 1/20, >= 20x"),
+        ("peak RSS (workload process), median of %d" % procs, "peak_rss_kib", "KiB",
+         "<= 1/20, >= 20x"),
         ("peak RSS (first-result process), median of %d" % starts, "first_peak_rss_kib", "KiB",
          "none"),
-        ("CPU time user+sys (workload process)", "cpu_ms", "ms", "none"),
+        ("CPU time user+sys (workload process), median of %d" % procs, "cpu_ms", "ms", "none"),
         ("CPU time user+sys (first-result process), median of %d" % starts, "first_cpu_ms",
          "ms", "none"),
     ]
@@ -201,6 +315,20 @@ def report(ours_path, theirs_path, baseline):
         fmt = "%.0f" if unit == "KiB" else "%.2f"
         print("bench: %s: %s %s vs %s %s %s = %.1fx (goal %s)" % (
             name, fmt % a, unit, baseline, fmt % b, unit, ratio, goal))
+    # The floor: what the path costs with no SDK. ratio = floor / ours, so
+    # 1.0x means the client adds nothing measurable and no client, ours or
+    # upstream's, can go below 1.0x on this path.
+    floor_lines = [
+        ('run("true") latency, %s' % runs_label, "run_true_median_ms"),
+        ("64 MiB write, median of %d" % reps, "write_64m_ms"),
+        ("64 MiB read, median of %d" % reps, "read_64m_ms"),
+        ("64 MiB write + read, median of %d" % reps, "write_read_64m_ms"),
+    ]
+    for name, key in floor_lines if floor_path else []:
+        a, b = one(ours, key), one(floor_res, "floor_" + key)
+        print("bench: %s, against the path alone: %.2f ms vs curl-same-tunnel %.2f ms = "
+              "%.2fx (goal none; the floor for any client, 1.0x = nothing added)" % (
+                  name, a, b, b / a if a > 0 else float("inf")))
     return 0
 
 
@@ -211,8 +339,10 @@ def main(argv):
         return creates(int(argv[2]))
     if len(argv) == 3 and argv[1] == "first":
         return first_result(int(argv[2]))
-    if len(argv) == 5 and argv[1] == "report":
-        return report(argv[2], argv[3], argv[4])
+    if len(argv) == 3 and argv[1] == "floor":
+        return floor(int(argv[2]))
+    if len(argv) in (5, 6) and argv[1] == "report":
+        return report(*argv[2:])
     sys.stderr.write(__doc__)
     return 2
 
