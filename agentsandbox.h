@@ -179,8 +179,9 @@
                  body from memory or a read callback} -> asb_http_response
                  {status, headers, body into a capped buffer or streamed to
                  a write callback}; asb_retry_policy (5 attempts, 0.5 s
-                 exponential backoff with jitter, only idempotent requests,
-                 a POST only when it never reached the server); redirects are
+                 exponential backoff with jitter or the server's
+                 Retry-After, only idempotent requests, a POST only when it
+                 never reached the server); redirects are
                  errors (ASB_ERR_HTTP_REDIRECT); proxies via CONNECT.
      TLS         asb_tls_config {ca_file, ca_dir, ca_pem, client cert/key,
                  server_name override, insecure}; verification on by default,
@@ -890,15 +891,25 @@ typedef struct asb_tls_config {
 } asb_tls_config;
 
 /* When a failed request is tried again. Zero-initialised means the
-   defaults below. Only idempotent requests (GET, HEAD, PUT, DELETE,
-   OPTIONS) are retried after they reached the server; any request is
-   retried when it provably never did (DNS failure, connection refused).
-   A streamed response that already delivered bytes is never retried. */
+   defaults below. Retried: connection failures, and the statuses 429,
+   500, 502, 503 and 504. Only idempotent requests (GET, HEAD, PUT,
+   DELETE, OPTIONS) are retried after they reached the server; any request
+   is retried when it provably never did (DNS failure, connection refused).
+   A streamed response that already delivered bytes is never retried.
+   A Retry-After on a retried answer (seconds or an HTTP date) sets the
+   wait when it is longer than the backoff's. */
 typedef struct asb_retry_policy {
     int max_attempts;   /* default 5 (1 turns retries off) */
     int backoff_ms;     /* default 500: waits 0.5, 1, 2, 4 s ... */
     int max_backoff_ms; /* default 8000 */
     int no_jitter;      /* default 0: each wait is drawn from [w/2, w] */
+    int max_retry_after_ms; /* default 60000: a server asking for a longer
+                               wait gets no retry; its answer is the error */
+    int retry_429_any_method; /* default 0. 1: a 429 proves the request was
+                               turned away unprocessed, so a POST is retried
+                               too (true of a Kubernetes API server, whose
+                               429s come from its admission of requests
+                               before any handler; asb_kube_client sets it) */
 } asb_retry_policy;
 
 typedef struct asb_http_client_desc {
@@ -6463,6 +6474,52 @@ static int asb__method_idempotent(const char *m) {
            strcmp(m, "DELETE") == 0 || strcmp(m, "OPTIONS") == 0;
 }
 
+/* A Retry-After value in ms from now: delay-seconds, or an IMF-fixdate
+   ("Sun, 06 Nov 1994 08:49:37 GMT", RFC 9110 5.6.7; the obsolete date
+   forms are not read). A date already past is 0; -1 when the header is
+   absent or unreadable (the backoff alone then decides). */
+static int64_t asb__retry_after_parse(const char *p, int64_t now) {
+    static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+    int64_t secs = 0, t;
+    int d, mo, y, h, mi, sec, k;
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p >= '0' && *p <= '9') {
+        for (; *p >= '0' && *p <= '9'; p++)
+            if (secs < 100000000) secs = secs * 10 + (*p - '0');
+        if (secs > 100000000) secs = 100000000; /* 3 years: "never", not an overflow */
+        while (*p == ' ' || *p == '\t') p++;
+        return *p ? -1 : secs * 1000;
+    }
+    /* "Www, DD Mon YYYY HH:MM:SS GMT" */
+    if (strlen(p) < 29 || p[3] != ',' || p[4] != ' ' || p[7] != ' ' || p[11] != ' ' ||
+        p[16] != ' ' || p[19] != ':' || p[22] != ':' || p[25] != ' ' ||
+        strncmp(p + 26, "GMT", 3) != 0)
+        return -1;
+    for (k = 0; k < 29; k++)
+        if ((k == 5 || k == 6 || (k >= 12 && k <= 15) || k == 17 || k == 18 || k == 20 ||
+             k == 21 || k == 23 || k == 24) &&
+            (p[k] < '0' || p[k] > '9'))
+            return -1;
+    for (mo = 0; mo < 12; mo++)
+        if (strncmp(p + 8, months + 3 * mo, 3) == 0) break;
+    k = 29;
+    while (p[k] == ' ' || p[k] == '\t') k++;
+    if (mo == 12 || p[k]) return -1;
+    d = (p[5] - '0') * 10 + (p[6] - '0');
+    y = (p[12] - '0') * 1000 + (p[13] - '0') * 100 + (p[14] - '0') * 10 + (p[15] - '0');
+    h = (p[17] - '0') * 10 + (p[18] - '0');
+    mi = (p[20] - '0') * 10 + (p[21] - '0');
+    sec = (p[23] - '0') * 10 + (p[24] - '0');
+    if (d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60) return -1;
+    t = asb__days_from_civil(y, mo + 1, d) * 86400 + h * 3600 + mi * 60 + sec;
+    return t <= now ? 0 : (t - now) * 1000;
+}
+
+static int64_t asb__retry_after_ms(const asb_http_response *resp) {
+    const char *v = asb_http_response_header(resp, "Retry-After");
+    return v ? asb__retry_after_parse(v, (int64_t)time(NULL)) : -1;
+}
+
 static int asb__header_text_ok(const char *s) {
     for (; *s; s++)
         if (*s == '\r' || *s == '\n') return 0;
@@ -6818,11 +6875,13 @@ ASB_API asb_result asb_http_do(asb_http_client *cl, const asb_http_request *req,
     if (pol.max_attempts <= 0) pol.max_attempts = 5;
     if (pol.backoff_ms <= 0) pol.backoff_ms = 500;
     if (pol.max_backoff_ms <= 0) pol.max_backoff_ms = 8000;
+    if (pol.max_retry_after_ms <= 0) pol.max_retry_after_ms = 60000;
     idem = asb__method_idempotent(method) && !req->body_read;
     deadline = req->timeout_ms > 0 ? asb__now_ms() + req->timeout_ms : 0;
     for (attempt = 1;; attempt++) {
         asb__attempt at;
         int retry = 0;
+        int64_t retry_after = -1;
         resp->attempts = attempt;
         resp->body.len = 0;
         if (resp->head_) {
@@ -6843,11 +6902,24 @@ ASB_API asb_result asb_http_do(asb_http_client *cl, const asb_http_request *req,
                 asb__describe(err, ASB_ERR_HTTP_REDIRECT, method, &u, m);
                 r = ASB_ERR_HTTP_REDIRECT;
             } else if (st >= 400) {
-                char m[64];
+                char m[96];
                 snprintf(m, sizeof m, "status %d", st);
                 asb__describe(err, ASB_ERR_HTTP_STATUS, method, &u, m);
                 r = ASB_ERR_HTTP_STATUS;
-                retry = idem && (st == 500 || st == 502 || st == 503 || st == 504);
+                retry = (idem && (st == 429 || st == 500 || st == 502 || st == 503 ||
+                                  st == 504)) ||
+                        (st == 429 && pol.retry_429_any_method && !req->body_read);
+                if (retry) {
+                    retry_after = asb__retry_after_ms(resp);
+                    if (retry_after > pol.max_retry_after_ms) {
+                        /* the server's own word on when to come back is
+                           longer than the caller will wait: stop here */
+                        snprintf(m, sizeof m, "status %d, Retry-After %lld s (longer than %d ms)",
+                                 st, (long long)(retry_after / 1000), pol.max_retry_after_ms);
+                        asb__describe(err, ASB_ERR_HTTP_STATUS, method, &u, m);
+                        retry = 0;
+                    }
+                }
             }
             if (r != ASB_OK && err) {
                 err->http_status = st;
@@ -6886,14 +6958,16 @@ ASB_API asb_result asb_http_do(asb_http_client *cl, const asb_http_request *req,
                 if (asb__random_bytes(rb, 2) == ASB_OK) v = (unsigned)(rb[0] << 8 | rb[1]);
                 wait = wait / 2 + (int64_t)((uint64_t)(wait / 2) * v / 65535u);
             }
+            if (retry_after > wait) wait = retry_after;
             if (deadline && asb__now_ms() + wait >= deadline) break;
             if (cl->log.fn) {
                 char label[320];
                 asb__request_label(label, sizeof label, method, &u);
                 if (r == ASB_ERR_HTTP_STATUS)
                     asb__log(&cl->log, ASB_LOG_WARN, "http.retry",
-                             "%s: status %d, attempt %d of %d; retrying in %lld ms", label,
-                             resp->status, attempt, pol.max_attempts, (long long)wait);
+                             "%s: status %d, attempt %d of %d; retrying in %lld ms%s", label,
+                             resp->status, attempt, pol.max_attempts, (long long)wait,
+                             retry_after == wait ? " (its Retry-After)" : "");
                 else
                     asb__log(&cl->log, ASB_LOG_WARN, "http.retry",
                              "%s: %s, attempt %d of %d; retrying in %lld ms", label,
@@ -7317,6 +7391,7 @@ static asb_result asb__kube_make_http(asb_kube_client *kc, const char *cert, siz
         d.tls.client_key_data_len = key_len;
     }
     if (kc->cfg.proxy_url) d.proxy_url = kc->cfg.proxy_url;
+    d.retry.retry_429_any_method = 1; /* an API server's 429 ran no handler */
     d.allocator = &kc->alloc;
     r = asb_http_client_create(&d, &h, err);
     if (r != ASB_OK) return r;
@@ -7935,8 +8010,9 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
         asb_buf path;
         asb_http_request req;
         asb_http_response resp;
-        int first = 1, status, refused = 0,
+        int first = 1, status, refused = 0, pause,
             tsec = opts->timeout_seconds > 0 ? opts->timeout_seconds : 60;
+        int64_t retry_after;
         char num[24];
         asb_retry_policy once;
         if (deadline) {
@@ -8003,6 +8079,7 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
             continue;
         }
         status = resp.status;
+        retry_after = asb__retry_after_ms(&resp);
         asb_http_response_free(&resp);
         /* A restarting apiserver answers 503 ("before all known HTTP paths
            have been installed") and an overloaded one 429: wait and resume,
@@ -8028,7 +8105,11 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
                the last resourceVersion after a short, growing pause */
             char rvq[80];
             if (!refused) snprintf(last, sizeof last, "%s", asb_result_str(r));
-            if (deadline && asb__now_ms() + backoff >= deadline) {
+            /* a refusal's Retry-After, when longer, is the server's own
+               word on when to come back (up to a minute) */
+            pause = backoff;
+            if (refused && retry_after > pause) pause = retry_after > 60000 ? 60000 : (int)retry_after;
+            if (deadline && asb__now_ms() + pause >= deadline) {
                 r = asb__fail(err, ASB_ERR_TIMEOUT,
                               "watch: deadline reached while reconnecting (last: %s)", last);
                 break;
@@ -8037,8 +8118,8 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
                        60);
             asb__log(&kc->http_desc.log, ASB_LOG_WARN, "kube.watch.reconnect",
                      "watch %s: %s; resuming from resourceVersion %s in %d ms", base.ptr, last,
-                     rvq, backoff);
-            asb__sleep_ms(backoff);
+                     rvq, pause);
+            asb__sleep_ms(pause);
             backoff = backoff < 3200 ? backoff * 2 : 5000;
             r = ASB_OK;
             continue;

@@ -233,6 +233,29 @@ ASBT_TEST(connection_close_and_chunked_with_length_end_keep_alive) {
 
 /* -- requests ------------------------------------------------------------------- */
 
+ASBT_TEST(retry_after_is_read_as_seconds_or_an_http_date) {
+    const int64_t date = 784111777; /* Sun, 06 Nov 1994 08:49:37 GMT */
+    static const char *const bad[] = {
+        "", "soon", "-1", "1.5", "12 s", "0x10",
+        "Sun, 06 Nov 1994 08:49:37 UTC",   /* not GMT */
+        "Sunday, 06-Nov-94 08:49:37 GMT",  /* RFC 850: obsolete, not read */
+        "Sun Nov  6 08:49:37 1994",        /* asctime: obsolete, not read */
+        "Sun, 06 Foo 1994 08:49:37 GMT", "Sun, 32 Nov 1994 08:49:37 GMT",
+        "Sun, 06 Nov 1994 24:49:37 GMT", "Sun, 06 Nov 1994 08:49:37 GMTx",
+        "Sun, 6 Nov 1994 08:49:37 GMT"};
+    size_t i;
+    ASBT_EQ_INT(asb__retry_after_parse("120", 0), 120000);
+    ASBT_EQ_INT(asb__retry_after_parse(" 7 ", 0), 7000);
+    ASBT_EQ_INT(asb__retry_after_parse("0", 0), 0);
+    /* a huge number is capped, never an overflow */
+    ASBT_EQ_INT(asb__retry_after_parse("99999999999999999999999", 0), (int64_t)100000000 * 1000);
+    ASBT_EQ_INT(asb__retry_after_parse("Sun, 06 Nov 1994 08:49:37 GMT", date - 10), 10000);
+    ASBT_EQ_INT(asb__retry_after_parse("Sun, 06 Nov 1994 08:49:37 GMT", date + 5), 0);
+    ASBT_EQ_INT(asb__retry_after_parse("Mon, 30 Nov 2026 00:00:01 GMT", 1795996800), 1000);
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ASBT_EQ_INT(asb__retry_after_parse(bad[i], 0), -1);
+}
+
 ASBT_TEST(request_headers_with_cr_lf_are_never_sent) {
     asb_http_client *cl;
     asb_http_request req;
@@ -287,6 +310,7 @@ ASBT_LIST(
     ASBT_CASE(header_limits_are_enforced)
     ASBT_CASE(no_body_for_head_204_304_and_interim_responses_are_skipped)
     ASBT_CASE(connection_close_and_chunked_with_length_end_keep_alive)
+    ASBT_CASE(retry_after_is_read_as_seconds_or_an_http_date)
     ASBT_CASE(request_headers_with_cr_lf_are_never_sent)
     ASBT_CASE(multipart_framing_quotes_names_like_browsers)
 )

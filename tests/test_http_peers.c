@@ -578,6 +578,85 @@ ASBT_TEST(post_is_never_retried_after_reaching_the_server) {
     free(f);
 }
 
+ASBT_TEST(retry_after_sets_the_wait_and_429_is_retried) {
+    fixture *f = fx_new();
+    asbt_log log;
+    int64_t t0, ms;
+    char date[64], path[200];
+    time_t when = time(NULL) + 2;
+    struct tm tm;
+    asbt_log_open(&log, &f->d.log, ASB_LOG_WARN);
+    ASBT_EQ_RES(fx_open(f), ASB_OK); /* backoff 10 ms: any longer wait is the server's */
+    /* delay-seconds */
+    t0 = asb__now_ms();
+    ASBT_EQ_RES(fx_get(f, FAULT("/flaky-503/ra-secs/1?retry_after=1")), ASB_OK);
+    ms = asb__now_ms() - t0;
+    ASBT_EQ_INT(f->resp.attempts, 2);
+    ASBT_CHECK(ms >= 1000 && ms < 3000);
+    ASBT_CONTAINS(log.text.ptr, "status 503, attempt 1 of 5; retrying in 1000 ms (its Retry-After)");
+    /* an HTTP date 2 s ahead: a wait of 1-2 s (the date has whole seconds) */
+    gmtime_r(&when, &tm);
+    strftime(date, sizeof date, "%a,%%20%d%%20%b%%20%Y%%20%H:%M:%S%%20GMT", &tm);
+    snprintf(path, sizeof path, "/flaky-503/ra-date/1?retry_after=%s", date);
+    t0 = asb__now_ms();
+    ASBT_EQ_RES(fx_get(f, FAULT(path)), ASB_OK);
+    ms = asb__now_ms() - t0;
+    ASBT_EQ_INT(f->resp.attempts, 2);
+    ASBT_CHECK(ms >= 900 && ms < 3500);
+    /* a date gone by, or a value that is neither: the backoff alone */
+    t0 = asb__now_ms();
+    ASBT_EQ_RES(fx_get(f, FAULT("/flaky-503/ra-past/1?retry_after=Sun,%2006%20Nov%201994%2008:49:37%20GMT")),
+                ASB_OK);
+    ASBT_EQ_RES(fx_get(f, FAULT("/flaky-503/ra-bad/1?retry_after=soon")), ASB_OK);
+    ASBT_EQ_INT(f->resp.attempts, 2);
+    ASBT_CHECK(asb__now_ms() - t0 < 900);
+    /* 429 is retried like 503 for a GET */
+    ASBT_EQ_RES(fx_get(f, FAULT("/flaky-503/r429/2?status=429")), ASB_OK);
+    ASBT_EQ_INT(f->resp.attempts, 3);
+    ASBT_EQ_INT(counter("r429"), 3);
+    /* a server asking for longer than the policy allows (60 s): no retry,
+       its answer is the error, at once */
+    t0 = asb__now_ms();
+    ASBT_EQ_RES(fx_get(f, FAULT("/flaky-503/ra-long/3?retry_after=120")), ASB_ERR_HTTP_STATUS);
+    ASBT_CHECK(asb__now_ms() - t0 < 900);
+    ASBT_EQ_INT(f->resp.attempts, 1);
+    ASBT_EQ_INT(f->err.http_status, 503);
+    ASBT_CONTAINS(f->err.message, "Retry-After 120 s (longer than 60000 ms)");
+    ASBT_EQ_INT(counter("ra-long"), 1);
+    asbt_log_close(&log);
+    ASBT_EQ_INT(fx_close(f), 0);
+    free(f);
+}
+
+ASBT_TEST(post_after_429_is_retried_only_when_the_policy_says_429_ran_nothing) {
+    fixture *f = fx_new();
+    asb_retry_policy pol;
+    ASBT_EQ_RES(fx_open(f), ASB_OK);
+    memset(&f->req, 0, sizeof f->req);
+    f->req.method = "POST";
+    f->req.body = "{}";
+    f->req.body_len = 2;
+    f->req.url = FAULT("/flaky-503/p429/1?status=429");
+    ASBT_EQ_RES(fx_do(f), ASB_ERR_HTTP_STATUS);
+    ASBT_EQ_INT(f->err.http_status, 429);
+    ASBT_EQ_INT(counter("p429"), 1);
+    /* what asb_kube_client sets for its API server */
+    memset(&pol, 0, sizeof pol);
+    pol.backoff_ms = 10;
+    pol.retry_429_any_method = 1;
+    f->req.retry = &pol;
+    f->req.url = FAULT("/flaky-503/p429-kube/2?status=429");
+    ASBT_EQ_RES(fx_do(f), ASB_OK);
+    ASBT_EQ_INT(f->resp.attempts, 3);
+    ASBT_EQ_INT(counter("p429-kube"), 3);
+    /* ... and a 503 to a POST is still never retried */
+    f->req.url = FAULT("/flaky-503/p503-kube/1");
+    ASBT_EQ_RES(fx_do(f), ASB_ERR_HTTP_STATUS);
+    ASBT_EQ_INT(counter("p503-kube"), 1);
+    ASBT_EQ_INT(fx_close(f), 0);
+    free(f);
+}
+
 ASBT_TEST(redirects_are_errors_and_never_followed) {
     static const char *codes[] = {"/redirect", "/redirect/301", "/redirect/303",
                                   "/redirect/307", "/redirect/308"};
@@ -842,6 +921,8 @@ ASBT_LIST(
     ASBT_CASE(connect_failures_are_retried_and_connect_timeouts_fire)
     ASBT_CASE(retries_503_four_times_then_succeeds)
     ASBT_CASE(gives_up_after_five_503s_with_the_status)
+    ASBT_CASE(retry_after_sets_the_wait_and_429_is_retried)
+    ASBT_CASE(post_after_429_is_retried_only_when_the_policy_says_429_ran_nothing)
     ASBT_CASE(post_is_never_retried_after_reaching_the_server)
     ASBT_CASE(redirects_are_errors_and_never_followed)
     ASBT_CASE(stale_pooled_connections_are_replaced_safely)

@@ -2,7 +2,8 @@
    Length, chunked with extensions and trailers, body until close). The
    same bytes fed whole, byte by byte and in input-chosen pieces must give
    the same outcome: result, status, framing and body bytes. Tiny limits
-   make the limit paths reachable. */
+   make the limit paths reachable. The same bytes also go to the URL
+   parser and, as a header value, to the Retry-After reader. */
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../../agentsandbox.h"
 #include "fuzz_main.h"
@@ -82,6 +83,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         asb_buf_free(&b.body);
     }
     asb_buf_free(&a.body);
+    /* the same bytes as a Retry-After value: -1 or a wait; a date's wait
+       shrinks by exactly the time that passed, a number's does not move */
+    {
+        char v[64];
+        size_t n = size < sizeof v - 1 ? size : sizeof v - 1;
+        int64_t a, b;
+        memcpy(v, data, n);
+        v[n] = '\0';
+        a = asb__retry_after_parse(v, 0);
+        b = asb__retry_after_parse(v, 1000);
+        FUZZ_REQUIRE(a >= -1 && b >= -1);
+        FUZZ_REQUIRE(a == b || a - b == 1000000 || (b == 0 && a > 0 && a < 1000000));
+    }
     /* URLs made of the same bytes: never a crash; a parse is consistent */
     {
         asb_url u;

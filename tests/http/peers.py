@@ -50,6 +50,9 @@ unless said; connections are kept alive unless said; `?k=v` where noted):
                            overall deadline must
   /flaky-503/<key>/<n>     503 ("try again\\n") for the first n requests for
                            key, then 200 with JSON {"key","attempt"}
+                           ?status=S answers S instead of 503 (429, 500...);
+                           ?retry_after=V adds "Retry-After: V" to those
+                           answers (V as given, e.g. 1, 120, an HTTP date)
   /flaky-close/<key>/<n>   closes without answering for the first n requests for
                            key (the request DID reach the server), then 200 JSON
   /count/<key>             200 JSON {"key","count"}: requests seen for key (flaky-*,
@@ -461,8 +464,12 @@ class FaultHandler(socketserver.BaseRequestHandler):
             if k <= n:
                 if seg[0] == "flaky-close":
                     return False
-                send(response(503, "Service Unavailable", [("Content-Type", "text/plain")],
-                              b"try again\n"))
+                code = int(query.get("status", 503))
+                hdrs = [("Content-Type", "text/plain")]
+                if "retry_after" in query:
+                    hdrs.append(("Retry-After", query["retry_after"]))
+                reason = {429: "Too Many Requests", 503: "Service Unavailable"}.get(code, "Error")
+                send(response(code, reason, hdrs, b"try again\n"))
                 return True
             send(json_response({"key": key, "attempt": k}))
             return True
