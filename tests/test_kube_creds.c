@@ -1,7 +1,8 @@
 /* Kubernetes credentials end to end, without a cluster: the server in the
    kubeconfig is the fault server's /echo, which shows exactly which
    Authorization header arrived. Exec plugins are tests/kube/plugin.sh in
-   every mode (token, expiry, garbage, failure, hang, missing). Runs under
+   every mode (token, expiry, garbage, failure, hang, missing). The same
+   server plays a throttling API server for the 429 retry. Runs under
    tests/http/with-peers.sh. */
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
@@ -296,6 +297,50 @@ ASBT_TEST(secrets_never_reach_error_messages) {
     asb_kube_client_free(kc);
 }
 
+/* An API server's 429 comes from its admission of requests, before any
+   handler: the Kubernetes layer retries it whatever the method, after
+   the server's Retry-After. (The fault server stands in for a throttling
+   API server; a real one throttles only under load.) */
+ASBT_TEST(an_api_servers_429_is_retried_even_for_a_post) {
+    asb_kube_client_desc d;
+    asb_kube_client *kc = NULL;
+    asb_error err;
+    asb_buf out;
+    asb_json_doc doc;
+    int64_t n = -1, t0;
+    write_cfg("    token: t\n");
+    memset(&d, 0, sizeof d);
+    d.kubeconfig.path = cfgpath;
+    d.http.retry.backoff_ms = 10;
+    ASBT_EQ_RES(asb_kube_client_create(&d, &kc, &err), ASB_OK);
+    t0 = asb__now_ms();
+    ASBT_EQ_RES(asb_kube_request(kc, "POST", "/flaky-503/kube429/1?status=429&retry_after=1",
+                                 "application/json", "{}", 2, NULL, &err),
+                ASB_OK);
+    ASBT_CHECK(asb__now_ms() - t0 >= 1000); /* the server's wait, not the 10 ms backoff */
+    asb_buf_init(&out, NULL);
+    ASBT_EQ_RES(asb_kube_request(kc, "GET", "/count/kube429", NULL, NULL, 0, &out, &err), ASB_OK);
+    if (asb_json_doc_parse(&doc, out.ptr, out.len, NULL, NULL) == ASB_OK) {
+        asb_json_get_int64(&doc, asb_json_find(&doc, 0, "count"), &n);
+        asb_json_doc_free(&doc);
+    }
+    ASBT_EQ_INT(n, 2);
+    /* a 503 to a POST may have run: never sent twice */
+    ASBT_CHECK(asb_kube_request(kc, "POST", "/flaky-503/kube503/1", "application/json", "{}", 2,
+                                NULL, &err) != ASB_OK);
+    ASBT_EQ_INT(err.http_status, 503);
+    out.len = 0;
+    n = -1;
+    ASBT_EQ_RES(asb_kube_request(kc, "GET", "/count/kube503", NULL, NULL, 0, &out, &err), ASB_OK);
+    if (asb_json_doc_parse(&doc, out.ptr, out.len, NULL, NULL) == ASB_OK) {
+        asb_json_get_int64(&doc, asb_json_find(&doc, 0, "count"), &n);
+        asb_json_doc_free(&doc);
+    }
+    ASBT_EQ_INT(n, 1);
+    asb_buf_free(&out);
+    asb_kube_client_free(kc);
+}
+
 /* Upstream S21: exec plugins run from an argv array, never through a
    shell (kubernetes-client/c joins the command into one string). Words
    with spaces, ';', $(...), backquotes, globs and quotes reach the plugin
@@ -372,6 +417,7 @@ ASBT_LIST(
     ASBT_CASE(legacy_auth_provider_is_refused_with_advice)
     ASBT_CASE(in_cluster_config_reads_the_service_account)
     ASBT_CASE(secrets_never_reach_error_messages)
+    ASBT_CASE(an_api_servers_429_is_retried_even_for_a_post)
     ASBT_CASE(exec_plugin_args_reach_it_verbatim_and_no_shell_runs)
 )
 
