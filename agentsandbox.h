@@ -1278,7 +1278,9 @@ typedef struct asb_client_desc {
                                       sets: X-Sandbox-*, X-Request-ID,
                                       Authorization (use router_token),
                                       Host, Content-*, Transfer-Encoding,
-                                      Connection) */
+                                      Connection). Values of 8 bytes or
+                                      more may be keys: masked like the
+                                      token where an error echoes them */
     size_t extra_header_count;
     int send_pod_ip;               /* default 0. 1: send X-Sandbox-Pod-IP
                                       (looked up once per handle, again
@@ -1348,7 +1350,11 @@ typedef struct asb_create_opts {
                                       answers GET / through the connection:
                                       for templates without a readiness
                                       probe behind a router that does not
-                                      retry its dial */
+                                      retry its dial, and for routers that
+                                      find pods in a cache of their own,
+                                      which can lag Ready by a moment under
+                                      load (a command sent then meets a
+                                      502, and a POST is never retried) */
 } asb_create_opts;
 
 /* Creates a SandboxClaim for `template_name` (v1alpha1) or for
@@ -8173,7 +8179,11 @@ struct asb_client {
     int gw_https;         /* gw_base is https:// */
     char gw_base[300];    /* resolved once: http[s]://<address>:<port> */
     asb_logger log;
-    pthread_mutex_t lock; /* the tunnel and the handle list */
+    pthread_mutex_t lock; /* the handle list and api_version; held briefly */
+    pthread_mutex_t conn_lock; /* the tunnel and gw_base; held while kubectl
+                               comes up or the Gateway is watched, which
+                               is why it is not `lock`: creates, lists and
+                               deletes on other threads go on meanwhile */
     pid_t tunnel_pid;
     int tunnel_port;
     int tunnel_ready;     /* kubectl answered on tunnel_port */
@@ -8590,13 +8600,13 @@ static asb_result asb__router_base(asb_client *c, char *out, size_t cap, asb_err
         return ASB_OK;
     }
     if (c->mode == ASB_CONNECT_GATEWAY) {
-        pthread_mutex_lock(&c->lock);
+        pthread_mutex_lock(&c->conn_lock);
         if (!c->gw_base[0]) r = asb__gateway_base(c, err);
         if (r == ASB_OK) snprintf(out, cap, "%s", c->gw_base);
-        pthread_mutex_unlock(&c->lock);
+        pthread_mutex_unlock(&c->conn_lock);
         return r;
     }
-    pthread_mutex_lock(&c->lock);
+    pthread_mutex_lock(&c->conn_lock);
     if (c->tunnel_pid > 0) {
         int st;
         if (waitpid(c->tunnel_pid, &st, WNOHANG) == c->tunnel_pid) {
@@ -8619,7 +8629,7 @@ static asb_result asb__router_base(asb_client *c, char *out, size_t cap, asb_err
         asb__tunnel_drain_locked(c);
         snprintf(out, cap, "http://127.0.0.1:%d", c->tunnel_port);
     }
-    pthread_mutex_unlock(&c->lock);
+    pthread_mutex_unlock(&c->conn_lock);
     return r;
 }
 
@@ -8689,6 +8699,7 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
     c->tunnel_err_fd = -1;
     c->tunnel_life_fd = -1;
     pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->conn_lock, NULL);
     c->mode = desc->mode;
     c->router_port = desc->router_port ? desc->router_port : 8080;
     c->server_port = desc->server_port ? desc->server_port : 8888;
@@ -8857,9 +8868,9 @@ static const asb_kube_resource *asb__claims(asb_client *c, asb_kube_resource *re
 ASB_API void asb_client_free(asb_client *c) {
     asb_sandbox *s;
     if (!c) return;
-    pthread_mutex_lock(&c->lock);
+    pthread_mutex_lock(&c->conn_lock);
     asb__tunnel_stop_locked(c);
-    pthread_mutex_unlock(&c->lock);
+    pthread_mutex_unlock(&c->conn_lock);
     while ((s = c->handles) != NULL) {
         c->handles = s->next;
         if (c->cleanup && s->active && c->kube) {
@@ -8891,6 +8902,7 @@ ASB_API void asb_client_free(asb_client *c) {
         }
         c->alloc.free_fn(c->extra, c->alloc.user_data);
     }
+    pthread_mutex_destroy(&c->conn_lock);
     pthread_mutex_destroy(&c->lock);
     c->alloc.free_fn(c, c->alloc.user_data);
 }
@@ -9315,9 +9327,9 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
            worth failing for now, before waiting for Ready; any other
            failure to start shows on the first call, with its message. */
         asb_result tr = ASB_OK;
-        pthread_mutex_lock(&c->lock);
+        pthread_mutex_lock(&c->conn_lock);
         if (c->tunnel_pid <= 0) tr = asb__tunnel_spawn_locked(c, err);
-        pthread_mutex_unlock(&c->lock);
+        pthread_mutex_unlock(&c->conn_lock);
         if (tr == ASB_ERR_KUBECTL_MISSING) {
             asb_kube_delete(c->kube, &res, ns, claim, NULL); /* no orphan */
             asb__log(&c->log, ASB_LOG_ERROR, "sandbox.create", "claim %s deleted: %s", claim,
@@ -9588,11 +9600,20 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
         if (l > sizeof err->message - sizeof hint) l = sizeof err->message - sizeof hint;
         memcpy(err->message + l, hint, sizeof hint);
     }
-    if (r != ASB_OK && err && c->router_auth) {
+    if (r != ASB_OK && err) {
         /* a peer that echoes request headers into its error body would
-           hand our token to whoever reads the error: mask it */
-        asb__mask(err->body, err->body_len, c->router_auth + 7);
-        asb__mask(err->message, strlen(err->message), c->router_auth + 7);
+           hand our token, or a key in an extra header, to whoever reads
+           the error: mask them (an extra value under 8 bytes is no key,
+           and masking it would garble ordinary text) */
+        if (c->router_auth) {
+            asb__mask(err->body, err->body_len, c->router_auth + 7);
+            asb__mask(err->message, strlen(err->message), c->router_auth + 7);
+        }
+        for (i = 0; i < c->extra_count; i++)
+            if (strlen(c->extra[i].value) >= 8) {
+                asb__mask(err->body, err->body_len, c->extra[i].value);
+                asb__mask(err->message, strlen(err->message), c->extra[i].value);
+            }
     }
     if (r == ASB_ERR_HTTP_STATUS && resp->status == 404) r = ASB_ERR_NOT_FOUND;
     if (r == ASB_OK)

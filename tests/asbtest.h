@@ -187,6 +187,11 @@ ASBT_UNUSED static asb_allocator asbt_heap_allocator(asbt_heap *h) {
     return a;
 }
 
+/* Optional, set by a test program before ASBT_MAIN runs the cases: called
+   after each case with its name and whether it failed; nonzero fails it
+   (a check of what every case must leave behind). */
+static int (*asbt_after_each)(const char *name, int failed);
+
 #define ASBT_MAIN()                                                          \
     int main(int argc, char **argv) {                                        \
         size_t i, n = sizeof asbt_cases / sizeof asbt_cases[0];              \
@@ -198,6 +203,9 @@ ASBT_UNUSED static asb_allocator asbt_heap_allocator(asbt_heap *h) {
             if (!selected) continue;                                         \
             asbt_failed_now = 0;                                             \
             asbt_cases[i].fn();                                              \
+            if (asbt_after_each &&                                           \
+                asbt_after_each(asbt_cases[i].name, asbt_failed_now))        \
+                asbt_failed_now = 1;                                         \
             if (asbt_failed_now) {                                           \
                 failed++;                                                    \
                 printf("FAIL %s\n", asbt_cases[i].name);                     \

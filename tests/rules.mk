@@ -297,8 +297,9 @@ test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster \
 	  { echo "gateway setup failed"; $(KC_ENV) $(MAKE) --no-print-directory cluster-down; exit 1; }; \
 	export ASB_GATEWAY_PORT ASB_ROUTER_PORT=$(call KC_CLUSTER_PORT,router); \
 	echo "--- test_sdk_cluster" && $(TB)/asan/test_sdk_cluster && \
-	echo "--- test_sdk_cluster one_client_serves_threads (ThreadSanitizer)" && \
-	TSAN_OPTIONS=halt_on_error=1 $(TB)/tsan/test_sdk_cluster one_client_serves_threads && \
+	echo "--- test_sdk_cluster one_client_serves_threads, gateway_mode (ThreadSanitizer)" && \
+	TSAN_OPTIONS=halt_on_error=1 $(TB)/tsan/test_sdk_cluster one_client_serves_threads \
+	  gateway_mode_skips_bad_addresses && \
 	export KUBECONFIG=$(KC_STATE)/kubeconfig/admin.kubeconfig && \
 	echo "--- examples/quickstart" && $(EX)/quickstart && \
 	echo "--- examples/attach (two processes)" && claim=$$($(EX)/attach create) && \

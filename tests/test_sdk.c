@@ -453,6 +453,54 @@ ASBT_TEST(router_token_goes_to_the_router_and_never_into_errors_or_the_log) {
     asbt_log_close(&logged);
 }
 
+/* Extra router headers are how some routers take an API key: a value of
+   8 bytes or more is masked where an error echoes it, like the token; a
+   shorter one is no key and stays readable. */
+ASBT_TEST(keys_in_extra_headers_are_masked_in_echoed_error_bodies) {
+    static const char key[] = "k-7f3e9a1c5b2d";
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb;
+    asb_error err;
+    asb_run_result rr;
+    asb_http_header extra[2];
+    recorder_request q;
+    char url[64], v[64];
+    ASBT_CHECK(rec != NULL && write_unit_kubeconfig());
+    recorder_url(rec, url, sizeof url);
+    extra[0].name = "X-Api-Key";
+    extra[0].value = key;
+    extra[1].name = "X-Team";
+    extra[1].value = "blue";
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = unit_cfg;
+    d.kube.http.retry.max_attempts = 1;
+    d.mode = ASB_CONNECT_DIRECT;
+    d.direct_url = url;
+    d.claim_api_version = "v1alpha1";
+    d.extra_headers = extra;
+    d.extra_header_count = 2;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    unlink(unit_cfg);
+    sb = handle_without_cluster(c, "sb-1");
+    ASBT_CHECK(sb != NULL);
+    recorder_reply(rec, 403,
+                   "{\"error\":\"key k-7f3e9a1c5b2d of team blue is not allowed\","
+                   "\"key\":\"k-7f3e9a1c5b2d\"}");
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_ERR_HTTP_STATUS);
+    asb_run_result_free(&rr);
+    ASBT_CHECK(recorder_get(rec, 0, &q));
+    ASBT_CHECK(recorder_header(q.head, "X-Api-Key", v, sizeof v));
+    ASBT_EQ_STR(v, key); /* the router got it as given */
+    ASBT_CHECK(!recorder_has(err.body, err.body_len, key));
+    ASBT_CHECK(recorder_has(err.body, err.body_len,
+                            "key ************** of team blue is not allowed"));
+    ASBT_CHECK(strstr(err.message, key) == NULL);
+    asb_client_free(c);
+    recorder_stop(rec);
+}
+
 /* S15, error bodies: err keeps the first ASB_ERROR_BODY_SIZE (512) bytes
    of a long one, and err.message is not the body. */
 ASBT_TEST(a_long_error_body_keeps_its_first_512_bytes_in_err) {
@@ -546,6 +594,7 @@ ASBT_LIST(
     ASBT_CASE(unsafe_paths_and_names_never_reach_the_router)
     ASBT_CASE(file_paths_are_normalised_and_percent_encoded_on_the_wire)
     ASBT_CASE(router_token_goes_to_the_router_and_never_into_errors_or_the_log)
+    ASBT_CASE(keys_in_extra_headers_are_masked_in_echoed_error_bodies)
     ASBT_CASE(a_long_error_body_keeps_its_first_512_bytes_in_err)
     ASBT_CASE(sandbox_tls_is_read_by_client_create_and_gateway_https_defaults_to_443)
 )

@@ -669,6 +669,22 @@ ASBT_TEST(close_connection_keeps_the_claim_and_options_reach_the_router) {
     asb_client_free(c);
 }
 
+typedef struct gw_waiter {
+    asb_sandbox *sb;
+    asb_result r;
+    int64_t t_end;
+} gw_waiter;
+
+static void *gw_wait_run(void *arg) {
+    gw_waiter *w = (gw_waiter *)arg;
+    asb_run_result rr;
+    asb_error err;
+    w->r = asb_sandbox_run(w->sb, "true", 0, &rr, &err);
+    w->t_end = asb__now_ms();
+    asb_run_result_free(&rr);
+    return NULL;
+}
+
 ASBT_TEST(gateway_mode_skips_bad_addresses_and_reaches_the_router) {
     asb_error err;
     asb_client_desc d;
@@ -707,6 +723,31 @@ ASBT_TEST(gateway_mode_skips_bad_addresses_and_reaches_the_router) {
     asb_run_result_free(&rr);
     ASBT_CONTAINS(err.message, "no valid address");
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
+    /* while one thread waits for that address, the client serves the
+       others: the wait holds the connection's lock, not the registry's */
+    d.gateway_ready_timeout_ms = 4000;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    {
+        gw_waiter w;
+        pthread_t th;
+        asb_sandbox *other = NULL;
+        int64_t t_done;
+        memset(&w, 0, sizeof w);
+        ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &w.sb, &err),
+                    ASB_OK);
+        ASBT_CHECK(pthread_create(&th, NULL, gw_wait_run, &w) == 0);
+        asb__sleep_ms(300); /* the waiter is in the Gateway watch by now */
+        ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &other, &err),
+                    ASB_OK);
+        ASBT_EQ_INT(asb_client_list_active(c, NULL, 0), 2);
+        ASBT_EQ_RES(asb_sandbox_terminate(other, &err), ASB_OK);
+        t_done = asb__now_ms();
+        pthread_join(th, NULL);
+        ASBT_EQ_RES(w.r, ASB_ERR_TIMEOUT);
+        ASBT_CHECK(t_done < w.t_end); /* all of it happened during the wait */
+        ASBT_EQ_RES(asb_sandbox_terminate(w.sb, &err), ASB_OK);
+    }
     asb_client_free(c);
 }
 
@@ -2101,6 +2142,75 @@ ASBT_LIST(
     ASBT_CASE(gateway_https_reaches_the_router_through_a_tls_terminator)
 )
 
+/* After every case: claims of ours still in `default` (and not already
+   on their way out) are deleted and kubectl tunnels still running are
+   stopped, so a case that failed half-way leaves nothing to the next (the
+   200-cycle case counts claims, several cases count kubectl processes),
+   and a case that passed but left either fails: no test may orphan a
+   claim or a process. */
+static int sweep_claims(const char *name, int failed) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_kube_resource res;
+    asb_kube_list_opts lo;
+    asb_buf out;
+    asb_json_doc doc;
+    asb_json_iter it;
+    int item, left = 0;
+    if (!c) {
+        fprintf(stderr, "    sweep after %s: %s\n", name, err.message);
+        return 1;
+    }
+    memset(&lo, 0, sizeof lo);
+    lo.label_selector = "agents.x-k8s.io/created-by=agentsandbox.h";
+    asb_buf_init(&out, NULL);
+    if (asb__api_version(c, &err) != ASB_OK ||
+        asb_kube_list(c->kube, asb__claims(c, &res), "default", &lo, &out, &err) != ASB_OK ||
+        asb_json_doc_parse(&doc, out.ptr, out.len, NULL, &err) != ASB_OK) {
+        fprintf(stderr, "    sweep after %s: %s\n", name, err.message);
+        asb_buf_free(&out);
+        asb_client_free(c);
+        return 1;
+    }
+    it = asb_json_iter_begin(&doc, asb_json_find(&doc, 0, "items"));
+    while (asb_json_iter_next(&doc, &it, NULL, &item)) {
+        char claim[128];
+        if (asb_json_find(&doc, item, "metadata.deletionTimestamp") >= 0) continue;
+        if (asb_json_get_string(&doc, asb_json_find(&doc, item, "metadata.name"), claim,
+                                sizeof claim, NULL) != ASB_OK)
+            continue;
+        left++;
+        fprintf(stderr, "    %s left claim default/%s behind%s\n", name, claim,
+                failed ? " (deleted now)" : "; deleted now");
+        asb_kube_delete(c->kube, &res, "default", claim, NULL);
+    }
+    asb_json_doc_free(&doc);
+    asb_buf_free(&out);
+    asb_client_free(c);
+    /* and kubectl: a case that returned early never freed its client, and
+       its tunnel would be counted by every later case */
+    {
+        DIR *d = opendir("/proc");
+        struct dirent *e;
+        while (d && (e = readdir(d)) != NULL) {
+            char pname[64] = "";
+            int pid, sup;
+            if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+            pid = atoi(e->d_name);
+            sup = proc_parent(pid, pname, sizeof pname);
+            if (sup <= 0 || !strstr(pname, "kubectl") || proc_parent(sup, NULL, 0) != (int)getpid())
+                continue;
+            left++;
+            fprintf(stderr, "    %s left kubectl %d (supervisor %d) running%s\n", name, pid, sup,
+                    failed ? " (stopped now)" : "; stopped now");
+            kill(-sup, SIGKILL); /* the supervisor's group: it and kubectl */
+            waitpid(sup, NULL, 0);
+        }
+        if (d) closedir(d);
+    }
+    return left > 0;
+}
+
 int main(int argc, char **argv);
 #define main asbt_main
 ASBT_MAIN()
@@ -2112,5 +2222,6 @@ int main(int argc, char **argv) {
         return 2;
     }
     snprintf(kubeconfig, sizeof kubeconfig, "%s/admin.kubeconfig", dir);
+    asbt_after_each = sweep_claims;
     return asbt_main(argc, argv);
 }
