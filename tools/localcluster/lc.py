@@ -63,6 +63,17 @@ VERSIONS = read_versions()
 CACHE = os.environ.get("AGENTSANDBOX_CACHE") or os.path.expanduser("~/.cache/agentsandbox")
 STATE = os.environ.get("LC_STATE_DIR") or os.path.join(REPO, "build", "localcluster")
 POD_CIDR = os.environ.get("LC_POD_CIDR") or "127.1.0.0/24"
+
+
+def dns_address(pod_cidr):
+    """The cluster DNS's address: a loopback address of its own per pod
+    range (127.53.<2nd>.<3rd> octet of it), because a resolver listens on
+    port 53 and clusters with different pod ranges run side by side."""
+    o = ipaddress.ip_network(pod_cidr).network_address.packed
+    return "127.53.%d.%d" % (o[1], o[2])
+
+
+DNS_ADDR = dns_address(POD_CIDR)
 RUNTIME_BIN = os.path.abspath(os.environ.get("LC_RUNTIME_BIN") or os.path.join(REPO, "build", "runtime", "agentsandbox-runtime"))
 RUNTIME_PORT = int(os.environ.get("LC_RUNTIME_PORT") or "8888")
 # Loopback too: only the `kubernetes` Service gets an address (the router
@@ -199,16 +210,18 @@ def start(name, argv, env=None):
 
 def isolate_dns(argv):
     """Run argv in a private mount namespace whose /etc/resolv.conf names only
-    127.0.0.1, so that no name lookup ever leaves loopback. The sandbox-router
-    falls back to DNS (<id>.<ns>.svc.cluster.local) for a sandbox it has not
-    cached, and the host resolver is not on loopback. Same pid: unshare and
+    the cluster DNS (DNS_ADDR, on loopback), so that no name lookup ever
+    leaves loopback. The sandbox-router falls back to DNS
+    (<id>.<ns>.svc.cluster.local) for a sandbox it has not cached, and the
+    host resolver is not on loopback. Same pid: unshare and
     sh both exec. Needs root (CAP_SYS_ADMIN); without it, run unconfined."""
     if os.environ.get("LC_NO_DNS_ISOLATION") or os.geteuid() != 0 or not shutil.which("unshare"):
         return argv
     resolv = p("resolv.conf")
     if not os.path.exists(resolv):
         with open(resolv, "w") as f:
-            f.write("# agentsandbox localcluster: name lookups stay on loopback\nnameserver 127.0.0.1\n")
+            f.write("# agentsandbox localcluster: name lookups stay on loopback, answered by\n"
+                    "# the cluster DNS in the pod runner (lc.py ClusterDNS)\nnameserver %s\n" % DNS_ADDR)
     return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
             'mount --bind "$0" /etc/resolv.conf && exec "$@"', resolv] + list(argv)
 
@@ -561,7 +574,8 @@ def cmd_up(version):
     ports = free_ports(("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "kwok",
                         "controller-probe", "router", "router-metrics", "router-probe"))
     info = {"agent_sandbox": version, "k8s": VERSIONS["K8S_VERSION"], "ports": ports,
-            "pod_cidr": POD_CIDR, "runtime_bin": RUNTIME_BIN, "runtime_port": RUNTIME_PORT,
+            "pod_cidr": POD_CIDR, "dns": DNS_ADDR, "runtime_bin": RUNTIME_BIN,
+            "runtime_port": RUNTIME_PORT,
             "router_bin": binpath("sandbox-router"),
             "router_namespace": ROUTER_NS, "template": TEMPLATE,
             "warmpool": WARMPOOL if version == VERSIONS["AGENT_SANDBOX_V05"] else None}
@@ -1247,6 +1261,7 @@ class PodRunner:
         signal.signal(signal.SIGINT, lambda *_: self.shutdown())
         threading.Thread(target=self.reaper, daemon=True).start()
         threading.Thread(target=self.status_writer, daemon=True).start()
+        ClusterDNS(self.server, self.ctx, self.rlog).start(DNS_ADDR)
         sel = "labelSelector=" + urllib.request.quote(SANDBOX_LABEL)
         while not self.stopping:
             try:
@@ -1294,6 +1309,190 @@ class PodRunner:
         for uid in list(self.procs):
             self.stop_runtime(uid)
         os._exit(0)
+
+
+class ClusterDNS:
+    """What CoreDNS's kubernetes plugin answers, for the names this cluster
+    needs: <service>.<namespace>.svc.cluster.local. A ClusterIP Service
+    gives its ClusterIP; a headless one (agent-sandbox makes one per
+    sandbox) the IPs of its Ready pods, found by its selector, as its
+    endpoints would list them (EndpointSlices refuse loopback addresses,
+    and every pod address here is one). Looked up in the apiserver at query
+    time, so an answer is never staler than the apiserver. Other names get
+    REFUSED: nothing is forwarded, no lookup leaves the machine, and an
+    address that is not loopback is never handed out. UDP and TCP on
+    DNS_ADDR:53; A records with TTL 5 (CoreDNS's default); AAAA and other
+    types of an existing name get an empty answer. Runs in the pod runner,
+    with its credentials."""
+
+    SUFFIX = ".svc.cluster.local"
+
+    def __init__(self, server, ctx, logf):
+        self.server, self.ctx, self.logf = server, ctx, logf
+        self.conn = None
+        self.lock = threading.Lock()  # one apiserver connection, queries in turn
+
+    def get(self, path):
+        """(status, object or None) from the apiserver."""
+        with self.lock:
+            for attempt in (1, 2):
+                if self.conn is None:
+                    host, port = self.server[len("https://"):].rsplit(":", 1)
+                    self.conn = http.client.HTTPSConnection(host, int(port), context=self.ctx, timeout=5)
+                try:
+                    self.conn.request("GET", path, headers={"Accept": "application/json",
+                                                            "User-Agent": "lc-clusterdns"})
+                    r = self.conn.getresponse()
+                    body = r.read()
+                    return r.status, (json.loads(body) if r.status == 200 else None)
+                except (OSError, http.client.HTTPException):
+                    self.conn.close()
+                    self.conn = None
+                    if attempt == 2:
+                        raise
+        return None, None
+
+    def resolve(self, name):
+        """(rcode, [IPv4 addresses]) for a lower-case name without the root dot."""
+        if not name.endswith(self.SUFFIX):
+            return 5, []  # REFUSED: not ours, and nothing is forwarded
+        parts = name[:-len(self.SUFFIX)].split(".")
+        if len(parts) != 2 or not all(parts):
+            return 3, []  # NXDOMAIN (no pod or hostname records here)
+        svc, ns = parts
+        q = urllib.request.quote
+        try:
+            st, obj = self.get("/api/v1/namespaces/%s/services/%s" % (q(ns, safe=""), q(svc, safe="")))
+            if st == 404:
+                return 3, []
+            if st != 200:
+                return 2, []  # SERVFAIL
+            spec = obj.get("spec") or {}
+            cip = spec.get("clusterIP")
+            if cip and cip != "None":
+                ips = [cip]
+            else:
+                sel = spec.get("selector") or {}
+                if not sel:
+                    return 3, []
+                st, lst = self.get("/api/v1/namespaces/%s/pods?labelSelector=%s" % (
+                    q(ns, safe=""), q(",".join("%s=%s" % kv for kv in sorted(sel.items())), safe="")))
+                if st != 200:
+                    return 2, []
+                ips = [pod["status"]["podIP"] for pod in lst["items"]
+                       if pod.get("status", {}).get("podIP") and pod_ready(pod)
+                       and not pod["metadata"].get("deletionTimestamp")]
+        except (OSError, http.client.HTTPException, ValueError, KeyError) as e:
+            self.logf("dns: %s: apiserver lookup failed: %r" % (name, e))
+            return 2, []
+        good = []
+        for ip in ips:
+            try:
+                a = ipaddress.ip_address(ip)
+            except ValueError:
+                continue
+            if a.version == 4 and a.is_loopback:
+                good.append(ip)
+            else:
+                self.logf("dns: %s: %s is not a loopback IPv4 address: never handed out" % (name, ip))
+        return (0, good) if good else (3, [])
+
+    def answer(self, query):
+        """The response to one DNS message, or None to drop it."""
+        if len(query) < 12:
+            return None
+        qid, flags, qd = int.from_bytes(query[0:2], "big"), int.from_bytes(query[2:4], "big"), \
+            int.from_bytes(query[4:6], "big")
+        if flags & 0x8000:
+            return None  # a response, not a query
+
+        def reply(rcode, question=b"", answers=()):
+            f = 0x8000 | (flags & 0x7800) | 0x0400 | (flags & 0x0100) | rcode  # QR, opcode, AA, RD
+            head = qid.to_bytes(2, "big") + f.to_bytes(2, "big") + \
+                (1 if question else 0).to_bytes(2, "big") + len(answers).to_bytes(2, "big") + b"\0\0\0\0"
+            return head + question + b"".join(answers)
+
+        if (flags >> 11) & 0xF != 0:
+            return reply(4)  # NOTIMP: only standard queries
+        if qd != 1:
+            return reply(1)  # FORMERR
+        labels, i = [], 12
+        while True:
+            if i >= len(query):
+                return reply(1)
+            n = query[i]
+            i += 1
+            if n == 0:
+                break
+            if n & 0xC0 or i + n > len(query):
+                return reply(1)  # no compression in a question
+            labels.append(query[i:i + n])
+            i += n
+        if i + 4 > len(query):
+            return reply(1)
+        qtype, qclass = int.from_bytes(query[i:i + 2], "big"), int.from_bytes(query[i + 2:i + 4], "big")
+        question = query[12:i + 4]
+        try:
+            name = b".".join(labels).decode("ascii").lower()
+        except UnicodeDecodeError:
+            return reply(3, question)
+        if qclass != 1:
+            return reply(5, question)
+        rcode, ips = self.resolve(name)
+        if qtype != 1:
+            ips = []  # AAAA and the rest: the name exists, nothing of that type
+        self.logf("dns: %s %s -> %s" % ({1: "A", 28: "AAAA"}.get(qtype, str(qtype)), name,
+                                        ",".join(ips) or {0: "(no records of that type)", 2: "SERVFAIL",
+                                                          3: "NXDOMAIN", 5: "REFUSED"}.get(rcode, rcode)))
+        answers = [b"\xc0\x0c" + (1).to_bytes(2, "big") + (1).to_bytes(2, "big") + (5).to_bytes(4, "big") +
+                   (4).to_bytes(2, "big") + ipaddress.ip_address(ip).packed for ip in ips]
+        return reply(rcode, question, answers)
+
+    def serve_udp(self, sock):
+        while True:
+            data, peer = sock.recvfrom(4096)
+            try:
+                out = self.answer(data)
+            except Exception as e:  # noqa: BLE001 - a bad query never stops the server
+                self.logf("dns: query from %s failed: %r" % (peer, e))
+                out = None
+            if out:
+                sock.sendto(out[:512] if len(out) > 512 else out, peer)
+
+    def serve_tcp_conn(self, conn):
+        with conn:
+            conn.settimeout(5)
+            try:
+                while True:
+                    head = conn.recv(2, socket.MSG_WAITALL)
+                    if len(head) < 2:
+                        return
+                    n = int.from_bytes(head, "big")
+                    data = conn.recv(n, socket.MSG_WAITALL)
+                    if len(data) < n:
+                        return
+                    out = self.answer(data)
+                    if not out:
+                        return
+                    conn.sendall(len(out).to_bytes(2, "big") + out)
+            except (OSError, ValueError):
+                return
+
+    def serve_tcp(self, sock):
+        while True:
+            conn, _ = sock.accept()
+            threading.Thread(target=self.serve_tcp_conn, args=(conn,), daemon=True).start()
+
+    def start(self, addr):
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        u.bind((addr, 53))
+        t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        t.bind((addr, 53))
+        t.listen(16)
+        threading.Thread(target=self.serve_udp, args=(u,), daemon=True).start()
+        threading.Thread(target=self.serve_tcp, args=(t,), daemon=True).start()
+        self.logf("dns: serving %s:53 (udp, tcp) for *%s" % (addr, self.SUFFIX))
 
 
 def cmd_podrunner():

@@ -92,10 +92,62 @@ body=$(curl -sS --max-time 10 "${H[@]}" -H "X-Sandbox-Pod-IP: $ip" -H 'Content-T
 check "POST /execute with X-Sandbox-Pod-IP runs in the runtime: $body" bash -c "[[ '$body' == *hello-from-sandbox* ]]"
 code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -H "X-Sandbox-ID: no-such-sandbox" -H "X-Sandbox-Namespace: $NS" "http://127.0.0.1:$port/")
 check "router answers 502 for an unknown sandbox (got $code)" test "$code" = 502
-# Its DNS fallback (<id>.<ns>.svc.cluster.local) must stay on loopback too.
+# Its DNS fallback (<id>.<ns>.svc.cluster.local) goes to the cluster DNS, on loopback too.
+dns=$(jqp 'd["dns"]' < "$STATE/cluster.json")
 lookups=$(grep -o 'lookup [^ ]* on [^:]*:53' "$STATE/logs/sandbox-router.log" | sort -u)
-check "router name lookups went only to 127.0.0.1:53 ($(echo $lookups | cut -c1-90))" \
-  bash -c "[ -n '$lookups' ] && ! echo '$lookups' | grep -qv ' on 127\.0\.0\.1:53\$'"
+check "router name lookups went only to the cluster DNS $dns:53 ($(echo $lookups | cut -c1-90))" \
+  bash -c "[ -n '$lookups' ] && ! echo '$lookups' | grep -qv ' on ${dns//./\\.}:53\$'"
+# The cluster DNS answers as CoreDNS would (below: a headless Service is
+# its Ready pods' IPs, a ClusterIP Service its ClusterIP); an unknown name
+# is NXDOMAIN; a name outside the cluster is refused, never forwarded.
+dnsq() { /usr/bin/python3 - "$dns" "$1" <<'PY'
+import random, socket, sys
+server, name = sys.argv[1], sys.argv[2]
+qid = random.randrange(65536)
+q = qid.to_bytes(2, "big") + b"\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"
+q += b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\x00\x00\x01\x00\x01"
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(5)
+s.sendto(q, (server, 53))
+r = s.recv(512)
+rcode, an = r[3] & 0xF, int.from_bytes(r[6:8], "big")
+i = len(q)
+ips = []
+for _ in range(an):
+    rdlen = int.from_bytes(r[i + 10:i + 12], "big")
+    ips.append(socket.inet_ntoa(r[i + 12:i + 12 + rdlen]))
+    i += 12 + rdlen
+print(",".join(ips) if ips else {3: "NXDOMAIN", 5: "REFUSED"}.get(rcode, "rcode%d" % rcode))
+PY
+}
+ans=$(dnsq "no-such-sandbox.$NS.svc.cluster.local")
+check "cluster DNS: an unknown service is $ans" test "$ans" = NXDOMAIN
+ans=$(dnsq "example.com")
+check "cluster DNS: a name outside the cluster is $ans, not forwarded" test "$ans" = REFUSED
+# A Service the router's pod cache does not index (its name is no
+# sandbox's) reaches the same pod through the cluster DNS, as the router's
+# fallback does for a sandbox it has not cached yet.
+hash=$(kubectl get pod "$pod" -n $NS -o jsonpath='{.metadata.labels.agents\.x-k8s\.io/sandbox-name-hash}')
+kubectl apply -f - >/dev/null <<EOT
+apiVersion: v1
+kind: Service
+metadata: {name: lc-dns-check, namespace: $NS}
+spec:
+  clusterIP: None
+  selector: {agents.x-k8s.io/sandbox-name-hash: "$hash"}
+  ports: [{port: 8888}]
+EOT
+ans=$(dnsq "lc-dns-check.$NS.svc.cluster.local")
+check "cluster DNS: headless Service lc-dns-check.$NS.svc.cluster.local is $ans (pod IP $ip)" \
+  test "$ans" = "$ip"
+ans=$(dnsq "kubernetes.default.svc.cluster.local")
+check "cluster DNS: kubernetes.default.svc.cluster.local is its ClusterIP $ans" \
+  test "$ans" = "$(kubectl get service kubernetes -n default -o jsonpath='{.spec.clusterIP}')"
+body=$(curl -sS --max-time 10 -H "X-Sandbox-ID: lc-dns-check" -H "X-Sandbox-Namespace: $NS" \
+       -H "X-Sandbox-Port: 8888" "http://127.0.0.1:$port/" 2>&1)
+check "router reaches a pod by cluster DNS when its cache has no entry: $body" \
+  bash -c "[[ '$body' == *'\"ok\"'* ]]"
+kubectl delete service lc-dns-check -n $NS --wait=false >/dev/null
 kill "$pf" 2>/dev/null; wait "$pf" 2>/dev/null; rm -f "$pflog"
 
 # 5. Credentials: token, exec plugin, RBAC-restricted user.
