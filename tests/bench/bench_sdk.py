@@ -42,6 +42,13 @@ def result(name, value):
     print("result %s %s" % (name, value), flush=True)
 
 
+def file_results(write_ms, read_ms, prefix=""):
+    """One 64 MiB round: write, read and their sum, as the report reads them."""
+    result(prefix + "write_64m_ms", "%.3f" % write_ms)
+    result(prefix + "read_64m_ms", "%.3f" % read_ms)
+    result(prefix + "write_read_64m_ms", "%.3f" % (write_ms + read_ms))
+
+
 def peak_rss_kib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
@@ -104,9 +111,7 @@ def workload(runs):
             if back != data:
                 raise RuntimeError("read back %d bytes, not what was written" % len(back))
             del back
-            result("write_64m_ms", "%.3f" % tw)
-            result("read_64m_ms", "%.3f" % tr)
-            result("write_read_64m_ms", "%.3f" % (tw + tr))
+            file_results(tw, tr)
     finally:
         if sandbox is not None:
             sandbox.terminate()
@@ -235,9 +240,7 @@ def floor(runs):
             tw, = curl_times([(base + "/upload",
                                ['form = "file=@%s;filename=bench-64m.bin"' % path])])
             tr, = curl_times([(base + "/download/bench-64m.bin", [])])
-            result("floor_write_64m_ms", "%.3f" % tw)
-            result("floor_read_64m_ms", "%.3f" % tr)
-            result("floor_write_read_64m_ms", "%.3f" % (tw + tr))
+            file_results(tw, tr, "floor_")
     finally:
         if pf is not None:
             pf.terminate()
