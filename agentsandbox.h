@@ -127,7 +127,8 @@
                       output sizes; ERROR it failed
      sandbox.call     DEBUG every runtime request (method, path, status,
                       milliseconds, X-Request-ID, attempts); ERROR a failure
-     sandbox.pod_ip   WARN the pod IP lookup was refused: header turned off
+     sandbox.pod_ip   WARN the pod IP lookup was refused: header turned off,
+                      or in-cluster calls use Service names from then on
      tunnel.start     INFO kubectl port-forward ready (pid, port, ms)
      tunnel.exited    WARN kubectl died (its stderr); a new one follows
      gateway.address  INFO the Gateway address chosen
@@ -1236,7 +1237,11 @@ typedef enum asb_connection_mode {
     ASB_CONNECT_IN_CLUSTER,       /* straight to the pod: its IP (looked up
                                      once per handle, again when it stops
                                      answering), else the sandbox's service
-                                     DNS name; no router headers */
+                                     DNS name, <sandbox>.<ns>.svc.cluster.
+                                     local (templates with `service: true`;
+                                     always, once a lookup got 401/403: the
+                                     account may not read Sandboxes); no
+                                     router headers */
     ASB_CONNECT_GATEWAY           /* the router behind a Gateway: the first
                                      valid status.addresses[] value (watched
                                      for until it appears) */
@@ -8173,7 +8178,10 @@ struct asb_client {
     char *router_auth;    /* "Bearer <token>" or NULL */
     asb_http_header *extra;
     size_t extra_count;
-    int send_pod_ip;      /* cleared for good after a 401/403 lookup */
+    int send_pod_ip;      /* asked for X-Sandbox-Pod-IP */
+    int pod_ip_refused;   /* a lookup got 401/403: never asked again (under
+                             lock; the header is off, in-cluster calls use
+                             each sandbox's Service name) */
     char *gw_name, *gw_ns;
     int gw_timeout_ms, gw_port;
     int gw_https;         /* gw_base is https:// */
@@ -9432,16 +9440,38 @@ static asb_result asb__sb_cached_ip(asb_sandbox *sb, asb_error *err) {
     return ASB_OK;
 }
 
-/* In-cluster: http://<pod IP>:<port>, else the sandbox's Service name.
-   Returns 1 when the IP came from the cache (it may be stale). */
+/* Whether pod IP lookups were refused (401/403) for this client; the
+   first refusal turns them off for good, and says so once in the log. */
+static int asb__pod_ip_refused(asb_client *c, const asb_error *lookup_err, const char *then) {
+    int refused, now = 0;
+    pthread_mutex_lock(&c->lock);
+    if (lookup_err && !c->pod_ip_refused &&
+        (lookup_err->http_status == 401 || lookup_err->http_status == 403))
+        c->pod_ip_refused = now = 1;
+    refused = c->pod_ip_refused;
+    pthread_mutex_unlock(&c->lock);
+    if (now)
+        asb__log(&c->log, ASB_LOG_WARN, "sandbox.pod_ip", "pod IP lookup refused (%d): %s",
+                 lookup_err->http_status, then);
+    return refused;
+}
+
+/* In-cluster: http://<pod IP>:<port>, else the sandbox's Service name
+   (<sandbox>.<namespace>.svc.cluster.local: a headless Service the
+   controller makes when the template says `service: true`). Returns 1
+   when the IP came from the cache (it may be stale). */
 static int asb__sb_base_in_cluster(asb_sandbox *sb, const char *port, char *base, size_t cap) {
     asb_error ierr;
     int cached = sb->ip[0] != '\0';
-    if (asb__sb_cached_ip(sb, &ierr) == ASB_OK)
+    memset(&ierr, 0, sizeof ierr);
+    if (!asb__pod_ip_refused(sb->client, NULL, NULL) && asb__sb_cached_ip(sb, &ierr) == ASB_OK) {
         snprintf(base, cap, strchr(sb->ip, ':') ? "http://[%s]:%s" : "http://%s:%s", sb->ip, port);
-    else
-        snprintf(base, cap, "http://%s.%s.svc.cluster.local:%s", sb->name, sb->ns, port);
-    return cached;
+        return cached;
+    }
+    asb__pod_ip_refused(sb->client, &ierr,
+                        "in-cluster calls go to each sandbox's Service name from now on");
+    snprintf(base, cap, "http://%s.%s.svc.cluster.local:%s", sb->name, sb->ns, port);
+    return 0;
 }
 
 /* req->url = base + path, in url (reused). */
@@ -9514,18 +9544,16 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
         h[nh++].value = sb->ns;
         h[nh].name = "X-Sandbox-Port";
         h[nh++].value = port;
-        if (c->send_pod_ip) {
+        if (c->send_pod_ip && !asb__pod_ip_refused(c, NULL, NULL)) {
             asb_error perr;
-            asb_result pr = asb__sb_cached_ip(sb, &perr);
-            if (pr == ASB_OK) {
+            memset(&perr, 0, sizeof perr);
+            if (asb__sb_cached_ip(sb, &perr) == ASB_OK) {
                 snprintf(podip, sizeof podip, "%s", sb->ip);
                 h[nh].name = "X-Sandbox-Pod-IP";
                 h[nh++].value = podip;
-            } else if (perr.http_status == 401 || perr.http_status == 403) {
-                c->send_pod_ip = 0; /* not allowed to read it: stop asking */
-                asb__log(&c->log, ASB_LOG_WARN, "sandbox.pod_ip",
-                         "pod IP lookup refused (%d): X-Sandbox-Pod-IP is off from now on",
-                         perr.http_status);
+            } else {
+                /* not allowed to read it: stop asking */
+                asb__pod_ip_refused(c, &perr, "X-Sandbox-Pod-IP is off from now on");
             }
         }
         if (c->router_auth) {

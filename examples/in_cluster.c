@@ -9,7 +9,11 @@
    KUBERNETES_SERVICE_HOST/_PORT variables every pod gets); the account
    needs create/get/watch/delete on sandboxclaims and get on sandboxes.
    Sandbox calls go to http://<pod IP>:8888, the IP read from the
-   Sandbox's status on every call (a recreated pod gets a new one). */
+   Sandbox's status once per handle (and again when it stops answering:
+   a recreated pod gets a new one). An account that may not read
+   Sandboxes makes the client use the sandbox's Service name instead,
+   <sandbox>.<namespace>.svc.cluster.local, which exists when the
+   template says `service: true`. */
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
 

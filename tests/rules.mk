@@ -296,6 +296,8 @@ test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster \
 	ASB_GATEWAY_PORT=$$(tests/kube/gateway-setup.sh $(KC_STATE)) || \
 	  { echo "gateway setup failed"; $(KC_ENV) $(MAKE) --no-print-directory cluster-down; exit 1; }; \
 	export ASB_GATEWAY_PORT ASB_ROUTER_PORT=$(call KC_CLUSTER_PORT,router); \
+	tests/kube/dns-fallback-setup.sh $(KC_STATE) || \
+	  { echo "dns fallback setup failed"; $(KC_ENV) $(MAKE) --no-print-directory cluster-down; exit 1; }; \
 	echo "--- test_sdk_cluster" && $(TB)/asan/test_sdk_cluster && \
 	echo "--- test_sdk_cluster one_client_serves_threads, gateway_mode (ThreadSanitizer)" && \
 	TSAN_OPTIONS=halt_on_error=1 $(TB)/tsan/test_sdk_cluster one_client_serves_threads \

@@ -3,6 +3,7 @@
    runner starts agentsandbox-runtime on the pod's loopback IP, and the
    client reaches it through a real `kubectl port-forward` to the real
    sandbox-router. ASB_CLUSTER_KUBECONFIGS names the cluster's kubeconfigs. */
+#define _GNU_SOURCE /* unshare(), for the private resolv.conf of one case */
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
 #include "asbtest.h"
@@ -12,6 +13,8 @@
 #include <dirent.h>
 #include <sys/stat.h>
 #ifdef __linux__
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #endif
 
@@ -593,6 +596,122 @@ ASBT_TEST(in_cluster_mode_talks_to_the_pod_ip_without_the_router) {
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
     asb_client_free(c);
     asbt_log_close(&ls);
+}
+
+/* In-cluster with an account that may not read Sandboxes: the pod IP
+   lookup is refused (403), said once in the log, and every call goes to
+   the sandbox's Service name, <sandbox>.default.svc.cluster.local, which
+   the controller made (the template says `service: true`) and the local
+   cluster's DNS answers. Runs in a child with a private mount namespace
+   whose /etc/resolv.conf names only that DNS (as the cluster's daemons
+   have), so the name lookup never leaves loopback. Set up by
+   tests/kube/dns-fallback-setup.sh. */
+static int dns_fallback_child(const char *state) {
+    char path[1200], resolv[1200], port[16];
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_run_result rr;
+    asb_error err;
+    asbt_log ls;
+    char ip[ASB_IP_SIZE];
+    FILE *f;
+    int i, rc = 1;
+    snprintf(path, sizeof path, "%s/cluster.json", state);
+    snprintf(resolv, sizeof resolv, "%s/resolv.conf", state);
+    f = fopen(path, "r");
+    {
+        char buf[4096];
+        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        asb_json_doc doc;
+        int64_t p = 0;
+        buf[n] = '\0';
+        if (f) fclose(f);
+        if (asb_json_doc_parse(&doc, buf, n, NULL, &err) != ASB_OK) {
+            fprintf(stderr, "    %s: %s\n", path, err.message);
+            return 1;
+        }
+        asb_json_get_int64(&doc, asb_json_find(&doc, 0, "ports.apiserver"), &p);
+        asb_json_doc_free(&doc);
+        snprintf(port, sizeof port, "%d", (int)p);
+    }
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount(resolv, "/etc/resolv.conf", NULL, MS_BIND, NULL) != 0) {
+        fprintf(stderr, "    private resolv.conf (%s): %s\n", resolv, strerror(errno));
+        return 1;
+    }
+    setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
+    setenv("KUBERNETES_SERVICE_PORT", port, 1);
+    snprintf(path, sizeof path, "%s/serviceaccount-dns", state);
+    memset(&d, 0, sizeof d);
+    d.kube.in_cluster = 1;
+    d.kube.service_account_dir = path;
+    d.mode = ASB_CONNECT_IN_CLUSTER;
+    asbt_log_open(&ls, &d.log, ASB_LOG_DEBUG);
+    if (asb_client_create(&d, &c, &err) != ASB_OK ||
+        asb_client_create_sandbox(c, "asb-service-template", NULL, &sb, &err) != ASB_OK) {
+        fprintf(stderr, "    client or create: %s\n", err.message);
+        goto out;
+    }
+    if (asb_sandbox_pod_ip(sb, ip, &err) == ASB_OK || err.http_status != 403) {
+        fprintf(stderr, "    the account was meant to be refused the Sandbox (got %d)\n",
+                err.http_status);
+        goto out;
+    }
+    for (i = 0; i < 3; i++) {
+        if (asb_sandbox_run(sb, "echo by name", 0, &rr, &err) != ASB_OK) {
+            fprintf(stderr, "    run %d: %s\n", i, err.message);
+            goto out;
+        }
+        if (!rr.out.ptr || strcmp(rr.out.ptr, "by name\n") != 0) {
+            fprintf(stderr, "    run %d answered \"%s\"\n", i, rr.out.ptr ? rr.out.ptr : "");
+            asb_run_result_free(&rr);
+            goto out;
+        }
+        asb_run_result_free(&rr);
+    }
+    if (asbt_log_count(&ls, "pod IP lookup refused (403): in-cluster calls go to each sandbox's "
+                            "Service name from now on") != 1) {
+        fprintf(stderr, "    the refusal was not logged once:\n%s\n", ls.text.ptr);
+        goto out;
+    }
+    rc = 0;
+out:
+    if (sb && asb_sandbox_terminate(sb, &err) != ASB_OK) {
+        fprintf(stderr, "    terminate: %s\n", err.message);
+        rc = 1;
+    }
+    asb_client_free(c);
+    asbt_log_close(&ls);
+    return rc;
+}
+
+ASBT_TEST(in_cluster_mode_uses_the_service_name_when_the_pod_ip_is_refused) {
+    char state[1100], logpath[1200], line[512], name[200];
+    pid_t pid;
+    int st = 0, answered = 0;
+    FILE *f;
+    snprintf(state, sizeof state, "%s/..", getenv("ASB_CLUSTER_KUBECONFIGS"));
+    snprintf(logpath, sizeof logpath, "%s/serviceaccount-dns/token", state);
+    if (access(logpath, R_OK) != 0)
+        fprintf(stderr, "    %s is missing (tests/kube/dns-fallback-setup.sh)\n", logpath);
+    ASBT_CHECK(access(logpath, R_OK) == 0);
+    fflush(NULL);
+    pid = fork();
+    ASBT_CHECK(pid >= 0);
+    if (pid == 0) _exit(dns_fallback_child(state));
+    ASBT_CHECK(waitpid(pid, &st, 0) == pid);
+    ASBT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    /* the name went through the cluster DNS, which answered a pod IP */
+    snprintf(logpath, sizeof logpath, "%s/logs/podrunner.log", state);
+    f = fopen(logpath, "r");
+    ASBT_CHECK(f != NULL);
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "%*s podrunner: dns: A %199s -> 127.", name) == 1 &&
+            strstr(name, ".default.svc.cluster.local") && strncmp(name, "sandbox-claim-", 14) == 0)
+            answered++;
+    fclose(f);
+    ASBT_CHECK(answered >= 1);
 }
 
 /* Which agent-sandbox release runs: the claim shapes differ. */
@@ -2124,6 +2243,7 @@ ASBT_LIST(
     ASBT_CASE(status_pod_name_hash_and_ip_come_from_the_sandbox)
     ASBT_CASE(probe_runtime_waits_for_the_runtime_of_a_template_without_a_probe)
     ASBT_CASE(in_cluster_mode_talks_to_the_pod_ip_without_the_router)
+    ASBT_CASE(in_cluster_mode_uses_the_service_name_when_the_pod_ip_is_refused)
     ASBT_CASE(warm_pool_claims_match_the_clusters_api_version)
     ASBT_CASE(close_connection_keeps_the_claim_and_options_reach_the_router)
     ASBT_CASE(gateway_mode_skips_bad_addresses_and_reaches_the_router)
