@@ -5,7 +5,8 @@
 #                                then the same quick suite against an ASan+UBSan build
 #   make runtime-fuzz-short      fuzz the request parsers for RT_FUZZ_SHORT seconds
 #   make runtime-fuzz            fuzz for FUZZ_SECONDS
-#   make runtime-bench           ours vs nginx, one "bench:" line per measure
+#   make runtime-bench           ours vs nginx and vs the reference Python runtime,
+#                                one "bench:" line per measure
 
 RT_DIR      := tools/runtime
 RT_BUILD    := $(BUILD)/runtime
@@ -73,5 +74,8 @@ runtime-fuzz: $(RT_FUZZ_BIN)
 	@mkdir -p $(RT_BUILD)/fuzz-corpus
 	$(RT_FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(RT_BUILD)/fuzz-corpus $(RT_DIR)/tests/corpus
 
+# The reference runtime (agent-sandbox's Python app) for the second set of
+# lines: set up under build/ from the pinned Go module and PyPI.
 runtime-bench: $(RT_BIN) runtime-deps
-	python3 $(RT_DIR)/tests/bench_runtime.py --binary $(RT_BIN)
+	@$(RT_DIR)/tests/reference-runtime.sh $(RT_BUILD)/reference
+	python3 $(RT_DIR)/tests/bench_runtime.py --binary $(RT_BIN) --reference $(RT_BUILD)/reference

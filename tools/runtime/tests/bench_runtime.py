@@ -15,6 +15,11 @@ ratio is always ours / theirs; the goal says which direction is better.
 - Peak RSS (VmHWM) of the server under 100 concurrent wrk connections
   fetching the 4 KiB file, vs the summed VmHWM of nginx's master and workers
   under the same load.
+- With --reference DIR (tests/reference-runtime.sh sets it up): the same
+  /exists rate, /execute latency and peak RSS under 100 clients against
+  the reference runtime itself, agent-sandbox's Python web app (FastAPI
+  under one uvicorn worker, as its image runs it), its fixed /app pointed
+  at DIR/base, which holds the same 4 KiB file.
 """
 import argparse
 import http.client
@@ -156,9 +161,59 @@ def subprocess_latency_ms(n=300):
     return (time.perf_counter() - t) / n * 1000
 
 
+def start_reference(ref_dir):
+    ref_dir = os.path.abspath(ref_dir)
+    port = free_port()
+    proc = subprocess.Popen([os.path.join(ref_dir, "venv", "bin", "uvicorn"), "main:app",
+                             "--app-dir", os.path.join(ref_dir, "app"), "--host", "127.0.0.1",
+                             "--port", str(port), "--log-level", "warning", "--no-access-log"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, cwd=os.path.join(ref_dir, "app"))
+    wait_port(port)
+    return proc, port
+
+
+def reference_lines(ref_dir, binary, base):
+    """Ours and the reference runtime, in turns, on the same requests."""
+    ref = ours = None
+    shutil.copyfile(os.path.join(base, "file4k"), os.path.join(ref_dir, "base", "file4k"))
+    try:
+        ref, ref_port = start_reference(ref_dir)
+        ours, our_port = start_runtime(binary, base)
+        r1 = wrk("http://127.0.0.1:%d/exists/file4k" % ref_port, 50)
+        o = wrk("http://127.0.0.1:%d/exists/file4k" % our_port, 50)
+        r2 = wrk("http://127.0.0.1:%d/exists/file4k" % ref_port, 50)
+        line("runtime-exists-rps", o, "req/s", "reference-python-runtime", (r1 + r2) / 2,
+             "none; higher is better")
+        ref_ms = execute_latency_ms(ref_port)
+        ours_ms = execute_latency_ms(our_port)
+        line("runtime-execute-true-latency", ours_ms, "ms", "reference-python-runtime", ref_ms,
+             "none; lower is better")
+        for p in (ref, ours):
+            p.send_signal(signal.SIGTERM)
+            p.wait(timeout=20)
+        ref, ref_port = start_reference(ref_dir)
+        ours, our_port = start_runtime(binary, base)
+        wrk("http://127.0.0.1:%d/exists/file4k" % ref_port, 100)
+        ref_kib = hwm_kib(ref.pid)
+        wrk("http://127.0.0.1:%d/exists/file4k" % our_port, 100)
+        ours_kib = hwm_kib(ours.pid)
+        line("runtime-peak-rss-100-clients", ours_kib / 1024, "MiB", "reference-python-runtime",
+             ref_kib / 1024, "none; lower is better")
+    finally:
+        for p in (ref, ours):
+            if p and p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True)
+    ap.add_argument("--reference", help="directory set up by tests/reference-runtime.sh")
     a = ap.parse_args()
     if not shutil.which("wrk") or not shutil.which("nginx"):
         raise SystemExit("bench: needs wrk and nginx (make deps installs them)")
@@ -208,6 +263,12 @@ def main():
         ngx_kib = hwm_kib(ngx.pid) + sum(hwm_kib(c) for c in children(ngx.pid))
         line("runtime-peak-rss-100-clients", ours_kib / 1024, "MiB", "nginx-master+workers", ngx_kib / 1024,
              "<= 1.0x")
+        if a.reference:
+            for p, sig in ((ours, signal.SIGTERM), (ngx, signal.SIGQUIT)):
+                p.send_signal(sig)
+                p.wait(timeout=20)
+            ours = ngx = None
+            reference_lines(a.reference, os.path.abspath(a.binary), base)
     finally:
         for p, sig in ((ours, signal.SIGTERM), (ngx, signal.SIGQUIT)):
             if p and p.poll() is None:
