@@ -6,12 +6,14 @@
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
 #include "asbtest.h"
+#include "logsink.h"
 
 static const asb_kube_resource templates = {"extensions.agents.x-k8s.io", "v1alpha1",
                                             "sandboxtemplates"};
 static char prefix[64];
 
-static asb_kube_client *connect_as(const char *which, asb_error *err) {
+/* A client for the kubeconfig `which`; with `lg`, its log goes there. */
+static asb_kube_client *connect_logged(const char *which, asbt_log *lg, asb_error *err) {
     char path[1024];
     asb_kube_client_desc d;
     asb_kube_client *kc = NULL;
@@ -24,8 +26,13 @@ static asb_kube_client *connect_as(const char *which, asb_error *err) {
     memset(&d, 0, sizeof d);
     d.kubeconfig.path = path;
     d.http.retry.backoff_ms = 50;
+    if (lg) asbt_log_open(lg, &d.http.log, ASB_LOG_DEBUG);
     if (asb_kube_client_create(&d, &kc, err) != ASB_OK) return NULL;
     return kc;
+}
+
+static asb_kube_client *connect_as(const char *which, asb_error *err) {
+    return connect_logged(which, NULL, err);
 }
 
 static void template_json(asb_buf *b, const char *name, const char *team) {
@@ -300,8 +307,9 @@ ASBT_TEST(watch_ends_at_its_deadline_without_spinning) {
 
 /* The apiserver goes away mid-stream and comes back (lc.py restart-apiserver
    stops it with SIGTERM and starts it again on the same port): the watch
-   reconnects on its own, resumes from the last resourceVersion, and still
-   sees a change made after the restart. */
+   reconnects on its own, waits as long as the restarting server's
+   Retry-After asks, resumes from the last resourceVersion (or lists again
+   from 0 after a 410), and still sees a change made after the restart. */
 typedef struct restart_state {
     asb_kube_client *kc;
     char name[128];
@@ -320,7 +328,11 @@ static int on_restart_event(void *ud, const asb_watch_event *ev) {
         s->watching = 1;
         pthread_cond_signal(&s->cv);
     }
-    if (ev->type == ASB_WATCH_MODIFIED && s->restarted == 0 &&
+    /* MODIFIED when the watch resumed in time; ADDED when the new server
+       found the old resourceVersion too old (410) and the watch listed
+       again from 0: the restarting server asks for a 5 s pause
+       (503, Retry-After: 5), during which the patch usually lands */
+    if ((ev->type == ASB_WATCH_MODIFIED || ev->type == ASB_WATCH_ADDED) && s->restarted == 0 &&
         asb_json_string_eq(ev->doc, label, "after", 5))
         s->modified_after = 1;
     pthread_mutex_unlock(&s->mu);
@@ -358,8 +370,9 @@ static void *restart_then_patch(void *arg) {
 
 ASBT_TEST(watch_survives_an_apiserver_restart) {
     asb_error err;
-    asb_kube_client *kc = connect_as("admin", &err);
-    asb_kube_client *writer = connect_as("admin", &err);
+    asbt_log wlog, plog;
+    asb_kube_client *kc = connect_logged("admin", &wlog, &err);
+    asb_kube_client *writer = connect_logged("admin", &plog, &err);
     restart_state s;
     pthread_t th;
     asb_watch_opts wo;
@@ -383,8 +396,10 @@ ASBT_TEST(watch_survives_an_apiserver_restart) {
     wo.deadline_ms = 120000;
     pthread_create(&th, NULL, restart_then_patch, &s);
     r = asb_kube_watch(kc, &templates, "default", &wo, on_restart_event, &s, &err);
-    if (r != ASB_OK) fprintf(stderr, "    watch: %s\n", err.message);
     pthread_join(th, NULL);
+    if (r != ASB_OK || !s.modified_after)
+        fprintf(stderr, "    watch: %s\n    the watch's log:\n%s    the writer's log:\n%s",
+                r != ASB_OK ? err.message : "ended", wlog.text.ptr, plog.text.ptr);
     ASBT_EQ_RES(r, ASB_OK);
     ASBT_EQ_INT(s.restarted, 0);
     ASBT_CHECK(s.modified_after);
@@ -394,6 +409,8 @@ ASBT_TEST(watch_survives_an_apiserver_restart) {
     pthread_cond_destroy(&s.cv);
     asb_kube_client_free(writer);
     asb_kube_client_free(kc);
+    asbt_log_close(&wlog);
+    asbt_log_close(&plog);
 }
 
 ASBT_LIST(
