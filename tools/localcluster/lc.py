@@ -1397,8 +1397,10 @@ class ClusterDNS:
                 self.logf("dns: %s: %s is not a loopback IPv4 address: never handed out" % (name, ip))
         return (0, good) if good else (3, [])
 
-    def answer(self, query):
-        """The response to one DNS message, or None to drop it."""
+    def answer(self, query, udp=False):
+        """The response to one DNS message, or None to drop it. Over UDP an
+        answer past 512 bytes goes out empty with TC set, so the resolver
+        asks again over TCP, which gets it whole."""
         if len(query) < 12:
             return None
         qid, flags, qd = int.from_bytes(query[0:2], "big"), int.from_bytes(query[2:4], "big"), \
@@ -1406,8 +1408,10 @@ class ClusterDNS:
         if flags & 0x8000:
             return None  # a response, not a query
 
-        def reply(rcode, question=b"", answers=()):
+        def reply(rcode, question=b"", answers=(), tc=False):
             f = 0x8000 | (flags & 0x7800) | 0x0400 | (flags & 0x0100) | rcode  # QR, opcode, AA, RD
+            if tc:
+                f |= 0x0200
             head = qid.to_bytes(2, "big") + f.to_bytes(2, "big") + \
                 (1 if question else 0).to_bytes(2, "big") + len(answers).to_bytes(2, "big") + b"\0\0\0\0"
             return head + question + b"".join(answers)
@@ -1446,18 +1450,21 @@ class ClusterDNS:
                                                           3: "NXDOMAIN", 5: "REFUSED"}.get(rcode, rcode)))
         answers = [b"\xc0\x0c" + (1).to_bytes(2, "big") + (1).to_bytes(2, "big") + (5).to_bytes(4, "big") +
                    (4).to_bytes(2, "big") + ipaddress.ip_address(ip).packed for ip in ips]
-        return reply(rcode, question, answers)
+        out = reply(rcode, question, answers)
+        if udp and len(out) > 512:
+            out = reply(rcode, question, tc=True)
+        return out
 
     def serve_udp(self, sock):
         while True:
             data, peer = sock.recvfrom(4096)
             try:
-                out = self.answer(data)
+                out = self.answer(data, udp=True)
             except Exception as e:  # noqa: BLE001 - a bad query never stops the server
                 self.logf("dns: query from %s failed: %r" % (peer, e))
                 out = None
             if out:
-                sock.sendto(out[:512] if len(out) > 512 else out, peer)
+                sock.sendto(out, peer)
 
     def serve_tcp_conn(self, conn):
         with conn:

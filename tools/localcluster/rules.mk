@@ -41,5 +41,10 @@ cluster-down:
 cluster-status:
 	@$(LC_PYTHON) $(LC_DIR)/lc.py status
 
+# The cluster DNS on the wire first (no cluster needed), then the real thing.
+EXTRA_DEB_PACKAGES += python3-dnspython
 cluster-e2e: cluster-build cluster-runtime
+	@mkdir -p $(BUILD); echo "--- cluster DNS against dnspython"; \
+	  if $(LC_PYTHON) $(LC_DIR)/tests/test_clusterdns.py > $(BUILD)/clusterdns.log 2>&1; \
+	  then tail -1 $(BUILD)/clusterdns.log; else cat $(BUILD)/clusterdns.log; exit 1; fi
 	@$(LC_DIR)/tests/run-e2e.sh $(LC_RELEASES)
