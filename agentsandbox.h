@@ -9628,6 +9628,15 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
         if (l > sizeof err->message - sizeof hint) l = sizeof err->message - sizeof hint;
         memcpy(err->message + l, hint, sizeof hint);
     }
+    if (r == ASB_ERR_DNS && err && c->mode == ASB_CONNECT_IN_CLUSTER) {
+        /* no pod IP, and the Service name does not resolve: say why the
+           name was used and when it exists */
+        static const char hint[] = " (in-cluster without a pod IP: the sandbox's Service name, "
+                                   "which exists when its template says service: true)";
+        size_t l = strlen(err->message);
+        if (l > sizeof err->message - sizeof hint) l = sizeof err->message - sizeof hint;
+        memcpy(err->message + l, hint, sizeof hint);
+    }
     if (r != ASB_OK && err) {
         /* a peer that echoes request headers into its error body would
            hand our token, or a key in an extra header, to whoever reads

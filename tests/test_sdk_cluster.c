@@ -675,6 +675,24 @@ static int dns_fallback_child(const char *state) {
         fprintf(stderr, "    the refusal was not logged once:\n%s\n", ls.text.ptr);
         goto out;
     }
+    /* a template without `service: true`: no such name; the error says why
+       the name was used */
+    if (asb_sandbox_terminate(sb, &err) != ASB_OK) {
+        fprintf(stderr, "    terminate: %s\n", err.message);
+        goto out;
+    }
+    sb = NULL;
+    if (asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err) != ASB_OK) {
+        fprintf(stderr, "    create without a service: %s\n", err.message);
+        goto out;
+    }
+    if (asb_sandbox_run(sb, "true", 0, &rr, &err) != ASB_ERR_DNS ||
+        !strstr(err.message, "svc.cluster.local") || !strstr(err.message, "service: true")) {
+        fprintf(stderr, "    run without a service: %s\n", err.message);
+        asb_run_result_free(&rr);
+        goto out;
+    }
+    asb_run_result_free(&rr);
     rc = 0;
 out:
     if (sb && asb_sandbox_terminate(sb, &err) != ASB_OK) {
