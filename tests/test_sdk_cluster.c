@@ -56,22 +56,29 @@ static int proc_parent(int pid, char *name, size_t cap) {
 }
 
 /* kubectl processes started by this process: each runs under a tunnel
-   supervisor that is our child. */
-static int count_kubectl_children(void) {
+   supervisor that is our child. Fills up to cap of their pids and their
+   supervisors' (either array may be NULL); returns how many there are. */
+static int kubectl_children(int *kubectl, int *supervisor, int cap) {
     DIR *d = opendir("/proc");
     struct dirent *e;
     int n = 0;
     while (d && (e = readdir(d)) != NULL) {
         char name[64] = "";
-        int ppid;
+        int pid, ppid;
         if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-        ppid = proc_parent(atoi(e->d_name), name, sizeof name);
-        if (ppid > 0 && strstr(name, "kubectl") && proc_parent(ppid, NULL, 0) == (int)getpid())
-            n++;
+        pid = atoi(e->d_name);
+        ppid = proc_parent(pid, name, sizeof name);
+        if (ppid <= 0 || !strstr(name, "kubectl") || proc_parent(ppid, NULL, 0) != (int)getpid())
+            continue;
+        if (n < cap && kubectl) kubectl[n] = pid;
+        if (n < cap && supervisor) supervisor[n] = ppid;
+        n++;
     }
     if (d) closedir(d);
     return n;
 }
+
+static int count_kubectl_children(void) { return kubectl_children(NULL, NULL, 0); }
 
 /* The kubectl that a tunnel supervisor runs (0 if none). */
 static int kubectl_of(int supervisor) {
@@ -2328,23 +2335,14 @@ static int sweep_claims(const char *name, int failed) {
     /* and kubectl: a case that returned early never freed its client, and
        its tunnel would be counted by every later case */
     {
-        DIR *d = opendir("/proc");
-        struct dirent *e;
-        while (d && (e = readdir(d)) != NULL) {
-            char pname[64] = "";
-            int pid, sup;
-            if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-            pid = atoi(e->d_name);
-            sup = proc_parent(pid, pname, sizeof pname);
-            if (sup <= 0 || !strstr(pname, "kubectl") || proc_parent(sup, NULL, 0) != (int)getpid())
-                continue;
-            left++;
-            fprintf(stderr, "    %s left kubectl %d (supervisor %d) running%s\n", name, pid, sup,
-                    failed ? " (stopped now)" : "; stopped now");
-            kill(-sup, SIGKILL); /* the supervisor's group: it and kubectl */
-            waitpid(sup, NULL, 0);
+        int kpid[16], sup[16], i, n = kubectl_children(kpid, sup, 16);
+        for (i = 0; i < n && i < 16; i++) {
+            fprintf(stderr, "    %s left kubectl %d (supervisor %d) running%s\n", name, kpid[i],
+                    sup[i], failed ? " (stopped now)" : "; stopped now");
+            kill(-sup[i], SIGKILL); /* the supervisor's group: it and kubectl */
+            waitpid(sup[i], NULL, 0);
         }
-        if (d) closedir(d);
+        left += n;
     }
     return left > 0;
 }
