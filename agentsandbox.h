@@ -9499,6 +9499,14 @@ static void asb__mask(char *buf, size_t len, const char *secret) {
         }
 }
 
+/* Appends advice to err->message, cutting the end of the message (not the
+   advice) when both do not fit. */
+static void asb__error_hint(asb_error *err, const char *hint) {
+    size_t l = strlen(err->message), n = strlen(hint) + 1;
+    if (l > sizeof err->message - n) l = sizeof err->message - n;
+    memcpy(err->message + l, hint, n);
+}
+
 /* One call to the runtime through the router, with its headers. */
 static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const char *path,
                                int timeout_ms, asb_http_response *resp, asb_error *err) {
@@ -9622,20 +9630,13 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
     if (r == ASB_ERR_TLS_VERIFY && err) {
         /* the usual cause is a router with a private CA: name the knob,
            cutting mbedTLS's detail if the message is full */
-        static const char hint[] =
-            " (asb_client_desc.sandbox_tls sets the router's CA and server_name)";
-        size_t l = strlen(err->message);
-        if (l > sizeof err->message - sizeof hint) l = sizeof err->message - sizeof hint;
-        memcpy(err->message + l, hint, sizeof hint);
+        asb__error_hint(err, " (asb_client_desc.sandbox_tls sets the router's CA and server_name)");
     }
     if (r == ASB_ERR_DNS && err && c->mode == ASB_CONNECT_IN_CLUSTER) {
         /* no pod IP, and the Service name does not resolve: say why the
            name was used and when it exists */
-        static const char hint[] = " (in-cluster without a pod IP: the sandbox's Service name, "
-                                   "which exists when its template says service: true)";
-        size_t l = strlen(err->message);
-        if (l > sizeof err->message - sizeof hint) l = sizeof err->message - sizeof hint;
-        memcpy(err->message + l, hint, sizeof hint);
+        asb__error_hint(err, " (in-cluster without a pod IP: the sandbox's Service name, "
+                             "which exists when its template says service: true)");
     }
     if (r != ASB_OK && err) {
         /* a peer that echoes request headers into its error body would
