@@ -55,6 +55,27 @@ static int proc_parent(int pid, char *name, size_t cap) {
     return ppid;
 }
 
+/* Runs `echo <words>` in sb: 1 when it exits 0 with the words back, else
+   0 with the error or what came back on stderr. */
+static int echo_ok(asb_sandbox *sb, const char *words, int timeout_ms) {
+    char cmd[256], want[256];
+    asb_run_result rr;
+    asb_error err;
+    int ok;
+    snprintf(cmd, sizeof cmd, "echo %s", words);
+    snprintf(want, sizeof want, "%s\n", words);
+    if (asb_sandbox_run(sb, cmd, timeout_ms, &rr, &err) != ASB_OK) {
+        fprintf(stderr, "    %s: %s\n", cmd, err.message);
+        return 0;
+    }
+    ok = rr.exit_code == 0 && rr.out.ptr && strcmp(rr.out.ptr, want) == 0;
+    if (!ok)
+        fprintf(stderr, "    %s: exit %d, stdout \"%s\"\n", cmd, rr.exit_code,
+                rr.out.ptr ? rr.out.ptr : "");
+    asb_run_result_free(&rr);
+    return ok;
+}
+
 /* kubectl processes started by this process: each runs under a tunnel
    supervisor that is our child. Fills up to cap of their pids and their
    supervisors' (either array may be NULL); returns how many there are. */
@@ -123,11 +144,7 @@ ASBT_TEST(quick_start_create_run_write_read_exists_terminate) {
     ASBT_EQ_STR(asb_sandbox_namespace(sb), "default");
     snprintf(claim, sizeof claim, "%s", asb_sandbox_claim_name(sb));
 
-    if (asb_sandbox_run(sb, "echo hello from the sandbox", 30000, &rr, &err) != ASB_OK)
-        fprintf(stderr, "    run: %s\n", err.message);
-    ASBT_EQ_INT(rr.exit_code, 0);
-    ASBT_EQ_STR(rr.out.ptr, "hello from the sandbox\n");
-    asb_run_result_free(&rr);
+    ASBT_CHECK(echo_ok(sb, "hello from the sandbox", 30000));
     ASBT_EQ_RES(asb_sandbox_run(sb, "sh -c 'echo oops >&2; exit 3'", 0, &rr, &err), ASB_OK);
     ASBT_EQ_INT(rr.exit_code, 3);
     ASBT_EQ_STR(rr.err.ptr, "oops\n");
@@ -239,10 +256,7 @@ ASBT_TEST(killed_kubectl_is_replaced_on_the_next_call) {
     ASBT_CHECK(first > 0 && kubectl_of(first) > 0);
     kill(kubectl_of(first), SIGKILL); /* kubectl alone: its supervisor follows */
     asb__sleep_ms(200);
-    if (asb_sandbox_run(sb, "echo again", 0, &rr, &err) != ASB_OK)
-        fprintf(stderr, "    %s\n", err.message);
-    ASBT_EQ_STR(rr.out.ptr, "again\n");
-    asb_run_result_free(&rr);
+    ASBT_CHECK(echo_ok(sb, "again", 0));
     ASBT_CHECK(c->tunnel_pid > 0 && c->tunnel_pid != first);
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
     asb_client_free(c);
@@ -516,7 +530,6 @@ ASBT_TEST(probe_runtime_waits_for_the_runtime_of_a_template_without_a_probe) {
     asb_client *c = NULL;
     asb_sandbox *sb = NULL;
     asb_create_opts o;
-    asb_run_result rr;
     asbt_log ls;
     memset(&d, 0, sizeof d);
     d.kube.kubeconfig.path = kubeconfig;
@@ -531,9 +544,7 @@ ASBT_TEST(probe_runtime_waits_for_the_runtime_of_a_template_without_a_probe) {
     ASBT_CHECK(ls.text.ptr && strstr(ls.text.ptr, "0 sandbox.call: GET /: 200") != NULL &&
                strstr(ls.text.ptr, "0 sandbox.call: GET /: 200") <
                    strstr(ls.text.ptr, "1 sandbox.create: claim"));
-    ASBT_EQ_RES(asb_sandbox_run(sb, "echo up", 0, &rr, &err), ASB_OK);
-    ASBT_EQ_STR(rr.out.ptr, "up\n");
-    asb_run_result_free(&rr);
+    ASBT_CHECK(echo_ok(sb, "up", 0));
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
     ASBT_EQ_RES(asb_kube_delete(c->kube, &res, "default", "asb-no-probe", &err), ASB_OK);
     asb_client_free(c);
@@ -574,7 +585,6 @@ ASBT_TEST(in_cluster_mode_talks_to_the_pod_ip_without_the_router) {
     asb_client_desc d;
     asb_client *c = NULL;
     asb_sandbox *sb = NULL;
-    asb_run_result rr;
     asbt_log ls;
     int i;
     memset(&d, 0, sizeof d);
@@ -584,10 +594,7 @@ ASBT_TEST(in_cluster_mode_talks_to_the_pod_ip_without_the_router) {
     ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
     for (i = 0; i < 5; i++) {
-        if (asb_sandbox_run(sb, "echo direct", 0, &rr, &err) != ASB_OK)
-            fprintf(stderr, "    %s\n", err.message);
-        ASBT_EQ_STR(rr.out.ptr, "direct\n");
-        asb_run_result_free(&rr);
+        ASBT_CHECK(echo_ok(sb, "direct", 0));
     }
     ASBT_EQ_INT(c->tunnel_pid, 0); /* no kubectl was needed */
     /* the pod IP was looked up once for five calls, as the reference does */
@@ -596,9 +603,7 @@ ASBT_TEST(in_cluster_mode_talks_to_the_pod_ip_without_the_router) {
        the pod range that nothing listens on), the call looks the IP up
        again and goes through */
     snprintf(sb->ip, sizeof sb->ip, "127.1.%d.254", atoi(sb->ip + 6));
-    ASBT_EQ_RES(asb_sandbox_run(sb, "echo moved", 0, &rr, &err), ASB_OK);
-    ASBT_EQ_STR(rr.out.ptr, "moved\n");
-    asb_run_result_free(&rr);
+    ASBT_CHECK(echo_ok(sb, "moved", 0));
     ASBT_EQ_INT(asbt_log_count(&ls, "sandbox.pod_ip:"), 2);
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
     asb_client_free(c);
@@ -750,7 +755,6 @@ ASBT_TEST(warm_pool_claims_match_the_clusters_api_version) {
     asb_client *c = new_client(&err);
     asb_sandbox *sb = NULL;
     asb_create_opts o;
-    asb_run_result rr;
     ASBT_CHECK(c != NULL);
     memset(&o, 0, sizeof o);
     o.warm_pool = "python-sandbox-warmpool";
@@ -768,9 +772,7 @@ ASBT_TEST(warm_pool_claims_match_the_clusters_api_version) {
     ASBT_EQ_STR(c->api_version, "v1beta1");
     /* the pool's sandbox is adopted: its name is not the claim's */
     ASBT_CHECK(strcmp(asb_sandbox_name(sb), asb_sandbox_claim_name(sb)) != 0);
-    ASBT_EQ_RES(asb_sandbox_run(sb, "echo from the pool", 0, &rr, &err), ASB_OK);
-    ASBT_EQ_STR(rr.out.ptr, "from the pool\n");
-    asb_run_result_free(&rr);
+    ASBT_CHECK(echo_ok(sb, "from the pool", 0));
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
     /* a template claim on v1beta1 is refused with the way out */
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err),
@@ -797,9 +799,7 @@ ASBT_TEST(close_connection_keeps_the_claim_and_options_reach_the_router) {
     ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
     /* with the pod IP header, the router goes straight to the pod */
-    ASBT_EQ_RES(asb_sandbox_run(sb, "echo via pod ip", 0, &rr, &err), ASB_OK);
-    ASBT_EQ_STR(rr.out.ptr, "via pod ip\n");
-    asb_run_result_free(&rr);
+    ASBT_CHECK(echo_ok(sb, "via pod ip", 0));
     asb_sandbox_close_connection(sb);
     asb_sandbox_close_connection(sb); /* idempotent */
     ASBT_CHECK(!asb_sandbox_is_active(sb));
@@ -848,10 +848,7 @@ ASBT_TEST(gateway_mode_skips_bad_addresses_and_reaches_the_router) {
     d.gateway_ready_timeout_ms = 20000;
     ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
-    if (asb_sandbox_run(sb, "echo through the gateway", 0, &rr, &err) != ASB_OK)
-        fprintf(stderr, "    %s\n", err.message);
-    ASBT_EQ_STR(rr.out.ptr, "through the gateway\n");
-    asb_run_result_free(&rr);
+    ASBT_CHECK(echo_ok(sb, "through the gateway", 0));
     ASBT_CONTAINS(c->gw_base, "http://127.0.0.1:"); /* evil.com/admin, 2130706433 skipped */
     ASBT_EQ_INT(c->tunnel_pid, 0);
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
@@ -1240,9 +1237,7 @@ static void router_503_checks(fault_proxy *p, asb_sandbox *sb) {
 
     /* with the fault gone the same handle works through the proxy */
     fp_arm(p, 0);
-    ASBT_EQ_RES(asb_sandbox_run(sb, "echo once", 0, &rr, &err), ASB_OK);
-    ASBT_EQ_STR(rr.out.ptr, "once\n");
-    asb_run_result_free(&rr);
+    ASBT_CHECK(echo_ok(sb, "once", 0));
     ASBT_EQ_RES(asb_sandbox_exists(sb, "notes/b.txt", &ex, &err), ASB_OK);
     ASBT_EQ_INT(ex, 0); /* the refused upload never reached the runtime */
     ASBT_EQ_INT(fp_count(p, "POST /execute ", NULL), 1);
@@ -2073,7 +2068,6 @@ static void https_router_checks(const tls_terminator *t, tls_clients *tc) {
     asb_sandbox *sb = NULL;
     asb_create_opts o;
     asb_label label[1];
-    asb_run_result rr;
     asb_buf data;
     asb_name_list names;
     char ca[160], ca2[160], cert[160], key[160], cert2[160], key2[160], val[32], sel[64];
@@ -2099,11 +2093,7 @@ static void https_router_checks(const tls_terminator *t, tls_clients *tc) {
         fprintf(stderr, "    create: %s\n", err.message);
     ASBT_CHECK(sb != NULL);
     snprintf(claim, sizeof claim, "%s", asb_sandbox_claim_name(sb));
-    if (asb_sandbox_run(sb, "echo over tls", 30000, &rr, &err) != ASB_OK)
-        fprintf(stderr, "    run: %s\n", err.message);
-    ASBT_EQ_INT(rr.exit_code, 0);
-    ASBT_EQ_STR(rr.out.ptr, "over tls\n");
-    asb_run_result_free(&rr);
+    ASBT_CHECK(echo_ok(sb, "over tls", 30000));
     ASBT_EQ_RES(asb_sandbox_write(sb, "tls/f.bin", "x\0y\r\n", 5, &err), ASB_OK);
     asb_buf_init(&data, NULL);
     ASBT_EQ_RES(asb_sandbox_read(sb, "tls/f.bin", &data, &err), ASB_OK);
@@ -2207,7 +2197,6 @@ static void https_gateway_checks(const tls_terminator *t, tls_clients *tc) {
     asb_client_desc d;
     asb_client *c = NULL;
     asb_sandbox *sb = NULL;
-    asb_run_result rr;
     char ca[160], want[64];
     snprintf(ca, sizeof ca, "%s/ca.crt", t->certs);
     memset(&d, 0, sizeof d);
@@ -2226,10 +2215,7 @@ static void https_gateway_checks(const tls_terminator *t, tls_clients *tc) {
     ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
     tc->c[tc->n++] = c;
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
-    if (asb_sandbox_run(sb, "echo through an https gateway", 30000, &rr, &err) != ASB_OK)
-        fprintf(stderr, "    %s\n", err.message);
-    ASBT_EQ_STR(rr.out.ptr, "through an https gateway\n");
-    asb_run_result_free(&rr);
+    ASBT_CHECK(echo_ok(sb, "through an https gateway", 30000));
     snprintf(want, sizeof want, "https://127.0.0.1:%d", t->port[0]);
     ASBT_EQ_STR(c->gw_base, want); /* evil.com/admin, 2130706433 skipped */
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
