@@ -7786,6 +7786,12 @@ static asb_result asb__kube_path(const asb_kube_resource *res, const char *ns, c
                 return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
                                  "kube: object name may hold only lowercase letters, digits, "
                                  "'-' and '.'");
+        /* "." and ".." would name the collection or its parent once in the
+           path (DELETE .../sandboxclaims/..): refused, as client-go's
+           IsValidPathSegmentName does ('/' and '%' cannot pass above) */
+        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "kube: object name may not be \".\" or \"..\"");
     }
     if (res->group && *res->group) {
         r = asb_buf_append(p, "/apis/", 6);

@@ -340,6 +340,57 @@ ASBT_TEST(unsafe_paths_and_names_never_reach_the_router) {
     recorder_stop(rec);
 }
 
+/* R9: an object name "." or ".." would become a path segment naming the
+   collection or its parent (DELETE .../sandboxclaims/..). Refused before
+   any request, as client-go does; the recorder (the kubeconfig's API
+   server here) sees nothing until a valid name is used. */
+ASBT_TEST(dot_and_dot_dot_object_names_never_reach_the_api_server) {
+    static const char *bad[] = {".", "..", "a/b", "a%2e", ""};
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_kube_client_desc d;
+    asb_kube_client *kc = NULL;
+    asb_kube_resource res;
+    asb_error err;
+    asb_buf out;
+    FILE *f;
+    size_t i;
+    ASBT_CHECK(rec != NULL);
+    snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-test-sdk-%d.kubeconfig", (int)getpid());
+    f = fopen(unit_cfg, "w");
+    ASBT_CHECK(f != NULL);
+    fprintf(f,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+            "    server: http://127.0.0.1:%d\ncontexts:\n- name: c\n  context: {cluster: c, "
+            "user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n",
+            rec->port);
+    ASBT_CHECK(fclose(f) == 0);
+    memset(&d, 0, sizeof d);
+    d.kubeconfig.path = unit_cfg;
+    d.http.retry.max_attempts = 1;
+    ASBT_EQ_RES(asb_kube_client_create(&d, &kc, &err), ASB_OK);
+    unlink(unit_cfg);
+    memset(&res, 0, sizeof res);
+    res.group = "extensions.agents.x-k8s.io";
+    res.version = "v1alpha1";
+    res.plural = "sandboxclaims";
+    asb_buf_init(&out, NULL);
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ASBT_EQ_RES(asb_kube_delete(kc, &res, "default", bad[i], &err), ASB_ERR_INVALID_ARGUMENT);
+        ASBT_EQ_RES(asb_kube_get(kc, &res, "default", bad[i], &out, &err),
+                    ASB_ERR_INVALID_ARGUMENT);
+        ASBT_EQ_RES(asb_kube_patch(kc, &res, "default", bad[i], "{}", 2, &out, &err),
+                    ASB_ERR_INVALID_ARGUMENT);
+    }
+    ASBT_EQ_INT(recorder_count(rec), 0);
+    /* control: a name with dots in it is a valid name, and is sent */
+    recorder_reply(rec, 200, "{}");
+    ASBT_EQ_RES(asb_kube_delete(kc, &res, "default", "a.b", &err), ASB_OK);
+    ASBT_EQ_INT(recorder_count(rec), 1);
+    asb_buf_free(&out);
+    asb_kube_client_free(kc);
+    recorder_stop(rec);
+}
+
 ASBT_TEST(file_paths_are_normalised_and_percent_encoded_on_the_wire) {
     recorder *rec = recorder_start("127.0.0.1");
     asb_client *c;
@@ -592,6 +643,7 @@ ASBT_LIST(
     ASBT_CASE(gateway_status_skips_integers_non_objects_and_numeric_hosts)
     ASBT_CASE(router_timeout_header_is_whole_seconds_rounded_up_and_only_when_positive)
     ASBT_CASE(unsafe_paths_and_names_never_reach_the_router)
+    ASBT_CASE(dot_and_dot_dot_object_names_never_reach_the_api_server)
     ASBT_CASE(file_paths_are_normalised_and_percent_encoded_on_the_wire)
     ASBT_CASE(router_token_goes_to_the_router_and_never_into_errors_or_the_log)
     ASBT_CASE(keys_in_extra_headers_are_masked_in_echoed_error_bodies)
