@@ -715,9 +715,9 @@ ASB_API asb_result asb_json_writer_finish(asb_json_writer *w);
 /* Safe upload/download path (PROTOCOL §6): rejects any byte < 0x20 or 0x7F
    (checked before anything else, so a NUL cannot hide a `..`), trims
    surrounding whitespace, rejects an empty path, normalises POSIX-style
-   (collapses `//` and `.`, resolves `..` lexically), strips the leading `/`
-   and rejects a result that is `.`, empty, ends in `/` (names no file) or
-   still climbs out with `..`. The result goes into out[0, cap),
+   (collapses `//` and `.`, resolves `..` lexically, drops a trailing `/`
+   as posixpath.normpath does: "dir/" is "dir"), strips the leading `/` and
+   rejects a result that is `.`, empty or still climbs out with `..`. The result goes into out[0, cap),
    NUL-terminated; *out_len (may be NULL) gets its length. */
 ASB_API asb_result asb_path_normalize(const char *path, size_t len, char *out,
                                       size_t cap, size_t *out_len,
@@ -1017,8 +1017,9 @@ ASB_API void asb_http_response_free(asb_http_response *resp);
 
 /* One file part of a multipart/form-data body, for streaming: send `head`,
    then the file bytes, then `tail`; the total is head.len + file size +
-   tail.len. The field name and filename are quoted as HTML forms do (`"`
-   -> %22, CR -> %0D, LF -> %0A); a NUL in either is refused. */
+   tail.len. The field name and filename are quoted-strings with `"` and
+   `\` backslash-escaped (as the runtimes decode them), CR -> %0D, LF ->
+   %0A; a NUL in either is refused. */
 typedef struct asb_multipart {
     asb_buf head;
     asb_buf tail;
@@ -2841,9 +2842,6 @@ ASB_API asb_result asb_path_normalize(const char *path, size_t len, char *out,
     asb__quote(q, sizeof q, path, len, 48);
     if (b == e)
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "path is empty");
-    if (path[e - 1] == '/')
-        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
-                         "path \"%s\" ends in '/' and does not name a file", q);
     absolute = path[b] == '/';
     /* Lexical normalisation, segment by segment, writing into out as a
        stack of segments joined by '/'. */
@@ -7013,11 +7011,17 @@ ASB_API void asb_http_response_free(asb_http_response *resp) {
 
 /* -- multipart --------------------------------------------------------------- */
 
-/* Appends a form-data parameter value quoted as browsers do. */
+/* Appends a form-data parameter value as a quoted-string. `"` and `\` are
+   backslash-escaped: what both runtimes decode (python-multipart, as the
+   upstream runtime uses it, and agentsandbox-runtime undo exactly `\"` and
+   `\\`); the HTML form style (`"` as %22) is decoded by neither, so such a
+   name would not round-trip. CR and LF stay %0D / %0A (the safe-path rules
+   refuse them in file names anyway). */
 static asb_result asb__mp_quoted(asb_buf *b, const char *s) {
     asb_result r = asb_buf_append(b, "\"", 1);
     for (; r == ASB_OK && *s; s++) {
-        if (*s == '"') r = asb_buf_append(b, "%22", 3);
+        if (*s == '"') r = asb_buf_append(b, "\\\"", 2);
+        else if (*s == '\\') r = asb_buf_append(b, "\\\\", 2);
         else if (*s == '\r') r = asb_buf_append(b, "%0D", 3);
         else if (*s == '\n') r = asb_buf_append(b, "%0A", 3);
         else r = asb_buf_append(b, s, 1);

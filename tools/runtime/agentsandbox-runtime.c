@@ -792,8 +792,8 @@ bad:
 /* >>multipart ============================================================= */
 
 /* Parameters are parsed as in RFC 7578 / RFC 2183: token or quoted-string
-   values, with backslash escapes in quoted strings (how requests/urllib3 and
-   curl send a backslash). filename*= is not supported; browsers and the SDKs
+   values; in quoted strings only \\ and \" are escapes (the reference
+   runtime's decoding; agentsandbox.h sends `"` and `\` that way). filename*= is not supported; browsers and the SDKs
    send plain filename=. */
 #define RT_MP_NAME_MAX 256
 #define RT_MP_FILENAME_MAX 4096
@@ -845,11 +845,12 @@ static int rt_param_value(const char *s, size_t n, size_t *i, char *out, size_t 
             c = s[k++];
             if (c == '"')
                 break;
-            if (c == '\\') {
-                if (k >= n)
-                    return -1;
+            /* Only \\ and \" are escapes, as python-multipart (the
+               reference runtime's parser, through email.utils.unquote)
+               decodes them: any other backslash is a literal byte, so
+               a bare `back\slash` keeps its backslash. */
+            if (c == '\\' && k < n && (s[k] == '\\' || s[k] == '"'))
                 c = s[k++];
-            }
             if (o >= cap)
                 return -1;
             out[o++] = c;
