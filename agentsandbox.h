@@ -1766,6 +1766,32 @@ static void asb__quote(char *out, size_t cap, const char *s, size_t len,
     out[o] = '\0';
 }
 
+/* Overwrites every copy of `secret` in buf[0, len) with '*'. */
+static void asb__mask(char *buf, size_t len, const char *secret) {
+    size_t n = strlen(secret), i;
+    if (n < 4) return; /* too short to tell from ordinary text */
+    for (i = 0; i + n <= len; i++)
+        if (memcmp(buf + i, secret, n) == 0) {
+            memset(buf + i, '*', n);
+            i += n - 1;
+        }
+    /* the bounded copy may end inside a copy of it: mask that start too */
+    for (i = len > n ? len - n + 1 : 0; i + 4 <= len; i++)
+        if (memcmp(buf + i, secret, len - i) == 0) {
+            memset(buf + i, '*', len - i);
+            break;
+        }
+}
+
+/* Masks `secret` in an error's message and body: a peer that echoes the
+   request's headers into its answer must not hand a credential we sent to
+   whoever reads the error. One helper for every layer that sends one. */
+static void asb__mask_error(asb_error *err, const char *secret) {
+    if (!err || !secret) return;
+    asb__mask(err->body, err->body_len, secret);
+    asb__mask(err->message, strlen(err->message), secret);
+}
+
 ASB_API asb_result asb_buf_init(asb_buf *buf, const asb_allocator *alloc) {
     memset(buf, 0, sizeof *buf);
     return asb__allocator_resolve(alloc, &buf->alloc);
@@ -7744,10 +7770,16 @@ static asb_result asb__kube_do(asb_kube_client *kc, asb_http_request *req, const
         }
         break;
     }
-    if (auth.ptr) memset(auth.ptr, 0, auth.len);
-    asb_buf_free(&auth);
     if (r == ASB_ERR_HTTP_STATUS && resp->status >= 400)
         r = asb__kube_status_error(method, path, resp->status, &resp->body, err);
+    if (r != ASB_OK && auth.len) {
+        /* a Status (or any body) echoing our headers: mask the credential
+           after "Bearer " or "Basic ", as the router path does */
+        const char *sp = (const char *)memchr(auth.ptr, ' ', auth.len);
+        if (sp) asb__mask_error(err, sp + 1);
+    }
+    if (auth.ptr) memset(auth.ptr, 0, auth.len);
+    asb_buf_free(&auth);
     asb_buf_free(&url);
     return r;
 }
@@ -9492,21 +9524,16 @@ static void asb__sb_url(asb_buf *url, const char *base, const char *path, asb_ht
     req->url = url->ptr;
 }
 
-/* Overwrites every copy of `secret` in buf[0, len) with '*'. */
-static void asb__mask(char *buf, size_t len, const char *secret) {
-    size_t n = strlen(secret), i;
-    if (n < 4) return; /* too short to tell from ordinary text */
-    for (i = 0; i + n <= len; i++)
-        if (memcmp(buf + i, secret, n) == 0) {
-            memset(buf + i, '*', n);
-            i += n - 1;
-        }
-    /* the bounded copy may end inside a copy of it: mask that start too */
-    for (i = len > n ? len - n + 1 : 0; i + 4 <= len; i++)
-        if (memcmp(buf + i, secret, len - i) == 0) {
-            memset(buf + i, '*', len - i);
-            break;
-        }
+/* A peer that echoes request headers into its error body would hand our
+   token, or a key in an extra header, to whoever reads the error: mask
+   them (an extra value under 8 bytes is no key, and masking it would
+   garble ordinary text). */
+static void asb__client_mask_error(const asb_client *c, asb_error *err) {
+    size_t i;
+    if (!err) return;
+    if (c->router_auth) asb__mask_error(err, c->router_auth + 7);
+    for (i = 0; i < c->extra_count; i++)
+        if (strlen(c->extra[i].value) >= 8) asb__mask_error(err, c->extra[i].value);
 }
 
 /* Appends advice to err->message, cutting the end of the message (not the
@@ -9648,21 +9675,7 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
         asb__error_hint(err, " (in-cluster without a pod IP: the sandbox's Service name, "
                              "which exists when its template says service: true)");
     }
-    if (r != ASB_OK && err) {
-        /* a peer that echoes request headers into its error body would
-           hand our token, or a key in an extra header, to whoever reads
-           the error: mask them (an extra value under 8 bytes is no key,
-           and masking it would garble ordinary text) */
-        if (c->router_auth) {
-            asb__mask(err->body, err->body_len, c->router_auth + 7);
-            asb__mask(err->message, strlen(err->message), c->router_auth + 7);
-        }
-        for (i = 0; i < c->extra_count; i++)
-            if (strlen(c->extra[i].value) >= 8) {
-                asb__mask(err->body, err->body_len, c->extra[i].value);
-                asb__mask(err->message, strlen(err->message), c->extra[i].value);
-            }
-    }
+    if (r != ASB_OK) asb__client_mask_error(c, err);
     if (r == ASB_ERR_HTTP_STATUS && resp->status == 404) r = ASB_ERR_NOT_FOUND;
     if (r == ASB_OK)
         asb__log(&c->log, ASB_LOG_DEBUG, "sandbox.call",
@@ -9787,6 +9800,7 @@ ASB_API asb_result asb_sandbox_run(asb_sandbox *sb, const char *command, int tim
                 err->http_status = resp.status;
                 err->body_len = resp.body.len < sizeof err->body ? resp.body.len : sizeof err->body;
                 if (err->body_len) memcpy(err->body, resp.body.ptr, err->body_len);
+                asb__client_mask_error(sb->client, err); /* an echo, like an error's */
             }
         } else {
             result->exit_code = (int)code;

@@ -297,6 +297,35 @@ ASBT_TEST(secrets_never_reach_error_messages) {
     asb_kube_client_free(kc);
 }
 
+/* R8: a server whose Status echoes the request's headers (message and
+   body) must not put the credential we sent into err: masked as the
+   router path masks its token. Bearer tokens and basic credentials. */
+ASBT_TEST(credentials_echoed_in_a_status_are_masked_in_err) {
+    static const char *users[] = {"    token: echoed-bearer-token-0123456789abcdef\n",
+                                  "    username: admin\n    password: echoed-password-42\n"};
+    static const char *secrets[] = {"echoed-bearer-token-0123456789abcdef",
+                                    "YWRtaW46ZWNob2VkLXBhc3N3b3JkLTQy"}; /* admin:echoed-password-42 */
+    static const char *shown[] = {"Authorization: Bearer ****", "Authorization: Basic ****"};
+    size_t i;
+    for (i = 0; i < 2; i++) {
+        asb_error err;
+        asb_kube_client *kc;
+        write_cfg(users[i]);
+        kc = client(&err);
+        ASBT_CHECK(kc != NULL);
+        ASBT_EQ_RES(asb_kube_request(kc, "GET", "/status-echo/400", NULL, NULL, 0, NULL, &err),
+                    ASB_ERR_KUBE_API);
+        ASBT_EQ_INT(err.http_status, 400);
+        /* the echo did arrive, masked, in both places */
+        ASBT_CONTAINS(err.message, shown[i]);
+        ASBT_CHECK(memmem(err.body, err.body_len, shown[i], strlen(shown[i])) != NULL);
+        ASBT_CHECK(strstr(err.message, secrets[i]) == NULL);
+        ASBT_CHECK(memmem(err.body, err.body_len, secrets[i], strlen(secrets[i])) == NULL);
+        ASBT_CHECK(memmem(err.body, err.body_len, secrets[i], 8) == NULL);
+        asb_kube_client_free(kc);
+    }
+}
+
 /* An API server's 429 comes from its admission of requests, before any
    handler: the Kubernetes layer retries it whatever the method, after
    the server's Retry-After. (The fault server stands in for a throttling
@@ -417,6 +446,7 @@ ASBT_LIST(
     ASBT_CASE(legacy_auth_provider_is_refused_with_advice)
     ASBT_CASE(in_cluster_config_reads_the_service_account)
     ASBT_CASE(secrets_never_reach_error_messages)
+    ASBT_CASE(credentials_echoed_in_a_status_are_masked_in_err)
     ASBT_CASE(an_api_servers_429_is_retried_even_for_a_post)
     ASBT_CASE(exec_plugin_args_reach_it_verbatim_and_no_shell_runs)
 )

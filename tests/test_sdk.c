@@ -482,6 +482,13 @@ ASBT_TEST(router_token_goes_to_the_router_and_never_into_errors_or_the_log) {
     ASBT_CHECK(!recorder_has(err.body, err.body_len, token));
     ASBT_CHECK(recorder_has(err.body, err.body_len, "\"got\":\"Authorization: Bearer ****"));
     ASBT_CHECK(recorder_has(err.body, err.body_len, "bad request"));
+    /* the same echo in a 200 that is no run result (R8's sibling): the
+       body kept in err is masked as well */
+    recorder_reply(rec, 200, "{\"echo\":\"Authorization: Bearer s20-router-token-5c1a9e\"}");
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_ERR_HTTP_PROTOCOL);
+    asb_run_result_free(&rr);
+    ASBT_CHECK(!recorder_has(err.body, err.body_len, token));
+    ASBT_CHECK(recorder_has(err.body, err.body_len, "Authorization: Bearer ****"));
     asb_client_free(c);
     recorder_stop(rec);
     /* a router that is not there: the transport error names no token */

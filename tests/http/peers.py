@@ -91,6 +91,9 @@ unless said; connections are kept alive unless said; `?k=v` where noted):
                            HEAD: the same headers, no body; kept alive
   /bytes/<n>               200, Content-Length n, bytes i%251 (for body caps)
   /status/<code>           that status, body "status <code>\\n"
+  /status-echo/<code>      that status with a Kubernetes Status whose message
+                           lists the request headers as received (a server
+                           that echoes credentials into its errors)
   /slow-upload-sink[?rate=B]  reads the request body (Content-Length or chunked)
                            at about B bytes/s (default 4 MiB/s) with a small
                            receive buffer, then 200 JSON {"bytes","sha256","chunked"}
@@ -546,6 +549,14 @@ class FaultHandler(socketserver.BaseRequestHandler):
                 part = unit[:min(left, len(unit))]
                 send(part)
                 left -= len(part)
+            return True
+        if seg[0] == "status-echo" and len(seg) == 2:
+            code = int(seg[1])
+            seen = "; ".join("%s: %s" % (k, v) for k, v in headers)
+            send(json_response({"message": "request headers: " + seen, "kind": "Status",
+                                "apiVersion": "v1", "status": "Failure",
+                                "reason": "BadRequest", "code": code},
+                               status=code, reason="Status"))
             return True
         if seg[0] == "status" and len(seg) == 2:
             code = int(seg[1])
