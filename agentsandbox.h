@@ -1371,7 +1371,9 @@ typedef struct asb_create_opts {
    controller works; the first call waits for it if need be.
    TemplateNotFound fails at once (ASB_ERR_TEMPLATE_NOT_FOUND), another
    terminal reason is ASB_ERR_CLAIM_FAILED, the deadline ASB_ERR_TIMEOUT;
-   on any failure the claim is deleted before returning: no orphan. */
+   on any failure the claim is deleted before returning: no orphan. The
+   claim is named client-side, so a create whose POST went out but whose
+   answer was lost (cut connection, timeout, 5xx) deletes it by name too. */
 ASB_API asb_result asb_client_create_sandbox(asb_client *client, const char *template_name,
                                              const asb_create_opts *opts, asb_sandbox **out,
                                              asb_error *err);
@@ -1450,7 +1452,9 @@ ASB_API asb_result asb_client_list_all(asb_client *client, const char *ns,
 ASB_API asb_result asb_client_delete_sandbox(asb_client *client, const char *claim_name,
                                              const char *ns, asb_error *err);
 
-/* Terminates every active handle, trying them all: ASB_OK when all went,
+/* Terminates every handle whose claim the client still tracks (closed
+   ones too: asb_sandbox_close_connection keeps the claim), trying them
+   all: ASB_OK when all went,
    else the first failure's code with how many failed in the message. */
 ASB_API asb_result asb_client_delete_all(asb_client *client, asb_error *err);
 
@@ -9232,6 +9236,20 @@ static int asb__claim_event(void *ud, const asb_watch_event *ev) {
     return 0;
 }
 
+/* Whether a failed claim create may have created the claim all the same:
+   the request went out and only the answer was lost (a cut connection, a
+   timeout, a 5xx from the apiserver or a proxy before it). A 4xx is the
+   apiserver's refusal (409: the name is someone else's, never to be
+   deleted); DNS, connect, proxy and TLS failures never sent the request,
+   and a POST is retried only when it never reached the server. */
+static int asb__create_may_have_landed(asb_result r, const asb_error *e) {
+    if (e->http_status >= 400 && e->http_status < 500) return 0;
+    if (e->http_status >= 500) return 1;
+    return r == ASB_ERR_SEND || r == ASB_ERR_RECV || r == ASB_ERR_TIMEOUT ||
+           r == ASB_ERR_CANCELLED || r == ASB_ERR_HTTP_PROTOCOL ||
+           r == ASB_ERR_HTTP_SHORT_BODY || r == ASB_ERR_TOO_LARGE || r == ASB_ERR_IO;
+}
+
 static asb_result asb__claim_manifest(asb_client *c, const char *claim, const char *tpl,
                                       const asb_create_opts *o, const char *ns, asb_buf *b,
                                       asb_error *err) {
@@ -9357,7 +9375,31 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
     asb_buf_init(&body, &c->alloc);
     asb_buf_init(&resp, &c->alloc);
     r = asb__claim_manifest(c, claim, tpl, opts, ns, &body, err);
-    if (r == ASB_OK) r = asb_kube_create(c->kube, asb__claims(c, &res), ns, body.ptr, body.len, &resp, err);
+    if (r == ASB_OK) {
+        asb_error cerr;
+        memset(&cerr, 0, sizeof cerr);
+        r = asb_kube_create(c->kube, asb__claims(c, &res), ns, body.ptr, body.len, &resp, &cerr);
+        if (r != ASB_OK && asb__create_may_have_landed(r, &cerr)) {
+            /* the POST went out but its answer was lost: the apiserver
+               may have stored the claim. The name is ours (made above),
+               so delete it by name; a 404 means it never landed */
+            asb_error derr;
+            asb_result dr = asb_kube_delete(c->kube, &res, ns, claim, &derr);
+            if (dr != ASB_OK && dr != ASB_ERR_NOT_FOUND) {
+                size_t l = strlen(cerr.message);
+                snprintf(cerr.message + l, sizeof cerr.message - l,
+                         " (the claim %s may exist: deleting it failed: %.150s)", claim,
+                         derr.message);
+            }
+            asb__log(&c->log, ASB_LOG_ERROR, "sandbox.create",
+                     "claim %s/%s: the create's answer was lost (%s); %s", ns, claim,
+                     asb_result_str(r),
+                     dr == ASB_OK ? "it had landed and is deleted"
+                                  : dr == ASB_ERR_NOT_FOUND ? "it never landed"
+                                                            : "deleting it failed");
+        }
+        if (r != ASB_OK && err) *err = cerr;
+    }
     asb_buf_free(&body);
     if (r != ASB_OK) {
         asb_buf_free(&resp);
@@ -10127,8 +10169,15 @@ ASB_API asb_result asb_client_delete_all(asb_client *c, asb_error *err) {
     char first_msg[300] = "";
     if (!c) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "delete_all: NULL client");
     do {
-        n = asb_client_list_active(c, list, 256);
-        if (n > 256) n = 256;
+        /* every claim the client still tracks, the handles closed with
+           close_connection too: closing ended the connection, not the
+           claim (the reference deletes every tracked claim) */
+        asb_sandbox *s;
+        n = 0;
+        pthread_mutex_lock(&c->lock);
+        for (s = c->handles; s && n < 256; s = s->next)
+            if (s->active) list[n++] = s;
+        pthread_mutex_unlock(&c->lock);
         for (i = 0; i < n; i++) {
             if (asb_sandbox_terminate(list[i], &one) != ASB_OK) {
                 if (!failed) {

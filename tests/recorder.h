@@ -47,6 +47,9 @@ typedef struct recorder {
     int count;                         /* requests answered */
     recorder_request req[RECORDER_MAX];
     int status;                        /* reply status (default 200) */
+    int drop;                          /* the next `drop` requests are
+                                          read, recorded and answered by a
+                                          close: an answer lost on the way */
     char reply[2048];                  /* reply body, sent as JSON */
 } recorder;
 
@@ -143,6 +146,14 @@ static void recorder_serve(recorder *r, int c) {
         body_have += (size_t)n;
     }
     pthread_mutex_lock(&r->lock);
+    if (r->drop > 0) {
+        r->drop--;
+        if (r->count < RECORDER_MAX) r->req[r->count] = *q;
+        r->count++;
+        pthread_mutex_unlock(&r->lock);
+        free(q);
+        return;
+    }
     status = r->status;
     snprintf(resp, sizeof resp,
              "HTTP/1.1 %d Recorded\r\nContent-Type: application/json\r\n"
@@ -234,6 +245,14 @@ ASBT_UNUSED static void recorder_reply(recorder *r, int status, const char *body
     pthread_mutex_lock(&r->lock);
     r->status = status;
     snprintf(r->reply, sizeof r->reply, "%s", body);
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* The next n requests get no answer: the connection closes once each
+   is read (and recorded). */
+ASBT_UNUSED static void recorder_drop(recorder *r, int n) {
+    pthread_mutex_lock(&r->lock);
+    r->drop = n;
     pthread_mutex_unlock(&r->lock);
 }
 

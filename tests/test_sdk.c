@@ -589,6 +589,133 @@ ASBT_TEST(a_long_error_body_keeps_its_first_512_bytes_in_err) {
     recorder_stop(rec);
 }
 
+/* A client whose API server is the recorder (plain http, no retries), in
+   DIRECT mode so no kubectl starts. */
+static asb_client *apiserver_client(recorder *rec, asb_error *err) {
+    asb_client_desc d;
+    asb_client *c = NULL;
+    FILE *f;
+    snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-test-sdk-api-%d.kubeconfig", (int)getpid());
+    f = fopen(unit_cfg, "w");
+    if (!f) return NULL;
+    fprintf(f,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+            "    server: http://127.0.0.1:%d\ncontexts:\n- name: c\n  context: {cluster: c, "
+            "user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n",
+            rec->port);
+    if (fclose(f) != 0) return NULL;
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = unit_cfg;
+    d.kube.http.retry.max_attempts = 1;
+    d.mode = ASB_CONNECT_DIRECT;
+    d.direct_url = "http://127.0.0.1:1";
+    d.claim_api_version = "v1alpha1";
+    if (asb_client_create(&d, &c, err) != ASB_OK) c = NULL;
+    unlink(unit_cfg);
+    return c;
+}
+
+/* The claim name a recorded create POST carried ("" if none). */
+static void posted_claim_name(const recorder_request *q, char *out, size_t cap) {
+    const char *p = strstr(q->body, "\"name\":\"sandbox-claim-");
+    size_t n = 0;
+    out[0] = '\0';
+    if (!p) return;
+    p += 8;
+    while (p[n] && p[n] != '"' && n + 1 < cap) n++;
+    memcpy(out, p, n);
+    out[n] = '\0';
+}
+
+/* The claim is named client-side, so a create whose POST went out and
+   whose answer was lost may have left a claim behind: the client deletes
+   it by that name. A refusal (409: maybe someone else's claim) deletes
+   nothing. The answer-less close is the recorder's: a real apiserver
+   does not drop answers on demand. */
+ASBT_TEST(a_create_whose_answer_was_lost_deletes_its_claim_by_name) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client *c;
+    asb_sandbox *sb = NULL;
+    asb_error err;
+    recorder_request q;
+    char name[64], want[200];
+    static const int statuses[] = {0, 500, 503};
+    size_t i;
+    int n = 0;
+    ASBT_CHECK(rec != NULL);
+    c = apiserver_client(rec, &err);
+    ASBT_CHECK(c != NULL);
+    for (i = 0; i < sizeof statuses / sizeof statuses[0]; i++) {
+        asb_result r;
+        if (statuses[i] == 0) recorder_drop(rec, 1);
+        else recorder_reply(rec, statuses[i], "{\"kind\":\"Status\",\"code\":500}");
+        r = asb_client_create_sandbox(c, "tpl", NULL, &sb, &err);
+        ASBT_CHECK(r != ASB_OK);
+        ASBT_CHECK(sb == NULL);
+        ASBT_EQ_INT(recorder_count(rec), n + 2);
+        ASBT_CHECK(recorder_get(rec, n, &q));
+        {
+            static const char post[] = "POST /apis/extensions.agents.x-k8s.io/v1alpha1/"
+                                       "namespaces/default/sandboxclaims ";
+            if (strncmp(q.head, post, sizeof post - 1) != 0)
+                fprintf(stderr, "    first request:\n%.200s\n", q.head);
+            ASBT_CHECK(strncmp(q.head, post, sizeof post - 1) == 0);
+        }
+        posted_claim_name(&q, name, sizeof name);
+        ASBT_EQ_INT(strlen(name), 22);
+        ASBT_CHECK(recorder_get(rec, n + 1, &q));
+        snprintf(want, sizeof want,
+                 "DELETE /apis/extensions.agents.x-k8s.io/v1alpha1/namespaces/default/"
+                 "sandboxclaims/%s HTTP/1.1\r\n", name);
+        if (strncmp(q.head, want, strlen(want)) != 0)
+            fprintf(stderr, "    status %d: second request:\n%.200s\n", statuses[i], q.head);
+        ASBT_CHECK(strncmp(q.head, want, strlen(want)) == 0);
+        n += 2;
+    }
+    /* 409 AlreadyExists: the name is taken by a claim that is not ours */
+    recorder_reply(rec, 409, "{\"kind\":\"Status\",\"reason\":\"AlreadyExists\",\"code\":409}");
+    ASBT_CHECK(asb_client_create_sandbox(c, "tpl", NULL, &sb, &err) != ASB_OK);
+    ASBT_EQ_INT(recorder_count(rec), n + 1);
+    asb_client_free(c);
+    recorder_stop(rec);
+}
+
+/* close_connection ends a handle's use of the connection, not its claim:
+   delete_all deletes the claims of closed handles too. */
+ASBT_TEST(delete_all_deletes_the_claims_of_closed_handles_too) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client *c;
+    asb_sandbox *a, *b;
+    asb_error err;
+    int i, base, deletes = 0, saw_a = 0, saw_b = 0;
+    ASBT_CHECK(rec != NULL);
+    c = apiserver_client(rec, &err);
+    ASBT_CHECK(c != NULL);
+    a = asb__new_handle(c, "sandbox-claim-0000000a", "sb-a", "default");
+    b = asb__new_handle(c, "sandbox-claim-0000000b", "sb-b", "default");
+    ASBT_CHECK(a != NULL && b != NULL);
+    a->next = b;
+    b->next = c->handles;
+    c->handles = a;
+    asb_sandbox_close_connection(b);
+    ASBT_EQ_INT(asb_client_list_active(c, NULL, 0), 1);
+    base = recorder_count(rec); /* the handles' Sandbox reads */
+    ASBT_EQ_RES(asb_client_delete_all(c, &err), ASB_OK);
+    for (i = base; i < recorder_count(rec); i++) {
+        recorder_request q;
+        ASBT_CHECK(recorder_get(rec, i, &q));
+        if (strncmp(q.head, "DELETE ", 7) != 0) continue;
+        deletes++;
+        saw_a |= strstr(q.head, "/sandboxclaims/sandbox-claim-0000000a ") != NULL;
+        saw_b |= strstr(q.head, "/sandboxclaims/sandbox-claim-0000000b ") != NULL;
+    }
+    ASBT_EQ_INT(deletes, 2);
+    ASBT_CHECK(saw_a && saw_b);
+    ASBT_EQ_INT(asb_sandbox_is_active(a), 0);
+    asb_client_free(c);
+    recorder_stop(rec);
+}
+
 /* sandbox_tls belongs to the calls to sandboxes and is read when the
    client is made: a CA file that cannot be read, or a key without its
    certificate, fails asb_client_create (the kubeconfig's TLS is not
@@ -644,6 +771,8 @@ ASBT_TEST(sandbox_tls_is_read_by_client_create_and_gateway_https_defaults_to_443
 
 ASBT_LIST(
     ASBT_CASE(pod_ip_prefers_ipv4_unmaps_and_skips_invalid_entries)
+    ASBT_CASE(a_create_whose_answer_was_lost_deletes_its_claim_by_name)
+    ASBT_CASE(delete_all_deletes_the_claims_of_closed_handles_too)
     ASBT_CASE(client_options_are_checked_before_anything_runs)
     ASBT_CASE(a_logged_command_is_its_executable_base_name_only)
     ASBT_CASE(pod_ip_never_picks_addresses_the_router_refuses)
