@@ -14,56 +14,161 @@
        #define AGENTSANDBOX_IMPLEMENTATION
        #include "agentsandbox.h"
 
-   Everywhere else, include it without the define. Link with mbedTLS:
+   Everywhere else, include it without the define. Link with mbedTLS
+   (2.28 and 3.6 both work; on Debian: apt-get install libmbedtls-dev):
 
        cc -std=c99 app.c -lmbedtls -lmbedx509 -lmbedcrypto -pthread
-
-   (mbedTLS 2.28 and 3.6 both work.)
 
    or build without TLS (plain HTTP only; no mbedTLS needed) by defining
    ASB_TLS to 0 in every file that includes the header.
 
    ===========================================================================
-   QUICK START (the JSON layer alone; examples/quickstart.c shows the
-   sandbox client: create, run, write, read, exists, terminate)
+   QUICK START: a sandbox from start to finish
    ===========================================================================
 
+   This program is examples/quickstart.c, which make test runs against a
+   real cluster (and checks that this copy is the same program):
+
+       // Create a sandbox, run a command, write a file, read it back, delete it.
+       // Needs a cluster with agent-sandbox, kubectl on PATH and a kubeconfig
+       // ($KUBECONFIG, else ~/.kube/config). Usage: ./quickstart [template]
        #define AGENTSANDBOX_IMPLEMENTATION
        #include "agentsandbox.h"
        #include <stdio.h>
+       #include <string.h>
 
-       int main(void) {
-           const char *js = "{\"status\":{\"sandbox\":{\"name\":\"sb-1\"}}}";
-           asb_json_doc doc;
+       int main(int argc, char **argv) {
+           const char *tpl = argc > 1 ? argv[1] : "python-sandbox-template";
+           asb_client_desc desc;
+           asb_client *client;
+           asb_sandbox *sb;
+           asb_run_result run;
+           asb_buf file;
            asb_error err;
-           char name[64];
-           if (asb_json_doc_parse(&doc, js, strlen(js), NULL, &err) != ASB_OK) {
-               fprintf(stderr, "%s\n", err.message);
+           int rc = 1;
+
+           memset(&desc, 0, sizeof desc); // defaults: kubeconfig, kubectl tunnel
+           if (asb_client_create(&desc, &client, &err) != ASB_OK) {
+               fprintf(stderr, "client: %s\n", err.message);
                return 1;
            }
-           int tok = asb_json_find(&doc, 0, "status.sandbox.name");
-           if (tok >= 0 && asb_json_get_string(&doc, tok, name, sizeof name,
-                                               NULL) == ASB_OK)
-               printf("sandbox: %s\n", name);
-           asb_json_doc_free(&doc);
-           return 0;
+           if (asb_client_create_sandbox(client, tpl, NULL, &sb, &err) != ASB_OK) {
+               fprintf(stderr, "create: %s\n", err.message);
+               asb_client_free(client);
+               return 1;
+           }
+           printf("sandbox %s is ready\n", asb_sandbox_name(sb));
+
+           asb_buf_init(&file, NULL);
+           if (asb_sandbox_run(sb, "echo hello from the sandbox", 60000, &run,
+                               &err) != ASB_OK) {
+               fprintf(stderr, "run: %s\n", err.message);
+               goto out;
+           }
+           printf("run: exit %d, stdout: %s", run.exit_code, run.out.ptr);
+           if (asb_sandbox_write(sb, "notes/hello.txt", "written from C\n", 15,
+                                 &err) != ASB_OK) {
+               fprintf(stderr, "write: %s\n", err.message);
+               goto out;
+           }
+           if (asb_sandbox_read(sb, "notes/hello.txt", &file, &err) != ASB_OK) {
+               fprintf(stderr, "read: %s\n", err.message);
+               goto out;
+           }
+           printf("read back: %s", file.ptr);
+           rc = 0;
+       out:
+           asb_run_result_free(&run); // always: asb_sandbox_run set it up
+           asb_buf_free(&file);
+           if (asb_sandbox_terminate(sb, &err) != ASB_OK) { // deletes the claim
+               fprintf(stderr, "delete: %s\n", err.message);
+               rc = 1;
+           } else {
+               printf("sandbox deleted\n");
+           }
+           asb_client_free(client);
+           return rc;
        }
+
+   Build and run it:
+
+       cc -std=c99 quickstart.c -o quickstart -lmbedtls -lmbedx509 \
+          -lmbedcrypto -pthread
+       ./quickstart
+
+   It needs three things: a kubeconfig for a cluster with agent-sandbox and
+   its sandbox router installed, a SandboxTemplate of that name in the
+   "default" namespace, and `kubectl` on PATH (for the tunnel to the
+   router). `make demo` in the repository builds such a cluster on this
+   machine and runs the program against it. When a call fails, its
+   asb_error says why in err.message; the errors a new user meets first
+   (no kubeconfig, no kubectl, no router, no template, RBAC, TLS) are
+   listed with what to do under TROUBLESHOOTING below.
+
+   Ownership in three lines: asb_client_free frees every handle the client
+   made; asb_sandbox_terminate deletes the sandbox (its claim) but the
+   handle stays the client's until asb_client_free; every result struct or
+   buffer the library fills has one matching _free (asb_run_result_free,
+   asb_buf_free, ...), to call whatever the call returned.
+
+   ===========================================================================
+   CONNECTING: the four ways to reach a sandbox
+   ===========================================================================
+
+   Claims are always created and deleted through the Kubernetes API. The
+   calls to the sandbox itself (run, files) travel one of four ways, set
+   in asb_client_desc.mode; each has an example program:
+
+     ASB_CONNECT_LOCAL_TUNNEL  the default: one `kubectl port-forward` per
+                               client to the router Service
+                               (router_namespace, router_service,
+                               router_port); examples/local_tunnel.c
+     ASB_CONNECT_DIRECT        a router URL you can reach (direct_url;
+                               router_token, sandbox_tls for https);
+                               examples/direct_url.c
+     ASB_CONNECT_GATEWAY       the router behind a Gateway (gateway_name,
+                               gateway_namespace, gateway_port,
+                               gateway_https); examples/gateway.c
+     ASB_CONNECT_IN_CLUSTER    from a pod straight to the sandbox pod, no
+                               router (kube.in_cluster = 1 for the pod's
+                               service account); examples/in_cluster.c
+
+   examples/attach.c picks up a sandbox another process created;
+   examples/bigfile.c streams large files in flat memory.
+
+   ===========================================================================
+   LOWER LAYERS, for power users
+   ===========================================================================
+
+   Each layer under the client is public and usable alone: the JSON
+   tokenizer, lookup and writer (search "JSON"), the HTTP/1.1 client with
+   TLS, pooling and retries ("HTTP AND TLS"), the YAML and kubeconfig
+   readers and a Kubernetes REST and watch client ("KUBERNETES"), and the
+   SDK's small rules ("RULES"). DESIGN lists them all.
 
    ===========================================================================
    TABLE OF CONTENTS
    ===========================================================================
 
+       Quick start, connection modes ... search "QUICK START", "CONNECTING"
        Compile-time options ............ search "OPTIONS"
        Memory, errors, logging, threads  search "CONVENTIONS"
        The design of the whole API ..... search "DESIGN"
        JSON ............................ search "JSON"
-       Small rules (paths, labels, ...)  search "RULES"
        HTTP/1.1 and TLS ................ search "HTTP AND TLS"
        kubeconfig, Kubernetes .......... search "KUBERNETES"
+       Small rules (paths, labels, ...)  search "RULES"
+       The first errors, what to do .... search "TROUBLESHOOTING"
+       Declarations, a comment each .... after this comment, in this order:
+                                         results and errors, logging,
+                                         memory, JSON, rules, YAML, HTTP,
+                                         kubeconfig, Kubernetes, sandboxes,
+                                         TLS backend
        Implementation banners .......... search ">>platform", ">>bytes",
                                          ">>json", ">>rules", ">>yaml",
                                          ">>kubeconfig", ">>http", ">>tls",
-                                         ">>http (client)", ">>kube"
+                                         ">>http (client)", ">>kube",
+                                         ">>tunnel", ">>sandbox"
        License ......................... end of file
 
    ===========================================================================
@@ -156,15 +261,14 @@
    close-on-exec.
 
    ===========================================================================
-   DESIGN (the whole public API; later releases fill it in)
+   DESIGN (the whole public API)
    ===========================================================================
 
-   This is the plan every layer follows, so the pieces fit. What is declared
-   below this comment is implemented and tested (JSON, rules, HTTP, TLS,
-   YAML, kubeconfig, credentials, Kubernetes REST and watch, the tunnel,
-   and the client and sandbox calls declared below); what is only
-   described here (logging callbacks, a cleanup hook at exit) is not
-   declared yet.
+   The layers of the library and how they fit. Everything named here is
+   declared below, implemented and tested. There is deliberately no hook
+   that runs at exit: the library keeps no global state, so cleanup at exit
+   is your own atexit() function calling asb_client_free (with
+   asb_client_desc.cleanup_on_free set, that deletes the claims too).
 
    Layers, bottom up, each usable on its own by a power user:
 
@@ -1403,7 +1507,7 @@ ASB_API asb_result asb_sandbox_run(asb_sandbox *sb, const char *command, int tim
 
 /* Files, with the safe-path rules of asb_path_normalize applied first.
    write: multipart upload of data[0, len); read: the whole file into out
-   (capped at max_output_bytes); exists: *exists 0/1. */
+   (capped at max_read_bytes); exists: *exists 0/1. */
 ASB_API asb_result asb_sandbox_write(asb_sandbox *sb, const char *path, const void *data,
                                      size_t len, asb_error *err);
 ASB_API asb_result asb_sandbox_read(asb_sandbox *sb, const char *path, asb_buf *out,

@@ -1,13 +1,10 @@
-/* Quick start: create a sandbox from a template, run a command, write a
-   file, read it back, check it exists, and delete the sandbox.
-
-       KUBECONFIG=... ./quickstart [template]
-
-   Uses the local tunnel (kubectl port-forward to the sandbox router). */
+// Create a sandbox, run a command, write a file, read it back, delete it.
+// Needs a cluster with agent-sandbox, kubectl on PATH and a kubeconfig
+// ($KUBECONFIG, else ~/.kube/config). Usage: ./quickstart [template]
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
-
 #include <stdio.h>
+#include <string.h>
 
 int main(int argc, char **argv) {
     const char *tpl = argc > 1 ? argv[1] : "python-sandbox-template";
@@ -17,9 +14,9 @@ int main(int argc, char **argv) {
     asb_run_result run;
     asb_buf file;
     asb_error err;
-    int exists = 0, rc = 1;
+    int rc = 1;
 
-    memset(&desc, 0, sizeof desc); /* every default: kubeconfig, tunnel */
+    memset(&desc, 0, sizeof desc); // defaults: kubeconfig, kubectl tunnel
     if (asb_client_create(&desc, &client, &err) != ASB_OK) {
         fprintf(stderr, "client: %s\n", err.message);
         return 1;
@@ -29,38 +26,35 @@ int main(int argc, char **argv) {
         asb_client_free(client);
         return 1;
     }
-    printf("sandbox %s (claim %s) is ready\n", asb_sandbox_name(sb), asb_sandbox_claim_name(sb));
+    printf("sandbox %s is ready\n", asb_sandbox_name(sb));
 
-    if (asb_sandbox_run(sb, "echo hello from inside the sandbox", 60000, &run, &err) != ASB_OK) {
+    asb_buf_init(&file, NULL);
+    if (asb_sandbox_run(sb, "echo hello from the sandbox", 60000, &run,
+                        &err) != ASB_OK) {
         fprintf(stderr, "run: %s\n", err.message);
         goto out;
     }
     printf("run: exit %d, stdout: %s", run.exit_code, run.out.ptr);
-    asb_run_result_free(&run);
-
-    if (asb_sandbox_write(sb, "notes/hello.txt", "written from C\n", 15, &err) != ASB_OK) {
+    if (asb_sandbox_write(sb, "notes/hello.txt", "written from C\n", 15,
+                          &err) != ASB_OK) {
         fprintf(stderr, "write: %s\n", err.message);
         goto out;
     }
-    asb_buf_init(&file, NULL);
     if (asb_sandbox_read(sb, "notes/hello.txt", &file, &err) != ASB_OK) {
         fprintf(stderr, "read: %s\n", err.message);
-        asb_buf_free(&file);
         goto out;
     }
     printf("read back: %s", file.ptr);
-    asb_buf_free(&file);
-    if (asb_sandbox_exists(sb, "notes/hello.txt", &exists, &err) != ASB_OK) {
-        fprintf(stderr, "exists: %s\n", err.message);
-        goto out;
-    }
-    printf("exists: %s\n", exists ? "yes" : "no");
     rc = 0;
 out:
-    if (asb_sandbox_terminate(sb, &err) != ASB_OK)
-        fprintf(stderr, "terminate: %s\n", err.message);
-    else
+    asb_run_result_free(&run); // always: asb_sandbox_run set it up
+    asb_buf_free(&file);
+    if (asb_sandbox_terminate(sb, &err) != ASB_OK) { // deletes the claim
+        fprintf(stderr, "delete: %s\n", err.message);
+        rc = 1;
+    } else {
         printf("sandbox deleted\n");
+    }
     asb_client_free(client);
     return rc;
 }

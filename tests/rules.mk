@@ -175,9 +175,11 @@ fuzz-yaml: $(TB)/fuzz/fuzz_yaml
 fuzz-watch: $(TB)/fuzz/fuzz_watch
 	$(call FUZZ_RUN,watch,$(FUZZ_SECONDS))
 
-# --- README examples compile (and the quick start runs) ------------------------
+# --- the C examples of the README and of the header's opening compile; the -----
+# quick start in both is examples/quickstart.c (which test-kube-cluster runs)
 test-readme:
-	@tools/readme_examples.sh README.md $(TB)/readme
+	@tools/readme_examples.sh README.md $(TB)/readme examples/quickstart.c
+	@tools/readme_examples.sh agentsandbox.h $(TB)/readme-header examples/quickstart.c
 
 # --- benchmark ---------------------------------------------------------------------
 $(TB)/bench_json: tests/bench/bench_json.c $(HDR) $(ORACLE_HDRS) $(JSMN_OBJS)
@@ -332,12 +334,41 @@ test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster \
 	$(KC_ENV) $(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; exit $$rc
 
 # make demo: the quick start against a local cluster built and started here.
+# It says what it does; the cluster is stopped at the end unless KEEP=1,
+# which leaves it up and prints how to use it (never a kubeconfig for a
+# cluster that is gone).
+DEMO_STATE = $${LC_STATE_DIR:-$(abspath $(BUILD))/localcluster}
+DEMO_EXAMPLES := $(EX)/quickstart $(EX)/attach $(EX)/bigfile $(EX)/local_tunnel $(EX)/direct_url
 .PHONY: demo
-demo: $(EX)/quickstart
+demo: $(DEMO_EXAMPLES)
 	@$(MAKE) --no-print-directory deps
-	@$(MAKE) --no-print-directory cluster-up AGENT_SANDBOX=v0.4.6 | tail -1
-	@KUBECONFIG=$(BUILD)/localcluster/kubeconfig/admin.kubeconfig $(EX)/quickstart; rc=$$?; \
-	$(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; exit $$rc
+	@echo "demo: starting a local Kubernetes with agent-sandbox v0.4.6 on 127.0.0.1 (the first"; \
+	echo "demo: time builds it from Go modules into ~/.cache/agentsandbox: about 15 minutes;"; \
+	echo "demo: log in $(BUILD)/demo-cluster-up.log)"; \
+	$(MAKE) --no-print-directory cluster-up AGENT_SANDBOX=v0.4.6 > $(BUILD)/demo-cluster-up.log 2>&1 || \
+	  { tail -20 $(BUILD)/demo-cluster-up.log; echo "demo: the cluster did not start; stopping what did"; \
+	    $(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; exit 1; }; \
+	state=$(DEMO_STATE); \
+	echo "demo: cluster up; running examples/quickstart.c (create a sandbox, run a command, write"; \
+	echo "demo: a file, read it back, delete the sandbox):"; \
+	KUBECONFIG=$$state/kubeconfig/admin.kubeconfig $(EX)/quickstart; rc=$$?; \
+	[ $$rc = 0 ] && echo "demo: the quick start worked" || echo "demo: the quick start FAILED (exit $$rc)"; \
+	if [ "$(KEEP)" = 1 ]; then \
+	  router=$$(python3 -c "import json,sys;print(json.load(open(sys.argv[1]))['ports']['router'])" $$state/cluster.json); \
+	  echo "demo: the cluster is still running (KEEP=1). Try the other examples against it:"; \
+	  echo "    export KUBECONFIG=$$state/kubeconfig/admin.kubeconfig"; \
+	  echo "    $(EX)/quickstart                          # again"; \
+	  echo "    $(EX)/attach create                       # then: $(EX)/attach use <claim>"; \
+	  echo "    $(EX)/bigfile 64                          # 64 MiB up and down, flat memory"; \
+	  echo "    $(EX)/local_tunnel agent-sandbox-system   # the tunnel's settings spelled out"; \
+	  echo "    $(EX)/direct_url http://127.0.0.1:$$router   # the router's own port, no kubectl"; \
+	  echo "    kubectl get sandboxclaims,sandboxes -A"; \
+	  echo "demo: when done: make cluster-down"; \
+	else \
+	  $(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; \
+	  echo "demo: cluster stopped. To keep it running and try the other examples against it:"; \
+	  echo "    make demo KEEP=1"; \
+	fi; exit $$rc
 
 $(TB)/bench_kube: tests/bench/bench_kube.c $(HDR)
 	@mkdir -p $(@D)
