@@ -856,6 +856,18 @@ ASB_API asb_result asb_dns_label_validate(const char *name, size_t len,
 ASB_API asb_result asb_gateway_address_validate(const char *addr, size_t len,
                                                 asb_error *err);
 
+/* A claim name the caller chose: a DNS-1123 subdomain (lowercase
+   letters, digits, '-' and '.', each dot-separated part starting and
+   ending with a letter or digit), at most 253 bytes. */
+ASB_API asb_result asb_claim_name_validate(const char *name, size_t len,
+                                           asb_error *err);
+
+/* An environment variable name as Kubernetes takes it for a claim's
+   spec.env: `[-._a-zA-Z][-._a-zA-Z0-9]*`, and not ".", ".." or anything
+   starting with "..". */
+ASB_API asb_result asb_env_name_validate(const char *name, size_t len,
+                                         asb_error *err);
+
 /* "sandbox-claim-" + 8 lowercase hex digits from the OS random source
    (getrandom, else /dev/urandom; never rand()). */
 #define ASB_CLAIM_NAME_SIZE 23 /* 22 characters + NUL */
@@ -1271,6 +1283,13 @@ ASB_API asb_result asb_kube_get(asb_kube_client *kc, const asb_kube_resource *re
    "already gone is fine" check for it). */
 ASB_API asb_result asb_kube_delete(asb_kube_client *kc, const asb_kube_resource *res,
                                    const char *ns, const char *name, asb_error *err);
+/* DELETE only while the object still has this UID (DeleteOptions
+   preconditions.uid): an object deleted and re-created under the same
+   name meanwhile is left alone and the call is ASB_ERR_KUBE_API with
+   http_status 409 (reason "Conflict"). uid NULL or "": asb_kube_delete. */
+ASB_API asb_result asb_kube_delete_uid(asb_kube_client *kc, const asb_kube_resource *res,
+                                       const char *ns, const char *name, const char *uid,
+                                       asb_error *err);
 /* JSON merge patch (custom resources refuse strategic merge patches). */
 ASB_API asb_result asb_kube_patch(asb_kube_client *kc, const asb_kube_resource *res,
                                   const char *ns, const char *name, const char *json,
@@ -1440,6 +1459,14 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
    frees every handle (deleting their claims with cleanup_on_free). */
 ASB_API void asb_client_free(asb_client *client);
 
+/* One environment variable for a v1beta1 claim (spec.env). */
+typedef struct asb_env_var {
+    const char *name;           /* asb_env_name_validate's rule (checked) */
+    const char *value;          /* default NULL: "" */
+    const char *container_name; /* default NULL: the template's containers
+                                   as the controller chooses them */
+} asb_env_var;
+
 typedef struct asb_create_opts {
     const char *namespace_name;    /* default "default" */
     int ready_timeout_ms;          /* default 180000 */
@@ -1465,6 +1492,46 @@ typedef struct asb_create_opts {
                                       which can lag Ready by a moment under
                                       load (a command sent then meets a
                                       502, and a POST is never retried) */
+    const char *claim_name;        /* default NULL: "sandbox-claim-" and 8
+                                      random hex digits. Else this name (a
+                                      DNS-1123 subdomain, checked first),
+                                      and the claim is the caller's:
+                                      asb_client_free leaves it alone even
+                                      with cleanup_on_free */
+    int adopt_existing;            /* default 0: a claim of that name
+                                      already there is ASB_ERR_KUBE_API
+                                      with http_status 409. 1 (needs
+                                      claim_name): attach to it instead,
+                                      once it names the same template or
+                                      warm pool and is not being deleted;
+                                      the options below are not applied
+                                      to a claim that was already there,
+                                      and a failed wait never deletes it */
+    /* v1beta1 only (agent-sandbox v0.5+); refused with
+       ASB_ERR_INVALID_ARGUMENT on a v1alpha1 cluster, before any claim: */
+    const asb_env_var *env;        /* spec.env: set in the sandbox's
+                                      containers. The controller then
+                                      starts a fresh sandbox from the pool's
+                                      template instead of a warm one, and
+                                      fails it (EnvVarsInjectionRejected)
+                                      unless the template's
+                                      envVarsInjectionPolicy allows it */
+    size_t env_count;
+    const asb_label *pod_labels;   /* spec.additionalPodMetadata.labels:
+                                      on the sandbox's pod (the claim's own
+                                      are `labels`); checked as labels */
+    size_t pod_label_count;
+    const asb_label *pod_annotations; /* ...annotations: on the pod */
+    size_t pod_annotation_count;
+    const char *const *volume_claim_templates; /* spec.volumeClaimTemplates:
+                                      each one JSON object, a
+                                      PersistentVolumeClaimTemplate
+                                      ({"metadata":{"name":"data"},"spec":
+                                      {...}}), checked to be an object and
+                                      sent as given; the template's
+                                      volumeClaimTemplatesPolicy decides
+                                      (VolumeClaimTemplatesError if not) */
+    size_t volume_claim_template_count;
 } asb_create_opts;
 
 /* Creates a SandboxClaim for `template_name` (v1alpha1) or for
@@ -1473,11 +1540,22 @@ typedef struct asb_create_opts {
    and returns a handle the client tracks. With the local tunnel, kubectl
    is started as soon as the claim exists, so it comes up while the
    controller works; the first call waits for it if need be.
-   TemplateNotFound fails at once (ASB_ERR_TEMPLATE_NOT_FOUND), another
-   terminal reason is ASB_ERR_CLAIM_FAILED, the deadline ASB_ERR_TIMEOUT;
-   on any failure the claim is deleted before returning: no orphan. The
+   TemplateNotFound fails at once (ASB_ERR_TEMPLATE_NOT_FOUND), as do the
+   reasons the controllers never retry (ASB_ERR_CLAIM_FAILED with the
+   controller's reason and message: InvalidMetadata,
+   EnvVarsInjectionRejected, VolumeClaimTemplatesError, ClaimExpired,
+   SandboxExpired, InvalidConfiguration, PodFailed, PodSucceeded); the
+   deadline is ASB_ERR_TIMEOUT. On any failure the claim this call created
+   is deleted before returning (no orphan), pinned to its UID so a claim
+   re-created under the same name meanwhile is never touched. The
    claim is named client-side, so a create whose POST went out but whose
-   answer was lost (cut connection, timeout, 5xx) deletes it by name too. */
+   answer was lost (cut connection, timeout, 5xx) deletes it by name too.
+
+   The wait is pinned to the claim's UID too: if the claim is deleted the
+   wait fails (ASB_ERR_METADATA), and if another claim of the same name
+   appears in its place the wait fails with ASB_ERR_NOT_FOUND ("replaced")
+   instead of taking the newcomer for ours. The handle keeps the UID:
+   asb_sandbox_terminate deletes with that UID as a precondition. */
 ASB_API asb_result asb_client_create_sandbox(asb_client *client, const char *template_name,
                                              const asb_create_opts *opts, asb_sandbox **out,
                                              asb_error *err);
@@ -1525,11 +1603,15 @@ ASB_API void asb_sandbox_close_connection(asb_sandbox *sb);
    valid (and owned by the client) until asb_client_free. */
 ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err);
 
-/* Attaches to an existing claim: the live handle when the client has one
-   (after checking the claim still exists: a stale handle is ended and
-   ASB_ERR_NOT_FOUND returned), else a new handle once the claim is bound
-   to a Sandbox that exists (waiting up to resolve_timeout_ms, default
-   30000, for the binding). `ns` NULL means "default". */
+/* Attaches to an existing claim once it is bound to a Sandbox that
+   exists (waiting up to resolve_timeout_ms, default 30000, for the
+   binding). A handle the client already tracks goes through the same
+   checks (the claim re-read, its Sandbox looked up): it is returned,
+   reopened, when it is still the same claim (UID) and Sandbox; a claim
+   that is gone ends it (ASB_ERR_NOT_FOUND); a Sandbox that cannot be
+   found closes it (it stays tracked, for cleanup); a claim re-created
+   under the same name ends it and a new handle is returned. `ns` NULL
+   means "default". */
 ASB_API asb_result asb_client_get_sandbox(asb_client *client, const char *claim_name,
                                           const char *ns, int resolve_timeout_ms,
                                           asb_sandbox **out, asb_error *err);
@@ -1611,7 +1693,9 @@ typedef enum asb_sandbox_state {
 } asb_sandbox_state;
 
 /* The Sandbox's Ready condition now: ready, not ready (with the
-   condition's message in msg) or not found. */
+   condition's message in msg) or not found. A Sandbox with no Ready
+   condition yet is not ready with msg "Unknown message", as the Python
+   SDK reports it. */
 ASB_API asb_result asb_sandbox_status(asb_sandbox *sb, asb_sandbox_state *state, char *msg,
                                       size_t msg_cap, asb_error *err);
 
@@ -2833,6 +2917,11 @@ static void asb__w_string(asb_json_writer *w, const char *s, size_t len) {
     asb__w_put(w, "\"", 1);
 }
 
+/* A value already known to be valid JSON (the caller parsed it), as is. */
+static void asb__w_raw(asb_json_writer *w, const char *js, size_t len) {
+    if (asb__w_before_value(w)) asb__w_put(w, js, len);
+}
+
 static void asb__w_open(asb_json_writer *w, unsigned char kind, char c) {
     if (!asb__w_before_value(w)) return;
     if (w->depth >= ASB__W_MAX_DEPTH) {
@@ -3152,6 +3241,52 @@ ASB_API asb_result asb_dns_label_validate(const char *name, size_t len,
                              "letters, digits and inner '-')",
                              q);
     }
+    return ASB_OK;
+}
+
+ASB_API asb_result asb_claim_name_validate(const char *name, size_t len,
+                                           asb_error *err) {
+    char q[96];
+    size_t i;
+    if (!name) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "claim name is NULL");
+    asb__quote(q, sizeof q, name, len, 64);
+    if (len == 0) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "claim name is empty");
+    if (len > 253)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "claim name \"%s\" is longer than 253 characters", q);
+    for (i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)name[i];
+        int edge = i == 0 || i + 1 == len || name[i - 1] == '.' || name[i + 1] == '.';
+        if (asb__is_lower_alnum(c)) continue;
+        if ((c == '-' || c == '.') && !edge) continue;
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "claim name \"%s\" is not a DNS-1123 subdomain (lowercase "
+                         "letters, digits, '-' and '.', starting and ending with a letter "
+                         "or digit)",
+                         q);
+    }
+    return ASB_OK;
+}
+
+ASB_API asb_result asb_env_name_validate(const char *name, size_t len, asb_error *err) {
+    char q[96];
+    size_t i;
+    if (!name) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "env: name is NULL");
+    asb__quote(q, sizeof q, name, len, 64);
+    if (len == 0) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "env: name is empty");
+    for (i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)name[i];
+        int alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+        if (alpha || c == '-' || c == '.' || c == '_' || (i > 0 && c >= '0' && c <= '9'))
+            continue;
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "env: name \"%s\" must be letters, digits, '_', '-' or '.' and "
+                         "must not start with a digit",
+                         q);
+    }
+    if ((len == 1 && name[0] == '.') || (len >= 2 && name[0] == '.' && name[1] == '.'))
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "env: name \"%s\" must not be '.' or '..' or start with '..'", q);
     return ASB_OK;
 }
 
@@ -7999,6 +8134,44 @@ ASB_API asb_result asb_kube_delete(asb_kube_client *kc, const asb_kube_resource 
     ASB__KUBE_CALL("DELETE", ns, name, NULL, NULL, 0, NULL);
 }
 
+ASB_API asb_result asb_kube_delete_uid(asb_kube_client *kc, const asb_kube_resource *res,
+                                       const char *ns, const char *name, const char *uid,
+                                       asb_error *err) {
+    asb_buf body;
+    asb_json_writer w;
+    asb_result r;
+    if (!uid || !*uid) return asb_kube_delete(kc, res, ns, name, err);
+    if (!name) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "kube: delete needs a name");
+    asb_buf_init(&body, NULL);
+    asb_json_writer_init(&w, &body);
+    asb_json_object_begin(&w);
+    asb_json_key(&w, "apiVersion");
+    asb_json_string(&w, "v1");
+    asb_json_key(&w, "kind");
+    asb_json_string(&w, "DeleteOptions");
+    asb_json_key(&w, "preconditions");
+    asb_json_object_begin(&w);
+    asb_json_key(&w, "uid");
+    asb_json_string(&w, uid);
+    asb_json_object_end(&w);
+    asb_json_object_end(&w);
+    r = asb_json_writer_finish(&w);
+    if (r != ASB_OK) {
+        asb_buf_free(&body);
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "kube: bad uid");
+    }
+    {
+        asb_buf path;
+        asb_buf_init(&path, NULL);
+        r = asb__kube_path(res, ns, name, &path, err);
+        if (r == ASB_OK)
+            r = asb_kube_request(kc, "DELETE", path.ptr, NULL, body.ptr, body.len, NULL, err);
+        asb_buf_free(&path);
+    }
+    asb_buf_free(&body);
+    return r;
+}
+
 ASB_API asb_result asb_kube_patch(asb_kube_client *kc, const asb_kube_resource *res,
                                   const char *ns, const char *name, const char *json, size_t len,
                                   asb_buf *out, asb_error *err) {
@@ -8303,7 +8476,11 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
 struct asb_sandbox {
     struct asb_client *client;
     struct asb_sandbox *next;
-    char claim[64];
+    char claim[254]; /* a DNS-1123 subdomain: at most 253 bytes */
+    char uid[64];   /* the claim's metadata.uid ("" if never seen): deletes
+                       and re-attaches are pinned to it */
+    int named;      /* the caller named the claim: theirs, so cleanup at
+                       client free leaves it */
     char name[256];
     char ns[64];
     char pod[256];  /* from the Sandbox's pod-name annotation */
@@ -9031,9 +9208,10 @@ ASB_API void asb_client_free(asb_client *c) {
     pthread_mutex_unlock(&c->conn_lock);
     while ((s = c->handles) != NULL) {
         c->handles = s->next;
-        if (c->cleanup && s->active && c->kube) {
+        if (c->cleanup && s->active && !s->named && c->kube) {
+            /* a claim the caller named is theirs: closed, never deleted */
             asb_kube_resource res;
-            asb_kube_delete(c->kube, asb__claims(c, &res), s->ns, s->claim, NULL);
+            asb_kube_delete_uid(c->kube, asb__claims(c, &res), s->ns, s->claim, s->uid, NULL);
         }
         c->alloc.free_fn(s, c->alloc.user_data);
     }
@@ -9190,14 +9368,19 @@ ASB_API asb_result asb_sandbox_status(asb_sandbox *sb, asb_sandbox_state *state,
     }
     *state = ASB_SANDBOX_NOT_READY;
     if (asb_json_doc_parse(&d, body.ptr, body.len, &sb->client->alloc, err) == ASB_OK) {
+        int seen = 0;
         it = asb_json_iter_begin(&d, asb_json_find(&d, 0, "status.conditions"));
         while (asb_json_iter_next(&d, &it, NULL, &cond)) {
             if (!asb_json_string_eq(&d, asb_json_member(&d, cond, "type", 4), "Ready", 5)) continue;
+            seen = 1;
             if (asb_json_string_eq(&d, asb_json_member(&d, cond, "status", 6), "True", 4))
                 *state = ASB_SANDBOX_READY;
             if (msg && cap)
                 asb_json_get_string(&d, asb_json_member(&d, cond, "message", 7), msg, cap, NULL);
         }
+        /* no Ready condition yet (the controller has not looked at it):
+           the reference's words for that */
+        if (!seen && msg && cap) snprintf(msg, cap, "%s", "Unknown message");
         asb_json_doc_free(&d);
     } else {
         r = ASB_ERR_JSON_INVALID;
@@ -9294,20 +9477,62 @@ typedef struct asb__claim_wait {
     char sandbox[256];
     char reason[64];
     char message[200];
+    char uid[64]; /* ours, when known: events of another UID are not ours */
     asb_result outcome;
 } asb__claim_wait;
+
+/* Ready=False reasons the controllers never recover from on their own
+   (the claim controller's own, and the Sandbox's it forwards): waiting
+   out the deadline cannot succeed, so the wait fails at once with the
+   controller's message. The same set as the Python SDK 1.0.8; the
+   transient ones (SandboxNotReady, AdoptionPending, ReconcilerError...)
+   are absent on purpose: the controller retries those. */
+static int asb__claim_reason_terminal(const char *reason) {
+    static const char *const terminal[] = {
+        "InvalidMetadata",  "EnvVarsInjectionRejected", "VolumeClaimTemplatesError",
+        "ClaimExpired",     "SandboxExpired",           "InvalidConfiguration",
+        "PodFailed",        "PodSucceeded"};
+    size_t i;
+    for (i = 0; i < sizeof terminal / sizeof terminal[0]; i++)
+        if (strcmp(reason, terminal[i]) == 0) return 1;
+    return 0;
+}
 
 static int asb__claim_event(void *ud, const asb_watch_event *ev) {
     asb__claim_wait *w = (asb__claim_wait *)ud;
     const asb_json_doc *d = ev->doc;
     int nm, conds, cond;
     asb_json_iter it;
+    char uid[64] = "";
+    if (ev->type != ASB_WATCH_ADDED && ev->type != ASB_WATCH_MODIFIED &&
+        ev->type != ASB_WATCH_DELETED)
+        return 0;
+    asb_json_get_string(d, asb_json_find(d, ev->object, "metadata.uid"), uid, sizeof uid, NULL);
+    if (w->uid[0] && uid[0] && strcmp(uid, w->uid) != 0) {
+        /* a claim of the same name but not ours: ours was deleted and
+           another made in its place. Its end is not ours; its life means
+           ours is gone (names are unique), so the wait ends, never
+           taking it for ours */
+        if (ev->type == ASB_WATCH_DELETED) return 0;
+        w->outcome = ASB_ERR_NOT_FOUND;
+        w->reason[0] = '\0';
+        snprintf(w->message, sizeof w->message,
+                 "the claim was replaced by another of the same name (uid %.64s, ours %.64s)",
+                 uid, w->uid);
+        return 1;
+    }
     if (ev->type == ASB_WATCH_DELETED) {
         w->outcome = ASB_ERR_METADATA;
+        w->reason[0] = '\0';
         snprintf(w->message, sizeof w->message, "the claim was deleted while waiting for it");
         return 1;
     }
-    if (ev->type != ASB_WATCH_ADDED && ev->type != ASB_WATCH_MODIFIED) return 0;
+    if (w->uid[0] && asb_json_find(d, ev->object, "metadata.deletionTimestamp") >= 0) {
+        w->outcome = ASB_ERR_METADATA;
+        w->reason[0] = '\0';
+        snprintf(w->message, sizeof w->message, "the claim is being deleted");
+        return 1;
+    }
     nm = asb_json_find(d, ev->object, "status.sandbox.name");
     if (nm < 0) nm = asb_json_find(d, ev->object, "status.sandbox.Name"); /* old controllers */
     if (nm >= 0) asb_json_get_string(d, nm, w->sandbox, sizeof w->sandbox, NULL);
@@ -9330,9 +9555,7 @@ static int asb__claim_event(void *ud, const asb_watch_event *ev) {
         } else if (strcmp(w->reason, "WarmPoolNotFound") == 0) {
             w->outcome = ASB_ERR_WARMPOOL_NOT_FOUND;
             return 1;
-        } else if (strcmp(w->reason, "InvalidMetadata") == 0 ||
-                   strcmp(w->reason, "ClaimExpired") == 0 ||
-                   strcmp(w->reason, "SandboxExpired") == 0) {
+        } else if (asb__claim_reason_terminal(w->reason)) {
             w->outcome = ASB_ERR_CLAIM_FAILED;
             return 1;
         }
@@ -9395,6 +9618,55 @@ static asb_result asb__claim_manifest(asb_client *c, const char *claim, const ch
     asb_json_object_end(&w);
     asb_json_key(&w, "spec");
     asb_json_object_begin(&w);
+    /* v1beta1 options (refused on v1alpha1 before this), empty ones left
+       out as the reference does */
+    if (o->env_count) {
+        asb_json_key(&w, "env");
+        asb_json_array_begin(&w);
+        for (i = 0; i < o->env_count; i++) {
+            asb_json_object_begin(&w);
+            asb_json_key(&w, "name");
+            asb_json_string(&w, o->env[i].name);
+            asb_json_key(&w, "value");
+            asb_json_string(&w, o->env[i].value ? o->env[i].value : "");
+            if (o->env[i].container_name && *o->env[i].container_name) {
+                asb_json_key(&w, "containerName");
+                asb_json_string(&w, o->env[i].container_name);
+            }
+            asb_json_object_end(&w);
+        }
+        asb_json_array_end(&w);
+    }
+    if (o->pod_label_count || o->pod_annotation_count) {
+        asb_json_key(&w, "additionalPodMetadata");
+        asb_json_object_begin(&w);
+        if (o->pod_label_count) {
+            asb_json_key(&w, "labels");
+            asb_json_object_begin(&w);
+            for (i = 0; i < o->pod_label_count; i++) {
+                asb_json_key(&w, o->pod_labels[i].key);
+                asb_json_string(&w, o->pod_labels[i].value);
+            }
+            asb_json_object_end(&w);
+        }
+        if (o->pod_annotation_count) {
+            asb_json_key(&w, "annotations");
+            asb_json_object_begin(&w);
+            for (i = 0; i < o->pod_annotation_count; i++) {
+                asb_json_key(&w, o->pod_annotations[i].key);
+                asb_json_string(&w, o->pod_annotations[i].value);
+            }
+            asb_json_object_end(&w);
+        }
+        asb_json_object_end(&w);
+    }
+    if (o->volume_claim_template_count) {
+        asb_json_key(&w, "volumeClaimTemplates");
+        asb_json_array_begin(&w);
+        for (i = 0; i < o->volume_claim_template_count; i++) /* parsed: objects */
+            asb__w_raw(&w, o->volume_claim_templates[i], strlen(o->volume_claim_templates[i]));
+        asb_json_array_end(&w);
+    }
     if (o->warm_pool) {
         asb_json_key(&w, "warmPoolRef"); /* v1beta1: the pool names the template */
         asb_json_object_begin(&w);
@@ -9428,20 +9700,118 @@ static asb_result asb__claim_manifest(asb_client *c, const char *claim, const ch
     return ASB_OK;
 }
 
+/* The options' own rules, before any API call. */
+static asb_result asb__create_opts_check(const asb_create_opts *o, asb_error *err) {
+    size_t i;
+    if (o->claim_name &&
+        asb_claim_name_validate(o->claim_name, strlen(o->claim_name), err) != ASB_OK)
+        return ASB_ERR_INVALID_ARGUMENT;
+    if (o->adopt_existing && !o->claim_name)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "create: adopt_existing needs a claim_name (a generated name is "
+                         "never there to adopt)");
+    if (o->env_count && !o->env)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "create: env is NULL");
+    for (i = 0; i < o->env_count; i++)
+        if (asb_env_name_validate(o->env[i].name, o->env[i].name ? strlen(o->env[i].name) : 0,
+                                  err) != ASB_OK)
+            return ASB_ERR_INVALID_ARGUMENT;
+    if (asb_labels_validate(o->pod_labels, o->pod_label_count, err) != ASB_OK) {
+        if (err) {
+            char m[ASB_ERROR_MESSAGE_SIZE];
+            memcpy(m, err->message, sizeof m);
+            snprintf(err->message, sizeof err->message, "pod_labels: %.490s", m);
+        }
+        return ASB_ERR_INVALID_ARGUMENT;
+    }
+    if (o->pod_annotation_count && !o->pod_annotations)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "create: pod_annotations is NULL");
+    for (i = 0; i < o->pod_annotation_count; i++)
+        if (!o->pod_annotations[i].key || !*o->pod_annotations[i].key ||
+            !o->pod_annotations[i].value)
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "pod_annotations: entry %zu has an empty key or a NULL value", i);
+    if (o->volume_claim_template_count && !o->volume_claim_templates)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "create: volume_claim_templates is NULL");
+    for (i = 0; i < o->volume_claim_template_count; i++) {
+        const char *js = o->volume_claim_templates[i];
+        asb_json_doc d;
+        asb_error perr;
+        int obj;
+        if (!js) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "volume_claim_templates[%zu] is NULL", i);
+        if (asb_json_doc_parse(&d, js, strlen(js), NULL, &perr) != ASB_OK)
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "volume_claim_templates[%zu] is not JSON: %.300s", i, perr.message);
+        obj = d.count > 0 && d.toks[0].type == ASB_JSON_OBJECT;
+        asb_json_doc_free(&d);
+        if (!obj)
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "volume_claim_templates[%zu] must be a JSON object (a "
+                             "PersistentVolumeClaimTemplate)",
+                             i);
+    }
+    return ASB_OK;
+}
+
+static asb_sandbox *asb__find_handle(asb_client *c, const char *ns, const char *claim);
+
+/* adopt_existing: the claim that was there must be one we may wait on
+   (the same template or pool, not on its way out, with the identity the
+   wait pins to); its rv and uid go to the wait. */
+static asb_result asb__adopt_check(asb_client *c, const char *claim, const char *tpl,
+                                   const asb_create_opts *o, const asb_buf *body,
+                                   asb__claim_wait *cw, char *rv, size_t rv_cap,
+                                   asb_error *err) {
+    asb_json_doc d;
+    char ref[256] = "";
+    const char *want = o->warm_pool ? o->warm_pool : tpl;
+    asb_watch_event ev;
+    asb_result r = ASB_OK;
+    if (asb_json_doc_parse(&d, body->ptr, body->len, &c->alloc, err) != ASB_OK)
+        return ASB_ERR_JSON_INVALID;
+    asb_json_get_string(&d, asb_json_find(&d, 0, o->warm_pool ? "spec.warmPoolRef.name"
+                                                              : "spec.sandboxTemplateRef.name"),
+                        ref, sizeof ref, NULL);
+    asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.uid"), cw->uid, sizeof cw->uid, NULL);
+    asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.resourceVersion"), rv, rv_cap, NULL);
+    if (asb_json_find(&d, 0, "metadata.deletionTimestamp") >= 0)
+        r = asb__fail(err, ASB_ERR_METADATA, "adopt: claim %s is being deleted", claim);
+    else if (strcmp(ref, want) != 0)
+        r = asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                      "adopt: claim %s is for %s \"%.100s\", not \"%.100s\"", claim,
+                      o->warm_pool ? "warm pool" : "template", ref, want);
+    else if (!cw->uid[0] || !rv[0])
+        r = asb__fail(err, ASB_ERR_METADATA, "adopt: claim %s has no metadata.%s", claim,
+                      cw->uid[0] ? "resourceVersion" : "uid");
+    if (r == ASB_OK) {
+        /* it may be Ready already: no event would ever say so again */
+        memset(&ev, 0, sizeof ev);
+        ev.type = ASB_WATCH_ADDED;
+        ev.doc = &d;
+        ev.object = 0;
+        asb__claim_event(cw, &ev);
+    }
+    asb_json_doc_free(&d);
+    return r;
+}
+
 ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
                                              const asb_create_opts *opts, asb_sandbox **out,
                                              asb_error *err) {
     asb_create_opts zero;
     const char *ns;
-    char claim[ASB_CLAIM_NAME_SIZE], rv[64] = "";
+    char claim[254], rv[64] = "";
     asb_buf body, resp;
     asb_kube_resource res;
     asb_result r;
     asb__claim_wait cw;
     asb_watch_opts wo;
     asb_sandbox *sb;
-    char sel[128];
+    char sel[300];
     int64_t t_start;
+    int created = 1, done = 0, v1beta1_opts;
+    asb_error local;
+    if (!err) err = &local; /* a 409 must be seen even when the caller passes no err */
     if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "create: NULL out");
     *out = NULL;
     if (!opts) {
@@ -9460,6 +9830,8 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
                          "shutdown_after_seconds must be positive (got %lld)",
                          (long long)opts->shutdown_after_seconds);
+    r = asb__create_opts_check(opts, err);
+    if (r != ASB_OK) return r;
     r = asb__api_version(c, err);
     if (r != ASB_OK) return r;
     /* the claim's shape must be one the cluster's version has */
@@ -9473,8 +9845,23 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
                          "opts.warm_pool (or claim_api_version \"v1alpha1\" on a cluster "
                          "that converts it)",
                          c->api_version);
-    r = asb_claim_name_generate(claim, err);
-    if (r != ASB_OK) return r;
+    v1beta1_opts = opts->env_count || opts->pod_label_count || opts->pod_annotation_count ||
+                   opts->volume_claim_template_count;
+    if (v1beta1_opts && strcmp(c->api_version, "v1alpha1") == 0)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "create: env, pod_labels, pod_annotations and volume_claim_templates "
+                         "need v1beta1 claims (agent-sandbox v0.5+); this cluster's claims "
+                         "are v1alpha1, whose controller would drop them silently");
+    if (opts->claim_name) {
+        snprintf(claim, sizeof claim, "%s", opts->claim_name);
+    } else {
+        char gen[ASB_CLAIM_NAME_SIZE];
+        r = asb_claim_name_generate(gen, err);
+        if (r != ASB_OK) return r;
+        snprintf(claim, sizeof claim, "%s", gen);
+    }
+    memset(&cw, 0, sizeof cw);
+    cw.outcome = ASB_ERR_TIMEOUT;
     t_start = asb__now_ms();
     asb_buf_init(&body, &c->alloc);
     asb_buf_init(&resp, &c->alloc);
@@ -9483,7 +9870,13 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
         asb_error cerr;
         memset(&cerr, 0, sizeof cerr);
         r = asb_kube_create(c->kube, asb__claims(c, &res), ns, body.ptr, body.len, &resp, &cerr);
-        if (r != ASB_OK && asb__create_may_have_landed(r, &cerr)) {
+        if (r != ASB_OK && asb__create_may_have_landed(r, &cerr) && opts->claim_name) {
+            /* a name the caller chose may be a claim that was there
+               before (its 409 lost): never deleted blind */
+            size_t l = strlen(cerr.message);
+            snprintf(cerr.message + l, sizeof cerr.message - l,
+                     " (claim %.100s may exist now; it was left as it is)", claim);
+        } else if (r != ASB_OK && asb__create_may_have_landed(r, &cerr)) {
             /* the POST went out but its answer was lost: the apiserver
                may have stored the claim. The name is ours (made above),
                so delete it by name; a 404 means it never landed */
@@ -9505,19 +9898,37 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
         if (r != ASB_OK && err) *err = cerr;
     }
     asb_buf_free(&body);
-    if (r != ASB_OK) {
+    if (r == ASB_ERR_KUBE_API && err->http_status == 409 && opts->claim_name) {
+        /* the name is taken: never ours to delete */
+        if (!opts->adopt_existing) {
+            char m[ASB_ERROR_MESSAGE_SIZE];
+            memcpy(m, err->message, sizeof m);
+            snprintf(err->message, sizeof err->message,
+                     "%.400s (set adopt_existing to attach to claim %.60s)", m, claim);
+            asb_buf_free(&resp);
+            return r;
+        }
+        created = 0;
         asb_buf_free(&resp);
-        return r;
-    }
-    {
+        r = asb_kube_get(c->kube, &res, ns, claim, &resp, err);
+        if (r == ASB_ERR_NOT_FOUND)
+            r = asb__fail(err, ASB_ERR_NOT_FOUND,
+                          "adopt: claim %s disappeared after the create conflict; try again",
+                          claim);
+        if (r == ASB_OK) r = asb__adopt_check(c, claim, tpl, opts, &resp, &cw, rv, sizeof rv, err);
+        if (r == ASB_OK) done = cw.outcome != ASB_ERR_TIMEOUT;
+    } else if (r == ASB_OK) {
         asb_json_doc d;
         if (asb_json_doc_parse(&d, resp.ptr, resp.len, &c->alloc, NULL) == ASB_OK) {
             asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.resourceVersion"), rv, sizeof rv,
+                                NULL);
+            asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.uid"), cw.uid, sizeof cw.uid,
                                 NULL);
             asb_json_doc_free(&d);
         }
     }
     asb_buf_free(&resp);
+    if (r != ASB_OK) return r;
     if (c->mode == ASB_CONNECT_LOCAL_TUNNEL) {
         /* kubectl starts while the controller works. No kubectl at all is
            worth failing for now, before waiting for Ready; any other
@@ -9527,34 +9938,36 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
         if (c->tunnel_pid <= 0) tr = asb__tunnel_spawn_locked(c, err);
         pthread_mutex_unlock(&c->conn_lock);
         if (tr == ASB_ERR_KUBECTL_MISSING) {
-            asb_kube_delete(c->kube, &res, ns, claim, NULL); /* no orphan */
-            asb__log(&c->log, ASB_LOG_ERROR, "sandbox.create", "claim %s deleted: %s", claim,
+            if (created) asb_kube_delete_uid(c->kube, &res, ns, claim, cw.uid, NULL); /* no orphan */
+            asb__log(&c->log, ASB_LOG_ERROR, "sandbox.create", "claim %s %s: %s", claim,
+                     created ? "deleted" : "left as it was",
                      err ? err->message : asb_result_str(tr));
             return tr;
         }
     }
-    /* one watch on the claim, from the create's version */
-    memset(&cw, 0, sizeof cw);
-    cw.outcome = ASB_ERR_TIMEOUT;
+    /* one watch on the claim, from the create's (or the adopted claim's)
+       version, pinned to its UID */
     memset(&wo, 0, sizeof wo);
     snprintf(sel, sizeof sel, "metadata.name=%s", claim);
     wo.field_selector = sel;
     wo.resource_version = rv[0] ? rv : NULL;
     wo.deadline_ms = opts->ready_timeout_ms > 0 ? opts->ready_timeout_ms : 180000;
-    r = asb_kube_watch(c->kube, &res, ns, &wo, asb__claim_event, &cw, err);
+    r = done ? ASB_OK : asb_kube_watch(c->kube, &res, ns, &wo, asb__claim_event, &cw, err);
     if (r == ASB_OK) r = cw.outcome;
     if (r != ASB_OK) {
-        /* no orphan, ever: the claim goes before the error returns */
+        /* no orphan, ever: the claim we made goes before the error returns
+           (only while it is still ours: the UID is the precondition) */
         asb_error derr;
         if (r == ASB_ERR_TEMPLATE_NOT_FOUND || r == ASB_ERR_WARMPOOL_NOT_FOUND ||
-            r == ASB_ERR_CLAIM_FAILED || r == ASB_ERR_METADATA)
+            r == ASB_ERR_CLAIM_FAILED || r == ASB_ERR_METADATA || r == ASB_ERR_NOT_FOUND)
             asb__fail(err, r, "sandbox claim %s: %s%s%s", claim, cw.reason,
-                      cw.message[0] ? ": " : "", cw.message);
+                      cw.message[0] && cw.reason[0] ? ": " : "", cw.message);
         else if (r == ASB_ERR_TIMEOUT)
             asb__fail(err, r, "sandbox claim %s not ready within %d ms%s%s", claim,
                       wo.deadline_ms, cw.reason[0] ? "; last reason: " : "", cw.reason);
-        if (asb_kube_delete(c->kube, &res, ns, claim, &derr) != ASB_OK &&
-            derr.code != ASB_ERR_NOT_FOUND && err) {
+        if (created &&
+            asb_kube_delete_uid(c->kube, &res, ns, claim, cw.uid, &derr) != ASB_OK &&
+            derr.code != ASB_ERR_NOT_FOUND && derr.http_status != 409 && err) {
             size_t l = strlen(err->message);
             snprintf(err->message + l, sizeof err->message - l,
                      " (and deleting the claim failed: %.150s)", derr.message);
@@ -9565,24 +9978,39 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
     }
     sb = asb__new_handle(c, claim, cw.sandbox, ns);
     if (!sb) {
-        asb_kube_delete(c->kube, &res, ns, claim, NULL);
+        if (created) asb_kube_delete_uid(c->kube, &res, ns, claim, cw.uid, NULL);
         return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "create: out of memory");
     }
+    snprintf(sb->uid, sizeof sb->uid, "%s", cw.uid);
+    sb->named = opts->claim_name != NULL;
     r = opts->probe_runtime ? asb__wait_runtime(sb, t_start + wo.deadline_ms, err) : ASB_OK;
     if (r != ASB_OK) {
-        asb_kube_delete(c->kube, &res, ns, claim, NULL); /* no orphan */
+        if (created) asb_kube_delete_uid(c->kube, &res, ns, claim, cw.uid, NULL); /* no orphan */
         c->alloc.free_fn(sb, c->alloc.user_data);
-        asb__log(&c->log, ASB_LOG_ERROR, "sandbox.create", "claim %s deleted: %s", claim,
-                 err ? err->message : asb_result_str(r));
+        asb__log(&c->log, ASB_LOG_ERROR, "sandbox.create", "claim %s %s: %s", claim,
+                 created ? "deleted" : "left as it was", err ? err->message : asb_result_str(r));
         return r;
     }
     asb__log(&c->log, ASB_LOG_INFO, "sandbox.create",
-             "claim %s/%s (%s %s): sandbox %s ready in %lld ms", ns, claim,
+             "claim %s/%s (%s %s)%s: sandbox %s ready in %lld ms", ns, claim,
              opts->warm_pool ? "warm pool" : "template", opts->warm_pool ? opts->warm_pool : tpl,
-             sb->name, (long long)(asb__now_ms() - t_start));
+             created ? "" : " adopted", sb->name, (long long)(asb__now_ms() - t_start));
     pthread_mutex_lock(&c->lock);
-    sb->next = c->handles;
-    c->handles = sb;
+    {
+        /* adopting a claim this client already tracks: one handle per
+           claim. The same claim keeps its handle; a handle on an older
+           claim of that name is stale (that claim is gone) */
+        asb_sandbox *old = asb__find_handle(c, ns, claim);
+        if (old && strcmp(old->uid, sb->uid) == 0 && strcmp(old->name, sb->name) == 0) {
+            c->alloc.free_fn(sb, c->alloc.user_data);
+            sb = old;
+            sb->closed = 0;
+        } else {
+            if (old) old->active = 0;
+            sb->next = c->handles;
+            c->handles = sb;
+        }
+    }
     pthread_mutex_unlock(&c->lock);
     *out = sb;
     return ASB_OK;
@@ -9602,8 +10030,17 @@ ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err) {
     asb_result r;
     if (!sb) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "terminate: NULL handle");
     if (!sb->active) return ASB_OK;
-    r = asb_kube_delete(sb->client->kube, asb__claims(sb->client, &res), sb->ns, sb->claim, err);
+    r = asb_kube_delete_uid(sb->client->kube, asb__claims(sb->client, &res), sb->ns, sb->claim,
+                            sb->uid, err);
     if (r == ASB_ERR_NOT_FOUND) r = ASB_OK; /* already gone is fine */
+    if (r == ASB_ERR_KUBE_API && err && err->http_status == 409 && sb->uid[0]) {
+        /* the UID precondition failed: the claim of that name now is
+           another one, ours is gone; that one is not ours to delete */
+        asb__log(&sb->client->log, ASB_LOG_INFO, "sandbox.delete",
+                 "claim %s/%s was already replaced by another of the same name: left alone",
+                 sb->ns, sb->claim);
+        r = ASB_OK;
+    }
     if (r == ASB_OK) sb->active = 0;       /* only on success: retry later */
     if (r == ASB_OK)
         asb__log(&sb->client->log, ASB_LOG_INFO, "sandbox.delete", "claim %s/%s deleted", sb->ns,
@@ -10080,7 +10517,7 @@ ASB_API asb_result asb_client_get_sandbox(asb_client *c, const char *claim, cons
     asb_result r;
     asb_sandbox *sb;
     asb__claim_wait cw;
-    char sel[128], rv[64] = "";
+    char sel[300], rv[64] = "";
     if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "get: NULL out");
     *out = NULL;
     if (!c || !claim) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "get: NULL argument");
@@ -10099,12 +10536,9 @@ ASB_API asb_result asb_client_get_sandbox(asb_client *c, const char *claim, cons
         asb_buf_free(&body);
         return r;
     }
-    if (sb) {
-        asb_buf_free(&body);
-        sb->closed = 0; /* attaching again reopens a closed handle */
-        *out = sb;
-        return ASB_OK;
-    }
+    /* a tracked handle is checked as a new one would be (the reference
+       re-resolves too): the claim bound, its Sandbox there, and the same
+       claim (UID) as the handle's */
     {
         asb_json_doc d;
         asb_watch_event ev;
@@ -10116,6 +10550,8 @@ ASB_API asb_result asb_client_get_sandbox(asb_client *c, const char *claim, cons
             asb__claim_event(&cw, &ev);
             asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.resourceVersion"), rv,
                                 sizeof rv, NULL);
+            asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.uid"), cw.uid,
+                                sizeof cw.uid, NULL);
             asb_json_doc_free(&d);
         }
     }
@@ -10132,25 +10568,48 @@ ASB_API asb_result asb_client_get_sandbox(asb_client *c, const char *claim, cons
         r = asb_kube_watch(c->kube, &res, ns, &wo, asb__claim_event, &cw, err);
         if (r == ASB_OK && !cw.sandbox[0]) r = cw.outcome == ASB_OK ? ASB_ERR_TIMEOUT : cw.outcome;
         if (r == ASB_ERR_METADATA)
-            return asb__fail(err, r, "claim %s was deleted while resolving it", claim);
-        if (r != ASB_OK && !cw.sandbox[0]) return r;
+            r = asb__fail(err, r, "claim %s was deleted while resolving it", claim);
+        else if (r == ASB_ERR_NOT_FOUND)
+            r = asb__fail(err, r, "claim %s: %s", claim, cw.message);
+        if (r != ASB_OK && !cw.sandbox[0]) {
+            if (sb) asb_sandbox_close_connection(sb); /* tracked still: cleanup reaches it */
+            return r;
+        }
     }
     /* the Sandbox itself must exist */
     sbres.group = "agents.x-k8s.io";
     sbres.version = c->api_version;
     sbres.plural = "sandboxes";
     r = asb_kube_get(c->kube, &sbres, ns, cw.sandbox, NULL, err);
-    if (r != ASB_OK) return r;
+    if (r != ASB_OK) {
+        /* the lookup failing says nothing sure about the claim: the handle
+           is closed, and stays tracked so cleanup still reaches it */
+        if (sb) asb_sandbox_close_connection(sb);
+        return r;
+    }
+    pthread_mutex_lock(&c->lock);
+    sb = asb__find_handle(c, ns, claim);
+    if (sb && (!sb->uid[0] || strcmp(sb->uid, cw.uid) == 0) && strcmp(sb->name, cw.sandbox) == 0) {
+        sb->closed = 0; /* attaching again reopens a closed handle */
+        if (!sb->uid[0]) snprintf(sb->uid, sizeof sb->uid, "%s", cw.uid);
+        pthread_mutex_unlock(&c->lock);
+        *out = sb;
+        return ASB_OK;
+    }
+    if (sb) sb->active = 0; /* its claim is gone: another has the name now */
+    pthread_mutex_unlock(&c->lock);
     sb = asb__new_handle(c, claim, cw.sandbox, ns);
     if (!sb) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "get: out of memory");
+    snprintf(sb->uid, sizeof sb->uid, "%s", cw.uid);
     pthread_mutex_lock(&c->lock);
     {
         /* another thread may have attached meanwhile: keep one handle */
         asb_sandbox *other = asb__find_handle(c, ns, claim);
-        if (other) {
+        if (other && strcmp(other->uid, sb->uid) == 0) {
             c->alloc.free_fn(sb, c->alloc.user_data);
             sb = other;
         } else {
+            if (other) other->active = 0;
             sb->next = c->handles;
             c->handles = sb;
         }

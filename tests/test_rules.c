@@ -448,6 +448,41 @@ ASBT_TEST(gateway_addresses_are_an_ip_or_a_plain_hostname) {
     ASBT_EQ_RES(asb_gateway_address_validate(label64, 63, &err), ASB_OK);
 }
 
+ASBT_TEST(chosen_claim_names_are_dns_subdomains) {
+    asb_error err;
+    char long254[255];
+    static const char *good[] = {"a", "my-claim", "team.a.claim-1", "0x", "a-b.c-d"};
+    static const char *bad[] = {"", "A", "-a", "a-", "a..b", ".a", "a.", "a.-b", "a-.b",
+                                "a_b", "a b", "a/b"};
+    size_t i;
+    for (i = 0; i < sizeof good / sizeof good[0]; i++)
+        ASBT_EQ_RES(asb_claim_name_validate(good[i], strlen(good[i]), &err), ASB_OK);
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ASBT_EQ_RES(asb_claim_name_validate(bad[i], strlen(bad[i]), &err),
+                    ASB_ERR_INVALID_ARGUMENT);
+        ASBT_CONTAINS(err.message, "claim name");
+    }
+    memset(long254, 'a', sizeof long254);
+    ASBT_EQ_RES(asb_claim_name_validate(long254, 253, &err), ASB_OK);
+    ASBT_EQ_RES(asb_claim_name_validate(long254, 254, &err), ASB_ERR_INVALID_ARGUMENT);
+    ASBT_CONTAINS(err.message, "253");
+    ASBT_EQ_RES(asb_claim_name_validate(NULL, 0, &err), ASB_ERR_INVALID_ARGUMENT);
+}
+
+ASBT_TEST(env_names_follow_the_kubernetes_rule) {
+    asb_error err;
+    static const char *good[] = {"PATH", "_x", "a.b-c_d", "-x", ".x", "x9", "a..b"};
+    static const char *bad[] = {"", "9x", "a b", "a=b", ".", "..", "..x", "a/b", "\xc3\xa9"};
+    size_t i;
+    for (i = 0; i < sizeof good / sizeof good[0]; i++)
+        ASBT_EQ_RES(asb_env_name_validate(good[i], strlen(good[i]), &err), ASB_OK);
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ASBT_EQ_RES(asb_env_name_validate(bad[i], strlen(bad[i]), &err),
+                    ASB_ERR_INVALID_ARGUMENT);
+        ASBT_CONTAINS(err.message, "env: name");
+    }
+}
+
 ASBT_LIST(
     ASBT_CASE(safe_paths_are_normalised_like_posix)
     ASBT_CASE(path_traversal_is_rejected_before_any_request)
@@ -470,5 +505,7 @@ ASBT_LIST(
     ASBT_CASE(every_result_code_has_a_distinct_name)
     ASBT_CASE(version_and_tls_backend_are_reported)
     ASBT_CASE(error_messages_quote_untrusted_bytes_boundedly)
+    ASBT_CASE(chosen_claim_names_are_dns_subdomains)
+    ASBT_CASE(env_names_follow_the_kubernetes_rule)
 )
 ASBT_MAIN()

@@ -769,6 +769,181 @@ ASBT_TEST(sandbox_tls_is_read_by_client_create_and_gateway_https_defaults_to_443
     unlink(unit_cfg);
 }
 
+/* The claim the client POSTs for the v1beta1 options, checked as JSON. */
+ASBT_TEST(v1beta1_options_become_the_claim_spec_and_are_checked_first) {
+    asb_client c;
+    asb_create_opts o;
+    asb_buf b;
+    asb_error err;
+    asb_json_doc d;
+    asb_env_var env[2];
+    asb_label pl[1], pa[1];
+    const char *vct[1];
+    char v[128];
+    memset(&c, 0, sizeof c);
+    c.api_version = (char *)"v1beta1";
+    memset(&o, 0, sizeof o);
+    o.warm_pool = "pool";
+    env[0].name = "MODE";
+    env[0].value = "fast \"quoted\"";
+    env[0].container_name = NULL;
+    env[1].name = "EMPTY";
+    env[1].value = NULL;
+    env[1].container_name = "side";
+    o.env = env;
+    o.env_count = 2;
+    pl[0].key = "team.example.com/owner";
+    pl[0].value = "c-sdk";
+    o.pod_labels = pl;
+    o.pod_label_count = 1;
+    pa[0].key = "note";
+    pa[0].value = "any text: even spaces";
+    o.pod_annotations = pa;
+    o.pod_annotation_count = 1;
+    vct[0] = "{\"metadata\":{\"name\":\"data\"},\"spec\":{\"accessModes\":[\"ReadWriteOnce\"],"
+             "\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}}}";
+    o.volume_claim_templates = vct;
+    o.volume_claim_template_count = 1;
+    ASBT_EQ_RES(asb__create_opts_check(&o, &err), ASB_OK);
+    asb_buf_init(&b, NULL);
+    ASBT_EQ_RES(asb__claim_manifest(&c, "named.claim", NULL, &o, "default", &b, &err), ASB_OK);
+    ASBT_EQ_RES(asb_json_doc_parse(&d, b.ptr, b.len, NULL, &err), ASB_OK);
+    ASBT_CHECK(asb_json_string_eq(&d, asb_json_find(&d, 0, "metadata.name"), "named.claim", 11));
+    ASBT_CHECK(asb_json_string_eq(&d, asb_json_find(&d, 0, "spec.warmPoolRef.name"), "pool", 4));
+    ASBT_EQ_RES(asb_json_get_string(&d, asb_json_find(&d, 0, "spec.env.0.value"), v, sizeof v, NULL),
+                ASB_OK);
+    ASBT_EQ_STR(v, "fast \"quoted\"");
+    ASBT_CHECK(asb_json_find(&d, 0, "spec.env.0.containerName") < 0);
+    ASBT_CHECK(asb_json_string_eq(&d, asb_json_find(&d, 0, "spec.env.1.value"), "", 0));
+    ASBT_CHECK(asb_json_string_eq(&d, asb_json_find(&d, 0, "spec.env.1.containerName"), "side", 4));
+    ASBT_CHECK(asb_json_string_eq(
+        &d, asb_json_find(&d, 0, "spec.additionalPodMetadata.labels.team\\.example\\.com/owner"),
+        "c-sdk", 5));
+    ASBT_CHECK(asb_json_string_eq(&d, asb_json_find(&d, 0, "spec.additionalPodMetadata.annotations.note"),
+                                  "any text: even spaces", 21));
+    ASBT_CHECK(asb_json_string_eq(&d, asb_json_find(&d, 0, "spec.volumeClaimTemplates.0.spec.resources.requests.storage"),
+                                  "1Gi", 3));
+    asb_json_doc_free(&d);
+    /* empty sections are left out, as the reference does */
+    memset(&o, 0, sizeof o);
+    o.warm_pool = "pool";
+    b.len = 0;
+    ASBT_EQ_RES(asb__claim_manifest(&c, "x", NULL, &o, "default", &b, &err), ASB_OK);
+    ASBT_EQ_RES(asb_json_doc_parse(&d, b.ptr, b.len, NULL, &err), ASB_OK);
+    ASBT_CHECK(asb_json_find(&d, 0, "spec.env") < 0);
+    ASBT_CHECK(asb_json_find(&d, 0, "spec.additionalPodMetadata") < 0);
+    ASBT_CHECK(asb_json_find(&d, 0, "spec.volumeClaimTemplates") < 0);
+    asb_json_doc_free(&d);
+    asb_buf_free(&b);
+    /* bad options fail with the rule, before any API call */
+    env[0].name = "9LIVES";
+    o.env = env;
+    o.env_count = 1;
+    ASBT_EQ_RES(asb__create_opts_check(&o, &err), ASB_ERR_INVALID_ARGUMENT);
+    ASBT_CONTAINS(err.message, "9LIVES");
+    memset(&o, 0, sizeof o);
+    pl[0].key = "bad key";
+    o.pod_labels = pl;
+    o.pod_label_count = 1;
+    ASBT_EQ_RES(asb__create_opts_check(&o, &err), ASB_ERR_INVALID_ARGUMENT);
+    ASBT_CONTAINS(err.message, "pod_labels");
+    memset(&o, 0, sizeof o);
+    vct[0] = "[1]";
+    o.volume_claim_templates = vct;
+    o.volume_claim_template_count = 1;
+    ASBT_EQ_RES(asb__create_opts_check(&o, &err), ASB_ERR_INVALID_ARGUMENT);
+    ASBT_CONTAINS(err.message, "JSON object");
+    vct[0] = "{\"metadata\":";
+    ASBT_EQ_RES(asb__create_opts_check(&o, &err), ASB_ERR_INVALID_ARGUMENT);
+    ASBT_CONTAINS(err.message, "not JSON");
+    memset(&o, 0, sizeof o);
+    o.adopt_existing = 1;
+    ASBT_EQ_RES(asb__create_opts_check(&o, &err), ASB_ERR_INVALID_ARGUMENT);
+    ASBT_CONTAINS(err.message, "adopt_existing needs a claim_name");
+    o.claim_name = "Not_A_Name";
+    ASBT_EQ_RES(asb__create_opts_check(&o, &err), ASB_ERR_INVALID_ARGUMENT);
+    ASBT_CONTAINS(err.message, "DNS-1123 subdomain");
+}
+
+static int feed_claim(asb__claim_wait *w, asb_watch_type type, const char *json) {
+    asb_json_doc d;
+    asb_watch_event ev;
+    int r;
+    if (asb_json_doc_parse(&d, json, strlen(json), NULL, NULL) != ASB_OK) return -99;
+    memset(&ev, 0, sizeof ev);
+    ev.type = type;
+    ev.doc = &d;
+    ev.object = 0;
+    r = asb__claim_event(w, &ev);
+    asb_json_doc_free(&d);
+    return r;
+}
+
+/* The wait is pinned to the claim's UID; the terminal reasons end it. */
+ASBT_TEST(the_claim_wait_is_pinned_to_its_uid_and_stops_at_terminal_reasons) {
+    asb__claim_wait w;
+    static const char *terminal[] = {"InvalidMetadata", "EnvVarsInjectionRejected",
+                                     "VolumeClaimTemplatesError", "ClaimExpired", "SandboxExpired",
+                                     "InvalidConfiguration", "PodFailed", "PodSucceeded"};
+    static const char *transient[] = {"SandboxNotReady", "AdoptionPending", "ReconcilerError",
+                                      "SandboxMissing", "SandboxCreatePending"};
+    char js[512];
+    size_t i;
+    memset(&w, 0, sizeof w);
+    snprintf(w.uid, sizeof w.uid, "uid-ours");
+    /* another claim's end is not ours */
+    ASBT_EQ_INT(feed_claim(&w, ASB_WATCH_DELETED, "{\"metadata\":{\"uid\":\"uid-other\"}}"), 0);
+    /* a Ready claim of the same name but another UID is never taken */
+    ASBT_EQ_INT(feed_claim(&w, ASB_WATCH_ADDED,
+                           "{\"metadata\":{\"uid\":\"uid-other\"},\"status\":{\"sandbox\":{\"name\":"
+                           "\"sb\"},\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}"),
+                1);
+    ASBT_EQ_RES(w.outcome, ASB_ERR_NOT_FOUND);
+    ASBT_CONTAINS(w.message, "replaced");
+    ASBT_CHECK(w.sandbox[0] == '\0');
+    /* ours going away: deleted, or being deleted */
+    memset(&w, 0, sizeof w);
+    snprintf(w.uid, sizeof w.uid, "uid-ours");
+    ASBT_EQ_INT(feed_claim(&w, ASB_WATCH_DELETED, "{\"metadata\":{\"uid\":\"uid-ours\"}}"), 1);
+    ASBT_EQ_RES(w.outcome, ASB_ERR_METADATA);
+    memset(&w, 0, sizeof w);
+    snprintf(w.uid, sizeof w.uid, "uid-ours");
+    ASBT_EQ_INT(feed_claim(&w, ASB_WATCH_MODIFIED,
+                           "{\"metadata\":{\"uid\":\"uid-ours\",\"deletionTimestamp\":"
+                           "\"2026-01-01T00:00:00Z\"}}"),
+                1);
+    ASBT_EQ_RES(w.outcome, ASB_ERR_METADATA);
+    ASBT_CONTAINS(w.message, "being deleted");
+    /* ours, Ready */
+    memset(&w, 0, sizeof w);
+    snprintf(w.uid, sizeof w.uid, "uid-ours");
+    ASBT_EQ_INT(feed_claim(&w, ASB_WATCH_MODIFIED,
+                           "{\"metadata\":{\"uid\":\"uid-ours\"},\"status\":{\"sandbox\":{\"name\":"
+                           "\"sb\"},\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}"),
+                1);
+    ASBT_EQ_RES(w.outcome, ASB_OK);
+    ASBT_EQ_STR(w.sandbox, "sb");
+    for (i = 0; i < sizeof terminal / sizeof terminal[0]; i++) {
+        memset(&w, 0, sizeof w);
+        snprintf(js, sizeof js,
+                 "{\"metadata\":{\"uid\":\"u\"},\"status\":{\"conditions\":[{\"type\":\"Ready\","
+                 "\"status\":\"False\",\"reason\":\"%s\",\"message\":\"said the controller\"}]}}",
+                 terminal[i]);
+        ASBT_EQ_INT(feed_claim(&w, ASB_WATCH_MODIFIED, js), 1);
+        ASBT_EQ_RES(w.outcome, ASB_ERR_CLAIM_FAILED);
+        ASBT_EQ_STR(w.reason, terminal[i]);
+        ASBT_EQ_STR(w.message, "said the controller");
+    }
+    for (i = 0; i < sizeof transient / sizeof transient[0]; i++) {
+        memset(&w, 0, sizeof w);
+        snprintf(js, sizeof js,
+                 "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\","
+                 "\"reason\":\"%s\"}]}}",
+                 transient[i]);
+        ASBT_EQ_INT(feed_claim(&w, ASB_WATCH_MODIFIED, js), 0);
+    }
+}
+
 ASBT_LIST(
     ASBT_CASE(pod_ip_prefers_ipv4_unmaps_and_skips_invalid_entries)
     ASBT_CASE(a_create_whose_answer_was_lost_deletes_its_claim_by_name)
@@ -785,5 +960,7 @@ ASBT_LIST(
     ASBT_CASE(keys_in_extra_headers_are_masked_in_echoed_error_bodies)
     ASBT_CASE(a_long_error_body_keeps_its_first_512_bytes_in_err)
     ASBT_CASE(sandbox_tls_is_read_by_client_create_and_gateway_https_defaults_to_443)
+    ASBT_CASE(v1beta1_options_become_the_claim_spec_and_are_checked_first)
+    ASBT_CASE(the_claim_wait_is_pinned_to_its_uid_and_stops_at_terminal_reasons)
 )
 ASBT_MAIN()
