@@ -1342,8 +1342,9 @@ typedef struct asb_watch_opts {
    resourceVersion seen (bookmarks included) when the server ends the
    stream, the connection drops or the apiserver answers 429 or 5xx (as
    it does while restarting), and restarts from "0" after 410 Gone
-   (as an HTTP status or an ERROR event). Waiting costs no CPU: it sleeps
-   in poll. Callbacks run on the calling thread; the return value is the
+   (as an HTTP status or an ERROR event), after a short pause that grows
+   (to 5 s, jittered) while 410s follow each other with no event between
+   them. Waiting costs no CPU: it sleeps in poll. Callbacks run on the calling thread; the return value is the
    single final outcome. */
 ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *res,
                                   const char *ns, const asb_watch_opts *opts,
@@ -8321,6 +8322,7 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
     asb_result r = ASB_OK;
     int64_t deadline;
     int backoff = 100, refusals = 0;
+    int gone_backoff = 100; /* the pause before a restart after 410 */
     char last[64] = ""; /* why the last attempt failed, for the timeout */
     if (!kc || !fn) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "watch: NULL argument");
     if (!opts) {
@@ -8344,7 +8346,7 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
         asb_buf path;
         asb_http_request req;
         asb_http_response resp;
-        int first = 1, status, refused = 0, pause,
+        int first = 1, status, refused = 0, pause, events0 = w.events,
             tsec = opts->timeout_seconds > 0 ? opts->timeout_seconds : 60;
         int64_t retry_after;
         char num[24];
@@ -8396,19 +8398,38 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
             break;
         }
         if (w.gone || resp.status == 410) {
-            /* the resourceVersion is too old: start again from "0" */
+            /* the resourceVersion is too old: start again from "0". Not at
+               once: a server that answers nothing but 410 would get
+               hundreds of requests a second. The pause doubles while 410s
+               follow each other with no event between them, and starts
+               over (100 ms) once events flow again; jittered so that many
+               watchers of one apiserver do not come back together. */
+            unsigned char rb[2];
+            if (w.events > events0) gone_backoff = 100;
+            pause = gone_backoff;
+            if (asb__random_bytes(rb, 2) == ASB_OK)
+                pause = pause / 2 +
+                        (int)((unsigned)(pause / 2) * (unsigned)(rb[0] << 8 | rb[1]) / 65535u);
+            gone_backoff = gone_backoff < 2500 ? gone_backoff * 2 : 5000;
             if (kc->http_desc.log.fn) {
                 char rvq[80];
                 asb__quote(rvq, sizeof rvq, w.rv.len ? w.rv.ptr : "(none)",
                            w.rv.len ? w.rv.len : 6, 60);
                 asb__log(&kc->http_desc.log, ASB_LOG_INFO, "kube.watch.gone",
-                         "watch %s: resourceVersion %s is gone (410), starting again from 0",
-                         base.ptr, rvq);
+                         "watch %s: resourceVersion %s is gone (410), starting again from 0 "
+                         "in %d ms",
+                         base.ptr, rvq, pause);
             }
+            asb_http_response_free(&resp);
+            if (deadline && asb__now_ms() + pause >= deadline) {
+                r = asb__fail(err, ASB_ERR_TIMEOUT,
+                              "watch: deadline reached while restarting after 410 Gone");
+                break;
+            }
+            asb__sleep_ms(pause);
             w.rv.len = 0;
             asb_buf_append(&w.rv, "0", 1);
             w.lines.stopped = 0;
-            asb_http_response_free(&resp);
             r = ASB_OK;
             continue;
         }

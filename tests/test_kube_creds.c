@@ -370,6 +370,99 @@ ASBT_TEST(an_api_servers_429_is_retried_even_for_a_post) {
     asb_kube_client_free(kc);
 }
 
+static int watch_event_seen(void *user, const asb_watch_event *ev) {
+    (void)ev;
+    ++*(int *)user;
+    return 0;
+}
+
+/* Requests the fault server counted under key. */
+static int64_t fault_count(const char *key) {
+    asb_kube_client *kc;
+    asb_error err;
+    asb_buf out;
+    asb_json_doc doc;
+    char path[128];
+    int64_t n = -1;
+    write_cfg("    token: t\n");
+    kc = client(&err);
+    if (!kc) return -1;
+    asb_buf_init(&out, NULL);
+    snprintf(path, sizeof path, "/count/%s", key);
+    if (asb_kube_request(kc, "GET", path, NULL, NULL, 0, &out, &err) == ASB_OK &&
+        asb_json_doc_parse(&doc, out.ptr, out.len, NULL, NULL) == ASB_OK) {
+        asb_json_get_int64(&doc, asb_json_find(&doc, 0, "count"), &n);
+        asb_json_doc_free(&doc);
+    }
+    asb_buf_free(&out);
+    asb_kube_client_free(kc);
+    return n;
+}
+
+/* Watches through a server whose every answer is scenario `mode` of the
+   fault server, for deadline_ms; returns how many requests it got. */
+static int64_t watch_against(const char *mode, const char *key, int deadline_ms, int *events,
+                             asb_result *res) {
+    asb_kube_client_desc d;
+    asb_kube_client *kc = NULL;
+    asb_kube_resource r;
+    asb_watch_opts wo;
+    asb_error err;
+    FILE *f = fopen(cfgpath, "w");
+    if (!f) return -1;
+    fprintf(f,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+            "    server: http://127.0.0.1:%s/%s/%s\ncontexts:\n- name: c\n  context: "
+            "{cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: t}\n",
+            getenv("ASB_PEER_FAULT_PORT"), mode, key);
+    fclose(f);
+    memset(&d, 0, sizeof d);
+    d.kubeconfig.path = cfgpath;
+    if (asb_kube_client_create(&d, &kc, &err) != ASB_OK) return -1;
+    memset(&r, 0, sizeof r);
+    r.group = "agents.x-k8s.io";
+    r.version = "v1alpha1";
+    r.plural = "sandboxes";
+    memset(&wo, 0, sizeof wo);
+    wo.deadline_ms = deadline_ms;
+    *events = 0;
+    *res = asb_kube_watch(kc, &r, "default", &wo, watch_event_seen, events, &err);
+    asb_kube_client_free(kc);
+    return fault_count(key);
+}
+
+/* R10: a server that answers every watch with 410 Gone (as a status or as
+   an ERROR event) used to get a new request at once, hundreds a second.
+   The restarts back off: in 2.5 s, at most a handful (the pauses, 50-100,
+   100-200, 200-400, 400-800, 800-1600 ms, allow 7; the bound leaves room).
+   Events between the 410s reset the pause, so that server gets more
+   requests than one that never sends any, but still a bounded number. */
+ASBT_TEST(a_watch_backs_off_from_a_server_that_keeps_answering_410) {
+    static const char *modes[] = {"gone", "gone-event"};
+    char key[64];
+    int64_t n, quiet = 0;
+    int events, i;
+    asb_result r;
+    for (i = 0; i < 2; i++) {
+        snprintf(key, sizeof key, "w410-%d-%s", (int)getpid(), modes[i]);
+        n = watch_against(modes[i], key, 2500, &events, &r);
+        fprintf(stderr, "    %s: %lld requests in 2.5 s\n", modes[i], (long long)n);
+        ASBT_EQ_RES(r, ASB_ERR_TIMEOUT);
+        ASBT_EQ_INT(events, 0);
+        ASBT_CHECK(n >= 2);  /* it did restart */
+        ASBT_CHECK(n <= 12); /* ...but not in a loop */
+        quiet = n;
+    }
+    snprintf(key, sizeof key, "w410-%d-after-event", (int)getpid());
+    n = watch_against("gone-after-event", key, 2500, &events, &r);
+    fprintf(stderr, "    gone-after-event: %lld requests, %d events in 2.5 s\n", (long long)n,
+            events);
+    ASBT_EQ_RES(r, ASB_ERR_TIMEOUT);
+    ASBT_EQ_INT(events, n);
+    ASBT_CHECK(n > quiet);  /* progress started the pauses over */
+    ASBT_CHECK(n <= 60);    /* each restart still waits at least 50 ms */
+}
+
 /* Upstream S21: exec plugins run from an argv array, never through a
    shell (kubernetes-client/c joins the command into one string). Words
    with spaces, ';', $(...), backquotes, globs and quotes reach the plugin
@@ -448,6 +541,7 @@ ASBT_LIST(
     ASBT_CASE(secrets_never_reach_error_messages)
     ASBT_CASE(credentials_echoed_in_a_status_are_masked_in_err)
     ASBT_CASE(an_api_servers_429_is_retried_even_for_a_post)
+    ASBT_CASE(a_watch_backs_off_from_a_server_that_keeps_answering_410)
     ASBT_CASE(exec_plugin_args_reach_it_verbatim_and_no_shell_runs)
 )
 

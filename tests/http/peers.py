@@ -91,6 +91,12 @@ unless said; connections are kept alive unless said; `?k=v` where noted):
                            HEAD: the same headers, no body; kept alive
   /bytes/<n>               200, Content-Length n, bytes i%251 (for body caps)
   /status/<code>           that status, body "status <code>\\n"
+  /gone/<key>/...          410 Gone with a Kubernetes Status (Expired), for any
+                           path under it (a kubeconfig server URL with this
+                           prefix makes every watch answer 410); counted
+                           under <key>. /gone-event/<key>/... answers 200
+                           with one watch line, an ERROR event with code 410;
+                           /gone-after-event/<key>/... an ADDED event first
   /status-echo/<code>      that status with a Kubernetes Status whose message
                            lists the request headers as received (a server
                            that echoes credentials into its errors)
@@ -549,6 +555,22 @@ class FaultHandler(socketserver.BaseRequestHandler):
                 part = unit[:min(left, len(unit))]
                 send(part)
                 left -= len(part)
+            return True
+        if seg[0] in ("gone", "gone-event", "gone-after-event") and len(seg) >= 2:
+            STATE.bump(seg[1])
+            status = {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                      "reason": "Expired", "code": 410,
+                      "message": "too old resource version: 1 (2)"}
+            if seg[0] == "gone":
+                send(json_response(status, status=410, reason="Gone"))
+                return True
+            lines = []
+            if seg[0] == "gone-after-event":
+                lines.append({"type": "ADDED", "object": {
+                    "kind": "Sandbox", "metadata": {"name": "s", "resourceVersion": "5"}}})
+            lines.append({"type": "ERROR", "object": status})
+            body = "".join(json.dumps(x) + "\n" for x in lines).encode()
+            send(response(200, "OK", [("Content-Type", "application/json")], body))
             return True
         if seg[0] == "status-echo" and len(seg) == 2:
             code = int(seg[1])
