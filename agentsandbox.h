@@ -251,14 +251,31 @@
    Functions touch only the objects passed to them, so different objects
    may be used from different threads at once; one object (a writer, a doc
    being parsed) from one thread at a time. Reading an already parsed
-   asb_json_doc from several threads is safe. An asb_http_client is the
-   exception by design: several threads may run requests on it at once
-   (its pool and random generator are locked; each request has its own
-   connection); create and free it from one thread.
+   asb_json_doc from several threads is safe. The three clients are the
+   exceptions by design: several threads may run calls on one
+   asb_http_client, asb_kube_client or asb_client at once (their pools,
+   credentials, registries and tunnels are locked), each thread driving
+   its own sandbox handles; create and free a client from one thread, when
+   no call on it is running.
 
    Signals. The library never raises SIGPIPE (MSG_NOSIGNAL / SO_NOSIGPIPE)
    and installs no signal handlers. Every descriptor it opens is
    close-on-exec.
+
+   Reading a declaration. Every public function has a comment right above
+   it (or above the run of declarations that share it), in one form: what
+   the call does and what its NULL or 0 arguments default to; then, where
+   there is something to say, "Errors:" the codes it returns for its own
+   reasons, "Ownership:" what the caller must free (and with which _free)
+   or how long a borrowed result lives, and "Threads:" where the rule
+   above is not the whole story. What a comment leaves out follows these
+   rules: any call may also fail with ASB_ERR_INVALID_ARGUMENT (a NULL or
+   malformed argument; the message says which) and ASB_ERR_OUT_OF_MEMORY;
+   an output struct a call fills on success is the caller's to free with
+   its _free (after a failure only where the comment says so); strings and
+   structs passed in are only read during the call, and copied when kept,
+   never adopted.
+   tools/check_docs.py (in make test) fails when a declaration has none.
 
    ===========================================================================
    DESIGN (the whole public API)
@@ -630,11 +647,22 @@ typedef struct asb_buf {
     asb_allocator alloc; /* copied from the one given to asb_buf_init */
 } asb_buf;
 
-/* `alloc` may be NULL (libc). Fails only for a half-filled allocator. */
+/* Makes an empty buffer (allocates nothing yet) that allocates through
+   `alloc` (NULL: libc; the struct is copied). A zeroed asb_buf works too,
+   with libc.
+   Errors: ASB_ERR_INVALID_ARGUMENT for a half-filled allocator.
+   Ownership: release with asb_buf_free once anything was appended. */
 ASB_API asb_result asb_buf_init(asb_buf *buf, const asb_allocator *alloc);
+/* Appends data[0, len) (binary-safe) and keeps ptr NUL-terminated; on
+   failure the buffer is unchanged.
+   Errors: ASB_ERR_OUT_OF_MEMORY. */
 ASB_API asb_result asb_buf_append(asb_buf *buf, const void *data, size_t len);
+/* Makes room for `extra` more bytes (plus the NUL) without changing len,
+   so ptr is non-NULL afterwards even for extra 0.
+   Errors: ASB_ERR_OUT_OF_MEMORY. */
 ASB_API asb_result asb_buf_reserve(asb_buf *buf, size_t extra);
-/* Frees the memory and leaves an empty buffer that may be reused. */
+/* Frees the memory and leaves an empty buffer that may be reused.
+   Harmless on an empty or already freed buffer. */
 ASB_API void asb_buf_free(asb_buf *buf);
 
 /* ==========================================================================
@@ -685,12 +713,17 @@ typedef struct asb_json_parser {
                              whether or not it is given tokens */
 } asb_json_parser;
 
+/* Resets a parser to the start of a text (jsmn_init). Cannot fail. */
 ASB_API void asb_json_init(asb_json_parser *parser);
 
 /* Tokenizes js[0, len) into tokens[0, num_tokens). Returns the total number
    of tokens (across resumed calls), or a negative asb_json_err. With
    tokens == NULL it only validates and counts. The text must be the same
-   prefix-extended buffer on every resumed call. len is limited to INT_MAX. */
+   prefix-extended buffer on every resumed call. len is limited to INT_MAX.
+   Errors (jsmn's convention, not asb_result): ASB_JSON_ERROR_NOMEM (give
+   more tokens and call again), ASB_JSON_ERROR_PART (append text and call
+   again), ASB_JSON_ERROR_INVAL (not JSON; final).
+   Ownership: nothing allocated; tokens point into js by offset. */
 ASB_API int asb_json_parse(asb_json_parser *parser, const char *js, size_t len,
                            asb_json_tok *tokens, unsigned int num_tokens);
 
@@ -708,17 +741,24 @@ typedef struct asb_json_doc {
     asb_allocator alloc;
 } asb_json_doc;
 
-/* Tokenizes a whole document, growing the token array as needed.
-   Errors: ASB_ERR_JSON_INVALID (err->message says where), ASB_ERR_TOO_LARGE
-   (more than ASB_JSON_MAX_DOC_TOKENS tokens), ASB_ERR_OUT_OF_MEMORY,
-   ASB_ERR_INVALID_ARGUMENT. On failure *doc needs no free. */
+/* Tokenizes a whole document, growing the token array as needed (through
+   `alloc`; NULL: libc).
+   Errors: ASB_ERR_JSON_INVALID (err->message says line and column),
+   ASB_ERR_TOO_LARGE (more than ASB_JSON_MAX_DOC_TOKENS tokens, or len
+   over INT_MAX).
+   Ownership: js is borrowed and must outlive the doc; on success free the
+   doc with asb_json_doc_free; on failure it needs no free (freeing it
+   anyway is harmless).
+   Threads: once parsed, any number of threads may read the doc. */
 ASB_API asb_result asb_json_doc_parse(asb_json_doc *doc, const char *js,
                                       size_t len, const asb_allocator *alloc,
                                       asb_error *err);
+/* Frees the tokens (not the text, which is the caller's). Harmless twice. */
 ASB_API void asb_json_doc_free(asb_json_doc *doc);
 
 /* Index of the token after the whole value at `tok` (its next sibling),
-   or doc->count. */
+   or doc->count. Lookups like this one never fail loudly: a bad index
+   gives -1 or doc->count, so they chain without checks. */
 ASB_API int asb_json_skip(const asb_json_doc *doc, int tok);
 
 /* The value of member `key` (key_len bytes, compared after unescaping) of
@@ -744,7 +784,11 @@ typedef struct asb_json_iter {
     int remaining;
     int is_object;
 } asb_json_iter;
+/* An iterator over the container at `tok` (plain data, nothing to free);
+   a bad index or a scalar gives an iterator that yields nothing. */
 ASB_API asb_json_iter asb_json_iter_begin(const asb_json_doc *doc, int tok);
+/* 1 and the next member's key and value tokens (an array element: key
+   -1), or 0 at the end. key and value may be NULL. */
 ASB_API int asb_json_iter_next(const asb_json_doc *doc, asb_json_iter *it,
                                int *key, int *value);
 
@@ -759,21 +803,31 @@ ASB_API int asb_json_iter_next(const asb_json_doc *doc, asb_json_iter *it,
    ASB_ERR_JSON_INVALID. */
 ASB_API asb_result asb_json_get_string(const asb_json_doc *doc, int tok,
                                        char *out, size_t cap, size_t *out_len);
-/* The same, appended to a buffer. */
+/* The same, appended to a buffer (all or nothing: on failure `out` is as
+   it was).
+   Errors: ASB_ERR_JSON_TYPE, ASB_ERR_JSON_INVALID, ASB_ERR_OUT_OF_MEMORY.
+   Ownership: out is the caller's (asb_buf_free). */
 ASB_API asb_result asb_json_append_string(const asb_json_doc *doc, int tok,
                                           asb_buf *out);
-/* True when the token is a string equal to s[0, len) after unescaping. */
+/* True when the token is a string equal to s[0, len) after unescaping;
+   0 for anything else, a bad index included. */
 ASB_API int asb_json_string_eq(const asb_json_doc *doc, int tok,
                                const char *s, size_t len);
-/* Integers only (no fraction or exponent); ASB_ERR_JSON_RANGE on overflow. */
+/* Integers only (no fraction or exponent).
+   Errors: ASB_ERR_JSON_TYPE (not an integer), ASB_ERR_JSON_RANGE (does
+   not fit in int64_t). */
 ASB_API asb_result asb_json_get_int64(const asb_json_doc *doc, int tok,
                                       int64_t *out);
-/* Any number, independent of the C locale. ASB_ERR_JSON_RANGE when it
-   overflows a double. */
+/* Any number, independent of the C locale.
+   Errors: ASB_ERR_JSON_TYPE (not a number), ASB_ERR_JSON_RANGE (overflows
+   a double). */
 ASB_API asb_result asb_json_get_double(const asb_json_doc *doc, int tok,
                                        double *out);
+/* true or false into *out as 1 or 0.
+   Errors: ASB_ERR_JSON_TYPE for anything else. */
 ASB_API asb_result asb_json_get_bool(const asb_json_doc *doc, int tok,
                                      int *out);
+/* True when the token is the literal null; 0 otherwise (a bad index too). */
 ASB_API int asb_json_is_null(const asb_json_doc *doc, int tok);
 
 /* ==========================================================================
@@ -796,7 +850,14 @@ typedef struct asb_json_writer {
     unsigned char stack[64];   /* per level: 'o'/'a' | need comma | key */
 } asb_json_writer;
 
+/* Starts a writer that appends to `out` (borrowed: it must outlive the
+   writer; the caller frees it). replace_invalid_utf8 may be set after.
+   Ownership: the writer itself holds no memory. */
 ASB_API void asb_json_writer_init(asb_json_writer *w, asb_buf *out);
+/* The building calls: containers, keys (NUL-terminated, or _n with a
+   length), values. None returns a result: a misuse or a failed append
+   is kept in w->err (sticky, see above) for asb_json_writer_finish. At
+   most 63 levels of nesting (deeper is ASB_ERR_TOO_LARGE). */
 ASB_API void asb_json_object_begin(asb_json_writer *w);
 ASB_API void asb_json_object_end(asb_json_writer *w);
 ASB_API void asb_json_array_begin(asb_json_writer *w);
@@ -809,7 +870,9 @@ ASB_API void asb_json_int64(asb_json_writer *w, int64_t v);
 ASB_API void asb_json_double(asb_json_writer *w, double v);
 ASB_API void asb_json_bool(asb_json_writer *w, int v);
 ASB_API void asb_json_null(asb_json_writer *w);
-/* ASB_OK when the document is complete and nothing failed. */
+/* ASB_OK when the document is complete and nothing failed.
+   Errors: the first one (w->err), or ASB_ERR_INVALID_ARGUMENT when a
+   container is still open or nothing was written. */
 ASB_API asb_result asb_json_writer_finish(asb_json_writer *w);
 
 /* ==========================================================================
@@ -821,14 +884,18 @@ ASB_API asb_result asb_json_writer_finish(asb_json_writer *w);
    surrounding whitespace, rejects an empty path, normalises POSIX-style
    (collapses `//` and `.`, resolves `..` lexically, drops a trailing `/`
    as posixpath.normpath does: "dir/" is "dir"), strips the leading `/` and
-   rejects a result that is `.`, empty or still climbs out with `..`. The result goes into out[0, cap),
-   NUL-terminated; *out_len (may be NULL) gets its length. */
+   rejects a result that is `.`, empty or still climbs out with `..`. The
+   result goes into out[0, cap), NUL-terminated; *out_len (may be NULL)
+   gets its length.
+   Errors: ASB_ERR_INVALID_ARGUMENT (the message names the rule broken),
+   ASB_ERR_TOO_LARGE (cap too small). */
 ASB_API asb_result asb_path_normalize(const char *path, size_t len, char *out,
                                       size_t cap, size_t *out_len,
                                       asb_error *err);
 
-/* Kubernetes label key (`[prefix/]name`) and value syntax. The message names
-   the bad key or value and the rule it breaks. */
+/* Kubernetes label key (`[prefix/]name`) and value syntax.
+   Errors: ASB_ERR_INVALID_ARGUMENT; the message names the bad key or
+   value and the rule it breaks. */
 ASB_API asb_result asb_label_validate_key(const char *key, size_t len,
                                           asb_error *err);
 ASB_API asb_result asb_label_validate_value(const char *value, size_t len,
@@ -838,12 +905,14 @@ typedef struct asb_label {
     const char *key;   /* NUL-terminated */
     const char *value; /* NUL-terminated; "" is a valid value */
 } asb_label;
-/* Every key and value; the first bad one is reported. */
+/* Every key and value; the first bad one is reported.
+   Errors: ASB_ERR_INVALID_ARGUMENT, as for one label. */
 ASB_API asb_result asb_labels_validate(const asb_label *labels, size_t count,
                                        asb_error *err);
 
 /* A DNS-1123 label (`[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 bytes):
-   what namespaces and sandbox names must be before they go into headers. */
+   what namespaces and sandbox names must be before they go into headers.
+   Errors: ASB_ERR_INVALID_ARGUMENT, naming the name and the rule. */
 ASB_API asb_result asb_dns_label_validate(const char *name, size_t len,
                                           asb_error *err);
 
@@ -852,7 +921,9 @@ ASB_API asb_result asb_dns_label_validate(const char *name, size_t len,
    letters, digits and inner '-', at most 253 bytes, not all-numeric).
    Everything else is refused: paths, queries, user info, ports, '_',
    trailing dots, and the numeric forms libc would read as an address
-   (2130706433, 0x7f.0.0.1). */
+   (2130706433, 0x7f.0.0.1).
+   Errors: ASB_ERR_INVALID_ARGUMENT, naming the address and what is
+   wrong with it. */
 ASB_API asb_result asb_gateway_address_validate(const char *addr, size_t len,
                                                 asb_error *err);
 
@@ -869,7 +940,8 @@ ASB_API asb_result asb_env_name_validate(const char *name, size_t len,
                                          asb_error *err);
 
 /* "sandbox-claim-" + 8 lowercase hex digits from the OS random source
-   (getrandom, else /dev/urandom; never rand()). */
+   (getrandom, else /dev/urandom; never rand()), NUL-terminated in out.
+   Errors: ASB_ERR_IO when the OS has no randomness to give. */
 #define ASB_CLAIM_NAME_SIZE 23 /* 22 characters + NUL */
 ASB_API asb_result asb_claim_name_generate(char out[ASB_CLAIM_NAME_SIZE],
                                            asb_error *err);
@@ -878,32 +950,39 @@ ASB_API asb_result asb_claim_name_generate(char out[ASB_CLAIM_NAME_SIZE],
 #define ASB_TIME_SIZE 21 /* 20 characters + NUL */
 
 /* spec.lifecycle.shutdownTime for a TTL: now + ttl_seconds, formatted.
-   `now` is seconds since the Unix epoch (pass time(NULL)). The TTL must be
-   positive and the sum must stay within year 9999. */
+   `now` is seconds since the Unix epoch (pass time(NULL)).
+   Errors: ASB_ERR_INVALID_ARGUMENT for a TTL that is not positive or a
+   sum past year 9999. */
 ASB_API asb_result asb_shutdown_time_from_ttl(int64_t now, int64_t ttl_seconds,
                                               char out[ASB_TIME_SIZE],
                                               asb_error *err);
 
-/* Formats seconds since the epoch as "YYYY-MM-DDTHH:MM:SSZ" (years
-   0000-9999, else ASB_ERR_INVALID_ARGUMENT). */
+/* Formats seconds since the epoch as "YYYY-MM-DDTHH:MM:SSZ".
+   Errors: ASB_ERR_INVALID_ARGUMENT outside the years 0000-9999. */
 ASB_API asb_result asb_time_format_rfc3339(int64_t t, char out[ASB_TIME_SIZE]);
 
 /* Parses an RFC 3339 date-time (`T`/`t`/space, fractional seconds, `Z` or
-   a numeric offset) into seconds since the epoch (fraction truncated). */
+   a numeric offset) into seconds since the epoch (fraction truncated).
+   Errors: ASB_ERR_INVALID_ARGUMENT, quoting the text and what is wrong. */
 ASB_API asb_result asb_time_parse_rfc3339(const char *s, size_t len,
                                           int64_t *out, asb_error *err);
 
 /* Appends s[0, len) percent-encoded as one URL path segment: every byte
    outside A-Z a-z 0-9 - _ . ~ becomes %XX (so `/` is %2F), and a segment
    that is exactly `.` or `..` is written %2E / %2E%2E so no server or proxy
-   treats it as a dot-segment. */
+   treats it as a dot-segment.
+   Errors: ASB_ERR_OUT_OF_MEMORY (out may then hold part of the segment).
+   Ownership: out is the caller's (asb_buf_free). */
 ASB_API asb_result asb_percent_encode_segment(const char *s, size_t len,
                                               asb_buf *out);
 
 /* Standard base64 (RFC 4648, with padding). Decoding skips CR and LF (as
    Go's decoder does, so PEM-wrapped kubeconfig data loads) and rejects
    anything else outside the alphabet, bad padding and non-zero trailing
-   bits. Both append to `out`. */
+   bits. Both append to `out`.
+   Errors: decoding, ASB_ERR_INVALID_ARGUMENT naming the offset of the
+   first bad byte.
+   Ownership: out is the caller's (asb_buf_free). */
 ASB_API asb_result asb_base64_encode(const void *data, size_t len,
                                      asb_buf *out);
 ASB_API asb_result asb_base64_decode(const char *s, size_t len, asb_buf *out,
@@ -951,13 +1030,20 @@ typedef struct asb_yaml_doc {
    Anything else (anchors, aliases, tags, several documents, duplicate
    keys, tabs in indentation, bad indentation) is ASB_ERR_KUBECONFIG with
    "<name>:<line>:<col>: <what>" in err->message, never a guessed value.
-   `name` labels messages (a file name). */
+   `name` labels messages (a file name; NULL: "<yaml>"). `alloc` NULL:
+   libc.
+   Errors: ASB_ERR_KUBECONFIG (the text is not YAML this reader takes).
+   Ownership: every node and string is the doc's (text is not kept): free
+   with asb_yaml_free on success; after a failure there is nothing to
+   free. */
 ASB_API asb_result asb_yaml_parse(asb_yaml_doc *doc, const char *text, size_t len,
                                   const char *name, const asb_allocator *alloc,
                                   asb_error *err);
+/* Frees every node and string of the doc. Harmless twice. */
 ASB_API void asb_yaml_free(asb_yaml_doc *doc);
 
-/* The value of `key` in a map node, or NULL (absent, or not a map). */
+/* The value of `key` in a map node, or NULL (absent, or not a map).
+   Borrowed: lives as long as the doc. */
 ASB_API const asb_yaml_node *asb_yaml_get(const asb_yaml_node *map, const char *key);
 /* True for a null node or a missing one (NULL). */
 ASB_API int asb_yaml_is_null(const asb_yaml_node *node);
