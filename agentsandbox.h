@@ -1069,7 +1069,9 @@ typedef struct asb_url {
 
 /* Parses `http://host[:port][/path][?query][#fragment]` (also https, IPv6
    literals in brackets). Rejects other schemes, user info (`user@host`),
-   empty hosts, bad ports and bytes that cannot appear in a request line. */
+   empty hosts, bad ports and bytes that cannot appear in a request line.
+   Errors: ASB_ERR_INVALID_ARGUMENT, quoting the URL's problem part.
+   Ownership: out's views borrow `url`, which must outlive them. */
 ASB_API asb_result asb_url_parse(const char *url, size_t len, asb_url *out,
                                  asb_error *err);
 
@@ -1143,9 +1145,18 @@ typedef struct asb_http_client_desc {
    its own connection). Free only when no request is running. */
 typedef struct asb_http_client asb_http_client;
 
+/* Makes a client from `desc` (NULL or zeroed: every default above). The
+   description is copied: desc and its strings may go away after the call;
+   CA, certificate and key files are read now.
+   Errors: ASB_ERR_TLS_CONFIG (a CA, certificate or key that cannot be
+   read or parsed), ASB_ERR_INVALID_ARGUMENT (a bad proxy_url or
+   user_agent, a half-filled allocator).
+   Ownership: *out is the caller's; free it with asb_http_client_free. */
 ASB_API asb_result asb_http_client_create(const asb_http_client_desc *desc,
                                           asb_http_client **out,
                                           asb_error *err);
+/* Closes the pooled connections and frees the client. NULL is harmless.
+   Threads: only once no request on the client is running. */
 ASB_API void asb_http_client_free(asb_http_client *client);
 
 typedef struct asb_http_header {
@@ -1205,16 +1216,25 @@ typedef struct asb_http_response {
    ASB_ERR_HTTP_REDIRECT (never followed); 4xx/5xx (after retries) is
    ASB_ERR_HTTP_STATUS. In every case where a response arrived, *resp holds
    its status, headers and (capped) body; on failure err->http_status and
-   err->body (first bytes) say the same. Free *resp with
-   asb_http_response_free whatever the result. */
+   err->body (first bytes) say the same.
+   Errors: the transport's (ASB_ERR_DNS, _CONNECT, _SEND, _RECV, _PROXY,
+   _TIMEOUT, the TLS codes, ASB_ERR_HTTP_PROTOCOL, _SHORT_BODY), then
+   ASB_ERR_HTTP_REDIRECT and ASB_ERR_HTTP_STATUS as above;
+   ASB_ERR_TOO_LARGE for a buffered body over max_body_bytes, or any
+   error an on_body callback returns.
+   Ownership: free *resp with asb_http_response_free whatever the result.
+   req and everything it points to are only read during the call.
+   Threads: any number of threads may call this on one client at once. */
 ASB_API asb_result asb_http_do(asb_http_client *client,
                                const asb_http_request *req,
                                asb_http_response *resp, asb_error *err);
 
 /* The first value of a header (names compare case-insensitively), or
-   NULL. Lives as long as the response. */
+   NULL. Ownership: borrowed, lives as long as the response. */
 ASB_API const char *asb_http_response_header(const asb_http_response *resp,
                                              const char *name);
+/* Frees the headers and the body; the struct may be reused. Harmless on a
+   response asb_http_do failed to fill, and twice. */
 ASB_API void asb_http_response_free(asb_http_response *resp);
 
 /* One file part of a multipart/form-data body, for streaming: send `head`,
@@ -1227,9 +1247,15 @@ typedef struct asb_multipart {
     asb_buf tail;
     char content_type[96]; /* for the Content-Type request header */
 } asb_multipart;
+/* Builds head, tail and content_type for one file part (a fresh random
+   boundary each time; `alloc` NULL: libc).
+   Errors: ASB_ERR_INVALID_ARGUMENT (a NUL or other forbidden byte in the
+   names), ASB_ERR_IO (no randomness for the boundary).
+   Ownership: free with asb_multipart_free after the request. */
 ASB_API asb_result asb_multipart_init(asb_multipart *mp, const char *field,
                                       const char *filename,
                                       const asb_allocator *alloc);
+/* Frees head and tail. Harmless twice. */
 ASB_API void asb_multipart_free(asb_multipart *mp);
 
 /* ==========================================================================
@@ -1290,16 +1316,22 @@ typedef struct asb_kube_config {
     asb_allocator alloc_;
 } asb_kube_config;
 
-/* Loads and resolves a kubeconfig. Errors are ASB_ERR_KUBECONFIG with the
-   file and line (YAML, wrong types, bad base64, unreadable files named by
-   the config) or what is missing (no context, unknown context, cluster or
-   user). On failure *out needs no free. */
+/* Loads and resolves a kubeconfig as kubectl would (desc NULL: every
+   default above).
+   Errors: ASB_ERR_KUBECONFIG with the file and line (YAML, wrong types,
+   bad base64, unreadable files named by the config) or what is missing
+   (no kubeconfig at all, no context, unknown context, cluster or user).
+   Ownership: on success free *out with asb_kube_config_free; on failure
+   it needs no free. */
 ASB_API asb_result asb_kubeconfig_load(const asb_kubeconfig_desc *desc,
                                        asb_kube_config *out, asb_error *err);
+/* Frees every string of the config, wiping secrets first. Harmless
+   twice. */
 ASB_API void asb_kube_config_free(asb_kube_config *cfg);
 
-/* The TLS settings of a resolved config, as borrowed views (they live as
-   long as cfg). */
+/* The TLS settings of a resolved config, for an asb_http_client_desc.
+   Cannot fail.
+   Ownership: borrowed views; they live as long as cfg. */
 ASB_API void asb_kube_config_tls(const asb_kube_config *cfg, asb_tls_config *tls);
 
 /* ==========================================================================
@@ -1309,8 +1341,11 @@ ASB_API void asb_kube_config_tls(const asb_kube_config *cfg, asb_tls_config *tls
 /* Reads the in-cluster configuration: KUBERNETES_SERVICE_HOST and _PORT,
    the service account's token (kept as a token file, re-read since it
    rotates), CA and namespace (POD_NAMESPACE first). `sa_dir` overrides
-   /var/run/secrets/kubernetes.io/serviceaccount (tests). Free with
-   asb_kube_config_free. */
+   /var/run/secrets/kubernetes.io/serviceaccount (tests); `alloc` NULL:
+   libc.
+   Errors: ASB_ERR_KUBECONFIG (not in a pod: the variables are unset, or
+   the token or CA cannot be read; the message says which).
+   Ownership: on success free *out with asb_kube_config_free. */
 ASB_API asb_result asb_kube_config_in_cluster(const char *sa_dir,
                                               const asb_allocator *alloc,
                                               asb_kube_config *out, asb_error *err);
@@ -1331,10 +1366,21 @@ typedef struct asb_kube_client_desc {
    several threads at once (credential refreshes are locked). */
 typedef struct asb_kube_client asb_kube_client;
 
+/* Loads the configuration (kubeconfig, or in-cluster) and makes the
+   client; desc NULL or zeroed: the current context of $KUBECONFIG, else
+   ~/.kube/config, and every HTTP default. Nothing is sent yet: a server
+   that is down shows up at the first call.
+   Errors: those of asb_kubeconfig_load / asb_kube_config_in_cluster,
+   ASB_ERR_CREDENTIALS (a legacy auth-provider, refused with advice),
+   ASB_ERR_TLS_CONFIG (the config's CA, certificate or key).
+   Ownership: *out is the caller's; free with asb_kube_client_free. */
 ASB_API asb_result asb_kube_client_create(const asb_kube_client_desc *desc,
                                           asb_kube_client **out, asb_error *err);
+/* Frees the client and its configuration. NULL is harmless.
+   Threads: only once no call on the client is running. */
 ASB_API void asb_kube_client_free(asb_kube_client *kc);
-/* The resolved configuration in use (owned by the client). */
+/* The resolved configuration in use (server, namespace, user, ...).
+   Ownership: borrowed; lives as long as the client. */
 ASB_API const asb_kube_config *asb_kube_client_config(const asb_kube_client *kc);
 
 /* A resource type: group "" is the core API (/api/v1). */
@@ -1351,14 +1397,24 @@ typedef struct asb_kube_resource {
    apiserver's Status: err->http_status, err->reason ("NotFound", ...) and
    err->message carry it; 404 is ASB_ERR_NOT_FOUND, other statuses
    ASB_ERR_KUBE_API. A 401 re-runs an exec credential plugin once and
-   retries. */
+   retries.
+   Errors: ASB_ERR_NOT_FOUND, ASB_ERR_KUBE_API (a 403 from RBAC among
+   them: err->reason "Forbidden", err->message the apiserver's own words),
+   ASB_ERR_CREDENTIALS (a token file or exec plugin failed), and the
+   transport codes of asb_http_do.
+   Ownership: out (appended to) is the caller's.
+   Threads: any number of threads may call the client at once; so for
+   every asb_kube_* call below. */
 ASB_API asb_result asb_kube_request(asb_kube_client *kc, const char *method,
                                     const char *path, const char *content_type,
                                     const char *body, size_t body_len, asb_buf *out,
                                     asb_error *err);
 
 /* Typed helpers for namespaced objects; names and namespaces must be
-   DNS-1123 names (checked), the JSON is the caller's. */
+   DNS-1123 names (checked), the JSON is the caller's (read during the
+   call). create and get append the object's JSON to out (may be NULL).
+   Errors: those of asb_kube_request; ASB_ERR_INVALID_ARGUMENT for a bad
+   name or namespace, before anything is sent. */
 ASB_API asb_result asb_kube_create(asb_kube_client *kc, const asb_kube_resource *res,
                                    const char *ns, const char *json, size_t len,
                                    asb_buf *out, asb_error *err);
@@ -1387,6 +1443,9 @@ typedef struct asb_kube_list_opts {
     int limit;                  /* default 0: no paging */
     const char *continue_token; /* from the previous page's metadata.continue */
 } asb_kube_list_opts;
+/* One page of a collection (opts NULL: everything, unpaged) appended to
+   out as the apiserver's List JSON; metadata.continue names the next page.
+   Errors: those of asb_kube_request. */
 ASB_API asb_result asb_kube_list(asb_kube_client *kc, const asb_kube_resource *res,
                                  const char *ns, const asb_kube_list_opts *opts,
                                  asb_buf *out, asb_error *err);
@@ -1430,8 +1489,15 @@ typedef struct asb_watch_opts {
    it does while restarting), and restarts from "0" after 410 Gone
    (as an HTTP status or an ERROR event), after a short pause that grows
    (to 5 s, jittered) while 410s follow each other with no event between
-   them. Waiting costs no CPU: it sleeps in poll. Callbacks run on the calling thread; the return value is the
-   single final outcome. */
+   them. Waiting costs no CPU: it sleeps in poll. Callbacks run on the
+   calling thread; the return value is the single final outcome.
+   Errors: ASB_ERR_TIMEOUT (the deadline; the message names the last
+   failure), what the callback returned, ASB_ERR_TOO_LARGE (an event over
+   max_event_bytes), ASB_ERR_JSON_INVALID (an event that is not JSON),
+   ASB_ERR_KUBE_API / _NOT_FOUND / _CREDENTIALS for a refused watch, and
+   transport codes once resuming gives up.
+   Threads: fn runs on the calling thread, never concurrently with
+   itself. */
 ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *res,
                                   const char *ns, const asb_watch_opts *opts,
                                   asb_watch_fn fn, void *user_data, asb_error *err);
