@@ -1606,10 +1606,27 @@ typedef struct asb_client_desc {
 typedef struct asb_client asb_client;
 typedef struct asb_sandbox asb_sandbox;
 
+/* Makes a client: loads the kubeconfig (or the in-cluster configuration)
+   and checks the description; desc NULL or zeroed means every default
+   above (current context, local tunnel to the router in
+   agent-sandbox-system). Nothing is sent and kubectl is not started
+   until a sandbox is created or attached.
+   Errors: those of asb_kube_client_create (ASB_ERR_KUBECONFIG for no
+   kubeconfig, see TROUBLESHOOTING), ASB_ERR_INVALID_ARGUMENT (a mode
+   without its URL or Gateway, a bad port, a reserved extra header),
+   ASB_ERR_TLS_CONFIG (sandbox_tls files), ASB_ERR_TLS_UNAVAILABLE (an
+   https router under ASB_TLS 0).
+   Ownership: desc and its strings are copied; *out is the caller's, free
+   it with asb_client_free.
+   Threads: see the client's rule in CONVENTIONS; create and free from
+   one thread. */
 ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **out,
                                      asb_error *err);
 /* Stops the tunnel (SIGTERM, then SIGKILL after 2 s; always reaped),
-   frees every handle (deleting their claims with cleanup_on_free). */
+   frees every handle (deleting their claims with cleanup_on_free; without
+   it the sandboxes keep running). NULL is harmless.
+   Ownership: every asb_sandbox of the client is gone afterwards.
+   Threads: only once no call on the client or its handles is running. */
 ASB_API void asb_client_free(asb_client *client);
 
 /* One environment variable for a v1beta1 claim (spec.env). */
@@ -1708,12 +1725,21 @@ typedef struct asb_create_opts {
    wait fails (ASB_ERR_METADATA), and if another claim of the same name
    appears in its place the wait fails with ASB_ERR_NOT_FOUND ("replaced")
    instead of taking the newcomer for ours. The handle keeps the UID:
-   asb_sandbox_terminate deletes with that UID as a precondition. */
+   asb_sandbox_terminate deletes with that UID as a precondition.
+   Errors: besides those named above, ASB_ERR_WARMPOOL_NOT_FOUND
+   (opts->warm_pool names no pool), ASB_ERR_KUBE_API (e.g. a 403 from
+   RBAC), ASB_ERR_KUBECTL_MISSING / ASB_ERR_PORT_FORWARD (the tunnel), and
+   the transport codes; TROUBLESHOOTING shows the first ones users meet.
+   Ownership: *out belongs to the client (freed by asb_client_free); end
+   the sandbox with asb_sandbox_terminate. opts NULL: every default.
+   Threads: several threads may create sandboxes on one client at once. */
 ASB_API asb_result asb_client_create_sandbox(asb_client *client, const char *template_name,
                                              const asb_create_opts *opts, asb_sandbox **out,
                                              asb_error *err);
 
-/* Names of a handle; live as long as the handle. */
+/* Names of a handle. Cannot fail.
+   Ownership: borrowed; they live as long as the handle (until
+   asb_client_free). */
 ASB_API const char *asb_sandbox_claim_name(const asb_sandbox *sb);
 ASB_API const char *asb_sandbox_name(const asb_sandbox *sb);
 ASB_API const char *asb_sandbox_namespace(const asb_sandbox *sb);
@@ -1726,19 +1752,36 @@ typedef struct asb_run_result {
     asb_buf err;   /* stderr */
     int exit_code;
 } asb_run_result;
+/* Frees out and err. Harmless on a result asb_sandbox_run failed to fill,
+   and twice. */
 ASB_API void asb_run_result_free(asb_run_result *r);
 
 /* Runs a command in the sandbox (POST /execute; never retried once it
    reached the runtime). timeout_ms > 0 also goes to the router as
    X-Sandbox-Timeout in whole seconds, rounded up (0 or less sends none).
    A malformed answer is ASB_ERR_HTTP_PROTOCOL with the body kept in
-   err->body. Free *result with asb_run_result_free. */
+   err->body. On success out and err are NUL-terminated (also when
+   empty), so text output prints with %s.
+   Errors, for this and every call below that talks to the sandbox:
+   ASB_ERR_CLOSED (the handle was closed or terminated), the transport
+   codes of asb_http_do, ASB_ERR_HTTP_STATUS when the router or runtime
+   refuses (err->http_status, err->body; a command is never re-sent),
+   ASB_ERR_TOO_LARGE (output over max_output_bytes), and for the local
+   tunnel ASB_ERR_KUBECTL_MISSING or ASB_ERR_PORT_FORWARD.
+   Ownership: free *result with asb_run_result_free whatever the result.
+   Threads: one handle from one thread at a time; different handles of one
+   client from different threads at once. */
 ASB_API asb_result asb_sandbox_run(asb_sandbox *sb, const char *command, int timeout_ms,
                                    asb_run_result *result, asb_error *err);
 
 /* Files, with the safe-path rules of asb_path_normalize applied first.
-   write: multipart upload of data[0, len); read: the whole file into out
-   (capped at max_read_bytes); exists: *exists 0/1. */
+   write: multipart upload of data[0, len); read: the whole file appended
+   to out (capped at max_read_bytes); exists: *exists 0/1 (the runtime
+   alone judges that path).
+   Errors: those of asb_sandbox_run; ASB_ERR_INVALID_ARGUMENT for an
+   unsafe path, before anything is sent; ASB_ERR_HTTP_STATUS with 404
+   for a missing file on read.
+   Ownership: out is the caller's (asb_buf_free), data is only read. */
 ASB_API asb_result asb_sandbox_write(asb_sandbox *sb, const char *path, const void *data,
                                      size_t len, asb_error *err);
 ASB_API asb_result asb_sandbox_read(asb_sandbox *sb, const char *path, asb_buf *out,
@@ -1748,12 +1791,16 @@ ASB_API asb_result asb_sandbox_exists(asb_sandbox *sb, const char *path, int *ex
 
 /* Ends the handle's use of the connection without deleting the claim (the
    sandbox keeps running; asb_client_get_sandbox attaches again). Later
-   calls on the handle return ASB_ERR_CLOSED. Idempotent. */
+   calls on the handle return ASB_ERR_CLOSED. Idempotent; cannot fail.
+   Ownership: the handle stays the client's until asb_client_free. */
 ASB_API void asb_sandbox_close_connection(asb_sandbox *sb);
 
 /* Deletes the claim (a missing one is fine) and ends the handle; calls on
    a terminated handle return ASB_ERR_CLOSED. Idempotent. The handle stays
-   valid (and owned by the client) until asb_client_free. */
+   valid (and owned by the client) until asb_client_free.
+   Errors: ASB_ERR_KUBE_API (e.g. RBAC forbids delete), the transport
+   codes; on failure the handle stays active, so the call can be
+   repeated. */
 ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err);
 
 /* Attaches to an existing claim once it is bound to a Sandbox that
@@ -1764,13 +1811,18 @@ ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err);
    that is gone ends it (ASB_ERR_NOT_FOUND); a Sandbox that cannot be
    found closes it (it stays tracked, for cleanup); a claim re-created
    under the same name ends it and a new handle is returned. `ns` NULL
-   means "default". */
+   means "default".
+   Errors: ASB_ERR_NOT_FOUND (no such claim, or its Sandbox is gone),
+   ASB_ERR_TIMEOUT (not bound within resolve_timeout_ms),
+   ASB_ERR_METADATA (deleted while resolving), ASB_ERR_KUBE_API.
+   Ownership: *out belongs to the client, as from create_sandbox. */
 ASB_API asb_result asb_client_get_sandbox(asb_client *client, const char *claim_name,
                                           const char *ns, int resolve_timeout_ms,
                                           asb_sandbox **out, asb_error *err);
 
 /* The client's active handles: fills out[0, cap) and returns how many
-   there are (may exceed cap). Borrowed: owned by the client. */
+   there are (may exceed cap). Cannot fail.
+   Ownership: borrowed handles, owned by the client. */
 ASB_API size_t asb_client_list_active(asb_client *client, asb_sandbox **out, size_t cap);
 
 /* Names, owned by the list; free with asb_name_list_free. */
@@ -1779,30 +1831,42 @@ typedef struct asb_name_list {
     char **names;
     asb_allocator alloc_;
 } asb_name_list;
+/* Frees the names and the array. Harmless on an empty list and twice. */
 ASB_API void asb_name_list_free(asb_name_list *list);
 
 /* Every claim in the namespace (NULL: "default") matching the label
-   selector (NULL: all), across pages. */
+   selector (NULL: all), across pages, tracked by this client or not.
+   Errors: ASB_ERR_KUBE_API (e.g. RBAC forbids list), the transport codes.
+   Ownership: free *out with asb_name_list_free on success. */
 ASB_API asb_result asb_client_list_all(asb_client *client, const char *ns,
                                        const char *label_selector, asb_name_list *out,
                                        asb_error *err);
 
-/* Deletes a claim by name (a missing one is fine) and ends its handle. */
+/* Deletes a claim by name (a missing one is fine) and ends its handle,
+   if the client has one (`ns` NULL: "default").
+   Errors: ASB_ERR_KUBE_API, the transport codes. */
 ASB_API asb_result asb_client_delete_sandbox(asb_client *client, const char *claim_name,
                                              const char *ns, asb_error *err);
 
 /* Terminates every handle whose claim the client still tracks (closed
    ones too: asb_sandbox_close_connection keeps the claim), trying them
    all: ASB_OK when all went,
-   else the first failure's code with how many failed in the message. */
+   else the first failure's code with how many failed in the message.
+   Claims the client does not track are left alone (asb_client_list_all
+   finds them). */
 ASB_API asb_result asb_client_delete_all(asb_client *client, asb_error *err);
 
 /* Streams size bytes from `read` into a file (multipart upload; memory
-   stays flat for any size). */
+   stays flat for any size).
+   Errors: those of asb_sandbox_write; ASB_ERR_CANCELLED when `read`
+   returns -1, ASB_ERR_INVALID_ARGUMENT when it gives more or fewer than
+   size bytes. `read` runs on the calling thread. */
 ASB_API asb_result asb_sandbox_write_stream(asb_sandbox *sb, const char *path,
                                             asb_read_fn read, void *user_data, uint64_t size,
                                             asb_error *err);
-/* Streams a file's bytes to `write` as they arrive (no size cap). */
+/* Streams a file's bytes to `write` as they arrive (no size cap).
+   Errors: those of asb_sandbox_read, or whatever `write` returned to
+   stop it. `write` runs on the calling thread. */
 ASB_API asb_result asb_sandbox_read_stream(asb_sandbox *sb, const char *path,
                                            asb_write_fn write, void *user_data,
                                            asb_error *err);
@@ -1811,7 +1875,8 @@ ASB_API asb_result asb_sandbox_read_stream(asb_sandbox *sb, const char *path,
    so a pipe is ASB_ERR_INVALID_ARGUMENT: use write_stream with a known
    size); a file that shrinks meanwhile is an error, never a short file.
    read_to_fd writes every byte to fd (retrying short writes and EINTR);
-   on an error, what was written stays there. Neither closes fd. */
+   on an error, what was written stays there. Neither closes fd.
+   Errors: those of the stream calls, ASB_ERR_IO for the descriptor. */
 ASB_API asb_result asb_sandbox_write_from_fd(asb_sandbox *sb, const char *path, int fd,
                                              asb_error *err);
 ASB_API asb_result asb_sandbox_read_to_fd(asb_sandbox *sb, const char *path, int fd,
@@ -1828,14 +1893,19 @@ typedef struct asb_file_list {
     asb_file_entry *entries;
     asb_allocator alloc_;
 } asb_file_list;
+/* Frees the entries and their names. Harmless on an empty list and twice. */
 ASB_API void asb_file_list_free(asb_file_list *list);
-/* The entries of a directory in the sandbox (GET /list). */
+/* The entries of a directory in the sandbox (GET /list).
+   Errors: those of asb_sandbox_run; ASB_ERR_HTTP_PROTOCOL for an answer
+   that is not a list.
+   Ownership: free *out with asb_file_list_free on success. */
 ASB_API asb_result asb_sandbox_list(asb_sandbox *sb, const char *path, asb_file_list *out,
                                     asb_error *err);
 
 /* The pod behind a handle (the Sandbox's agents.x-k8s.io/pod-name
    annotation, else the sandbox name) and the selector's name hash
-   ("" when the Sandbox reported none). Live as long as the handle. */
+   ("" when the Sandbox reported none). Cannot fail.
+   Ownership: borrowed; they live as long as the handle. */
 ASB_API const char *asb_sandbox_pod_name(const asb_sandbox *sb);
 ASB_API const char *asb_sandbox_name_hash(const asb_sandbox *sb);
 
@@ -1848,14 +1918,18 @@ typedef enum asb_sandbox_state {
 /* The Sandbox's Ready condition now: ready, not ready (with the
    condition's message in msg) or not found. A Sandbox with no Ready
    condition yet is not ready with msg "Unknown message", as the Python
-   SDK reports it. */
+   SDK reports it. msg (msg_cap bytes, may be NULL) is NUL-terminated,
+   cut to fit. A missing Sandbox is a state, not an error.
+   Errors: ASB_ERR_KUBE_API, the transport codes. */
 ASB_API asb_result asb_sandbox_status(asb_sandbox *sb, asb_sandbox_state *state, char *msg,
                                       size_t msg_cap, asb_error *err);
 
 /* The pod's IP from the Sandbox's status.podIPs, looked up now (this
    call never caches; the handle's calls keep the last one they used):
    IPv4 preferred, an IPv4-mapped IPv6 address counts as IPv4 (unmapped),
-   invalid entries skipped. ASB_ERR_NOT_FOUND when there is none. */
+   invalid entries skipped. ASB_ERR_NOT_FOUND when there is none (the
+   pod is not scheduled yet, or the Sandbox is gone).
+   Errors: ASB_ERR_NOT_FOUND, ASB_ERR_KUBE_API, the transport codes. */
 #define ASB_IP_SIZE 64
 ASB_API asb_result asb_sandbox_pod_ip(asb_sandbox *sb, char out[ASB_IP_SIZE], asb_error *err);
 
@@ -1864,7 +1938,8 @@ ASB_API asb_result asb_sandbox_pod_ip(asb_sandbox *sb, char out[ASB_IP_SIZE], as
    ========================================================================== */
 
 /* "mbed TLS 2.28.3" (the linked library's own version) or "none" when built
-   with ASB_TLS 0. Static storage. */
+   with ASB_TLS 0. Cannot fail.
+   Ownership: static storage, never freed. */
 ASB_API const char *asb_tls_backend(void);
 
 #ifdef __cplusplus
