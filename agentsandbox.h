@@ -1264,11 +1264,21 @@ ASB_API void asb_multipart_free(asb_multipart *mp);
 
 typedef struct asb_kubeconfig_desc {
     const char *path;     /* one file, loaded alone (kubectl --kubeconfig);
-                             default NULL: the KUBECONFIG list (':'-separated,
-                             merged with kubectl's rules), else
-                             ~/.kube/config */
+                             default NULL: `paths`, else the KUBECONFIG
+                             list (':'-separated, merged with kubectl's
+                             rules), else ~/.kube/config */
     const char *context;  /* default NULL: the current-context */
     const asb_allocator *allocator; /* default NULL: libc */
+    const char *const *paths; /* default NULL. Several files merged with
+                             kubectl's rules exactly as the same list in
+                             KUBECONFIG would be (the first file to name a
+                             context, cluster or user wins; the first
+                             current-context wins; missing files are
+                             skipped, at most 32), without touching the
+                             process environment. Only with path NULL. The
+                             local tunnel's kubectl gets the list in its
+                             own KUBECONFIG */
+    size_t path_count;
 } asb_kubeconfig_desc;
 
 /* An exec credential plugin as configured (client.authentication.k8s.io). */
@@ -1352,8 +1362,16 @@ ASB_API asb_result asb_kube_config_in_cluster(const char *sa_dir,
 
 typedef struct asb_kube_client_desc {
     asb_kubeconfig_desc kubeconfig; /* where the configuration comes from */
-    int in_cluster;                 /* default 0. 1: the pod's service
-                                       account (asb_kube_config_in_cluster) */
+    int in_cluster;                 /* default 0: the kubeconfig, or, in a
+                                       pod with no kubeconfig at all (no
+                                       path or paths, KUBECONFIG unset or
+                                       empty, no ~/.kube/config) whose
+                                       KUBERNETES_SERVICE_HOST/_PORT and
+                                       service-account token are there,
+                                       the pod's service account, as the
+                                       reference does. 1: always the
+                                       service account
+                                       (asb_kube_config_in_cluster) */
     const char *service_account_dir; /* with in_cluster; default the
                                        standard path */
     asb_http_client_desc http;      /* timeouts, retries, limits; its tls
@@ -5196,11 +5214,47 @@ static asb_result asb__kc_check_shape(asb__kc *k, int f) {
     return ASB_OK;
 }
 
+/* One file of a merge list: duplicates and missing files are skipped,
+   as kubectl does. */
+static asb_result asb__kc_add_file(asb__kc *k, const char *p, size_t n, const char *what) {
+    int dup = 0, i;
+    char *path;
+    if (n == 0) return ASB_OK;
+    path = asb__kc_dup(k, p, n);
+    if (!path) return asb__fail(k->err, ASB_ERR_OUT_OF_MEMORY, "out of memory");
+    for (i = 0; i < k->nfiles; i++)
+        if (strcmp(k->paths[i], path) == 0) dup = 1;
+    if (!dup && access(path, R_OK) == 0) {
+        if (k->nfiles == 32)
+            return asb__fail(k->err, ASB_ERR_KUBECONFIG, "%s lists more than 32 files", what);
+        k->paths[k->nfiles++] = path;
+    }
+    return ASB_OK;
+}
+
 /* The list of files: explicit, else KUBECONFIG, else ~/.kube/config. */
 static asb_result asb__kc_files(asb__kc *k, const asb_kubeconfig_desc *d) {
-    const char *list = d->path ? NULL : getenv("KUBECONFIG");
+    const char *list = d->path || d->path_count ? NULL : getenv("KUBECONFIG");
     char home_cfg[4096];
     const char *p;
+    if (d->path && d->path_count)
+        return asb__fail(k->err, ASB_ERR_INVALID_ARGUMENT,
+                         "kubeconfig: give path or paths, not both");
+    if (d->path_count) {
+        size_t i;
+        if (!d->paths) return asb__fail(k->err, ASB_ERR_INVALID_ARGUMENT, "kubeconfig: paths is NULL");
+        for (i = 0; i < d->path_count; i++) {
+            asb_result r;
+            if (!d->paths[i])
+                return asb__fail(k->err, ASB_ERR_INVALID_ARGUMENT, "kubeconfig: paths[%zu] is NULL", i);
+            r = asb__kc_add_file(k, d->paths[i], strlen(d->paths[i]), "kubeconfig paths");
+            if (r != ASB_OK) return r;
+        }
+        if (k->nfiles == 0)
+            return asb__fail(k->err, ASB_ERR_KUBECONFIG,
+                             "no kubeconfig: none of the %zu files in paths exists", d->path_count);
+        return ASB_OK;
+    }
     if (d->path) {
         k->paths[0] = asb__kc_dup(k, d->path, strlen(d->path));
         k->nfiles = 1;
@@ -5229,21 +5283,8 @@ static asb_result asb__kc_files(asb__kc *k, const asb_kubeconfig_desc *d) {
     for (p = list; *p;) {
         const char *e = strchr(p, ':');
         size_t n = e ? (size_t)(e - p) : strlen(p);
-        int dup = 0, i;
-        char *path;
-        if (n > 0) {
-            path = asb__kc_dup(k, p, n);
-            if (!path) return asb__fail(k->err, ASB_ERR_OUT_OF_MEMORY, "out of memory");
-            for (i = 0; i < k->nfiles; i++)
-                if (strcmp(k->paths[i], path) == 0) dup = 1;
-            /* missing files in the list are skipped, as kubectl does */
-            if (!dup && access(path, R_OK) == 0) {
-                if (k->nfiles == 32)
-                    return asb__fail(k->err, ASB_ERR_KUBECONFIG,
-                                     "KUBECONFIG lists more than 32 files");
-                k->paths[k->nfiles++] = path;
-            }
-        }
+        asb_result r = asb__kc_add_file(k, p, n, "KUBECONFIG");
+        if (r != ASB_OK) return r;
         p += n;
         if (*p == ':') p++;
     }
@@ -5258,7 +5299,7 @@ ASB_API asb_result asb_kubeconfig_load(const asb_kubeconfig_desc *desc,
     asb_kubeconfig_desc zero;
     asb__kc k;
     asb_result r;
-    int f, bad = 0, cf = 0, clf = 0, uf = 0;
+    int f, bad = 0, cf = 0, clf = 0, uf = 0, ccf = -1;
     const char *ctx_name = NULL;
     const asb_yaml_node *ctx, *cl, *us = NULL;
     if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "kubeconfig: NULL out");
@@ -5302,7 +5343,10 @@ ASB_API asb_result asb_kubeconfig_load(const asb_kubeconfig_desc *desc,
             r = ASB_ERR_KUBECONFIG;
             goto done;
         }
-        if (cc && *cc) ctx_name = cc;
+        if (cc && *cc) {
+            ctx_name = cc;
+            ccf = f;
+        }
     }
     if (!ctx_name) {
         r = asb__fail(err, ASB_ERR_KUBECONFIG,
@@ -5316,9 +5360,30 @@ ASB_API asb_result asb_kubeconfig_load(const asb_kubeconfig_desc *desc,
         goto done;
     }
     if (!ctx) {
-        char q[120];
+        /* say who asked for it and where it was looked for */
+        char q[120], files[300];
+        size_t fl = 0;
         asb__quote(q, sizeof q, ctx_name, strlen(ctx_name), 100);
-        r = asb__fail(err, ASB_ERR_KUBECONFIG, "kubeconfig: context \"%s\" not found", q);
+        files[0] = '\0';
+        for (f = 0; f < k.nfiles && fl + 4 < sizeof files; f++) {
+            char fq[200];
+            int n;
+            asb__quote(fq, sizeof fq, k.paths[f], strlen(k.paths[f]), 120);
+            n = snprintf(files + fl, sizeof files - fl, "%s\"%s\"", f ? ", " : "", fq);
+            if (n < 0) break;
+            fl += (size_t)n < sizeof files - fl ? (size_t)n : sizeof files - fl - 1;
+        }
+        if (ccf >= 0) {
+            const asb_yaml_node *cn = asb_yaml_get(k.docs[ccf].root, "current-context");
+            char m[ASB_ERROR_MESSAGE_SIZE];
+            snprintf(m, sizeof m, "current-context \"%s\" names a context that none of %.300s defines",
+                     q, files);
+            r = asb__kc_fail_at(&k, ccf, cn, m);
+        } else {
+            r = asb__fail(err, ASB_ERR_KUBECONFIG,
+                          "kubeconfig: context \"%s\" (asked for by the caller) not found in %.300s",
+                          q, files);
+        }
         goto done;
     }
     out->cluster = asb__kc_str(&k, cf, ctx, "cluster", &bad);
@@ -5335,9 +5400,13 @@ ASB_API asb_result asb_kubeconfig_load(const asb_kubeconfig_desc *desc,
     }
     cl = asb__kc_find(&k, "clusters", "cluster", out->cluster, &clf, &bad);
     if (!bad && !cl) {
-        char q[120];
+        /* at the context's line, in the file that defined the context */
+        char q[120], cq[120], m[300];
         asb__quote(q, sizeof q, out->cluster, strlen(out->cluster), 100);
-        r = asb__fail(err, ASB_ERR_KUBECONFIG, "kubeconfig: cluster \"%s\" not found", q);
+        asb__quote(cq, sizeof cq, ctx_name, strlen(ctx_name), 100);
+        snprintf(m, sizeof m, "cluster \"%s\" of context \"%s\" is not defined in any file", q,
+                 cq);
+        r = asb__kc_fail_at(&k, cf, asb_yaml_get(ctx, "cluster"), m);
         goto done;
     }
     if (!bad) {
@@ -5355,9 +5424,12 @@ ASB_API asb_result asb_kubeconfig_load(const asb_kubeconfig_desc *desc,
     if (!bad && out->user && *out->user) {
         us = asb__kc_find(&k, "users", "user", out->user, &uf, &bad);
         if (!bad && !us) {
-            char q[120];
+            char q[120], cq[120], m[300];
             asb__quote(q, sizeof q, out->user, strlen(out->user), 100);
-            r = asb__fail(err, ASB_ERR_KUBECONFIG, "kubeconfig: user \"%s\" not found", q);
+            asb__quote(cq, sizeof cq, ctx_name, strlen(ctx_name), 100);
+            snprintf(m, sizeof m, "user \"%s\" of context \"%s\" is not defined in any file", q,
+                     cq);
+            r = asb__kc_fail_at(&k, cf, asb_yaml_get(ctx, "user"), m);
             goto done;
         }
     }
@@ -7582,6 +7654,7 @@ extern char **environ; /* POSIX: the process environment */
 struct asb_kube_client {
     asb_allocator alloc;
     asb_kube_config cfg;
+    int in_cluster;          /* cfg is the pod's service account */
     asb_http_client_desc http_desc;
     asb_http_client *http;
     asb_http_client *retired[ASB__MAX_RETIRED]; /* replaced after an exec
@@ -7613,6 +7686,27 @@ static char *asb__kstrdup(asb__arena *a, const char *s) {
     char *p = (char *)asb__arena_alloc(a, n + 1);
     if (p) memcpy(p, s, n + 1);
     return p;
+}
+
+/* In a pod with no kubeconfig, the pod's service account, without being
+   asked (the reference loads the in-cluster config first): no file or
+   list given, KUBECONFIG unset or empty, no ~/.kube/config, and the
+   in-cluster variables and service-account token both there. Any
+   kubeconfig at all wins, as it does for kubectl. */
+static int asb__in_cluster_auto(const asb_kube_client_desc *d) {
+    const char *host = getenv("KUBERNETES_SERVICE_HOST"), *port = getenv("KUBERNETES_SERVICE_PORT");
+    const char *list = getenv("KUBECONFIG"), *home = getenv("HOME");
+    const char *sa = d->service_account_dir ? d->service_account_dir
+                                            : "/var/run/secrets/kubernetes.io/serviceaccount";
+    char path[4096];
+    if (d->kubeconfig.path || d->kubeconfig.path_count || (list && *list)) return 0;
+    if (!host || !*host || !port || !*port) return 0;
+    if (home && *home) {
+        snprintf(path, sizeof path, "%s/.kube/config", home);
+        if (access(path, F_OK) == 0) return 0;
+    }
+    snprintf(path, sizeof path, "%s/token", sa);
+    return access(path, R_OK) == 0;
 }
 
 ASB_API asb_result asb_kube_config_in_cluster(const char *sa_dir, const asb_allocator *alloc,
@@ -8090,7 +8184,8 @@ ASB_API asb_result asb_kube_client_create(const asb_kube_client_desc *desc,
     asb_buf_init(&kc->bearer, &a);
     kc->http_desc = desc->http;
     kc->exec_timeout_ms = desc->exec_timeout_ms > 0 ? desc->exec_timeout_ms : 30000;
-    if (desc->in_cluster) {
+    kc->in_cluster = desc->in_cluster || asb__in_cluster_auto(desc);
+    if (kc->in_cluster) {
         r = asb_kube_config_in_cluster(desc->service_account_dir, &a, &kc->cfg, err);
     } else {
         asb_kubeconfig_desc kd = desc->kubeconfig;
@@ -8748,6 +8843,7 @@ struct asb_client {
     char *direct_url;
     char *router_ns, *router_svc, *kubectl, *api_version;
     char *kube_path, *kube_context; /* handed to kubectl as the client's */
+    char *kube_env;  /* "KUBECONFIG=a:b" for kubectl, from kubeconfig.paths */
     int router_port, server_port, pf_timeout_ms, cleanup;
     size_t max_output, max_read;
     char *router_auth;    /* "Bearer <token>" or NULL */
@@ -8913,7 +9009,7 @@ static void asb__sv_fail(int execfd) {
    then SIGKILL after 2 s. A parent-death signal would not do: kubectl
    dispatchers re-exec from a thread, which drops it. */
 static void asb__tunnel_supervise(int life, int lifew, int errw, int execfd,
-                                  const char *const *argv) {
+                                  const char *const *argv, char **envp) {
     struct sigaction sa;
     sigset_t none, chld;
     struct rlimit rl;
@@ -8960,6 +9056,7 @@ static void asb__tunnel_supervise(int life, int lifew, int errw, int execfd,
         }
         dup2(errw, 2);
         close(life);
+        if (envp) environ = envp; /* built before fork: only a pointer set here */
         execvp(argv[0], (char *const *)argv);
         asb__sv_fail(execfd);
     }
@@ -8992,7 +9089,7 @@ static void asb__tunnel_supervise(int life, int lifew, int errw, int execfd,
    (~100-200 ms that would otherwise come after Ready). */
 static asb_result asb__tunnel_spawn_locked(asb_client *c, asb_error *err) {
     int pe[2], pf[2], port = asb__free_port(), child_errno = 0;
-    char ports[32], svc[300];
+    char ports[32], svc[300], **envp = NULL;
     const char *argv[16];
     int k = 0;
     pid_t pid;
@@ -9018,6 +9115,19 @@ static asb_result asb__tunnel_spawn_locked(asb_client *c, asb_error *err) {
         argv[k++] = c->kube_context;
     }
     argv[k] = NULL;
+    if (c->kube_env) {
+        /* asb_kubeconfig_desc.paths: kubectl merges them from its own
+           KUBECONFIG (--kubeconfig takes one file); the program's
+           environment is left as it is */
+        size_t n = 0, j = 0;
+        while (environ && environ[n]) n++;
+        envp = (char **)c->alloc.alloc_fn((n + 2) * sizeof *envp, c->alloc.user_data);
+        if (!envp) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "port-forward: out of memory");
+        for (n = 0; environ && environ[n]; n++)
+            if (strncmp(environ[n], "KUBECONFIG=", 11) != 0) envp[j++] = environ[n];
+        envp[j++] = c->kube_env;
+        envp[j] = NULL;
+    }
     if (pipe(pe) < 0) return asb__fail(err, ASB_ERR_IO, "port-forward: pipe: %s", strerror(errno));
     if (pipe(pf) < 0) {
         close(pe[0]);
@@ -9040,8 +9150,9 @@ static asb_result asb__tunnel_spawn_locked(asb_client *c, asb_error *err) {
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &saved);
     pid = fork();
-    if (pid == 0) asb__tunnel_supervise(life[0], life[1], pe[1], pf[1], argv); /* no return */
+    if (pid == 0) asb__tunnel_supervise(life[0], life[1], pe[1], pf[1], argv, envp); /* no return */
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    if (envp) c->alloc.free_fn(envp, c->alloc.user_data);
     if (pid < 0) {
         close(pe[0]);
         close(pe[1]);
@@ -9383,7 +9494,34 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
     }
     /* kubectl must use the same configuration and context as we do */
     if (desc->kube.kubeconfig.path) c->kube_path = asb__cdup(c, desc->kube.kubeconfig.path);
-    if (!desc->kube.in_cluster) c->kube_context = asb__cdup(c, asb_kube_client_config(c->kube)->context);
+    if (!c->kube->in_cluster) c->kube_context = asb__cdup(c, asb_kube_client_config(c->kube)->context);
+    if (!c->kube->in_cluster && !desc->kube.kubeconfig.path && desc->kube.kubeconfig.path_count) {
+        /* kubectl gets the same list, in its own KUBECONFIG */
+        asb_buf kb;
+        size_t i;
+        asb_buf_init(&kb, &c->alloc);
+        r = asb_buf_append(&kb, "KUBECONFIG=", 11);
+        for (i = 0; r == ASB_OK && i < desc->kube.kubeconfig.path_count; i++) {
+            const char *kp = desc->kube.kubeconfig.paths[i];
+            if (strchr(kp, ':') && c->mode == ASB_CONNECT_LOCAL_TUNNEL) {
+                asb_buf_free(&kb);
+                asb_client_free(c);
+                return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                                 "kubeconfig.paths[%zu] holds a ':', which kubectl's "
+                                 "KUBECONFIG list cannot carry (the local tunnel needs it)",
+                                 i);
+            }
+            if (i) r = asb_buf_append(&kb, ":", 1);
+            if (r == ASB_OK) r = asb_buf_append(&kb, kp, strlen(kp));
+        }
+        if (r == ASB_OK) r = asb_buf_append(&kb, "", 1);
+        if (r != ASB_OK) {
+            asb_buf_free(&kb);
+            asb_client_free(c);
+            return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "client: out of memory");
+        }
+        c->kube_env = kb.ptr; /* ownership moves to the client */
+    }
     /* the kube client's timeouts and limits, but TLS of the sandbox side:
        the kubeconfig's CA and client certificate are the API server's */
     hd = desc->kube.http;
@@ -9472,6 +9610,7 @@ ASB_API void asb_client_free(asb_client *c) {
     if (c->api_version) c->alloc.free_fn(c->api_version, c->alloc.user_data);
     if (c->kube_path) c->alloc.free_fn(c->kube_path, c->alloc.user_data);
     if (c->kube_context) c->alloc.free_fn(c->kube_context, c->alloc.user_data);
+    if (c->kube_env) c->alloc.free_fn(c->kube_env, c->alloc.user_data);
     if (c->gw_name) c->alloc.free_fn(c->gw_name, c->alloc.user_data);
     if (c->gw_ns) c->alloc.free_fn(c->gw_ns, c->alloc.user_data);
     if (c->router_auth) {

@@ -769,6 +769,23 @@ ASBT_TEST(sandbox_tls_is_read_by_client_create_and_gateway_https_defaults_to_443
     unlink(unit_cfg);
 }
 
+/* A whole manifest as a doc whatever ASB_JSON_MAX_DOC_TOKENS is (the
+   tiny build's 64 is smaller than a claim): tokens of our own. */
+static asb_json_tok manifest_toks[1024];
+static asb_result parse_manifest(asb_json_doc *d, const asb_buf *b) {
+    asb_json_parser p;
+    int n;
+    asb_json_init(&p);
+    n = asb_json_parse(&p, b->ptr, b->len, manifest_toks, 1024);
+    if (n < 0) return ASB_ERR_JSON_INVALID;
+    memset(d, 0, sizeof *d);
+    d->js = b->ptr;
+    d->len = b->len;
+    d->toks = manifest_toks;
+    d->count = n;
+    return ASB_OK;
+}
+
 /* The claim the client POSTs for the v1beta1 options, checked as JSON. */
 ASBT_TEST(v1beta1_options_become_the_claim_spec_and_are_checked_first) {
     asb_client c;
@@ -807,7 +824,7 @@ ASBT_TEST(v1beta1_options_become_the_claim_spec_and_are_checked_first) {
     ASBT_EQ_RES(asb__create_opts_check(&o, &err), ASB_OK);
     asb_buf_init(&b, NULL);
     ASBT_EQ_RES(asb__claim_manifest(&c, "named.claim", NULL, &o, "default", &b, &err), ASB_OK);
-    ASBT_EQ_RES(asb_json_doc_parse(&d, b.ptr, b.len, NULL, &err), ASB_OK);
+    ASBT_EQ_RES(parse_manifest(&d, &b), ASB_OK);
     ASBT_CHECK(asb_json_string_eq(&d, asb_json_find(&d, 0, "metadata.name"), "named.claim", 11));
     ASBT_CHECK(asb_json_string_eq(&d, asb_json_find(&d, 0, "spec.warmPoolRef.name"), "pool", 4));
     ASBT_EQ_RES(asb_json_get_string(&d, asb_json_find(&d, 0, "spec.env.0.value"), v, sizeof v, NULL),
@@ -823,17 +840,15 @@ ASBT_TEST(v1beta1_options_become_the_claim_spec_and_are_checked_first) {
                                   "any text: even spaces", 21));
     ASBT_CHECK(asb_json_string_eq(&d, asb_json_find(&d, 0, "spec.volumeClaimTemplates.0.spec.resources.requests.storage"),
                                   "1Gi", 3));
-    asb_json_doc_free(&d);
     /* empty sections are left out, as the reference does */
     memset(&o, 0, sizeof o);
     o.warm_pool = "pool";
     b.len = 0;
     ASBT_EQ_RES(asb__claim_manifest(&c, "x", NULL, &o, "default", &b, &err), ASB_OK);
-    ASBT_EQ_RES(asb_json_doc_parse(&d, b.ptr, b.len, NULL, &err), ASB_OK);
+    ASBT_EQ_RES(parse_manifest(&d, &b), ASB_OK);
     ASBT_CHECK(asb_json_find(&d, 0, "spec.env") < 0);
     ASBT_CHECK(asb_json_find(&d, 0, "spec.additionalPodMetadata") < 0);
     ASBT_CHECK(asb_json_find(&d, 0, "spec.volumeClaimTemplates") < 0);
-    asb_json_doc_free(&d);
     asb_buf_free(&b);
     /* bad options fail with the rule, before any API call */
     env[0].name = "9LIVES";
@@ -944,6 +959,95 @@ ASBT_TEST(the_claim_wait_is_pinned_to_its_uid_and_stops_at_terminal_reasons) {
     }
 }
 
+static void put_file(const char *dir, const char *name, const char *text) {
+    char path[512];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    f = fopen(path, "w");
+    ASBT_CHECK(f != NULL);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+/* In a pod with no kubeconfig, the service account is used without being
+   asked; any kubeconfig (a path, KUBECONFIG, ~/.kube/config) wins. */
+ASBT_TEST(a_pod_without_a_kubeconfig_uses_its_service_account_unasked) {
+    char sa[] = "/tmp/asb-sa-XXXXXX", home[] = "/tmp/asb-home-XXXXXX", path[600];
+    asb_kube_client_desc d;
+    const char *old_home = getenv("HOME"), *old_kc = getenv("KUBECONFIG");
+    char saved_home[512] = "", saved_kc[1024] = "";
+    FILE *ca_in;
+    char ca[8192];
+    size_t ca_len;
+    if (old_home) snprintf(saved_home, sizeof saved_home, "%s", old_home);
+    if (old_kc) snprintf(saved_kc, sizeof saved_kc, "%s", old_kc);
+    ASBT_CHECK(mkdtemp(sa) != NULL && mkdtemp(home) != NULL);
+    ca_in = fopen("tests/kubeconfig/files/sa-ca.crt", "r"); /* a real certificate, key discarded */
+    ASBT_CHECK(ca_in != NULL);
+    if (!ca_in) return;
+    ca_len = fread(ca, 1, sizeof ca - 1, ca_in);
+    fclose(ca_in);
+    ca[ca_len] = '\0';
+    put_file(sa, "token", "sa-token\n");
+    put_file(sa, "ca.crt", ca);
+    put_file(sa, "namespace", "team-ns\n");
+    memset(&d, 0, sizeof d);
+    d.service_account_dir = sa;
+    setenv("HOME", home, 1);
+    unsetenv("KUBECONFIG");
+    setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
+    setenv("KUBERNETES_SERVICE_PORT", "6443", 1);
+    ASBT_CHECK(asb__in_cluster_auto(&d));
+#if ASB_TLS
+    {
+        asb_kube_client *kc = NULL;
+        asb_error err;
+        ASBT_EQ_RES(asb_kube_client_create(&d, &kc, &err), ASB_OK);
+        if (kc) {
+            ASBT_EQ_STR(asb_kube_client_config(kc)->server, "https://127.0.0.1:6443");
+            ASBT_EQ_STR(asb_kube_client_config(kc)->default_namespace, "team-ns");
+            ASBT_EQ_STR(asb_kube_client_config(kc)->context, "in-cluster");
+        }
+        asb_kube_client_free(kc);
+    }
+#endif
+    /* KUBECONFIG, an explicit file, or ~/.kube/config: the kubeconfig */
+    setenv("KUBECONFIG", "/nonexistent/config", 1);
+    ASBT_CHECK(!asb__in_cluster_auto(&d));
+    setenv("KUBECONFIG", "", 1);
+    ASBT_CHECK(asb__in_cluster_auto(&d));
+    d.kubeconfig.path = "/some/file";
+    ASBT_CHECK(!asb__in_cluster_auto(&d));
+    d.kubeconfig.path = NULL;
+    snprintf(path, sizeof path, "%s/.kube", home);
+    mkdir(path, 0700);
+    put_file(path, "config", "apiVersion: v1\n");
+    ASBT_CHECK(!asb__in_cluster_auto(&d));
+    snprintf(path, sizeof path, "%s/.kube/config", home);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/.kube", home);
+    rmdir(path);
+    /* not in a pod: no variables, or no token */
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    ASBT_CHECK(!asb__in_cluster_auto(&d));
+    setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
+    snprintf(path, sizeof path, "%s/token", sa);
+    unlink(path);
+    ASBT_CHECK(!asb__in_cluster_auto(&d));
+    snprintf(path, sizeof path, "%s/ca.crt", sa);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/namespace", sa);
+    unlink(path);
+    rmdir(sa);
+    rmdir(home);
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    unsetenv("KUBERNETES_SERVICE_PORT");
+    if (saved_home[0]) setenv("HOME", saved_home, 1);
+    if (saved_kc[0]) setenv("KUBECONFIG", saved_kc, 1);
+    else unsetenv("KUBECONFIG");
+}
+
 ASBT_LIST(
     ASBT_CASE(pod_ip_prefers_ipv4_unmaps_and_skips_invalid_entries)
     ASBT_CASE(a_create_whose_answer_was_lost_deletes_its_claim_by_name)
@@ -962,5 +1066,6 @@ ASBT_LIST(
     ASBT_CASE(sandbox_tls_is_read_by_client_create_and_gateway_https_defaults_to_443)
     ASBT_CASE(v1beta1_options_become_the_claim_spec_and_are_checked_first)
     ASBT_CASE(the_claim_wait_is_pinned_to_its_uid_and_stops_at_terminal_reasons)
+    ASBT_CASE(a_pod_without_a_kubeconfig_uses_its_service_account_unasked)
 )
 ASBT_MAIN()

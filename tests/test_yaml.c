@@ -144,7 +144,8 @@ ASBT_TEST(kubeconfig_errors_say_what_is_missing_without_secrets) {
     kd.path = "tests/kubeconfig/valid/odd-indent.yaml";
     kd.context = "nope";
     ASBT_EQ_RES(asb_kubeconfig_load(&kd, &c, &err), ASB_ERR_KUBECONFIG);
-    ASBT_CONTAINS(err.message, "context \"nope\" not found");
+    ASBT_CONTAINS(err.message, "context \"nope\" (asked for by the caller) not found in "
+                               "\"tests/kubeconfig/valid/odd-indent.yaml\"");
     kd.context = "second";
     ASBT_EQ_RES(asb_kubeconfig_load(&kd, &c, &err), ASB_OK);
     ASBT_EQ_STR(c.default_namespace, "team-b");
@@ -157,6 +158,77 @@ ASBT_TEST(kubeconfig_errors_say_what_is_missing_without_secrets) {
     ASBT_CONTAINS(err.message, "No such file");
 }
 
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    ASBT_CHECK(f != NULL);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+/* asb_kubeconfig_desc.paths merges as KUBECONFIG does, without the
+   environment; a name that is missing is reported with the file and
+   context that named it. */
+ASBT_TEST(kubeconfig_paths_merge_and_missing_names_point_at_who_named_them) {
+    char dir[] = "/tmp/asb-kcpaths-XXXXXX", a[256], b[256], none[256];
+    const char *paths[3];
+    asb_kubeconfig_desc kd;
+    asb_kube_config c;
+    asb_error err;
+    ASBT_CHECK(mkdtemp(dir) != NULL);
+    snprintf(a, sizeof a, "%s/a.yaml", dir);
+    snprintf(b, sizeof b, "%s/b.yaml", dir);
+    snprintf(none, sizeof none, "%s/missing.yaml", dir);
+    write_file(a, "apiVersion: v1\nkind: Config\ncurrent-context: main\ncontexts:\n"
+                  "- name: main\n  context:\n    cluster: c1\n    user: u1\n"
+                  "- name: lost\n  context:\n    cluster: c9\n    user: u1\n"
+                  "- name: nouser\n  context:\n    cluster: c1\n    user: u9\n");
+    write_file(b, "apiVersion: v1\nkind: Config\ncurrent-context: other\nclusters:\n"
+                  "- name: c1\n  cluster:\n    server: https://127.0.0.1:6443\n"
+                  "users:\n- name: u1\n  user:\n    token: sekret-token\n");
+    unsetenv("KUBECONFIG");
+    memset(&kd, 0, sizeof kd);
+    paths[0] = none; /* skipped, as kubectl skips it */
+    paths[1] = a;
+    paths[2] = b;
+    kd.paths = paths;
+    kd.path_count = 3;
+    ASBT_EQ_RES(asb_kubeconfig_load(&kd, &c, &err), ASB_OK);
+    ASBT_EQ_STR(c.context, "main"); /* the first current-context wins */
+    ASBT_EQ_STR(c.server, "https://127.0.0.1:6443");
+    ASBT_EQ_STR(c.user_origin, b);
+    asb_kube_config_free(&c);
+    /* the cluster a context names is missing: its file, line and context */
+    kd.context = "lost";
+    ASBT_EQ_RES(asb_kubeconfig_load(&kd, &c, &err), ASB_ERR_KUBECONFIG);
+    ASBT_CONTAINS(err.message, a);
+    ASBT_CONTAINS(err.message, ":11:14: cluster \"c9\" of context \"lost\" is not defined");
+    kd.context = "nouser";
+    ASBT_EQ_RES(asb_kubeconfig_load(&kd, &c, &err), ASB_ERR_KUBECONFIG);
+    ASBT_CONTAINS(err.message, ":16:11: user \"u9\" of context \"nouser\" is not defined");
+    ASBT_CHECK(strstr(err.message, "sekret") == NULL);
+    /* a current-context naming nothing: the file that set it, and the
+       files searched */
+    kd.context = NULL;
+    paths[0] = b;
+    paths[1] = a;
+    kd.path_count = 2;
+    ASBT_EQ_RES(asb_kubeconfig_load(&kd, &c, &err), ASB_ERR_KUBECONFIG);
+    ASBT_CONTAINS(err.message, b);
+    ASBT_CONTAINS(err.message, ":3:18: current-context \"other\" names a context that none of");
+    /* path and paths together is a mistake */
+    kd.path = a;
+    ASBT_EQ_RES(asb_kubeconfig_load(&kd, &c, &err), ASB_ERR_INVALID_ARGUMENT);
+    kd.path = NULL;
+    paths[0] = none;
+    kd.path_count = 1;
+    ASBT_EQ_RES(asb_kubeconfig_load(&kd, &c, &err), ASB_ERR_KUBECONFIG);
+    ASBT_CONTAINS(err.message, "none of the 1 files in paths exists");
+    unlink(a);
+    unlink(b);
+    rmdir(dir);
+}
+
 ASBT_LIST(
     ASBT_CASE(block_scalars_keep_clip_and_strip_newlines)
     ASBT_CASE(quoted_scalars_unescape_and_fold)
@@ -166,5 +238,6 @@ ASBT_LIST(
     ASBT_CASE(nesting_past_the_limit_is_an_error)
     ASBT_CASE(yaml_and_kubeconfig_free_everything_they_allocate)
     ASBT_CASE(kubeconfig_errors_say_what_is_missing_without_secrets)
+    ASBT_CASE(kubeconfig_paths_merge_and_missing_names_point_at_who_named_them)
 )
 ASBT_MAIN()
