@@ -392,20 +392,36 @@
    keep-alive connections and the TLS state; asb_http_do performs one
    request with the client's timeouts and retry policy:
 
-       asb_http_client_desc d = {0};      // C++: asb_http_client_desc d{};
-       asb_http_client *http;
-       asb_http_request req = {0};
-       asb_http_response resp;
-       asb_error err;
-       d.tls.ca_file = "/etc/kubernetes/ca.crt";   // default: system bundle
-       if (asb_http_client_create(&d, &http, &err) != ASB_OK) ...
-       req.url = "https://127.0.0.1:6443/version";
-       if (asb_http_do(http, &req, &resp, &err) == ASB_OK)
-           printf("%.*s\n", (int)resp.body.len, resp.body.ptr);
-       else
-           fprintf(stderr, "%s (HTTP %d)\n", err.message, err.http_status);
-       asb_http_response_free(&resp);     // always, whatever the result
-       asb_http_client_free(http);
+       // GET an API server's /version, trusting a private CA.
+       #define AGENTSANDBOX_IMPLEMENTATION
+       #include "agentsandbox.h"
+       #include <stdio.h>
+       #include <string.h>
+
+       int main(void) {
+           asb_http_client_desc d;
+           asb_http_client *http;
+           asb_http_request req;
+           asb_http_response resp;
+           asb_error err;
+           int ok;
+           memset(&d, 0, sizeof d);
+           memset(&req, 0, sizeof req);
+           d.tls.ca_file = "/etc/kubernetes/pki/ca.crt"; // default: system bundle
+           if (asb_http_client_create(&d, &http, &err) != ASB_OK) {
+               fprintf(stderr, "%s\n", err.message);  // e.g. the CA file is missing
+               return 1;
+           }
+           req.url = "https://127.0.0.1:6443/version"; // method default: GET
+           ok = asb_http_do(http, &req, &resp, &err) == ASB_OK;
+           if (ok)
+               printf("%.*s\n", (int)resp.body.len, resp.body.ptr);
+           else
+               fprintf(stderr, "%s (HTTP %d)\n", err.message, err.http_status);
+           asb_http_response_free(&resp); // always, whatever the result
+           asb_http_client_free(http);
+           return ok ? 0 : 1;
+       }
 
    What it guarantees: a redirect is an error, never followed; a 4xx/5xx is
    ASB_ERR_HTTP_STATUS with the status and the body's first bytes in err
@@ -423,18 +439,37 @@
    KUBERNETES
    ===========================================================================
 
-       asb_kube_client_desc d = {0};       // d.kubeconfig.path / .context
-       asb_kube_client *kube;
-       asb_buf out;
-       asb_error err;
-       static const asb_kube_resource claims = {
-           "extensions.agents.x-k8s.io", "v1alpha1", "sandboxclaims"};
-       if (asb_kube_client_create(&d, &kube, &err) != ASB_OK) ...  // err says
-       asb_buf_init(&out, NULL);                                    // file:line
-       if (asb_kube_get(kube, &claims, "default", "my-claim", &out, &err)
-               == ASB_ERR_NOT_FOUND) ...    // err.reason "NotFound"
-       asb_buf_free(&out);
-       asb_kube_client_free(kube);
+       // Print a SandboxClaim's JSON, with the kubeconfig's current context.
+       #define AGENTSANDBOX_IMPLEMENTATION
+       #include "agentsandbox.h"
+       #include <stdio.h>
+
+       int main(int argc, char **argv) {
+           static const asb_kube_resource claims = {
+               "extensions.agents.x-k8s.io", "v1alpha1", "sandboxclaims"};
+           const char *name = argc > 1 ? argv[1] : "my-claim";
+           asb_kube_client *kube;
+           asb_buf out;
+           asb_error err;
+           asb_result r;
+           // NULL: $KUBECONFIG or ~/.kube/config; else an asb_kube_client_desc
+           // with kubeconfig.path / .context, or in_cluster = 1
+           if (asb_kube_client_create(NULL, &kube, &err) != ASB_OK) {
+               fprintf(stderr, "%s\n", err.message); // a broken file: file:line
+               return 1;
+           }
+           asb_buf_init(&out, NULL);
+           r = asb_kube_get(kube, &claims, "default", name, &out, &err);
+           if (r == ASB_OK)
+               printf("%s\n", out.ptr);
+           else if (r == ASB_ERR_NOT_FOUND)
+               fprintf(stderr, "no claim %s (%s)\n", name, err.reason); // NotFound
+           else
+               fprintf(stderr, "%s\n", err.message); // e.g. RBAC: "Forbidden"
+           asb_buf_free(&out);
+           asb_kube_client_free(kube);
+           return r == ASB_OK ? 0 : 1;
+       }
 
    The kubeconfig is read as kubectl reads it (its test oracle is `kubectl
    config view`): the KUBECONFIG list merged with the first file winning
