@@ -3593,7 +3593,8 @@ ASB_API asb_result asb_claim_name_generate(char out[ASB_CLAIM_NAME_SIZE],
    (strict: no octal, no short forms); returns 4, 6 or 0. */
 static int asb__ip_literal(const char *s, size_t len, unsigned char out[16]) {
     char tmp[64];
-    if (len == 0 || len >= sizeof tmp) return 0;
+    /* a NUL inside would end inet_pton's string early: "::1\0junk" */
+    if (len == 0 || len >= sizeof tmp || memchr(s, '\0', len)) return 0;
     memcpy(tmp, s, len);
     tmp[len] = '\0';
     if (inet_pton(AF_INET, tmp, out) == 1) return 4;
@@ -8046,12 +8047,101 @@ static asb_result asb__kube_make_http(asb_kube_client *kc, const char *cert, siz
     return ASB_OK;
 }
 
+/* What a plugin's ExecCredential gave: a token, a certificate and key, or
+   both; an expiry (0: none). Secrets: asb__exec_cred_free wipes them. */
+typedef struct asb__exec_cred {
+    int has_token, has_cert;
+    asb_buf token, cert, key;
+    int64_t expiry;
+} asb__exec_cred;
+
+static void asb__exec_cred_free(asb__exec_cred *c) {
+    if (c->token.ptr) memset(c->token.ptr, 0, c->token.len);
+    if (c->key.ptr) memset(c->key.ptr, 0, c->key.len);
+    asb_buf_free(&c->token);
+    asb_buf_free(&c->cert);
+    asb_buf_free(&c->key);
+}
+
+/* Decodes a plugin's stdout (untrusted: any program can print anything).
+   `command` and `install_hint` only name it in messages; `want` is the
+   apiVersion asked for. A token goes into an Authorization header, so
+   control bytes in it (CR, LF, NUL) are refused here, with a clear
+   error, rather than failing later as an invalid request header. */
+static asb_result asb__exec_cred_decode(const char *text, size_t len, const char *command,
+                                        const char *install_hint, const char *want,
+                                        const asb_allocator *alloc, asb__exec_cred *c,
+                                        asb_error *err) {
+    asb_json_doc doc;
+    asb_result r = ASB_OK;
+    int av, st, cert, key, exp, tok;
+    memset(c, 0, sizeof *c);
+    asb_buf_init(&c->token, alloc);
+    asb_buf_init(&c->cert, alloc);
+    asb_buf_init(&c->key, alloc);
+    if (asb_json_doc_parse(&doc, text ? text : "", len, alloc, NULL) != ASB_OK)
+        return asb__fail(err, ASB_ERR_CREDENTIALS,
+                         "exec plugin \"%s\" printed something that is not an ExecCredential "
+                         "(not JSON)%s%s",
+                         command, install_hint ? ". " : "", install_hint ? install_hint : "");
+    av = asb_json_find(&doc, 0, "apiVersion");
+    st = asb_json_find(&doc, 0, "status");
+    cert = asb_json_find(&doc, 0, "status.clientCertificateData");
+    key = asb_json_find(&doc, 0, "status.clientKeyData");
+    exp = asb_json_find(&doc, 0, "status.expirationTimestamp");
+    tok = asb_json_find(&doc, 0, "status.token");
+    if (!asb_json_string_eq(&doc, av, want, strlen(want))) {
+        r = asb__fail(err, ASB_ERR_CREDENTIALS,
+                      "exec plugin \"%s\": its ExecCredential apiVersion is not %s", command,
+                      want);
+    } else if (st < 0) {
+        r = asb__fail(err, ASB_ERR_CREDENTIALS,
+                      "exec plugin \"%s\": the ExecCredential has no status", command);
+    } else if ((cert >= 0) != (key >= 0)) {
+        r = asb__fail(err, ASB_ERR_CREDENTIALS,
+                      "exec plugin \"%s\" returned only a certificate or only a key", command);
+    } else if (tok < 0 && cert < 0) {
+        r = asb__fail(err, ASB_ERR_CREDENTIALS,
+                      "exec plugin \"%s\" returned neither a token nor a certificate", command);
+    }
+    if (r == ASB_OK && exp >= 0) {
+        asb_buf ts;
+        asb_buf_init(&ts, alloc);
+        if (asb_json_append_string(&doc, exp, &ts) != ASB_OK ||
+            asb_time_parse_rfc3339(ts.ptr ? ts.ptr : "", ts.len, &c->expiry, NULL) != ASB_OK)
+            r = asb__fail(err, ASB_ERR_CREDENTIALS, "exec plugin \"%s\": bad expirationTimestamp",
+                          command);
+        asb_buf_free(&ts);
+    }
+    if (r == ASB_OK && tok >= 0) {
+        size_t i;
+        if (asb_json_append_string(&doc, tok, &c->token) != ASB_OK)
+            r = asb__fail(err, ASB_ERR_CREDENTIALS, "exec plugin \"%s\": status.token is not a "
+                          "string", command);
+        for (i = 0; r == ASB_OK && i < c->token.len; i++)
+            if ((unsigned char)c->token.ptr[i] < 0x20 || c->token.ptr[i] == 0x7f)
+                r = asb__fail(err, ASB_ERR_CREDENTIALS, "exec plugin \"%s\": status.token holds "
+                              "a control character", command);
+        c->has_token = r == ASB_OK;
+    }
+    if (r == ASB_OK && cert >= 0) {
+        if (asb_json_append_string(&doc, cert, &c->cert) != ASB_OK ||
+            asb_json_append_string(&doc, key, &c->key) != ASB_OK)
+            r = asb__fail(err, ASB_ERR_CREDENTIALS, "exec plugin \"%s\": clientCertificateData "
+                          "and clientKeyData must be strings", command);
+        c->has_cert = r == ASB_OK;
+    }
+    asb_json_doc_free(&doc);
+    if (r != ASB_OK) asb__exec_cred_free(c);
+    return r;
+}
+
 /* Runs the plugin and takes its ExecCredential. Called with the lock. */
 static asb_result asb__exec_refresh(asb_kube_client *kc, asb_error *err) {
     const asb_kube_exec *ex = kc->cfg.exec;
     asb_buf out, eb;
-    asb_json_doc doc;
-    int status = 0, tok;
+    asb__exec_cred cred;
+    int status = 0;
     asb_result r;
     char why[160];
     asb_buf_init(&out, &kc->alloc);
@@ -8072,68 +8162,21 @@ static asb_result asb__exec_refresh(asb_kube_client *kc, asb_error *err) {
                       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), why);
         goto done;
     }
-    if (asb_json_doc_parse(&doc, out.ptr ? out.ptr : "", out.len, &kc->alloc, NULL) != ASB_OK) {
-        r = asb__fail(err, ASB_ERR_CREDENTIALS,
-                      "exec plugin \"%s\" printed something that is not an ExecCredential "
-                      "(not JSON)%s%s",
-                      ex->command, ex->install_hint ? ". " : "",
-                      ex->install_hint ? ex->install_hint : "");
-        goto done;
+    r = asb__exec_cred_decode(out.ptr, out.len, ex->command, ex->install_hint,
+                              ex->api_version ? ex->api_version
+                                              : "client.authentication.k8s.io/v1",
+                              &kc->alloc, &cred, err);
+    if (r != ASB_OK) goto done;
+    kc->exec_expiry = cred.expiry;
+    if (cred.has_token) {
+        kc->bearer.len = 0;
+        r = asb_buf_append(&kc->bearer, cred.token.ptr, cred.token.len);
     }
-    {
-        int av = asb_json_find(&doc, 0, "apiVersion"), st = asb_json_find(&doc, 0, "status");
-        const char *want = ex->api_version ? ex->api_version : "client.authentication.k8s.io/v1";
-        int cert = asb_json_find(&doc, 0, "status.clientCertificateData");
-        int key = asb_json_find(&doc, 0, "status.clientKeyData");
-        int exp = asb_json_find(&doc, 0, "status.expirationTimestamp");
-        tok = asb_json_find(&doc, 0, "status.token");
-        if (!asb_json_string_eq(&doc, av, want, strlen(want))) {
-            r = asb__fail(err, ASB_ERR_CREDENTIALS,
-                          "exec plugin \"%s\": its ExecCredential apiVersion is not %s",
-                          ex->command, want);
-        } else if (st < 0) {
-            r = asb__fail(err, ASB_ERR_CREDENTIALS,
-                          "exec plugin \"%s\": the ExecCredential has no status", ex->command);
-        } else if ((cert >= 0) != (key >= 0)) {
-            r = asb__fail(err, ASB_ERR_CREDENTIALS,
-                          "exec plugin \"%s\" returned only a certificate or only a key",
-                          ex->command);
-        } else if (tok < 0 && cert < 0) {
-            r = asb__fail(err, ASB_ERR_CREDENTIALS,
-                          "exec plugin \"%s\" returned neither a token nor a certificate",
-                          ex->command);
-        } else {
-            kc->exec_expiry = 0;
-            if (exp >= 0) {
-                asb_buf ts;
-                int64_t t = 0;
-                asb_buf_init(&ts, &kc->alloc);
-                if (asb_json_append_string(&doc, exp, &ts) != ASB_OK ||
-                    asb_time_parse_rfc3339(ts.ptr ? ts.ptr : "", ts.len, &t, NULL) != ASB_OK)
-                    r = asb__fail(err, ASB_ERR_CREDENTIALS,
-                                  "exec plugin \"%s\": bad expirationTimestamp", ex->command);
-                kc->exec_expiry = t;
-                asb_buf_free(&ts);
-            }
-            if (r == ASB_OK && tok >= 0) {
-                kc->bearer.len = 0;
-                r = asb_json_append_string(&doc, tok, &kc->bearer);
-            }
-            if (r == ASB_OK && cert >= 0) {
-                asb_buf c, k;
-                asb_buf_init(&c, &kc->alloc);
-                asb_buf_init(&k, &kc->alloc);
-                r = asb_json_append_string(&doc, cert, &c);
-                if (r == ASB_OK) r = asb_json_append_string(&doc, key, &k);
-                if (r == ASB_OK) r = asb__kube_make_http(kc, c.ptr, c.len, k.ptr, k.len, err);
-                if (k.ptr) memset(k.ptr, 0, k.len);
-                asb_buf_free(&c);
-                asb_buf_free(&k);
-            }
-            if (r == ASB_OK) kc->exec_have = 1;
-        }
-        asb_json_doc_free(&doc);
-    }
+    if (r == ASB_OK && cred.has_cert)
+        r = asb__kube_make_http(kc, cred.cert.ptr, cred.cert.len, cred.key.ptr, cred.key.len,
+                                err);
+    if (r == ASB_OK) kc->exec_have = 1;
+    asb__exec_cred_free(&cred);
 done:
     if (out.ptr) memset(out.ptr, 0, out.len); /* it held a credential */
     asb_buf_free(&out);
@@ -10751,6 +10794,83 @@ static void asb__command_executable(const char *cmd, char *out, size_t cap) {
     out[n] = '\0';
 }
 
+/* The runtime's answers (untrusted bytes from the sandbox side): decoded
+   apart from the calls so they can be fuzzed without a peer. */
+
+/* {"stdout": s, "stderr": s, "exit_code": n}: all or nothing. An exit code
+   outside int (a process's code is 0-255, or minus a signal) is refused
+   rather than cut: 4294967296 must not read as 0, success. */
+static asb_result asb__run_answer_decode(const char *body, size_t len, const asb_allocator *a,
+                                         asb_run_result *result) {
+    asb_json_doc d;
+    int64_t code = 0;
+    asb_result r = ASB_ERR_HTTP_PROTOCOL;
+    result->out.len = result->err.len = 0;
+    if (asb_json_doc_parse(&d, body ? body : "", len, a, NULL) != ASB_OK) return r;
+    if (asb_json_append_string(&d, asb_json_find(&d, 0, "stdout"), &result->out) == ASB_OK &&
+        asb_json_append_string(&d, asb_json_find(&d, 0, "stderr"), &result->err) == ASB_OK &&
+        asb_json_get_int64(&d, asb_json_find(&d, 0, "exit_code"), &code) == ASB_OK &&
+        code >= INT_MIN && code <= INT_MAX) {
+        result->exit_code = (int)code;
+        r = ASB_OK;
+    }
+    asb_json_doc_free(&d);
+    return r;
+}
+
+/* {"exists": bool} */
+static asb_result asb__exists_answer_decode(const char *body, size_t len, const asb_allocator *a,
+                                            int *exists) {
+    asb_json_doc d;
+    asb_result r;
+    *exists = 0;
+    if (asb_json_doc_parse(&d, body ? body : "", len, a, NULL) != ASB_OK)
+        return ASB_ERR_HTTP_PROTOCOL;
+    r = asb_json_get_bool(&d, asb_json_find(&d, 0, "exists"), exists) == ASB_OK
+            ? ASB_OK
+            : ASB_ERR_HTTP_PROTOCOL;
+    asb_json_doc_free(&d);
+    return r;
+}
+
+/* [{"name": s, "size": n, "mod_time": x, "type": "directory"|...}, ...];
+   an entry without a string name is skipped. out->alloc_ is set. */
+static asb_result asb__list_answer_decode(const char *body, size_t len, asb_file_list *out) {
+    asb_json_doc d;
+    asb_json_iter it;
+    int item;
+    asb_result r = ASB_OK;
+    if (asb_json_doc_parse(&d, body ? body : "", len, &out->alloc_, NULL) != ASB_OK)
+        return ASB_ERR_HTTP_PROTOCOL;
+    if (d.toks[0].type != ASB_JSON_ARRAY) {
+        asb_json_doc_free(&d);
+        return ASB_ERR_HTTP_PROTOCOL;
+    }
+    out->entries = (asb_file_entry *)out->alloc_.alloc_fn(
+        ((size_t)d.toks[0].size + 1) * sizeof(asb_file_entry), out->alloc_.user_data);
+    if (!out->entries) r = ASB_ERR_OUT_OF_MEMORY;
+    it = asb_json_iter_begin(&d, 0);
+    while (r == ASB_OK && asb_json_iter_next(&d, &it, NULL, &item)) {
+        asb_file_entry *e = &out->entries[out->count];
+        asb_buf name;
+        int64_t size = 0;
+        memset(e, 0, sizeof *e);
+        asb_buf_init(&name, &out->alloc_);
+        if (asb_json_append_string(&d, asb_json_member(&d, item, "name", 4), &name) != ASB_OK) {
+            asb_buf_free(&name);
+            continue; /* an entry without a name is skipped */
+        }
+        e->name = name.ptr;
+        asb_json_get_int64(&d, asb_json_member(&d, item, "size", 4), &size);
+        e->size = size > 0 ? (uint64_t)size : 0;
+        asb_json_get_double(&d, asb_json_member(&d, item, "mod_time", 8), &e->mod_time);
+        e->is_dir = asb_json_string_eq(&d, asb_json_member(&d, item, "type", 4), "directory", 9);
+        out->count++;
+    }
+    asb_json_doc_free(&d);
+    return r;
+}
+
 ASB_API void asb_run_result_free(asb_run_result *r) {
     if (!r) return;
     asb_buf_free(&r->out);
@@ -10791,26 +10911,17 @@ ASB_API asb_result asb_sandbox_run(asb_sandbox *sb, const char *command, int tim
     req.body_len = body.len;
     r = asb__sb_call(sb, &req, "/execute", timeout_ms, &resp, err);
     asb_buf_free(&body);
-    if (r == ASB_OK) {
-        asb_json_doc d;
-        int64_t code = 0;
-        if (asb_json_doc_parse(&d, resp.body.ptr ? resp.body.ptr : "", resp.body.len,
-                               &sb->client->alloc, NULL) != ASB_OK ||
-            asb_json_append_string(&d, asb_json_find(&d, 0, "stdout"), &result->out) != ASB_OK ||
-            asb_json_append_string(&d, asb_json_find(&d, 0, "stderr"), &result->err) != ASB_OK ||
-            asb_json_get_int64(&d, asb_json_find(&d, 0, "exit_code"), &code) != ASB_OK) {
-            r = asb__fail(err, ASB_ERR_HTTP_PROTOCOL,
-                          "run: the runtime's answer is not {stdout, stderr, exit_code}");
-            if (err) {
-                err->http_status = resp.status;
-                err->body_len = resp.body.len < sizeof err->body ? resp.body.len : sizeof err->body;
-                if (err->body_len) memcpy(err->body, resp.body.ptr, err->body_len);
-                asb__client_mask_error(sb->client, err); /* an echo, like an error's */
-            }
-        } else {
-            result->exit_code = (int)code;
+    if (r == ASB_OK &&
+        asb__run_answer_decode(resp.body.ptr, resp.body.len, &sb->client->alloc, result) !=
+            ASB_OK) {
+        r = asb__fail(err, ASB_ERR_HTTP_PROTOCOL,
+                      "run: the runtime's answer is not {stdout, stderr, exit_code}");
+        if (err) {
+            err->http_status = resp.status;
+            err->body_len = resp.body.len < sizeof err->body ? resp.body.len : sizeof err->body;
+            if (err->body_len) memcpy(err->body, resp.body.ptr, err->body_len);
+            asb__client_mask_error(sb->client, err); /* an echo, like an error's */
         }
-        if (d.toks) asb_json_doc_free(&d);
     }
     asb_http_response_free(&resp);
     if (sb->client->log.fn) {
@@ -10910,14 +11021,10 @@ ASB_API asb_result asb_sandbox_exists(asb_sandbox *sb, const char *path, int *ex
     *exists = 0;
     /* not checked client side (as the reference): the runtime confines it */
     r = asb__sb_get(sb, "/exists/", path, 0, 0, NULL, NULL, &resp, err);
-    if (r == ASB_OK) {
-        asb_json_doc d;
-        if (asb_json_doc_parse(&d, resp.body.ptr ? resp.body.ptr : "", resp.body.len,
-                               &sb->client->alloc, NULL) != ASB_OK ||
-            asb_json_get_bool(&d, asb_json_find(&d, 0, "exists"), exists) != ASB_OK)
-            r = asb__fail(err, ASB_ERR_HTTP_PROTOCOL, "exists: unexpected answer");
-        asb_json_doc_free(&d);
-    }
+    if (r == ASB_OK &&
+        asb__exists_answer_decode(resp.body.ptr, resp.body.len, &sb->client->alloc, exists) !=
+            ASB_OK)
+        r = asb__fail(err, ASB_ERR_HTTP_PROTOCOL, "exists: unexpected answer");
     asb_http_response_free(&resp);
     return r;
 }
@@ -11335,7 +11442,6 @@ ASB_API void asb_file_list_free(asb_file_list *l) {
 ASB_API asb_result asb_sandbox_list(asb_sandbox *sb, const char *path, asb_file_list *out,
                                     asb_error *err) {
     asb_http_response resp;
-    asb_json_doc d;
     asb_result r;
     if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "list: NULL out");
     memset(out, 0, sizeof *out);
@@ -11343,40 +11449,11 @@ ASB_API asb_result asb_sandbox_list(asb_sandbox *sb, const char *path, asb_file_
     out->alloc_ = sb->client->alloc;
     r = asb__sb_get(sb, "/list/", path, 0, 0, NULL, NULL, &resp, err);
     if (r == ASB_OK) {
-        int top, item;
-        asb_json_iter it;
-        if (asb_json_doc_parse(&d, resp.body.ptr ? resp.body.ptr : "", resp.body.len,
-                               &sb->client->alloc, NULL) != ASB_OK ||
-            d.toks[0].type != ASB_JSON_ARRAY) {
-            r = asb__fail(err, ASB_ERR_HTTP_PROTOCOL, "list: the answer is not a JSON list");
-        } else {
-            top = 0;
-            out->entries = (asb_file_entry *)sb->client->alloc.alloc_fn(
-                ((size_t)d.toks[top].size + 1) * sizeof(asb_file_entry),
-                sb->client->alloc.user_data);
-            if (!out->entries) r = asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "list: out of memory");
-            it = asb_json_iter_begin(&d, top);
-            while (r == ASB_OK && asb_json_iter_next(&d, &it, NULL, &item)) {
-                asb_file_entry *e = &out->entries[out->count];
-                asb_buf name;
-                int64_t size = 0;
-                memset(e, 0, sizeof *e);
-                asb_buf_init(&name, &sb->client->alloc);
-                if (asb_json_append_string(&d, asb_json_member(&d, item, "name", 4), &name) !=
-                    ASB_OK) {
-                    asb_buf_free(&name);
-                    continue; /* an entry without a name is skipped */
-                }
-                e->name = name.ptr;
-                asb_json_get_int64(&d, asb_json_member(&d, item, "size", 4), &size);
-                e->size = size > 0 ? (uint64_t)size : 0;
-                asb_json_get_double(&d, asb_json_member(&d, item, "mod_time", 8), &e->mod_time);
-                e->is_dir = asb_json_string_eq(&d, asb_json_member(&d, item, "type", 4),
-                                               "directory", 9);
-                out->count++;
-            }
-        }
-        asb_json_doc_free(&d);
+        r = asb__list_answer_decode(resp.body.ptr, resp.body.len, out);
+        if (r == ASB_ERR_OUT_OF_MEMORY)
+            asb__fail(err, r, "list: out of memory");
+        else if (r != ASB_OK)
+            asb__fail(err, r, "list: the answer is not a JSON list");
     }
     asb_http_response_free(&resp);
     if (r != ASB_OK) asb_file_list_free(out);
