@@ -8331,6 +8331,14 @@ ASB_API void asb_kube_client_free(asb_kube_client *kc) {
     kc->alloc.free_fn(kc, kc->alloc.user_data);
 }
 
+/* Text a server chose, on its way into an error message or a log: a
+   control byte (a newline forging a log line, an escape sequence for the
+   terminal) becomes '?'; the rest, UTF-8 included, stays readable. */
+static void asb__scrub_controls(char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
+}
+
 /* Turns a failure response into asb_error: the Status's reason and
    message when the body is one, else the status and body excerpt. */
 static asb_result asb__kube_status_error(const char *method, const char *path, int status,
@@ -8345,6 +8353,8 @@ static asb_result asb__kube_status_error(const char *method, const char *path, i
             asb_json_get_string(&doc, asb_json_find(&doc, 0, "reason"), reason, sizeof reason,
                                 NULL);
             asb_json_get_string(&doc, asb_json_find(&doc, 0, "message"), msg, sizeof msg, NULL);
+            asb__scrub_controls(reason);
+            asb__scrub_controls(msg);
         }
         asb_json_doc_free(&doc);
     }
@@ -10000,7 +10010,18 @@ static int asb__claim_event(void *ud, const asb_watch_event *ev) {
     }
     nm = asb_json_find(d, ev->object, "status.sandbox.name");
     if (nm < 0) nm = asb_json_find(d, ev->object, "status.sandbox.Name"); /* old controllers */
-    if (nm >= 0) asb_json_get_string(d, nm, w->sandbox, sizeof w->sandbox, NULL);
+    if (nm >= 0) {
+        /* the name goes into API paths and router headers: a cut one
+           (over 253) or one that is no object name ("../x") is no name */
+        size_t n = 0, i;
+        int ok = asb_json_get_string(d, nm, w->sandbox, sizeof w->sandbox, &n) == ASB_OK &&
+                 n >= 1 && n <= 253 && n == strlen(w->sandbox) &&
+                 strcmp(w->sandbox, ".") != 0 && strcmp(w->sandbox, "..") != 0;
+        for (i = 0; ok && i < n; i++)
+            ok = asb__is_lower_alnum((unsigned char)w->sandbox[i]) || w->sandbox[i] == '-' ||
+                 w->sandbox[i] == '.';
+        if (!ok) w->sandbox[0] = '\0';
+    }
     conds = asb_json_find(d, ev->object, "status.conditions");
     it = asb_json_iter_begin(d, conds);
     while (asb_json_iter_next(d, &it, NULL, &cond)) {
@@ -10009,6 +10030,8 @@ static int asb__claim_event(void *ud, const asb_watch_event *ev) {
         asb_json_get_string(d, asb_json_member(d, cond, "reason", 6), w->reason, sizeof w->reason, NULL);
         asb_json_get_string(d, asb_json_member(d, cond, "message", 7), w->message,
                             sizeof w->message, NULL);
+        asb__scrub_controls(w->reason); /* both go into err->message */
+        asb__scrub_controls(w->message);
         if (asb_json_string_eq(d, asb_json_member(d, cond, "status", 6), "True", 4)) {
             if (w->sandbox[0]) {
                 w->outcome = ASB_OK;

@@ -122,7 +122,7 @@ test-json-diff: $(TB)/c/test_json_diff
 # --- fuzzing ------------------------------------------------------------------
 # One target per area of untrusted input; a target may take a selector byte
 # to pick among related entry points (see the comment atop each file).
-FUZZ_TARGETS := json rules http yaml watch sandbox
+FUZZ_TARGETS := json rules http yaml watch sandbox kube
 FUZZ_EXTRA_json := $(JSMN_ASAN_OBJS)
 FUZZ_SEEDS_http := tests/fuzz/seeds_http
 FUZZ_SEEDS_yaml := tests/fuzz/seeds_yaml
@@ -130,6 +130,7 @@ FUZZ_SEEDS_watch := tests/fuzz/seeds_watch
 FUZZ_SEEDS_json := tests/json/valid tests/json/invalid tests/json/forbidden
 FUZZ_SEEDS_rules := tests/fuzz/seeds_rules
 FUZZ_SEEDS_sandbox := tests/fuzz/seeds_sandbox
+FUZZ_SEEDS_kube := tests/fuzz/seeds_kube
 $(TB)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_main.h $(HDR) $(ORACLE_HDRS) $(JSMN_ASAN_OBJS)
 	@mkdir -p $(@D)
 	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
@@ -149,11 +150,12 @@ test-fuzz-replay: $(FUZZ_TARGETS:%=$(TB)/fuzz/replay_%)
 # Each run ends with one line "fuzz <target>: N execs/s, ..." taken from
 # libFuzzer's final stats. Findings go to build/tests/fuzz/findings.
 FUZZ_SHARE_json := 16
-FUZZ_SHARE_rules := 5
-FUZZ_SHARE_http := 10
+FUZZ_SHARE_rules := 4
+FUZZ_SHARE_http := 9
 FUZZ_SHARE_yaml := 9
-FUZZ_SHARE_watch := 6
+FUZZ_SHARE_watch := 5
 FUZZ_SHARE_sandbox := 4
+FUZZ_SHARE_kube := 5
 define FUZZ_RUN
 	@mkdir -p $(TB)/fuzz/corpus_$(1) $(TB)/fuzz/findings; \
 	secs=$$(( $(2) )); [ $$secs -ge 1 ] || secs=1; \
@@ -175,6 +177,7 @@ test-fuzz-short: $(FUZZ_TARGETS:%=$(TB)/fuzz/fuzz_%)
 	$(call FUZZ_RUN,yaml,$(FUZZ_SECONDS) * $(FUZZ_SHARE_yaml) / 60)
 	$(call FUZZ_RUN,watch,$(FUZZ_SECONDS) * $(FUZZ_SHARE_watch) / 60)
 	$(call FUZZ_RUN,sandbox,$(FUZZ_SECONDS) * $(FUZZ_SHARE_sandbox) / 60)
+	$(call FUZZ_RUN,kube,$(FUZZ_SECONDS) * $(FUZZ_SHARE_kube) / 60)
 $(FUZZ_TARGETS:%=fuzz-%): fuzz-%: $(TB)/fuzz/fuzz_%
 	$(call FUZZ_RUN,$*,$(FUZZ_SECONDS))
 
