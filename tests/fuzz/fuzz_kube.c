@@ -9,7 +9,7 @@
         status, reason and message are NUL-terminated, hold no control
         bytes (no forged log lines), and the body excerpt is the body's
      2  the claim watch (asb__claim_event behind asb__watch_line, one event
-        per line): an outcome is a known one, and a Ready claim names its
+        per line; bit 2 of the first byte pins the wait to uid "u1"): an outcome is a known one, and a Ready claim names its
         sandbox with a usable object name, never a cut one
      3  the Gateway watch (asb__gw_event behind asb__watch_line): a chosen
         address validates again, fits, and makes a URL that reads back;
@@ -135,14 +135,16 @@ static int object_name_ok(const char *s) {
 }
 
 /* 2: the claim watch */
-static void fuzz_claim(const uint8_t *p, size_t n) {
+static void fuzz_claim(const uint8_t *p, size_t n, int with_uid) {
     asb__claim_wait cw;
     memset(&cw, 0, sizeof cw);
     cw.outcome = ASB_ERR_TIMEOUT;
+    if (with_uid) snprintf(cw.uid, sizeof cw.uid, "u1"); /* waits pinned to a UID */
     feed_watch(p, n, asb__claim_event, &cw);
     FUZZ_REQUIRE(cw.outcome == ASB_OK || cw.outcome == ASB_ERR_TIMEOUT ||
                  cw.outcome == ASB_ERR_METADATA || cw.outcome == ASB_ERR_TEMPLATE_NOT_FOUND ||
-                 cw.outcome == ASB_ERR_WARMPOOL_NOT_FOUND || cw.outcome == ASB_ERR_CLAIM_FAILED);
+                 cw.outcome == ASB_ERR_WARMPOOL_NOT_FOUND || cw.outcome == ASB_ERR_CLAIM_FAILED ||
+                 cw.outcome == ASB_ERR_NOT_FOUND);
     require_printable(cw.reason, sizeof cw.reason);
     require_printable(cw.message, sizeof cw.message);
     FUZZ_REQUIRE(memchr(cw.sandbox, '\0', sizeof cw.sandbox) != NULL);
@@ -183,7 +185,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     switch (data[0] % 4) {
     case 0: fuzz_exec_cred(data + 1, size - 1); break;
     case 1: fuzz_status(data + 1, size - 1); break;
-    case 2: fuzz_claim(data + 1, size - 1); break;
+    case 2: fuzz_claim(data + 1, size - 1, data[0] & 4); break;
     default: fuzz_gateway_watch(data + 1, size - 1); break;
     }
     return 0;
