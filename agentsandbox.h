@@ -192,6 +192,10 @@
      ASB_JSON_MAX_DOC_TOKENS 16777216 impl. file   most tokens
                                                    asb_json_doc_parse() will
                                                    allocate for one document.
+     ASB_YAML_MAX_DEPTH      64       impl. file   deepest YAML nesting
+                                                   asb_yaml_parse() accepts;
+                                                   deeper is ASB_ERR_KUBECONFIG
+                                                   ("nesting too deep").
 
    ===========================================================================
    CONVENTIONS
