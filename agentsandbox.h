@@ -610,6 +610,8 @@ ASB_API const char *asb_result_str(asb_result code);
 /* The detail of a failure, filled by calls that take an `asb_error *`
    (which may always be NULL). Plain data, no allocation: copy it freely.
    On success the callee leaves it untouched. */
+#define ASB_ERROR_HEADER_SIZE 128
+
 typedef struct asb_error {
     asb_result code;
     int http_status;                       /* 0: no HTTP response involved */
@@ -617,6 +619,15 @@ typedef struct asb_error {
     char message[ASB_ERROR_MESSAGE_SIZE];  /* readable; never a secret */
     char body[ASB_ERROR_BODY_SIZE];        /* first bytes of a bad body */
     size_t body_len;
+    /* Headers of the failed answer worth keeping beside its body, as
+       received ("" when absent; longer values cut to fit, control bytes
+       as '?'). Set wherever http_status is. */
+    char retry_after[ASB_ERROR_HEADER_SIZE];  /* when to come back: seconds
+                                                 or an HTTP date */
+    char request_id[ASB_ERROR_HEADER_SIZE];   /* X-Request-ID: the answer's,
+                                                 else, for sandbox calls,
+                                                 the one the request sent */
+    char content_type[ASB_ERROR_HEADER_SIZE]; /* how to read `body` */
 } asb_error;
 
 /* ==========================================================================
@@ -7451,6 +7462,25 @@ static void asb__attempt_once(asb_http_client *cl, const asb_http_request *req,
     at->r = r;
 }
 
+/* Copies one header of a failed answer into err, bounded and printable. */
+static void asb__error_header(char *dst, const asb_http_response *resp, const char *name) {
+    const char *v = asb_http_response_header(resp, name);
+    size_t i;
+    dst[0] = '\0';
+    if (!v) return;
+    for (i = 0; v[i] && i + 1 < ASB_ERROR_HEADER_SIZE; i++)
+        dst[i] = (unsigned char)v[i] < 0x20 || v[i] == 0x7f ? '?' : v[i];
+    dst[i] = '\0';
+}
+
+/* The headers asb_error keeps (Retry-After, X-Request-ID, Content-Type). */
+static void asb__error_headers(asb_error *err, const asb_http_response *resp) {
+    if (!err || !resp) return;
+    asb__error_header(err->retry_after, resp, "Retry-After");
+    asb__error_header(err->request_id, resp, "X-Request-ID");
+    asb__error_header(err->content_type, resp, "Content-Type");
+}
+
 ASB_API asb_result asb_http_do(asb_http_client *cl, const asb_http_request *req,
                                asb_http_response *resp, asb_error *err) {
     asb_url u;
@@ -7544,6 +7574,7 @@ ASB_API asb_result asb_http_do(asb_http_client *cl, const asb_http_request *req,
                 err->body_len = resp->body.len < sizeof err->body ? resp->body.len
                                                                    : sizeof err->body;
                 if (err->body_len) memcpy(err->body, resp->body.ptr, err->body_len);
+                asb__error_headers(err, resp);
             }
         } else if (at.stale && !stale_retried && (idem || !at.reached)) {
             /* the server had closed a pooled connection: once more, fresh,
@@ -8428,8 +8459,10 @@ static asb_result asb__kube_do(asb_kube_client *kc, asb_http_request *req, const
         }
         break;
     }
-    if (r == ASB_ERR_HTTP_STATUS && resp->status >= 400)
+    if (r == ASB_ERR_HTTP_STATUS && resp->status >= 400) {
         r = asb__kube_status_error(method, path, resp->status, &resp->body, err);
+        asb__error_headers(err, resp);
+    }
     if (r != ASB_OK && auth.len) {
         /* a Status (or any body) echoing our headers: mask the credential
            after "Bearer " or "Basic ", as the router path does */
@@ -10751,6 +10784,8 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
                              "which exists when its template says service: true)");
     }
     if (r != ASB_OK) asb__client_mask_error(c, err);
+    if (r != ASB_OK && err && !err->request_id[0])
+        snprintf(err->request_id, sizeof err->request_id, "%s", rid); /* ours, for the router's log */
     if (r == ASB_ERR_HTTP_STATUS && resp->status == 404) r = ASB_ERR_NOT_FOUND;
     if (r == ASB_OK)
         asb__log(&c->log, ASB_LOG_DEBUG, "sandbox.call",
@@ -10947,6 +10982,7 @@ ASB_API asb_result asb_sandbox_run(asb_sandbox *sb, const char *command, int tim
             err->http_status = resp.status;
             err->body_len = resp.body.len < sizeof err->body ? resp.body.len : sizeof err->body;
             if (err->body_len) memcpy(err->body, resp.body.ptr, err->body_len);
+            asb__error_headers(err, &resp);
             asb__client_mask_error(sb->client, err); /* an echo, like an error's */
         }
     }

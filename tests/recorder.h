@@ -51,6 +51,8 @@ typedef struct recorder {
                                           read, recorded and answered by a
                                           close: an answer lost on the way */
     char reply[2048];                  /* reply body, sent as JSON */
+    char headers[256];                 /* extra reply header lines, each
+                                          ending in CRLF ("" for none) */
 } recorder;
 
 /* Does hay[0, n) contain `needle` (exact bytes)? memmem is not POSIX. */
@@ -156,9 +158,9 @@ static void recorder_serve(recorder *r, int c) {
     }
     status = r->status;
     snprintf(resp, sizeof resp,
-             "HTTP/1.1 %d Recorded\r\nContent-Type: application/json\r\n"
+             "HTTP/1.1 %d Recorded\r\nContent-Type: application/json\r\n%s"
              "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
-             status, strlen(r->reply), r->reply);
+             status, r->headers, strlen(r->reply), r->reply);
     if (r->count < RECORDER_MAX) r->req[r->count] = *q;
     r->count++;
     pthread_mutex_unlock(&r->lock);
@@ -238,6 +240,13 @@ ASBT_UNUSED static recorder *recorder_start(const char *ip) {
 fail:
     free(r);
     return NULL;
+}
+
+/* Extra header lines ("Name: value\r\n"...) on every later reply. */
+ASBT_UNUSED static void recorder_headers(recorder *r, const char *lines) {
+    pthread_mutex_lock(&r->lock);
+    snprintf(r->headers, sizeof r->headers, "%s", lines);
+    pthread_mutex_unlock(&r->lock);
 }
 
 /* What every later request gets. */

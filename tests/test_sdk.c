@@ -1048,6 +1048,121 @@ ASBT_TEST(a_pod_without_a_kubeconfig_uses_its_service_account_unasked) {
     else unsetenv("KUBECONFIG");
 }
 
+/* Beside the first 512 bytes of the body, err keeps the answer's
+   Retry-After, X-Request-ID and Content-Type: from the router, and from
+   the API server. With no X-Request-ID in the answer, a sandbox call's
+   err holds the one the request carried. */
+ASBT_TEST(errors_keep_retry_after_request_id_and_content_type) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client *c;
+    asb_sandbox *sb;
+    asb_error err;
+    asb_run_result rr;
+    recorder_request q;
+    asb_kube_resource res = {"agents.x-k8s.io", "v1alpha1", "sandboxes"};
+    char url[64], sent[128];
+    ASBT_CHECK(rec != NULL);
+    recorder_url(rec, url, sizeof url);
+    recorder_reply(rec, 500, "{\"detail\":\"busy\"}");
+    recorder_headers(rec, "Retry-After: 7\r\nX-Request-ID: rid-from-server\r\n");
+    c = router_client(url, NULL, NULL, &err);
+    ASBT_CHECK(c != NULL);
+    sb = handle_without_cluster(c, "sb-1");
+    ASBT_CHECK(sb != NULL);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_ERR_HTTP_STATUS);
+    asb_run_result_free(&rr);
+    ASBT_EQ_INT(err.http_status, 500);
+    ASBT_EQ_STR(err.retry_after, "7");
+    ASBT_EQ_STR(err.request_id, "rid-from-server");
+    ASBT_EQ_STR(err.content_type, "application/json");
+    recorder_headers(rec, "");
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_ERR_HTTP_STATUS);
+    asb_run_result_free(&rr);
+    ASBT_EQ_STR(err.retry_after, "");
+    ASBT_CHECK(recorder_get(rec, recorder_count(rec) - 1, &q));
+    ASBT_CHECK(recorder_header(q.head, "X-Request-ID", sent, sizeof sent));
+    ASBT_EQ_STR(err.request_id, sent);
+    asb_client_free(c);
+    /* the API server's answer */
+    c = apiserver_client(rec, &err);
+    ASBT_CHECK(c != NULL);
+    recorder_reply(rec, 403, "{\"kind\":\"Status\",\"reason\":\"Forbidden\",\"message\":\"no\",\"code\":403}");
+    recorder_headers(rec, "Retry-After: Wed, 21 Oct 2026 07:28:00 GMT\r\nX-Request-ID: kube-1\r\n");
+    ASBT_EQ_RES(asb_kube_get(c->kube, &res, "default", "x", NULL, &err), ASB_ERR_KUBE_API);
+    ASBT_EQ_INT(err.http_status, 403);
+    ASBT_EQ_STR(err.reason, "Forbidden");
+    ASBT_EQ_STR(err.retry_after, "Wed, 21 Oct 2026 07:28:00 GMT");
+    ASBT_EQ_STR(err.content_type, "application/json");
+    ASBT_EQ_STR(err.request_id, "kube-1");
+    asb_client_free(c);
+    recorder_stop(rec);
+}
+
+/* A name the caller chose may be a claim that was there before: when the
+   create's answer is lost, nothing is deleted blind (a generated name is
+   ours and is deleted: the case above). A 409 says how to attach. */
+ASBT_TEST(a_named_claim_whose_answer_was_lost_is_never_deleted_blind) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client *c;
+    asb_sandbox *sb = NULL;
+    asb_error err;
+    asb_create_opts o;
+    recorder_request q;
+    ASBT_CHECK(rec != NULL);
+    c = apiserver_client(rec, &err);
+    ASBT_CHECK(c != NULL);
+    memset(&o, 0, sizeof o);
+    o.claim_name = "team.my-claim";
+    recorder_drop(rec, 1);
+    ASBT_CHECK(asb_client_create_sandbox(c, "tpl", &o, &sb, &err) != ASB_OK);
+    ASBT_CHECK(sb == NULL);
+    ASBT_EQ_INT(recorder_count(rec), 1);
+    ASBT_CHECK(recorder_get(rec, 0, &q));
+    ASBT_CHECK(strstr(q.body, "\"name\":\"team.my-claim\"") != NULL);
+    ASBT_CONTAINS(err.message, "team.my-claim may exist now; it was left as it is");
+    recorder_reply(rec, 409, "{\"kind\":\"Status\",\"reason\":\"AlreadyExists\",\"code\":409}");
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "tpl", &o, &sb, &err), ASB_ERR_KUBE_API);
+    ASBT_EQ_INT(err.http_status, 409);
+    ASBT_CONTAINS(err.message, "set adopt_existing");
+    ASBT_EQ_INT(recorder_count(rec), 2); /* no DELETE, no GET */
+    /* passing no err at all must not turn a 409 into anything else */
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "tpl", &o, &sb, NULL), ASB_ERR_KUBE_API);
+    asb_client_free(c);
+    recorder_stop(rec);
+}
+
+/* A handle's delete carries its claim's UID as a precondition; the
+   apiserver's 409 for another UID means ours is gone already. */
+ASBT_TEST(terminate_is_pinned_to_the_claims_uid) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client *c;
+    asb_sandbox *sb;
+    asb_error err;
+    recorder_request q;
+    int base;
+    ASBT_CHECK(rec != NULL);
+    c = apiserver_client(rec, &err);
+    ASBT_CHECK(c != NULL);
+    sb = asb__new_handle(c, "named.claim", "sb-x", "default");
+    ASBT_CHECK(sb != NULL);
+    snprintf(sb->uid, sizeof sb->uid, "0b7e0c2e-uid");
+    sb->next = c->handles;
+    c->handles = sb;
+    base = recorder_count(rec);
+    recorder_reply(rec, 409,
+                   "{\"kind\":\"Status\",\"reason\":\"Conflict\",\"message\":\"Precondition failed: "
+                   "UID in precondition: 0b7e0c2e-uid, UID in object meta: other\",\"code\":409}");
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    ASBT_EQ_INT(asb_sandbox_is_active(sb), 0);
+    ASBT_EQ_INT(recorder_count(rec), base + 1);
+    ASBT_CHECK(recorder_get(rec, base, &q));
+    ASBT_CHECK(strncmp(q.head, "DELETE /apis/extensions.agents.x-k8s.io/v1alpha1/namespaces/default/"
+                               "sandboxclaims/named.claim ", 85) == 0);
+    ASBT_CHECK(strstr(q.body, "\"preconditions\":{\"uid\":\"0b7e0c2e-uid\"}") != NULL);
+    asb_client_free(c);
+    recorder_stop(rec);
+}
+
 ASBT_LIST(
     ASBT_CASE(pod_ip_prefers_ipv4_unmaps_and_skips_invalid_entries)
     ASBT_CASE(a_create_whose_answer_was_lost_deletes_its_claim_by_name)
@@ -1067,5 +1182,8 @@ ASBT_LIST(
     ASBT_CASE(v1beta1_options_become_the_claim_spec_and_are_checked_first)
     ASBT_CASE(the_claim_wait_is_pinned_to_its_uid_and_stops_at_terminal_reasons)
     ASBT_CASE(a_pod_without_a_kubeconfig_uses_its_service_account_unasked)
+    ASBT_CASE(errors_keep_retry_after_request_id_and_content_type)
+    ASBT_CASE(a_named_claim_whose_answer_was_lost_is_never_deleted_blind)
+    ASBT_CASE(terminate_is_pinned_to_the_claims_uid)
 )
 ASBT_MAIN()
