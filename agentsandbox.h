@@ -1145,6 +1145,40 @@ typedef struct asb_tls_config {
     int insecure_skip_verify;     /* default 0. 1: no verification at all */
 } asb_tls_config;
 
+/* A cancel token: C's stand-in for Go's context.Context cancellation and
+   Python's task.cancel(). Give it to calls (asb_http_request.cancel,
+   asb_call_opts.cancel); asb_cancel_trigger from any thread, or from a
+   signal handler, makes every blocking call holding it return
+   ASB_ERR_CANCELLED promptly: the token is a pipe polled beside the
+   socket, so a wait ends at once (measured: well under 1 ms; see
+   tests/test_sdk_cluster.c cancel_from_another_thread_*). The call closes
+   its connection (never returned to the pool: the answer in flight would
+   desynchronise it), frees what it allocated, and the handle stays usable.
+   A token stays triggered, failing every call given it, until
+   asb_cancel_reset. One token may serve many calls and threads at once.
+
+       asb_cancel *tok;
+       asb_call_opts o = {0};
+       asb_cancel_create(NULL, &tok, &err);
+       o.cancel = tok;             // another thread: asb_cancel_trigger(tok)
+       r = asb_sandbox_run_opts(sb, "make test", &o, &res, &err);
+       if (r == ASB_ERR_CANCELLED) ...  // the command may still run there
+       asb_cancel_free(tok);       // once no call uses it
+   */
+typedef struct asb_cancel asb_cancel;
+/* NULL alloc: libc. Fails only on no memory or no descriptors (ASB_ERR_IO). */
+ASB_API asb_result asb_cancel_create(const asb_allocator *alloc, asb_cancel **out,
+                                     asb_error *err);
+/* Thread-safe and async-signal-safe (one write(2)); idempotent. */
+ASB_API void asb_cancel_trigger(asb_cancel *token);
+/* 1 once triggered (until reset), else 0. Thread-safe. */
+ASB_API int asb_cancel_is_triggered(const asb_cancel *token);
+/* Re-arms the token. Call it when no call holds the token, or a call
+   running meanwhile may miss the cancel. */
+ASB_API void asb_cancel_reset(asb_cancel *token);
+/* Frees it; no call may still hold it. NULL is fine. */
+ASB_API void asb_cancel_free(asb_cancel *token);
+
 /* When a failed request is tried again. Zero-initialised means the
    defaults below. Retried: connection failures, and the statuses 429,
    500, 502, 503 and 504. Only idempotent requests (GET, HEAD, PUT,
@@ -1249,6 +1283,9 @@ typedef struct asb_http_request {
                                        as a watch leaves the pooled ones to
                                        the short calls around it) */
     const asb_retry_policy *retry;  /* default NULL: the client's policy */
+    const asb_cancel *cancel;       /* default NULL. Triggered: the call
+                                       (connect, send, wait, retry pause)
+                                       ends with ASB_ERR_CANCELLED */
 } asb_http_request;
 
 typedef struct asb_http_response {
@@ -1824,23 +1861,68 @@ typedef struct asb_run_result {
    and twice. */
 ASB_API void asb_run_result_free(asb_run_result *r);
 
+/* DEADLINES AND CANCELLATION, for every call that talks to the runtime
+   (run and the file calls; the _opts forms take an asb_call_opts).
+
+   One rule: a call with a deadline waits for its answer until that
+   deadline, never less, and never more. The client's wait for each next
+   byte (kube.http.read_timeout_ms, 30 s) is raised to the deadline on
+   every connection mode (local tunnel, direct, Gateway, in-cluster), so
+   a command that prints nothing for minutes is fine; connecting, sending,
+   waiting and any pause between retries all fit inside the deadline.
+   A call without one (timeout_ms 0 or less) gets the default: 60 s for a
+   command (the reference's run(timeout=60)); none for the file calls
+   (they may move gigabytes), which wait up to the client's read timeout
+   for each next byte. The deadline goes to the router as
+   X-Sandbox-Timeout in whole seconds, rounded up.
+
+   A command that outlives its deadline is ASB_ERR_TIMEOUT, its message
+   naming the deadline: the command may still be running in the sandbox
+   (a runtime ends it at its own exec timeout: 300 s by default).
+
+   Through the upstream Go sandbox-router two of its flags bound a call
+   as well: --response-header-timeout (default 30 s) for the runtime's
+   response head, and --proxy-timeout (default 180 s) for the whole
+   request. agentsandbox-runtime sends its head as soon as it accepts a
+   command, so only the second applies; the reference python-runtime
+   answers only when the command ends, so through that router a command
+   past 30 s comes back as a 502, and the error says so.
+
+   Cancellation: give opts.cancel a token (asb_cancel) and trigger it
+   from another thread; the call returns ASB_ERR_CANCELLED at once, its
+   connection closed, nothing leaked, the handle usable for the next call.
+   A cancelled command may still be running in the sandbox. The first
+   start of the local tunnel (kubectl port-forward coming up) is not
+   cancellable; it is bounded by port_forward_ready_timeout_ms. */
+typedef struct asb_call_opts {
+    int timeout_ms;           /* the call's deadline; default 0: the
+                                 default above (run 60000, files none) */
+    const asb_cancel *cancel; /* default NULL: not cancellable */
+} asb_call_opts;
+
 /* Runs a command in the sandbox (POST /execute; never retried once it
-   reached the runtime). timeout_ms > 0 also goes to the router as
-   X-Sandbox-Timeout in whole seconds, rounded up (0 or less sends none).
-   A malformed answer is ASB_ERR_HTTP_PROTOCOL with the body kept in
-   err->body. On success out and err are NUL-terminated (also when
-   empty), so text output prints with %s.
+   reached the runtime). timeout_ms is the deadline (see DEADLINES AND
+   CANCELLATION; 0 or less: 60000). A malformed answer is
+   ASB_ERR_HTTP_PROTOCOL with the body kept in err->body. On success out
+   and err are NUL-terminated (also when empty), so text output prints
+   with %s.
    Errors, for this and every call below that talks to the sandbox:
    ASB_ERR_CLOSED (the handle was closed or terminated), the transport
-   codes of asb_http_do, ASB_ERR_HTTP_STATUS when the router or runtime
-   refuses (err->http_status, err->body; a command is never re-sent),
-   ASB_ERR_TOO_LARGE (output over max_output_bytes), and for the local
-   tunnel ASB_ERR_KUBECTL_MISSING or ASB_ERR_PORT_FORWARD.
+   codes of asb_http_do, ASB_ERR_TIMEOUT past the deadline,
+   ASB_ERR_CANCELLED by the call's token, ASB_ERR_HTTP_STATUS when the
+   router or runtime refuses (err->http_status, err->body; a command is
+   never re-sent), ASB_ERR_TOO_LARGE (output over max_output_bytes), and
+   for the local tunnel ASB_ERR_KUBECTL_MISSING or ASB_ERR_PORT_FORWARD.
    Ownership: free *result with asb_run_result_free whatever the result.
    Threads: one handle from one thread at a time; different handles of one
-   client from different threads at once. */
+   client from different threads at once (a cancel token may be triggered
+   from any thread). */
 ASB_API asb_result asb_sandbox_run(asb_sandbox *sb, const char *command, int timeout_ms,
                                    asb_run_result *result, asb_error *err);
+/* The same with a deadline and a cancel token; opts NULL: defaults. */
+ASB_API asb_result asb_sandbox_run_opts(asb_sandbox *sb, const char *command,
+                                        const asb_call_opts *opts, asb_run_result *result,
+                                        asb_error *err);
 
 /* Files, with the safe-path rules of asb_path_normalize applied first.
    write: multipart upload of data[0, len); read: the whole file appended
@@ -1856,6 +1938,14 @@ ASB_API asb_result asb_sandbox_read(asb_sandbox *sb, const char *path, asb_buf *
                                     asb_error *err);
 ASB_API asb_result asb_sandbox_exists(asb_sandbox *sb, const char *path, int *exists,
                                       asb_error *err);
+/* The same with a deadline and a cancel token (opts NULL: defaults). */
+ASB_API asb_result asb_sandbox_write_opts(asb_sandbox *sb, const char *path, const void *data,
+                                          size_t len, const asb_call_opts *opts,
+                                          asb_error *err);
+ASB_API asb_result asb_sandbox_read_opts(asb_sandbox *sb, const char *path, asb_buf *out,
+                                         const asb_call_opts *opts, asb_error *err);
+ASB_API asb_result asb_sandbox_exists_opts(asb_sandbox *sb, const char *path, int *exists,
+                                           const asb_call_opts *opts, asb_error *err);
 
 /* Ends the handle's use of the connection without deleting the claim (the
    sandbox keeps running; asb_client_get_sandbox attaches again). Later
@@ -1949,6 +2039,18 @@ ASB_API asb_result asb_sandbox_write_from_fd(asb_sandbox *sb, const char *path, 
                                              asb_error *err);
 ASB_API asb_result asb_sandbox_read_to_fd(asb_sandbox *sb, const char *path, int fd,
                                           asb_error *err);
+/* The same four with a deadline and a cancel token (opts NULL: defaults). */
+ASB_API asb_result asb_sandbox_write_stream_opts(asb_sandbox *sb, const char *path,
+                                                 asb_read_fn read, void *user_data,
+                                                 uint64_t size, const asb_call_opts *opts,
+                                                 asb_error *err);
+ASB_API asb_result asb_sandbox_read_stream_opts(asb_sandbox *sb, const char *path,
+                                                asb_write_fn write, void *user_data,
+                                                const asb_call_opts *opts, asb_error *err);
+ASB_API asb_result asb_sandbox_write_from_fd_opts(asb_sandbox *sb, const char *path, int fd,
+                                                  const asb_call_opts *opts, asb_error *err);
+ASB_API asb_result asb_sandbox_read_to_fd_opts(asb_sandbox *sb, const char *path, int fd,
+                                               const asb_call_opts *opts, asb_error *err);
 
 typedef struct asb_file_entry {
     char *name;
@@ -1969,6 +2071,8 @@ ASB_API void asb_file_list_free(asb_file_list *list);
    Ownership: free *out with asb_file_list_free on success. */
 ASB_API asb_result asb_sandbox_list(asb_sandbox *sb, const char *path, asb_file_list *out,
                                     asb_error *err);
+ASB_API asb_result asb_sandbox_list_opts(asb_sandbox *sb, const char *path, asb_file_list *out,
+                                         const asb_call_opts *opts, asb_error *err);
 
 /* The pod behind a handle (the Sandbox's agents.x-k8s.io/pod-name
    annotation, else the sandbox name) and the selector's name hash
@@ -6021,6 +6125,100 @@ static void asb__sleep_ms(int64_t ms) {
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
+/* -- cancel tokens --------------------------------------------------------------- */
+
+/* A pipe: triggering writes a byte, so the read end turns readable and
+   stays so until reset drains it. poll() on it beside a socket is the
+   whole mechanism; no shared flag, so no data race and signal-safe. */
+struct asb_cancel {
+    int rfd, wfd;
+    asb_allocator alloc;
+};
+
+static int asb__set_cloexec_nonblock(int fd);
+
+ASB_API asb_result asb_cancel_create(const asb_allocator *alloc, asb_cancel **out,
+                                     asb_error *err) {
+    asb_allocator a;
+    asb_cancel *t;
+    int fds[2];
+    if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "cancel: NULL out");
+    *out = NULL;
+    if (asb__allocator_resolve(alloc, &a) != ASB_OK)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "cancel: incomplete allocator");
+    t = (asb_cancel *)a.alloc_fn(sizeof *t, a.user_data);
+    if (!t) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "cancel: out of memory");
+    if (pipe(fds) != 0) {
+        int e = errno;
+        a.free_fn(t, a.user_data);
+        return asb__fail(err, ASB_ERR_IO, "cancel: pipe: %s", strerror(e));
+    }
+    if (asb__set_cloexec_nonblock(fds[0]) < 0 || asb__set_cloexec_nonblock(fds[1]) < 0) {
+        int e = errno;
+        close(fds[0]);
+        close(fds[1]);
+        a.free_fn(t, a.user_data);
+        return asb__fail(err, ASB_ERR_IO, "cancel: fcntl: %s", strerror(e));
+    }
+    t->rfd = fds[0];
+    t->wfd = fds[1];
+    t->alloc = a;
+    *out = t;
+    return ASB_OK;
+}
+
+ASB_API void asb_cancel_trigger(asb_cancel *t) {
+    ssize_t n;
+    if (!t) return;
+    /* a full pipe (EAGAIN) is triggered already */
+    do {
+        n = write(t->wfd, "x", 1);
+    } while (n < 0 && errno == EINTR);
+}
+
+ASB_API int asb_cancel_is_triggered(const asb_cancel *t) {
+    struct pollfd p;
+    if (!t) return 0;
+    p.fd = t->rfd;
+    p.events = POLLIN;
+    p.revents = 0;
+    return poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
+}
+
+ASB_API void asb_cancel_reset(asb_cancel *t) {
+    char buf[256];
+    if (!t) return;
+    while (read(t->rfd, buf, sizeof buf) > 0 || errno == EINTR) {}
+}
+
+ASB_API void asb_cancel_free(asb_cancel *t) {
+    if (!t) return;
+    close(t->rfd);
+    close(t->wfd);
+    t->alloc.free_fn(t, t->alloc.user_data);
+}
+
+/* Sleeps ms, or less when the token is triggered meanwhile: 1 then. */
+static int asb__sleep_or_cancel(int64_t ms, const asb_cancel *t) {
+    int64_t end = asb__now_ms() + ms;
+    if (!t) {
+        asb__sleep_ms(ms);
+        return 0;
+    }
+    for (;;) {
+        struct pollfd p;
+        int64_t left = end - asb__now_ms();
+        int r;
+        if (left <= 0) return 0;
+        p.fd = t->rfd;
+        p.events = POLLIN;
+        p.revents = 0;
+        r = poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
+        if (r > 0) return 1;
+        if (r < 0 && errno != EINTR) return 0;
+    }
+}
+
 /* -- connections ----------------------------------------------------------------- */
 
 #define ASB__POOL_KEY_SIZE 300
@@ -6033,6 +6231,8 @@ typedef struct asb__conn {
     int64_t deadline;       /* absolute ms for the current call, 0: none */
     int read_timeout_ms;
     int timed_out;          /* the last I/O failure was a timeout */
+    int cancelled;          /* ... or the call's cancel token */
+    const asb_cancel *cancel; /* the current call's token, NULL: none */
     int last_errno;
     uint64_t bytes_sent;    /* on this request: did anything leave? */
     char rbuf[65536];      /* large reads: fewer syscalls on big bodies */
@@ -6047,11 +6247,13 @@ typedef struct asb__conn {
 #endif
 } asb__conn;
 
-/* Waits for the socket; returns 1 ready, 0 timeout, -1 error. The wait is
+/* Waits for the socket; returns 1 ready, 0 timeout, -1 error, -2 the
+   call's cancel token was triggered (its pipe turns readable, polled
+   beside the socket, so a cancel ends the wait at once). The wait is
    bounded by both the idle timeout and the call's deadline. */
 static int asb__wait(asb__conn *c, short events, int idle_ms) {
     for (;;) {
-        struct pollfd pfd;
+        struct pollfd pfd[2];
         int64_t wait = idle_ms > 0 ? idle_ms : -1;
         int r;
         if (c->deadline) {
@@ -6059,10 +6261,14 @@ static int asb__wait(asb__conn *c, short events, int idle_ms) {
             if (left <= 0) return 0;
             if (wait < 0 || left < wait) wait = left;
         }
-        pfd.fd = c->fd;
-        pfd.events = events;
-        pfd.revents = 0;
-        r = poll(&pfd, 1, wait > INT_MAX ? INT_MAX : (int)wait);
+        pfd[0].fd = c->fd;
+        pfd[0].events = events;
+        pfd[0].revents = 0;
+        pfd[1].fd = c->cancel ? c->cancel->rfd : -1;
+        pfd[1].events = POLLIN;
+        pfd[1].revents = 0;
+        r = poll(pfd, c->cancel ? 2 : 1, wait > INT_MAX ? INT_MAX : (int)wait);
+        if (r > 0 && pfd[1].revents) return -2;
         if (r > 0) return 1;
         if (r == 0) return 0;
         if (errno != EINTR) return -1;
@@ -6090,7 +6296,8 @@ static int asb__sock_send(asb__conn *c, const void *buf, size_t len) {
             int w = asb__wait(c, POLLOUT, c->read_timeout_ms);
             if (w > 0) continue;
             c->timed_out = w == 0;
-            c->last_errno = w == 0 ? ETIMEDOUT : errno;
+            c->cancelled = w == -2;
+            c->last_errno = w == 0 ? ETIMEDOUT : w == -2 ? ECANCELED : errno;
             return -1;
         }
         c->last_errno = n < 0 ? errno : EPIPE;
@@ -6109,7 +6316,8 @@ static long asb__sock_recv(asb__conn *c, void *buf, size_t cap) {
             int w = asb__wait(c, POLLIN, c->read_timeout_ms);
             if (w > 0) continue;
             c->timed_out = w == 0;
-            c->last_errno = w == 0 ? ETIMEDOUT : errno;
+            c->cancelled = w == -2;
+            c->last_errno = w == 0 ? ETIMEDOUT : w == -2 ? ECANCELED : errno;
             return -1;
         }
         c->last_errno = errno;
@@ -6173,6 +6381,14 @@ static asb_result asb__tcp_connect(asb__conn *c, const char *host, int port,
                 soerr == 0)
                 break;
             if (w == 0) timed_out = 1;
+            if (w == -2) {
+                close(fd);
+                c->fd = -1;
+                freeaddrinfo(res);
+                c->cancelled = 1;
+                return asb__fail(err, ASB_ERR_CANCELLED, "connect to %s port %d: cancelled",
+                                 hq, port);
+            }
             last = w > 0 ? soerr : (w == 0 ? ETIMEDOUT : errno);
         } else {
             last = errno;
@@ -6500,7 +6716,8 @@ bad_ca : {
 static int asb__bio_send(void *ctx, const unsigned char *buf, size_t len) {
     asb__conn *c = (asb__conn *)ctx;
     if (asb__sock_send(c, buf, len) != 0)
-        return c->timed_out ? MBEDTLS_ERR_SSL_TIMEOUT : MBEDTLS_ERR_NET_SEND_FAILED;
+        return c->timed_out || c->cancelled ? MBEDTLS_ERR_SSL_TIMEOUT
+                                            : MBEDTLS_ERR_NET_SEND_FAILED;
     return len > INT_MAX ? INT_MAX : (int)len;
 }
 
@@ -6508,8 +6725,9 @@ static int asb__bio_recv(void *ctx, unsigned char *buf, size_t len) {
     asb__conn *c = (asb__conn *)ctx;
     long n = asb__sock_recv(c, buf, len > INT_MAX ? INT_MAX : len);
     if (n < 0)
-        return c->timed_out ? MBEDTLS_ERR_SSL_TIMEOUT
-                            : (c->last_errno == ECONNRESET ? MBEDTLS_ERR_NET_CONN_RESET
+        return c->timed_out || c->cancelled
+                   ? MBEDTLS_ERR_SSL_TIMEOUT
+                   : (c->last_errno == ECONNRESET ? MBEDTLS_ERR_NET_CONN_RESET
                                                            : MBEDTLS_ERR_NET_RECV_FAILED);
     return (int)n;
 }
@@ -6945,6 +7163,7 @@ static asb__conn *asb__pool_take(asb_http_client *cl, const char *key) {
 
 static void asb__pool_put(asb_http_client *cl, asb__conn *c) {
     asb__conn *evict = NULL;
+    c->cancel = NULL; /* the call's token may not outlive the call */
     pthread_mutex_lock(&cl->lock);
     if (cl->max_idle == 0) {
         evict = c;
@@ -6960,6 +7179,11 @@ static void asb__pool_put(asb_http_client *cl, asb__conn *c) {
     asb__conn_close(cl, evict);
 }
 
+/* What a failed read or write was: the token, the deadline, or `other`. */
+static asb_result asb__io_failure(const asb__conn *c, asb_result other) {
+    return c->cancelled ? ASB_ERR_CANCELLED : c->timed_out ? ASB_ERR_TIMEOUT : other;
+}
+
 /* Reads and writes through TLS when the connection has it. */
 static asb_result asb__conn_write(asb__conn *c, const void *buf, size_t len) {
 #if ASB_TLS
@@ -6968,14 +7192,14 @@ static asb_result asb__conn_write(asb__conn *c, const void *buf, size_t len) {
         while (len > 0) {
             int n = mbedtls_ssl_write(&c->ssl, p, len);
             if (n == MBEDTLS_ERR_SSL_WANT_READ || n == MBEDTLS_ERR_SSL_WANT_WRITE) continue;
-            if (n <= 0) return c->timed_out ? ASB_ERR_TIMEOUT : ASB_ERR_SEND;
+            if (n <= 0) return asb__io_failure(c, ASB_ERR_SEND);
             p += n;
             len -= (size_t)n;
         }
         return ASB_OK;
     }
 #endif
-    if (asb__sock_send(c, buf, len) != 0) return c->timed_out ? ASB_ERR_TIMEOUT : ASB_ERR_SEND;
+    if (asb__sock_send(c, buf, len) != 0) return asb__io_failure(c, ASB_ERR_SEND);
     return ASB_OK;
 }
 
@@ -6995,22 +7219,22 @@ static long asb__conn_read(asb__conn *c, char *buf, size_t cap) {
             }
 #endif
             if (n == MBEDTLS_ERR_NET_CONN_RESET) return ASB_ERR_RECV;
-            return c->timed_out ? ASB_ERR_TIMEOUT : ASB_ERR_RECV;
+            return asb__io_failure(c, ASB_ERR_RECV);
         }
     }
 #endif
     {
         long n = asb__sock_recv(c, buf, cap);
         if (n >= 0) return n;
-        return c->timed_out ? ASB_ERR_TIMEOUT : ASB_ERR_RECV;
+        return asb__io_failure(c, ASB_ERR_RECV);
     }
 }
 
 /* Opens a connection to the URL's endpoint: directly or through the
    proxy's CONNECT tunnel, then TLS for https. */
 static asb_result asb__conn_open(asb_http_client *cl, const asb_url *u, const char *host,
-                                 const char *key, int64_t deadline, asb__conn **out,
-                                 asb_error *err) {
+                                 const char *key, int64_t deadline, const asb_cancel *cancel,
+                                 asb__conn **out, asb_error *err) {
     asb__conn *c = (asb__conn *)cl->alloc.alloc_fn(sizeof *c, cl->alloc.user_data);
     asb_result r;
     int via_proxy = cl->proxy && !(cl->no_proxy && asb__no_proxy_match(cl->no_proxy, u));
@@ -7019,6 +7243,7 @@ static asb_result asb__conn_open(asb_http_client *cl, const asb_url *u, const ch
     memset(c, 0, sizeof *c);
     c->fd = -1;
     c->deadline = deadline;
+    c->cancel = cancel;
     c->read_timeout_ms = cl->read_timeout_ms;
     snprintf(c->key, sizeof c->key, "%s", key);
     if (via_proxy) {
@@ -7327,16 +7552,18 @@ static void asb__attempt_once(asb_http_client *cl, const asb_http_request *req,
     memset(at, 0, sizeof *at);
     c = req->fresh_connection ? NULL : asb__pool_take(cl, key);
     if (!c) {
-        r = asb__conn_open(cl, u, host, key, deadline, &c, err);
+        r = asb__conn_open(cl, u, host, key, deadline, req->cancel, &c, err);
         if (r != ASB_OK) {
             at->r = r;
             return;
         }
     }
     c->deadline = deadline;
+    c->cancel = req->cancel;
     c->read_timeout_ms = req->read_timeout_ms > 0 ? req->read_timeout_ms : cl->read_timeout_ms;
     c->bytes_sent = 0;
     c->timed_out = 0;
+    c->cancelled = 0;
     /* head and small bodies go out in one write */
     r = ASB_OK;
     if (req->body && req->body_len <= 65536) {
@@ -7387,8 +7614,9 @@ static void asb__attempt_once(asb_http_client *cl, const asb_http_request *req,
         at->stale = c->reused;
         at->r = r;
         asb__describe(err, r, method, u,
-                      r == ASB_ERR_TIMEOUT ? "timed out sending the request"
-                                           : "the connection failed while sending");
+                      r == ASB_ERR_TIMEOUT     ? "timed out sending the request"
+                      : r == ASB_ERR_CANCELLED ? "cancelled while sending the request"
+                                               : "the connection failed while sending");
         if (err) err->message[sizeof err->message - 1] = '\0';
         asb__conn_close(cl, c);
         return;
@@ -7438,7 +7666,9 @@ static void asb__attempt_once(asb_http_client *cl, const asb_http_request *req,
     } else {
         if (!got_bytes && c->reused && (r == ASB_ERR_RECV || r == ASB_ERR_SEND))
             at->stale = 1;
-        if (r == ASB_ERR_CANCELLED && sc.user_err != ASB_OK) {
+        if (r == ASB_ERR_CANCELLED && c->cancelled) {
+            asb__describe(err, r, method, u, "cancelled while waiting for the response");
+        } else if (r == ASB_ERR_CANCELLED && sc.user_err != ASB_OK) {
             r = sc.user_err;
             asb__describe(err, r, method, u, "the on_body callback stopped the transfer");
         } else if (sc.too_large) {
@@ -7538,6 +7768,12 @@ ASB_API asb_result asb_http_do(asb_http_client *cl, const asb_http_request *req,
             resp->headers = NULL;
             resp->header_count = 0;
         }
+        if (req->cancel && asb_cancel_is_triggered(req->cancel)) {
+            /* before a (re)try: nothing more goes out */
+            asb__describe(err, ASB_ERR_CANCELLED, method, &u, "cancelled");
+            r = ASB_ERR_CANCELLED;
+            break;
+        }
         asb__attempt_once(cl, req, method, &u, host, key, deadline, resp, &head, err, &at);
         r = at.r;
         if (r == ASB_OK) {
@@ -7622,7 +7858,12 @@ ASB_API asb_result asb_http_do(asb_http_client *cl, const asb_http_request *req,
                              "%s: %s, attempt %d of %d; retrying in %lld ms", label,
                              asb_result_str(r), attempt, pol.max_attempts, (long long)wait);
             }
-            asb__sleep_ms(wait);
+            if (asb__sleep_or_cancel(wait, req->cancel)) {
+                asb__describe(err, ASB_ERR_CANCELLED, method, &u,
+                              "cancelled while waiting to retry");
+                r = ASB_ERR_CANCELLED;
+                break;
+            }
         }
     }
     asb_buf_free(&head);
@@ -10670,6 +10911,8 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
     memset(resp, 0, sizeof *resp);
     if (!sb || !sb->active || sb->closed)
         return asb__fail(err, ASB_ERR_CLOSED, "sandbox: the handle was terminated or closed");
+    if (req->cancel && asb_cancel_is_triggered(req->cancel))
+        return asb__fail(err, ASB_ERR_CANCELLED, "sandbox: cancelled before the call started");
     c = sb->client;
     if (!err && c->log.fn) err = &lerr; /* the log wants the message */
     /* names from the API go into headers and URLs: check them first */
@@ -10726,6 +10969,9 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
             h[nh++].value = tsec;
         }
         req->timeout_ms = timeout_ms;
+        /* the one rule: wait for the answer until the deadline, never
+           less (the client's read timeout would cut a silent command) */
+        req->read_timeout_ms = timeout_ms;
     }
     for (i = 0; i < req->header_count && nh < 24; i++) h[nh++] = req->headers[i];
     req->headers = h;
@@ -10784,6 +11030,26 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
                              "which exists when its template says service: true)");
     }
     if (r != ASB_OK) asb__client_mask_error(c, err);
+    if (err) {
+        int exec = strcmp(path, "/execute") == 0;
+        const char *what = exec ? "run" : path;
+        int64_t took = asb__now_ms() - t0;
+        if (r == ASB_ERR_TIMEOUT && timeout_ms > 0 && took >= timeout_ms)
+            asb__fail(err, r, "%s: no answer within the %d ms deadline%s", what, timeout_ms,
+                      exec ? "; the command may still be running in the sandbox" : "");
+        else if (r == ASB_ERR_CANCELLED && req->cancel && asb_cancel_is_triggered(req->cancel))
+            asb__fail(err, r, "%s: cancelled after %lld ms%s", what, (long long)took,
+                      exec ? "; the command may still be running in the sandbox" : "");
+        else if (r == ASB_ERR_HTTP_STATUS && resp->status == 502 && exec && took >= 25000 &&
+                 c->mode != ASB_CONNECT_IN_CLUSTER)
+            /* the Go sandbox-router's ResponseHeaderTimeout: its 502 looks
+               like a dial failure; the time it took tells them apart */
+            asb__error_hint(err, " (after a long wait: the router gave up waiting for the "
+                                 "runtime's response head; the Go sandbox-router waits "
+                                 "--response-header-timeout, 30 s by default. Raise that "
+                                 "flag, or run a runtime that answers at once: "
+                                 "agentsandbox-runtime, or sandboxd, which streams)");
+    }
     if (r != ASB_OK && err && !err->request_id[0])
         snprintf(err->request_id, sizeof err->request_id, "%s", rid); /* ours, for the router's log */
     if (r == ASB_ERR_HTTP_STATUS && resp->status == 404) r = ASB_ERR_NOT_FOUND;
@@ -10941,6 +11207,19 @@ ASB_API void asb_run_result_free(asb_run_result *r) {
 
 ASB_API asb_result asb_sandbox_run(asb_sandbox *sb, const char *command, int timeout_ms,
                                    asb_run_result *result, asb_error *err) {
+    asb_call_opts o;
+    memset(&o, 0, sizeof o);
+    o.timeout_ms = timeout_ms;
+    return asb_sandbox_run_opts(sb, command, &o, result, err);
+}
+
+/* The default deadline of a command (the reference's run(timeout=60)). */
+#define ASB__RUN_DEFAULT_TIMEOUT_MS 60000
+
+ASB_API asb_result asb_sandbox_run_opts(asb_sandbox *sb, const char *command,
+                                        const asb_call_opts *opts, asb_run_result *result,
+                                        asb_error *err) {
+    int timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms : ASB__RUN_DEFAULT_TIMEOUT_MS;
     asb_http_request req;
     asb_http_response resp;
     asb_http_header ct;
@@ -10971,6 +11250,7 @@ ASB_API asb_result asb_sandbox_run(asb_sandbox *sb, const char *command, int tim
     req.header_count = 1;
     req.body = body.ptr;
     req.body_len = body.len;
+    req.cancel = opts ? opts->cancel : NULL;
     r = asb__sb_call(sb, &req, "/execute", timeout_ms, &resp, err);
     asb_buf_free(&body);
     if (r == ASB_OK &&
@@ -11036,17 +11316,24 @@ static long asb__mem_read(void *ud, char *buf, size_t cap) {
 
 ASB_API asb_result asb_sandbox_write(asb_sandbox *sb, const char *path, const void *data,
                                      size_t len, asb_error *err) {
+    return asb_sandbox_write_opts(sb, path, data, len, NULL, err);
+}
+
+ASB_API asb_result asb_sandbox_write_opts(asb_sandbox *sb, const char *path, const void *data,
+                                          size_t len, const asb_call_opts *opts,
+                                          asb_error *err) {
     asb__mem_src m;
     if (!sb || (!data && len)) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "write: NULL argument");
     m.p = (const char *)data;
     m.left = len;
-    return asb_sandbox_write_stream(sb, path, asb__mem_read, &m, (uint64_t)len, err);
+    return asb_sandbox_write_stream_opts(sb, path, asb__mem_read, &m, (uint64_t)len, opts, err);
 }
 
 /* GET /<op>/<path> through the router; *resp is the caller's to free. */
 static asb_result asb__sb_get(asb_sandbox *sb, const char *op, const char *path, int safe,
                               size_t cap, asb_write_fn sink, void *sink_user,
-                              asb_http_response *resp, asb_error *err) {
+                              asb_http_response *resp, const asb_call_opts *opts,
+                              asb_error *err) {
     char norm[4096];
     asb_buf p;
     asb_http_request req;
@@ -11059,7 +11346,9 @@ static asb_result asb__sb_get(asb_sandbox *sb, const char *op, const char *path,
         req.max_body_bytes = cap;
         req.on_body = sink;
         req.on_body_user = sink_user;
-        r = asb__sb_call(sb, &req, p.ptr, 0, resp, err);
+        req.cancel = opts ? opts->cancel : NULL;
+        r = asb__sb_call(sb, &req, p.ptr, opts && opts->timeout_ms > 0 ? opts->timeout_ms : 0,
+                         resp, err);
     }
     asb_buf_free(&p);
     return r;
@@ -11067,10 +11356,16 @@ static asb_result asb__sb_get(asb_sandbox *sb, const char *op, const char *path,
 
 ASB_API asb_result asb_sandbox_read(asb_sandbox *sb, const char *path, asb_buf *out,
                                     asb_error *err) {
+    return asb_sandbox_read_opts(sb, path, out, NULL, err);
+}
+
+ASB_API asb_result asb_sandbox_read_opts(asb_sandbox *sb, const char *path, asb_buf *out,
+                                         const asb_call_opts *opts, asb_error *err) {
     asb_http_response resp;
     asb_result r;
     if (!sb || !out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "read: NULL argument");
-    r = asb__sb_get(sb, "/download/", path, 1, sb->client->max_read, NULL, NULL, &resp, err);
+    r = asb__sb_get(sb, "/download/", path, 1, sb->client->max_read, NULL, NULL, &resp, opts,
+                    err);
     if (r == ASB_OK) r = asb_buf_append(out, resp.body.ptr ? resp.body.ptr : "", resp.body.len);
     asb_http_response_free(&resp);
     return r;
@@ -11078,12 +11373,17 @@ ASB_API asb_result asb_sandbox_read(asb_sandbox *sb, const char *path, asb_buf *
 
 ASB_API asb_result asb_sandbox_exists(asb_sandbox *sb, const char *path, int *exists,
                                       asb_error *err) {
+    return asb_sandbox_exists_opts(sb, path, exists, NULL, err);
+}
+
+ASB_API asb_result asb_sandbox_exists_opts(asb_sandbox *sb, const char *path, int *exists,
+                                           const asb_call_opts *opts, asb_error *err) {
     asb_http_response resp;
     asb_result r;
     if (!sb || !exists) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "exists: NULL argument");
     *exists = 0;
     /* not checked client side (as the reference): the runtime confines it */
-    r = asb__sb_get(sb, "/exists/", path, 0, 0, NULL, NULL, &resp, err);
+    r = asb__sb_get(sb, "/exists/", path, 0, 0, NULL, NULL, &resp, opts, err);
     if (r == ASB_OK &&
         asb__exists_answer_decode(resp.body.ptr, resp.body.len, &sb->client->alloc, exists) !=
             ASB_OK)
@@ -11395,6 +11695,13 @@ static long asb__upload_read(void *ud, char *buf, size_t cap) {
 
 ASB_API asb_result asb_sandbox_write_stream(asb_sandbox *sb, const char *path, asb_read_fn read,
                                             void *user_data, uint64_t size, asb_error *err) {
+    return asb_sandbox_write_stream_opts(sb, path, read, user_data, size, NULL, err);
+}
+
+ASB_API asb_result asb_sandbox_write_stream_opts(asb_sandbox *sb, const char *path,
+                                                 asb_read_fn read, void *user_data,
+                                                 uint64_t size, const asb_call_opts *opts,
+                                                 asb_error *err) {
     char norm[4096];
     asb_multipart mp;
     asb_buf p;
@@ -11424,7 +11731,9 @@ ASB_API asb_result asb_sandbox_write_stream(asb_sandbox *sb, const char *path, a
     req.body_read = asb__upload_read;
     req.body_read_user = &u;
     req.body_len = mp.head.len + size + mp.tail.len;
-    r = asb__sb_call(sb, &req, "/upload", 0, &resp, err);
+    req.cancel = opts ? opts->cancel : NULL;
+    r = asb__sb_call(sb, &req, "/upload", opts && opts->timeout_ms > 0 ? opts->timeout_ms : 0,
+                     &resp, err);
     asb_http_response_free(&resp);
     asb_multipart_free(&mp);
     return r;
@@ -11432,10 +11741,16 @@ ASB_API asb_result asb_sandbox_write_stream(asb_sandbox *sb, const char *path, a
 
 ASB_API asb_result asb_sandbox_read_stream(asb_sandbox *sb, const char *path, asb_write_fn write,
                                            void *user_data, asb_error *err) {
+    return asb_sandbox_read_stream_opts(sb, path, write, user_data, NULL, err);
+}
+
+ASB_API asb_result asb_sandbox_read_stream_opts(asb_sandbox *sb, const char *path,
+                                                asb_write_fn write, void *user_data,
+                                                const asb_call_opts *opts, asb_error *err) {
     asb_http_response resp;
     asb_result r;
     if (!sb || !write) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "read: NULL argument");
-    r = asb__sb_get(sb, "/download/", path, 1, 0, write, user_data, &resp, err);
+    r = asb__sb_get(sb, "/download/", path, 1, 0, write, user_data, &resp, opts, err);
     asb_http_response_free(&resp);
     return r;
 }
@@ -11452,6 +11767,11 @@ static long asb__fd_read(void *ud, char *buf, size_t cap) {
 
 ASB_API asb_result asb_sandbox_write_from_fd(asb_sandbox *sb, const char *path, int fd,
                                              asb_error *err) {
+    return asb_sandbox_write_from_fd_opts(sb, path, fd, NULL, err);
+}
+
+ASB_API asb_result asb_sandbox_write_from_fd_opts(asb_sandbox *sb, const char *path, int fd,
+                                                  const asb_call_opts *opts, asb_error *err) {
     struct stat st;
     off_t at;
     if (!sb || fd < 0) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "write: no handle or fd");
@@ -11464,7 +11784,8 @@ ASB_API asb_result asb_sandbox_write_from_fd(asb_sandbox *sb, const char *path, 
     at = lseek(fd, 0, SEEK_CUR);
     if (at < 0) at = 0; /* not seekable after all: from the start */
     if (at > st.st_size) at = st.st_size;
-    return asb_sandbox_write_stream(sb, path, asb__fd_read, &fd, (uint64_t)(st.st_size - at), err);
+    return asb_sandbox_write_stream_opts(sb, path, asb__fd_read, &fd,
+                                         (uint64_t)(st.st_size - at), opts, err);
 }
 
 /* A descriptor as an asb_write_fn: every byte, short writes and EINTR
@@ -11483,9 +11804,14 @@ static asb_result asb__fd_write(void *ud, const char *data, size_t len) {
 
 ASB_API asb_result asb_sandbox_read_to_fd(asb_sandbox *sb, const char *path, int fd,
                                           asb_error *err) {
+    return asb_sandbox_read_to_fd_opts(sb, path, fd, NULL, err);
+}
+
+ASB_API asb_result asb_sandbox_read_to_fd_opts(asb_sandbox *sb, const char *path, int fd,
+                                               const asb_call_opts *opts, asb_error *err) {
     asb_result r;
     if (!sb || fd < 0) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "read: no handle or fd");
-    r = asb_sandbox_read_stream(sb, path, asb__fd_write, &fd, err);
+    r = asb_sandbox_read_stream_opts(sb, path, asb__fd_write, &fd, opts, err);
     if (r == ASB_ERR_IO && err && err->code == ASB_ERR_IO) {
         size_t l = strlen(err->message);
         snprintf(err->message + l, sizeof err->message - l, " (writing to fd %d)", fd);
@@ -11504,13 +11830,18 @@ ASB_API void asb_file_list_free(asb_file_list *l) {
 
 ASB_API asb_result asb_sandbox_list(asb_sandbox *sb, const char *path, asb_file_list *out,
                                     asb_error *err) {
+    return asb_sandbox_list_opts(sb, path, out, NULL, err);
+}
+
+ASB_API asb_result asb_sandbox_list_opts(asb_sandbox *sb, const char *path, asb_file_list *out,
+                                         const asb_call_opts *opts, asb_error *err) {
     asb_http_response resp;
     asb_result r;
     if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "list: NULL out");
     memset(out, 0, sizeof *out);
     if (!sb) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "list: NULL handle");
     out->alloc_ = sb->client->alloc;
-    r = asb__sb_get(sb, "/list/", path, 0, 0, NULL, NULL, &resp, err);
+    r = asb__sb_get(sb, "/list/", path, 0, 0, NULL, NULL, &resp, opts, err);
     if (r == ASB_OK) {
         r = asb__list_answer_decode(resp.body.ptr, resp.body.len, out);
         if (r == ASB_ERR_OUT_OF_MEMORY)

@@ -47,6 +47,9 @@ typedef struct recorder {
     int count;                         /* requests answered */
     recorder_request req[RECORDER_MAX];
     int status;                        /* reply status (default 200) */
+    int delay_ms;                      /* the next request's answer waits
+                                          this long (or until the client
+                                          hangs up): a slow runtime */
     int drop;                          /* the next `drop` requests are
                                           read, recorded and answered by a
                                           close: an answer lost on the way */
@@ -156,6 +159,17 @@ static void recorder_serve(recorder *r, int c) {
         free(q);
         return;
     }
+    if (r->delay_ms > 0) {
+        struct pollfd p;
+        int ms = r->delay_ms;
+        r->delay_ms = 0;
+        pthread_mutex_unlock(&r->lock);
+        p.fd = c;
+        p.events = POLLIN; /* readable at the client's close */
+        p.revents = 0;
+        poll(&p, 1, ms);
+        pthread_mutex_lock(&r->lock);
+    }
     status = r->status;
     snprintf(resp, sizeof resp,
              "HTTP/1.1 %d Recorded\r\nContent-Type: application/json\r\n%s"
@@ -254,6 +268,13 @@ ASBT_UNUSED static void recorder_reply(recorder *r, int status, const char *body
     pthread_mutex_lock(&r->lock);
     r->status = status;
     snprintf(r->reply, sizeof r->reply, "%s", body);
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* The next request's answer waits ms (less if the client hangs up). */
+ASBT_UNUSED static void recorder_delay(recorder *r, int ms) {
+    pthread_mutex_lock(&r->lock);
+    r->delay_ms = ms;
     pthread_mutex_unlock(&r->lock);
 }
 

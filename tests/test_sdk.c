@@ -247,12 +247,15 @@ static void recorder_url(recorder *r, char *url, size_t cap) {
 
 static const char run_ok[] = "{\"stdout\":\"\",\"stderr\":\"\",\"exit_code\":0}";
 
-ASBT_TEST(router_timeout_header_is_whole_seconds_rounded_up_and_only_when_positive) {
+/* A command's deadline goes to the router in whole seconds, rounded up;
+   none given (0 or less) is the default, 60 s, as the reference's
+   run(timeout=60) sends. File calls send one only when given a deadline. */
+ASBT_TEST(router_timeout_header_is_whole_seconds_rounded_up_with_a_60_s_default) {
     static const struct {
         int ms;
         const char *header; /* NULL: not sent */
     } cases[] = {
-        {0, NULL},      {-1, NULL},    {-5000, NULL}, {INT_MIN, NULL},
+        {0, "60"},      {-1, "60"},    {-5000, "60"}, {INT_MIN, "60"},
         {999, "1"},     {1000, "1"},   {1001, "2"},   {2500, "3"},
         {60000, "60"},  {INT_MAX, "2147484"},
     };
@@ -295,6 +298,21 @@ ASBT_TEST(router_timeout_header_is_whole_seconds_rounded_up_and_only_when_positi
         ASBT_EQ_STR(v, "default");
         ASBT_CHECK(recorder_header(q.head, "X-Sandbox-Port", v, sizeof v));
         ASBT_EQ_STR(v, "8888");
+    }
+    {
+        asb_call_opts o;
+        recorder_request q;
+        int ex = 0;
+        memset(&o, 0, sizeof o);
+        recorder_reply(rec, 200, "{\"exists\":true}");
+        ASBT_EQ_RES(asb_sandbox_exists(sb, "f", &ex, &err), ASB_OK);
+        ASBT_CHECK(recorder_get(rec, recorder_count(rec) - 1, &q));
+        ASBT_CHECK(!recorder_header(q.head, "X-Sandbox-Timeout", v, sizeof v));
+        o.timeout_ms = 2500;
+        ASBT_EQ_RES(asb_sandbox_exists_opts(sb, "f", &ex, &o, &err), ASB_OK);
+        ASBT_CHECK(recorder_get(rec, recorder_count(rec) - 1, &q));
+        ASBT_CHECK(recorder_header(q.head, "X-Sandbox-Timeout", v, sizeof v));
+        ASBT_EQ_STR(v, "3");
     }
     asb_client_free(c);
     recorder_stop(rec);
@@ -585,6 +603,186 @@ ASBT_TEST(a_long_error_body_keeps_its_first_512_bytes_in_err) {
     ASBT_EQ_MEM(err.body, err.body_len, big, ASB_ERROR_BODY_SIZE);
     ASBT_CHECK(strlen(err.message) < 300);
     ASBT_EQ_INT(recorder_count(rec), 1); /* a POST that reached the runtime: not retried */
+    asb_client_free(c);
+    recorder_stop(rec);
+}
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The one deadline rule: a call with a deadline waits for its answer until
+   the deadline, never less. The client's read timeout (300 ms here, 30 s
+   by default) used to cut a command that printed nothing for longer. */
+ASBT_TEST(a_deadline_longer_than_the_read_timeout_waits_for_the_answer) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb;
+    asb_error err;
+    asb_run_result rr;
+    asb_call_opts o;
+    asb_buf out;
+    char url[64];
+    int64_t t0;
+    ASBT_CHECK(rec != NULL);
+    recorder_url(rec, url, sizeof url);
+    ASBT_CHECK(write_unit_kubeconfig());
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = unit_cfg;
+    d.kube.http.retry.max_attempts = 1;
+    d.kube.http.read_timeout_ms = 300;
+    d.mode = ASB_CONNECT_DIRECT;
+    d.direct_url = url;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    unlink(unit_cfg);
+    sb = handle_without_cluster(c, "sb-1");
+    ASBT_CHECK(sb != NULL);
+    recorder_reply(rec, 200, run_ok);
+    recorder_delay(rec, 1000);
+    t0 = now_ms();
+    ASBT_EQ_RES(asb_sandbox_run(sb, "sleep 1", 5000, &rr, &err), ASB_OK);
+    asb_run_result_free(&rr);
+    ASBT_CHECK(now_ms() - t0 >= 1000);
+    recorder_delay(rec, 1000);
+    t0 = now_ms();
+    ASBT_EQ_RES(asb_sandbox_run(sb, "sleep 1", 0, &rr, &err), ASB_OK); /* the default: 60 s */
+    asb_run_result_free(&rr);
+    ASBT_CHECK(now_ms() - t0 >= 1000);
+    /* a file call with a deadline too */
+    recorder_reply(rec, 200, "bytes");
+    recorder_delay(rec, 1000);
+    memset(&o, 0, sizeof o);
+    o.timeout_ms = 5000;
+    asb_buf_init(&out, NULL);
+    ASBT_EQ_RES(asb_sandbox_read_opts(sb, "f", &out, &o, &err), ASB_OK);
+    ASBT_EQ_MEM(out.ptr, out.len, "bytes", 5);
+    asb_buf_free(&out);
+    /* without one, a file call keeps the client's read timeout */
+    recorder_delay(rec, 1000);
+    ASBT_EQ_RES(asb_sandbox_exists(sb, "f", &o.timeout_ms, &err), ASB_ERR_TIMEOUT);
+    asb_client_free(c);
+    recorder_stop(rec);
+}
+
+/* A command that outlives its deadline: ASB_ERR_TIMEOUT at the deadline,
+   not before, with a message that names it and says the command may
+   still be running. */
+ASBT_TEST(a_command_past_its_deadline_is_a_timeout_that_names_it) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client *c;
+    asb_sandbox *sb;
+    asb_error err;
+    asb_run_result rr;
+    char url[64];
+    int64_t t0, took;
+    ASBT_CHECK(rec != NULL);
+    recorder_url(rec, url, sizeof url);
+    c = router_client(url, NULL, NULL, &err);
+    ASBT_CHECK(c != NULL);
+    sb = handle_without_cluster(c, "sb-1");
+    ASBT_CHECK(sb != NULL);
+    recorder_reply(rec, 200, run_ok);
+    recorder_delay(rec, 20000);
+    t0 = now_ms();
+    ASBT_EQ_RES(asb_sandbox_run(sb, "sleep 20", 1500, &rr, &err), ASB_ERR_TIMEOUT);
+    took = now_ms() - t0;
+    asb_run_result_free(&rr);
+    ASBT_CHECK(took >= 1500);
+    ASBT_CHECK(took < 15000); /* generous: a loaded machine */
+    ASBT_EQ_INT(err.code, ASB_ERR_TIMEOUT);
+    ASBT_CONTAINS(err.message, "1500 ms deadline");
+    ASBT_CONTAINS(err.message, "may still be running");
+    /* the handle works on */
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 5000, &rr, &err), ASB_OK);
+    asb_run_result_free(&rr);
+    asb_client_free(c);
+    recorder_stop(rec);
+}
+
+typedef struct canceller {
+    asb_cancel *token;
+    int after_ms;
+    int64_t at; /* when it triggered */
+} canceller;
+
+static void *cancel_later(void *arg) {
+    canceller *k = (canceller *)arg;
+    struct timespec ts;
+    ts.tv_sec = k->after_ms / 1000;
+    ts.tv_nsec = (long)(k->after_ms % 1000) * 1000000L;
+    nanosleep(&ts, NULL);
+    k->at = now_ms();
+    asb_cancel_trigger(k->token);
+    return NULL;
+}
+
+/* A cancel from another thread ends a call waiting on a silent runtime at
+   once (the token's pipe is polled beside the socket); the handle serves
+   the next call. A token triggered before a call stops it before anything
+   is sent. */
+ASBT_TEST(cancel_from_another_thread_ends_a_waiting_call_at_once) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client *c;
+    asb_sandbox *sb;
+    asb_error err;
+    asb_run_result rr;
+    asb_call_opts o;
+    canceller k;
+    pthread_t th;
+    char url[64];
+    int64_t latency;
+    int i, n;
+    ASBT_CHECK(rec != NULL);
+    recorder_url(rec, url, sizeof url);
+    c = router_client(url, NULL, NULL, &err);
+    ASBT_CHECK(c != NULL);
+    sb = handle_without_cluster(c, "sb-1");
+    ASBT_CHECK(sb != NULL);
+    memset(&o, 0, sizeof o);
+    memset(&k, 0, sizeof k);
+    ASBT_EQ_RES(asb_cancel_create(NULL, &k.token, &err), ASB_OK);
+    ASBT_EQ_INT(asb_cancel_is_triggered(k.token), 0);
+    o.cancel = k.token;
+    o.timeout_ms = 60000;
+    recorder_reply(rec, 200, run_ok);
+    for (i = 0; i < 3; i++) { /* run, read, write: every call honours it */
+        asb_buf out;
+        asb_result r;
+        recorder_delay(rec, 30000);
+        k.after_ms = 300;
+        ASBT_CHECK(pthread_create(&th, NULL, cancel_later, &k) == 0);
+        asb_buf_init(&out, NULL);
+        if (i == 0) r = asb_sandbox_run_opts(sb, "sleep 60", &o, &rr, &err);
+        else if (i == 1) r = asb_sandbox_read_opts(sb, "f", &out, &o, &err);
+        else r = asb_sandbox_write_opts(sb, "f", "data", 4, &o, &err);
+        latency = now_ms() - k.at;
+        pthread_join(th, NULL);
+        if (i == 0) asb_run_result_free(&rr);
+        asb_buf_free(&out);
+        ASBT_EQ_RES(r, ASB_ERR_CANCELLED);
+        ASBT_CONTAINS(err.message, "cancelled");
+        if (i == 0) ASBT_CONTAINS(err.message, "may still be running");
+        fprintf(stderr, "    cancel latency (%s): %lld ms\n", i == 0 ? "run" : i == 1 ? "read" : "write",
+                (long long)latency);
+        ASBT_CHECK(latency < 2000); /* loose: a loaded machine; measured < 1 ms */
+        ASBT_EQ_INT(asb_cancel_is_triggered(k.token), 1);
+        asb_cancel_reset(k.token);
+        ASBT_EQ_INT(asb_cancel_is_triggered(k.token), 0);
+        /* the handle serves the next call (on a new connection) */
+        ASBT_EQ_RES(asb_sandbox_run_opts(sb, "true", &o, &rr, &err), ASB_OK);
+        asb_run_result_free(&rr);
+    }
+    /* triggered before the call: nothing is sent */
+    n = recorder_count(rec);
+    asb_cancel_trigger(k.token);
+    asb_cancel_trigger(k.token); /* idempotent */
+    ASBT_EQ_RES(asb_sandbox_run_opts(sb, "true", &o, &rr, &err), ASB_ERR_CANCELLED);
+    asb_run_result_free(&rr);
+    ASBT_EQ_INT(recorder_count(rec), n);
+    asb_cancel_free(k.token);
     asb_client_free(c);
     recorder_stop(rec);
 }
@@ -1166,12 +1364,15 @@ ASBT_TEST(terminate_is_pinned_to_the_claims_uid) {
 ASBT_LIST(
     ASBT_CASE(pod_ip_prefers_ipv4_unmaps_and_skips_invalid_entries)
     ASBT_CASE(a_create_whose_answer_was_lost_deletes_its_claim_by_name)
+    ASBT_CASE(a_deadline_longer_than_the_read_timeout_waits_for_the_answer)
+    ASBT_CASE(a_command_past_its_deadline_is_a_timeout_that_names_it)
+    ASBT_CASE(cancel_from_another_thread_ends_a_waiting_call_at_once)
     ASBT_CASE(delete_all_deletes_the_claims_of_closed_handles_too)
     ASBT_CASE(client_options_are_checked_before_anything_runs)
     ASBT_CASE(a_logged_command_is_its_executable_base_name_only)
     ASBT_CASE(pod_ip_never_picks_addresses_the_router_refuses)
     ASBT_CASE(gateway_status_skips_integers_non_objects_and_numeric_hosts)
-    ASBT_CASE(router_timeout_header_is_whole_seconds_rounded_up_and_only_when_positive)
+    ASBT_CASE(router_timeout_header_is_whole_seconds_rounded_up_with_a_60_s_default)
     ASBT_CASE(unsafe_paths_and_names_never_reach_the_router)
     ASBT_CASE(dot_and_dot_dot_object_names_never_reach_the_api_server)
     ASBT_CASE(file_paths_are_normalised_and_percent_encoded_on_the_wire)

@@ -2367,27 +2367,63 @@ static void rt_out_escaped(struct rt_out *o, const struct rt_buf *src)
     }
 }
 
+/* The head of an /execute answer, sent as soon as the command is
+   accepted, before it runs: a proxy that bounds its wait for a response
+   head (the Go sandbox-router's --response-header-timeout, 30 s) then
+   lets a long command through. The status is known already: whatever the
+   command does, the answer is 200 (a failure to start is exit_code 1).
+   The same JSON body follows when the command ends, as one chunk
+   (HTTP/1.1: requests, the Go router and agentsandbox.h parse chunked
+   bodies), or closed at its end for HTTP/1.0, which has no chunks. */
+static int rt_exec_head(struct rt_conn *c)
+{
+    char head[512];
+    int n;
+    const char *framing;
+    if (atomic_load(&g_stopping))
+        c->keep_alive = 0;
+    if (c->req.minor_version == 0) {
+        c->keep_alive = 0; /* the end of the body is the close */
+        framing = "Connection: close\r\n";
+    } else {
+        framing = c->keep_alive ? "Transfer-Encoding: chunked\r\n"
+                                : "Transfer-Encoding: chunked\r\nConnection: close\r\n";
+    }
+    n = snprintf(head, sizeof head, "HTTP/1.1 200 %s\r\nDate: %s\r\nContent-Type: application/json\r\n%s\r\n",
+                 rt_reason(200), rt_http_date(), framing);
+    c->status = 200;
+    c->responded = 1;
+    return rt_send_all(c, head, n < 0 ? 0 : (size_t)n, 0);
+}
+
 static void rt_respond_exec(struct rt_conn *c, const struct rt_exec_result *res)
 {
     static const char k_out[] = "{\"stdout\":\"", k_err[] = "\",\"stderr\":\"";
-    char tail[64], head[512];
+    char tail[64], size[32];
     int tl = snprintf(tail, sizeof tail, "\",\"exit_code\":%d}", res->exit_code);
     unsigned long long body_len = (sizeof k_out - 1) + rt_json_escaped_len(res->out.p, res->out.len) +
                                   (sizeof k_err - 1) + rt_json_escaped_len(res->err.p, res->err.len) + (size_t)tl;
+    int chunked = c->req.minor_version != 0;
     struct rt_out o = {c, NULL, 0, RT_IO_CHUNK, 0};
-    size_t hl = rt_format_head(c, head, sizeof head, 200, "application/json", body_len, NULL);
     o.b = malloc(o.cap);
     if (!o.b) {
         c->keep_alive = 0;
-        return; /* the head is not sent yet: the client sees a closed connection */
+        return; /* the body never completes: the client sees it cut off */
     }
-    rt_out_add(&o, head, hl);
+    if (chunked) {
+        int sl = snprintf(size, sizeof size, "%llx\r\n", body_len);
+        rt_out_add(&o, size, (size_t)sl);
+    }
     rt_out_add(&o, k_out, sizeof k_out - 1);
     rt_out_escaped(&o, &res->out);
     rt_out_add(&o, k_err, sizeof k_err - 1);
     rt_out_escaped(&o, &res->err);
     rt_out_add(&o, tail, (size_t)tl);
+    if (chunked)
+        rt_out_add(&o, "\r\n0\r\n\r\n", 7);
     rt_out_flush(&o);
+    if (o.failed)
+        c->keep_alive = 0;
     free(o.b);
 }
 
@@ -2440,6 +2476,10 @@ static void rt_handle_execute(struct rt_conn *c)
     rt_buf_free(&body);
     switch (rc) {
     case RT_CMD_OK:
+        if (rt_exec_head(c)) {
+            c->keep_alive = 0; /* the client is gone: nothing to run for */
+            break;
+        }
         rt_run_command(command.p, command.len, &res);
         rt_respond_exec(c, &res);
         break;

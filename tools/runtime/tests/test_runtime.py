@@ -168,6 +168,45 @@ def test_health_answers_ok_to_curl_and_requests(srv):
     assert r.status_code == 200 and r.content == b""
 
 
+def test_execute_sends_its_head_when_it_accepts_the_command(srv):
+    # The head goes out before the command runs (a proxy bounding its wait
+    # for a head, like the Go sandbox-router's 30 s, lets long commands
+    # through); the body follows when it ends: chunked on HTTP/1.1 (which
+    # requests parses), close-delimited on HTTP/1.0, the same JSON.
+    body = b'{"command": "sleep 2"}'
+    s = socket.create_connection(("127.0.0.1", srv.port))
+    s.settimeout(10)
+    t0 = time.time()
+    s.sendall(b"POST /execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(4096)
+    t_head = time.time() - t0
+    rest = head.split(b"\r\n\r\n", 1)[1]
+    while not rest.endswith(b"\r\n0\r\n\r\n"):
+        chunk = s.recv(4096)
+        assert chunk, rest
+        rest += chunk
+    t_body = time.time() - t0
+    s.close()
+    assert head.startswith(b"HTTP/1.1 200 ") and b"Transfer-Encoding: chunked\r\n" in head, head
+    assert t_head < 1.5 <= t_body, (t_head, t_body)
+    size, _, data = rest.partition(b"\r\n")
+    payload = data[:int(size, 16)]
+    assert json.loads(payload) == {"stdout": "", "stderr": "", "exit_code": 0}, rest
+    # requests, on a kept-alive session: several in a row
+    with requests.Session() as sess:
+        for i in range(3):
+            assert execute(srv, "echo %d" % i, sess)["stdout"] == "%d\n" % i
+    # HTTP/1.0: no chunks; the close ends the body
+    out = raw(srv, b"POST /execute HTTP/1.0\r\nContent-Type: application/json\r\n"
+                   b"Content-Length: 21\r\n\r\n{\"command\": \"echo a\"}")
+    h, _, b = out.partition(b"\r\n\r\n")
+    assert b"Transfer-Encoding" not in h and b"Connection: close" in h, h
+    assert json.loads(b) == {"stdout": "a\n", "stderr": "", "exit_code": 0}, out
+
+
 def test_execute_runs_no_shell(srv):
     res = execute(srv, "echo $HOME && echo x")
     assert res == {"stdout": "$HOME && echo x\n", "stderr": "", "exit_code": 0}, res
