@@ -2250,6 +2250,35 @@ static asb_result asb__random_bytes(void *buf, size_t len) {
     return ASB_OK;
 }
 
+/* Descriptors are born close-on-exec: a program's other thread may
+   fork and exec at any moment, and a pipe's write end inherited by an
+   unrelated child keeps the reader from ever seeing EOF (the exec plugin
+   would wait for that child to exit). pipe2 and SOCK_CLOEXEC where the
+   platform has them; elsewhere the flag follows at once, with a window a
+   concurrent fork can still hit. */
+static int asb__pipe_cloexec(int fds[2]) {
+#if defined(__linux__) && defined(SYS_pipe2)
+    /* the system call: glibc declares pipe2 only under _GNU_SOURCE */
+    if (syscall(SYS_pipe2, fds, O_CLOEXEC) == 0) return 0;
+    if (errno != ENOSYS) return -1;
+#endif
+    if (pipe(fds) < 0) return -1;
+    (void)fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+    (void)fcntl(fds[1], F_SETFD, FD_CLOEXEC);
+    return 0;
+}
+
+static int asb__socket_cloexec(int domain, int type, int protocol) {
+    int fd;
+#if defined(SOCK_CLOEXEC)
+    fd = socket(domain, type | SOCK_CLOEXEC, protocol);
+    if (fd >= 0 || errno != EINVAL) return fd; /* EINVAL: a kernel without it */
+#endif
+    fd = socket(domain, type, protocol);
+    if (fd >= 0) (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+    return fd;
+}
+
 /* >>bytes ===================================================================
    Results, error detail, growable buffers. */
 
@@ -6353,7 +6382,7 @@ static asb_result asb__tcp_connect(asb__conn *c, const char *host, int port,
         return asb__fail(err, ASB_ERR_DNS, "cannot resolve \"%s\": %s", hq,
                          gai_strerror(rc));
     for (ai = res; ai; ai = ai->ai_next) {
-        int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+        int fd = asb__socket_cloexec(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
         int one = 1;
         if (fd < 0) {
             last = errno;
@@ -7961,18 +7990,25 @@ ASB_API void asb_multipart_free(asb_multipart *mp) {
 
 extern char **environ; /* POSIX: the process environment */
 
-#define ASB__MAX_RETIRED 8
+/* The HTTP client of one client certificate. An exec plugin that returns
+   certificates replaces it on every rotation while other threads may be
+   inside asb_http_do on the old one (a watch, for minutes): each call
+   holds a reference, the kube client holds one on the current client,
+   and whoever drops the last frees it. Counted under the kube client's
+   lock; freed outside it. */
+typedef struct asb__kube_http {
+    asb_http_client *http;
+    int refs;
+} asb__kube_http;
 
 struct asb_kube_client {
     asb_allocator alloc;
     asb_kube_config cfg;
     int in_cluster;          /* cfg is the pod's service account */
     asb_http_client_desc http_desc;
-    asb_http_client *http;
-    asb_http_client *retired[ASB__MAX_RETIRED]; /* replaced after an exec
-                                                   certificate rotation;
-                                                   freed with the client */
-    int nretired;
+    asb__kube_http *http;     /* current; replaced under lock */
+    asb__kube_http *replaced; /* the one a rotation replaced, its reference
+                                 still to drop (after the lock) */
     pthread_mutex_t lock;
     char *base;              /* server URL without a trailing '/' */
     asb_buf bearer;          /* current bearer token ("" for none) */
@@ -8088,6 +8124,84 @@ oom:
 
 /* -- exec credential plugins ------------------------------------------------- */
 
+/* The plugin's executable, found as kubectl finds it (Go's exec.LookPath):
+   a command with a '/' is a path (the kubeconfig loader has made a
+   relative one relative to the kubeconfig's directory); a bare name is
+   looked up in the absolute directories of PATH only. Never in the
+   current directory: not first, as execvp-style code tried it, and not
+   through an empty or relative PATH entry (Go refuses that result as
+   ErrDot), so a file planted where the program runs is never executed.
+   Done before fork: the child then only execs. 0 or an errno. */
+static int asb__exec_lookup(const char *cmd, char *out, size_t cap) {
+    const char *pth = getenv("PATH");
+    size_t cl = strlen(cmd);
+    int found_other = 0;
+    if (cl == 0) return ENOENT;
+    if (strchr(cmd, '/')) {
+        if (cl >= cap) return ENAMETOOLONG;
+        memcpy(out, cmd, cl + 1);
+        return 0;
+    }
+    if (!pth) pth = "/usr/local/bin:/usr/bin:/bin"; /* unset: execvp's default */
+    while (*pth) {
+        const char *c = strchr(pth, ':');
+        size_t dl = c ? (size_t)(c - pth) : strlen(pth);
+        if (dl > 0 && pth[0] == '/' && dl + 1 + cl < cap) {
+            struct stat st;
+            memcpy(out, pth, dl);
+            out[dl] = '/';
+            memcpy(out + dl + 1, cmd, cl + 1);
+            if (stat(out, &st) == 0 && S_ISREG(st.st_mode)) {
+                if (access(out, X_OK) == 0) return 0;
+                found_other = 1; /* not executable: go on, as Go does */
+            }
+        }
+        pth += dl;
+        if (*pth == ':') pth++;
+    }
+    out[0] = '\0';
+    return found_other ? EACCES : ENOENT;
+}
+
+/* The plugin's side of fork: async-signal-safe calls only (the program
+   may have threads). Its stdin is /dev/null, stdout and stderr the pipes;
+   nothing else of the program's reaches it (everything here is
+   close-on-exec). Reports an errno on failfd if it cannot exec. */
+static void asb__exec_child(const char *path, char *const *argv, char *const *envp, int outw,
+                            int errw, int failfd) {
+    struct sigaction sa;
+    sigset_t none;
+    int i, in, e;
+    ssize_t wr;
+    /* a handler of the program's must not run here: default for the
+       caught signals (ignored ones stay ignored, as exec keeps them) */
+    for (i = 1; i < 65; i++)
+        if (sigaction(i, NULL, &sa) == 0 && sa.sa_handler != SIG_IGN &&
+            sa.sa_handler != SIG_DFL) {
+            memset(&sa, 0, sizeof sa);
+            sa.sa_handler = SIG_DFL;
+            sigemptyset(&sa.sa_mask);
+            sigaction(i, &sa, NULL);
+        }
+    setpgid(0, 0); /* its own group: a timeout kills what it started too */
+    /* copies above 2 first, so the dup2s cannot clobber one another when
+       the program runs with 0, 1 or 2 closed (a pipe may then be one) */
+    in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (in >= 0) in = fcntl(in, F_DUPFD_CLOEXEC, 3);
+    outw = fcntl(outw, F_DUPFD_CLOEXEC, 3);
+    errw = fcntl(errw, F_DUPFD_CLOEXEC, 3);
+    if (in >= 0 && outw >= 0 && errw >= 0 && dup2(in, 0) == 0 && dup2(outw, 1) == 1 &&
+        dup2(errw, 2) == 2) {
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL); /* the plugin starts unmasked */
+        execve(path, argv, envp);
+    }
+    e = errno;
+    wr = write(failfd, &e, sizeof e);
+    (void)wr;
+    _exit(127);
+}
+
 /* Runs the plugin with an argv array (never a shell), its env added to
    ours plus KUBERNETES_EXEC_INFO; collects stdout and stderr (bounded);
    kills its process group at the timeout. */
@@ -8103,6 +8217,8 @@ static asb_result asb__exec_run(asb_kube_client *kc, asb_buf *out, asb_buf *erro
     int64_t deadline = asb__now_ms() + kc->exec_timeout_ms;
     asb_result r = ASB_OK;
     int child_errno = 0, open_fds;
+    char path[4096];
+    sigset_t all, saved;
     /* KUBERNETES_EXEC_INFO */
     asb_buf_init(&ib, &kc->alloc);
     asb_json_writer_init(&w, &ib);
@@ -8178,55 +8294,31 @@ static asb_result asb__exec_run(asb_kube_client *kc, asb_buf *out, asb_buf *erro
     argv[0] = (char *)ex->command;
     for (i = 0; i < ex->arg_count; i++) argv[i + 1] = (char *)ex->args[i];
     argv[ex->arg_count + 1] = NULL;
-    if (pipe(po) < 0 || pipe(pe) < 0 || pipe(pf) < 0) {
+    child_errno = asb__exec_lookup(ex->command, path, sizeof path);
+    if (child_errno) goto cannot_run;
+    if (asb__pipe_cloexec(po) < 0 || asb__pipe_cloexec(pe) < 0 || asb__pipe_cloexec(pf) < 0) {
         r = asb__fail(err, ASB_ERR_IO, "exec plugin: pipe: %s", strerror(errno));
         goto done;
     }
-    fcntl(pf[1], F_SETFD, FD_CLOEXEC);
+    /* every signal blocked across fork: the child must not run a handler
+       of the program's (a copy of the program) before it execs */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &saved);
     pid = fork();
+    if (pid == 0) asb__exec_child(path, argv, envp, po[1], pe[1], pf[1]); /* no return */
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
     if (pid < 0) {
         r = asb__fail(err, ASB_ERR_IO, "exec plugin: fork: %s", strerror(errno));
         goto done;
-    }
-    if (pid == 0) {
-        int devnull = open("/dev/null", O_RDONLY);
-        setpgid(0, 0); /* its own group: a timeout kills what it started too */
-        if (devnull >= 0) dup2(devnull, 0);
-        dup2(po[1], 1);
-        dup2(pe[1], 2);
-        close(po[0]);
-        close(pe[0]);
-        close(pf[0]);
-        execve(ex->command, argv, envp); /* with a '/', or ... */
-        if (!strchr(ex->command, '/')) {
-            /* ... a bare name: search PATH ourselves (execvpe is not POSIX) */
-            const char *pth = getenv("PATH");
-            char full[4096];
-            if (!pth) pth = "/usr/local/bin:/usr/bin:/bin";
-            while (*pth) {
-                const char *c = strchr(pth, ':');
-                size_t dl = c ? (size_t)(c - pth) : strlen(pth);
-                snprintf(full, sizeof full, "%.*s/%s", (int)dl, dl ? pth : ".", ex->command);
-                execve(full, argv, envp);
-                pth += dl;
-                if (*pth == ':') pth++;
-            }
-            errno = ENOENT;
-        }
-        {
-            int e = errno;
-            ssize_t wr = write(pf[1], &e, sizeof e);
-            (void)wr;
-        }
-        _exit(127);
     }
     close(po[1]);
     close(pe[1]);
     close(pf[1]);
     po[1] = pe[1] = pf[1] = -1;
     {
-        ssize_t got = read(pf[0], &child_errno, sizeof child_errno);
-        if (got != (ssize_t)sizeof child_errno) child_errno = 0;
+        ssize_t got;
+        while ((got = read(pf[0], &child_errno, sizeof child_errno)) < 0 && errno == EINTR) {}
+        if (got != (ssize_t)sizeof child_errno) child_errno = 0; /* EOF: it runs */
     }
     open_fds = 2;
     while (open_fds > 0) {
@@ -8276,9 +8368,11 @@ static asb_result asb__exec_run(asb_kube_client *kc, asb_buf *out, asb_buf *erro
                       kc->exec_timeout_ms);
         goto done;
     }
+cannot_run:
     if (child_errno) {
-        r = asb__fail(err, ASB_ERR_CREDENTIALS, "exec plugin \"%s\" cannot run: %s%s%s",
+        r = asb__fail(err, ASB_ERR_CREDENTIALS, "exec plugin \"%s\" cannot run: %s%s%s%s",
                       ex->command, strerror(child_errno),
+                      strchr(ex->command, '/') ? "" : " (looked up in PATH only)",
                       ex->install_hint ? ". " : "", ex->install_hint ? ex->install_hint : "");
         goto done;
     }
@@ -8296,10 +8390,27 @@ done:
     return r;
 }
 
+/* Drops one reference; the last one frees the client. Without the lock. */
+static void asb__kube_http_release(asb_kube_client *kc, asb__kube_http *h) {
+    int last;
+    if (!h) return;
+    pthread_mutex_lock(&kc->lock);
+    last = --h->refs == 0;
+    pthread_mutex_unlock(&kc->lock);
+    if (last) {
+        asb_http_client_free(h->http);
+        kc->alloc.free_fn(h, kc->alloc.user_data);
+    }
+}
+
+/* A new current HTTP client (with the plugin's certificate, if any).
+   Called with the lock (or before the client is shared); the reference
+   of the one it replaces goes to kc->replaced, for the caller to drop
+   once the lock is released. */
 static asb_result asb__kube_make_http(asb_kube_client *kc, const char *cert, size_t cert_len,
                                       const char *key, size_t key_len, asb_error *err) {
     asb_http_client_desc d = kc->http_desc;
-    asb_http_client *h;
+    asb__kube_http *h;
     asb_result r;
     asb_kube_config_tls(&kc->cfg, &d.tls);
     if (cert) {
@@ -8311,13 +8422,24 @@ static asb_result asb__kube_make_http(asb_kube_client *kc, const char *cert, siz
     if (kc->cfg.proxy_url) d.proxy_url = kc->cfg.proxy_url;
     d.retry.retry_429_any_method = 1; /* an API server's 429 ran no handler */
     d.allocator = &kc->alloc;
-    r = asb_http_client_create(&d, &h, err);
-    if (r != ASB_OK) return r;
+    h = (asb__kube_http *)kc->alloc.alloc_fn(sizeof *h, kc->alloc.user_data);
+    if (!h) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "kube: out of memory");
+    r = asb_http_client_create(&d, &h->http, err);
+    if (r != ASB_OK) {
+        kc->alloc.free_fn(h, kc->alloc.user_data);
+        return r;
+    }
+    h->refs = 1; /* the kube client's */
     if (kc->http) {
-        if (kc->nretired < ASB__MAX_RETIRED)
-            kc->retired[kc->nretired++] = kc->http;
-        else
-            asb_http_client_free(kc->http); /* rotations beyond 8: the oldest goes */
+        if (kc->replaced) {
+            /* two rotations in one locked stretch: the older one's
+               reference is dropped here (calls still on it keep it) */
+            if (--kc->replaced->refs == 0) {
+                asb_http_client_free(kc->replaced->http);
+                kc->alloc.free_fn(kc->replaced, kc->alloc.user_data);
+            }
+        }
+        kc->replaced = kc->http;
     }
     kc->http = h;
     return ASB_OK;
@@ -8461,10 +8583,14 @@ done:
 }
 
 /* Makes sure a current credential is at hand; fills the Authorization
-   header value into auth (empty: none). */
+   header value into auth (empty: none) and hands out a reference on the
+   HTTP client that goes with it (its client certificate), taken in the
+   same locked stretch so the two match. Release it after the call. */
 static asb_result asb__kube_auth(asb_kube_client *kc, asb_buf *auth, unsigned *gen,
-                                 asb_error *err) {
+                                 asb__kube_http **http, asb_error *err) {
     asb_result r = ASB_OK;
+    asb__kube_http *replaced;
+    *http = NULL;
     pthread_mutex_lock(&kc->lock);
     if (kc->cfg.token_file && !kc->cfg.token) {
         struct stat st;
@@ -8509,7 +8635,14 @@ static asb_result asb__kube_auth(asb_kube_client *kc, asb_buf *auth, unsigned *g
             if (r == ASB_OK) r = asb_buf_append(auth, kc->basic, strlen(kc->basic));
         }
     }
+    if (r == ASB_OK) {
+        *http = kc->http;
+        kc->http->refs++;
+    }
+    replaced = kc->replaced;
+    kc->replaced = NULL;
     pthread_mutex_unlock(&kc->lock);
+    asb__kube_http_release(kc, replaced); /* freed now unless a call is on it */
     return r;
 }
 
@@ -8591,10 +8724,10 @@ ASB_API asb_result asb_kube_client_create(const asb_kube_client_desc *desc,
 }
 
 ASB_API void asb_kube_client_free(asb_kube_client *kc) {
-    int i;
     if (!kc) return;
-    asb_http_client_free(kc->http);
-    for (i = 0; i < kc->nretired; i++) asb_http_client_free(kc->retired[i]);
+    /* no call is running (the caller's promise): these are the last */
+    asb__kube_http_release(kc, kc->replaced);
+    asb__kube_http_release(kc, kc->http);
     asb_kube_config_free(&kc->cfg);
     if (kc->bearer.ptr) memset(kc->bearer.ptr, 0, kc->bearer.len);
     asb_buf_free(&kc->bearer);
@@ -8652,7 +8785,7 @@ static asb_result asb__kube_do(asb_kube_client *kc, asb_http_request *req, const
                                const char *path, asb_http_response *resp, asb_error *err) {
     asb_buf url, auth;
     asb_http_header h[3];
-    size_t nh = req->header_count;
+    const asb_http_header *ct = req->headers && req->header_count ? &req->headers[0] : NULL;
     int attempt;
     asb_result r = ASB_OK;
     if (!kc || !path || path[0] != '/')
@@ -8667,13 +8800,15 @@ static asb_result asb__kube_do(asb_kube_client *kc, asb_http_request *req, const
     }
     for (attempt = 0; attempt < 2; attempt++) {
         unsigned gen = 0;
-        asb_http_client *http;
+        asb__kube_http *http = NULL;
         size_t k = 0;
-        r = asb__kube_auth(kc, &auth, &gen, err);
+        r = asb__kube_auth(kc, &auth, &gen, &http, err);
         if (r != ASB_OK) break;
         h[k].name = "Accept";
         h[k++].value = "application/json";
-        if (req->headers && nh) h[k++] = req->headers[0]; /* Content-Type */
+        /* the caller's Content-Type, from its own array: req->headers is
+           ours (h) after the first attempt */
+        if (ct) h[k++] = *ct;
         if (auth.len) {
             h[k].name = "Authorization";
             h[k++].value = auth.ptr;
@@ -8682,11 +8817,9 @@ static asb_result asb__kube_do(asb_kube_client *kc, asb_http_request *req, const
         req->header_count = k;
         req->method = method;
         req->url = url.ptr;
-        pthread_mutex_lock(&kc->lock);
-        http = kc->http;
-        pthread_mutex_unlock(&kc->lock);
         asb_http_response_free(resp);
-        r = asb_http_do(http, req, resp, err);
+        r = asb_http_do(http->http, req, resp, err);
+        asb__kube_http_release(kc, http);
         if (resp->status == 401 && kc->cfg.exec && attempt == 0 && !req->on_body) {
             /* the plugin's credential was refused: mint a new one, once
                per credential generation, and try again */
@@ -9271,7 +9404,7 @@ static char *asb__cdup(asb_client *c, const char *s) {
 static int asb__free_port(void) {
     struct sockaddr_in a;
     socklen_t al = sizeof a;
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+    int fd = asb__socket_cloexec(AF_INET, SOCK_STREAM, 0), port = -1;
     if (fd < 0) return -1;
     memset(&a, 0, sizeof a);
     a.sin_family = AF_INET;
@@ -9285,7 +9418,7 @@ static int asb__free_port(void) {
 
 static int asb__port_open(int port) {
     struct sockaddr_in a;
-    int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
+    int fd = asb__socket_cloexec(AF_INET, SOCK_STREAM, 0), ok;
     if (fd < 0) return 0;
     memset(&a, 0, sizeof a);
     a.sin_family = AF_INET;
@@ -9421,6 +9554,7 @@ static void asb__tunnel_supervise(int life, int lifew, int errw, int execfd,
             dup2(devnull, 1);
         }
         dup2(errw, 2);
+        close(errw); /* on 2 now: kubectl needs no second copy */
         close(life);
         if (envp) environ = envp; /* built before fork: only a pointer set here */
         execvp(argv[0], (char *const *)argv);
@@ -9494,23 +9628,20 @@ static asb_result asb__tunnel_spawn_locked(asb_client *c, asb_error *err) {
         envp[j++] = c->kube_env;
         envp[j] = NULL;
     }
-    if (pipe(pe) < 0) return asb__fail(err, ASB_ERR_IO, "port-forward: pipe: %s", strerror(errno));
-    if (pipe(pf) < 0) {
+    if (asb__pipe_cloexec(pe) < 0)
+        return asb__fail(err, ASB_ERR_IO, "port-forward: pipe: %s", strerror(errno));
+    if (asb__pipe_cloexec(pf) < 0) {
         close(pe[0]);
         close(pe[1]);
         return asb__fail(err, ASB_ERR_IO, "port-forward: pipe: %s", strerror(errno));
     }
-    if (pipe(life) < 0) {
+    if (asb__pipe_cloexec(life) < 0) {
         close(pe[0]);
         close(pe[1]);
         close(pf[0]);
         close(pf[1]);
         return asb__fail(err, ASB_ERR_IO, "port-forward: pipe: %s", strerror(errno));
     }
-    fcntl(pe[0], F_SETFD, FD_CLOEXEC);
-    fcntl(pf[0], F_SETFD, FD_CLOEXEC);
-    fcntl(pf[1], F_SETFD, FD_CLOEXEC);
-    fcntl(life[1], F_SETFD, FD_CLOEXEC);
     /* the child must not run a signal handler of the program before it
        has reset them all: every signal blocked across fork */
     sigfillset(&all);
@@ -9921,7 +10052,13 @@ static asb_result asb__api_version(asb_client *c, asb_error *err) {
     asb_result r;
     char gv[128] = "";
     const char *slash;
-    if (c->api_version) return ASB_OK;
+    int known;
+    /* under the lock: another thread may be writing it (read once here,
+       it never changes again, so the callers' later reads are ordered) */
+    pthread_mutex_lock(&c->lock);
+    known = c->api_version != NULL;
+    pthread_mutex_unlock(&c->lock);
+    if (known) return ASB_OK;
     asb_buf_init(&body, &c->alloc);
     r = asb_kube_request(c->kube, "GET", "/apis/extensions.agents.x-k8s.io", NULL, NULL, 0, &body,
                          err);
@@ -9941,8 +10078,9 @@ static asb_result asb__api_version(asb_client *c, asb_error *err) {
         return asb__fail(err, ASB_ERR_KUBE_API, "API discovery gave no preferred version");
     pthread_mutex_lock(&c->lock);
     if (!c->api_version) c->api_version = asb__cdup(c, slash + 1);
+    known = c->api_version != NULL;
     pthread_mutex_unlock(&c->lock);
-    return c->api_version ? ASB_OK : asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "out of memory");
+    return known ? ASB_OK : asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "out of memory");
 }
 
 static const asb_kube_resource *asb__claims(asb_client *c, asb_kube_resource *res) {

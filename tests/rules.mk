@@ -259,10 +259,31 @@ $(TB)/asan/test_kube_creds: tests/test_kube_creds.c $(TEST_DEPS)
 	@mkdir -p $(@D)
 	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) -D_GNU_SOURCE $< -o $@ $(LINK)
 ALL_TARGETS += $(TB)/asan/test_kube_creds
+# The client certificate rotation under concurrent watches again under
+# ThreadSanitizer (review finding R1).
+$(TB)/tsan/test_kube_creds: tests/test_kube_creds.c $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CLANG) -std=c11 -O1 -g -fsanitize=thread $(CFLAGS_WARN) -D_GNU_SOURCE $< -o $@ $(LINK)
+ALL_TARGETS += $(TB)/tsan/test_kube_creds
 .PHONY: test-kube-creds
 TEST_TIERS += test-kube-creds
-test-kube-creds: $(TB)/asan/test_kube_creds
-	@tests/http/with-peers.sh $(HTTP_PEERS_DIR) $(TB)/asan/test_kube_creds
+test-kube-creds: $(TB)/asan/test_kube_creds $(TB)/tsan/test_kube_creds
+	@tests/http/with-peers.sh $(HTTP_PEERS_DIR) sh -c '\
+	  echo "--- asan/test_kube_creds" && $(TB)/asan/test_kube_creds && \
+	  echo "--- tsan/test_kube_creds client_certificates_rotate (ThreadSanitizer)" && \
+	  TSAN_OPTIONS=halt_on_error=1 $(TB)/tsan/test_kube_creds client_certificates_rotate'
+
+# Threads sharing one client, without a cluster, under ThreadSanitizer
+# (review finding R11: the cached claim API version).
+$(TB)/tsan/test_sdk: tests/test_sdk.c $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CLANG) -std=c11 -O1 -g -fsanitize=thread $(CFLAGS_WARN) $< -o $@ $(LINK)
+ALL_TARGETS += $(TB)/tsan/test_sdk
+.PHONY: test-tsan
+TEST_TIERS += test-tsan
+test-tsan: $(TB)/tsan/test_sdk
+	@echo "--- tsan/test_sdk from_many_threads"; \
+	  TSAN_OPTIONS=halt_on_error=1 $(TB)/tsan/test_sdk from_many_threads
 
 # --- the Kubernetes layer on the real local control plane --------------------
 # Brings a cluster up (tools/localcluster), runs the tests, always tears it

@@ -1361,6 +1361,79 @@ ASBT_TEST(terminate_is_pinned_to_the_claims_uid) {
     recorder_stop(rec);
 }
 
+/* Review finding R11: the claim API version is discovered once and
+   cached; two threads that need it at the same moment used to read it
+   unlocked while the other wrote it under the lock. The recorder plays
+   the API server (discovery, then the DELETEs). The threads race for
+   real in every build; the ThreadSanitizer build (make test-tsan) is the
+   one that sees the unlocked read. */
+typedef struct discovery_thread {
+    pthread_t thread;
+    asb_client *c;
+    const char *claim;
+    asb_result r;
+} discovery_thread;
+
+static void *delete_claim_main(void *arg) {
+    discovery_thread *t = (discovery_thread *)arg;
+    asb_error err;
+    t->r = asb_client_delete_sandbox(t->c, t->claim, "default", &err);
+    return NULL;
+}
+
+ASBT_TEST(the_claim_api_version_is_discovered_safely_from_many_threads) {
+    static const char *const claims[] = {"sandbox-claim-a", "sandbox-claim-b",
+                                         "sandbox-claim-c", "sandbox-claim-d"};
+    recorder *rec = recorder_start("127.0.0.1");
+    discovery_thread t[4];
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_error err;
+    FILE *f;
+    int i, deletes = 0, discoveries = 0;
+    ASBT_CHECK(rec != NULL);
+    recorder_reply(rec, 200,
+                   "{\"kind\":\"APIGroup\",\"preferredVersion\":{\"groupVersion\":"
+                   "\"extensions.agents.x-k8s.io/v1beta1\",\"version\":\"v1beta1\"}}");
+    snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-test-sdk-%d.kubeconfig", (int)getpid());
+    f = fopen(unit_cfg, "w");
+    ASBT_CHECK(f != NULL);
+    fprintf(f,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+            "    server: http://127.0.0.1:%d\ncontexts:\n- name: c\n  context: {cluster: c, "
+            "user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n",
+            rec->port);
+    fclose(f);
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = unit_cfg;
+    d.kube.http.retry.max_attempts = 1;
+    d.mode = ASB_CONNECT_DIRECT;
+    d.direct_url = "http://127.0.0.1:1"; /* no sandbox call is made */
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    unlink(unit_cfg);
+    for (i = 0; i < 4; i++) {
+        t[i].c = c;
+        t[i].claim = claims[i];
+        ASBT_CHECK(pthread_create(&t[i].thread, NULL, delete_claim_main, &t[i]) == 0);
+    }
+    for (i = 0; i < 4; i++) pthread_join(t[i].thread, NULL);
+    for (i = 0; i < 4; i++) ASBT_EQ_RES(t[i].r, ASB_OK);
+    ASBT_EQ_STR(c->api_version, "v1beta1");
+    for (i = 0; i < recorder_count(rec) && i < RECORDER_MAX; i++) {
+        recorder_request q;
+        if (!recorder_get(rec, i, &q)) continue;
+        if (strncmp(q.head, "GET /apis/extensions.agents.x-k8s.io ", 37) == 0) discoveries++;
+        if (strncmp(q.head,
+                    "DELETE /apis/extensions.agents.x-k8s.io/v1beta1/namespaces/default/"
+                    "sandboxclaims/sandbox-claim-", 95) == 0)
+            deletes++;
+    }
+    ASBT_EQ_INT(deletes, 4);
+    ASBT_CHECK(discoveries >= 1 && discoveries <= 4);
+    asb_client_free(c);
+    recorder_stop(rec);
+}
+
 ASBT_LIST(
     ASBT_CASE(pod_ip_prefers_ipv4_unmaps_and_skips_invalid_entries)
     ASBT_CASE(a_create_whose_answer_was_lost_deletes_its_claim_by_name)
@@ -1368,6 +1441,7 @@ ASBT_LIST(
     ASBT_CASE(a_command_past_its_deadline_is_a_timeout_that_names_it)
     ASBT_CASE(cancel_from_another_thread_ends_a_waiting_call_at_once)
     ASBT_CASE(delete_all_deletes_the_claims_of_closed_handles_too)
+    ASBT_CASE(the_claim_api_version_is_discovered_safely_from_many_threads)
     ASBT_CASE(client_options_are_checked_before_anything_runs)
     ASBT_CASE(a_logged_command_is_its_executable_base_name_only)
     ASBT_CASE(pod_ip_never_picks_addresses_the_router_refuses)

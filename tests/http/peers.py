@@ -49,7 +49,8 @@ unless said; connections are kept alive unless said; `?k=v` where noted):
                            M ms (default 200): idle timeouts never fire, an
                            overall deadline must
   /flaky-503/<key>/<n>     503 ("try again\\n") for the first n requests for
-                           key, then 200 with JSON {"key","attempt"}
+                           key, then 200 with JSON {"key","attempt","headers"}
+                           (headers: [name, value] in order, as sent)
                            ?status=S answers S instead of 503 (429, 500...);
                            ?retry_after=V adds "Retry-After: V" to those
                            answers (V as given, e.g. 1, 120, an HTTP date)
@@ -480,7 +481,8 @@ class FaultHandler(socketserver.BaseRequestHandler):
                 reason = {429: "Too Many Requests", 503: "Service Unavailable"}.get(code, "Error")
                 send(response(code, reason, hdrs, b"try again\n"))
                 return True
-            send(json_response({"key": key, "attempt": k}))
+            send(json_response({"key": key, "attempt": k,
+                                "headers": [[hk, hv] for hk, hv in headers]}))
             return True
         if seg[0] == "count" and len(seg) >= 2:
             key = "/".join(seg[1:])
@@ -720,7 +722,8 @@ def dn_string(dn):
 class TlsEchoHandler(BaseHTTPRequestHandler):
     """Every method and path: 200 with JSON {server, method, path, headers,
     body_len, tls_version, cipher, sni, client_cert_subject, alpn,
-    session_reused}."""
+    session_reused}. A GET whose query has watch=true is answered as an API
+    server answers a watch instead (see watch())."""
     protocol_version = "HTTP/1.1"
 
     def setup(self):
@@ -734,7 +737,45 @@ class TlsEchoHandler(BaseHTTPRequestHandler):
         finally:
             self.request.close()
 
+    def watch(self, query):
+        """A Kubernetes watch stream, for the client certificate rotation
+        test (a real API server needs a cluster): chunked, one ADDED event
+        line every 100 ms (?interval_ms=M) until timeoutSeconds (default 1)
+        have passed, then the end of the body, as an API server ends a
+        watch. Each event's object names this connection's client
+        certificate and counts events (resourceVersion)."""
+        cert = self.connection.getpeercert()
+        subject = dn_string(cert["subject"]) if cert else None
+        interval = float(query.get("interval_ms", 100)) / 1000.0
+        end = time.monotonic() + float(query.get("timeoutSeconds", 1))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        n = 0
+        try:
+            while time.monotonic() < end:
+                n += 1
+                ev = {"type": "ADDED", "object": {
+                    "kind": "ConfigMap", "client_cert_subject": subject,
+                    "metadata": {"name": "ev-%d" % n, "resourceVersion": str(n)}}}
+                line = (json.dumps(ev, sort_keys=True) + "\n").encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                self.wfile.flush()
+                time.sleep(interval)
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:
+            pass  # the client ended the watch
+
     def answer(self):
+        url = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        if self.command == "GET" and query.get("watch") == "true":
+            self.watch(query)
+            return
         n = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(n) if n else b""
         sock = self.connection

@@ -4,6 +4,10 @@
 # line to $PLUGIN_LOG so tests can count runs. KUBERNETES_EXEC_INFO is
 # copied to $PLUGIN_LOG.info for inspection, and the arguments (count, then
 # one "[arg]" line each) to $PLUGIN_LOG.args.
+# Mode cert prints the certificate and key $CERTS/<name>.{crt,key}, <name>
+# read from $PLUGIN_LOG.cert, already expired (every call runs it again:
+# a rotation per call). Mode fds lists its open descriptors ("N target"
+# lines) in $PLUGIN_LOG.fds, then answers as mode token.
 echo run >> "$PLUGIN_LOG"
 printf '%s' "$KUBERNETES_EXEC_INFO" > "$PLUGIN_LOG.info"
 { echo "$#"; for a in "$@"; do printf '[%s]\n' "$a"; done; } > "$PLUGIN_LOG.args"
@@ -12,6 +16,16 @@ case "$PLUGIN_MODE" in
 token)   printf '{"apiVersion":"%s","kind":"ExecCredential","status":{"token":"tok-%s"}}\n' "$API" "$n" ;;
 expired) printf '{"apiVersion":"%s","kind":"ExecCredential","status":{"token":"tok-%s","expirationTimestamp":"2020-01-01T00:00:00Z"}}\n' "$API" "$n" ;;
 future)  printf '{"apiVersion":"%s","kind":"ExecCredential","status":{"token":"tok-%s","expirationTimestamp":"2999-01-01T00:00:00Z"}}\n' "$API" "$n" ;;
+fds)
+  # listed by a child that redirects its own output: this shell's
+  # descriptors as they are, no pipe of a $(...) or saved stdout among them
+  sh -c 'exec > "$1"; find /proc/$PPID/fd -mindepth 1 -printf "%f %l\n"' sh "$PLUGIN_LOG.fds"
+  printf '{"apiVersion":"%s","kind":"ExecCredential","status":{"token":"tok-%s"}}\n' "$API" "$n" ;;
+cert)
+  name=$(cat "$PLUGIN_LOG.cert")
+  pem() { awk 'BEGIN { ORS = "" } { print $0 "\\n" }' "$1"; }
+  printf '{"apiVersion":"%s","kind":"ExecCredential","status":{"clientCertificateData":"%s","clientKeyData":"%s","expirationTimestamp":"2020-01-01T00:00:00Z"}}\n' \
+    "$API" "$(pem "$CERTS/$name.crt")" "$(pem "$CERTS/$name.key")" ;;
 garbage) echo "this is not json" ;;
 wrongapi) printf '{"apiVersion":"client.authentication.k8s.io/v1alpha1","kind":"ExecCredential","status":{"token":"x"}}\n' ;;
 onlycert) printf '{"apiVersion":"%s","kind":"ExecCredential","status":{"clientCertificateData":"x"}}\n' "$API" ;;
