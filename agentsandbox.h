@@ -156,18 +156,20 @@
        The design of the whole API ..... search "DESIGN"
        JSON ............................ search "JSON"
        HTTP/1.1 and TLS ................ search "HTTP AND TLS"
+       HTTP/2, gRPC, protobuf .......... search "HTTP2 AND GRPC"
        kubeconfig, Kubernetes .......... search "KUBERNETES"
        Small rules (paths, labels, ...)  search "RULES"
        The first errors, what to do .... search "TROUBLESHOOTING"
        Declarations, a comment each .... after this comment, in this order:
                                          results and errors, logging,
                                          memory, JSON, rules, YAML, HTTP,
-                                         kubeconfig, Kubernetes, sandboxes,
-                                         TLS backend
+                                         HTTP/2 and gRPC, kubeconfig,
+                                         Kubernetes, sandboxes, TLS backend
        Implementation banners .......... search ">>platform", ">>bytes",
                                          ">>json", ">>rules", ">>yaml",
                                          ">>kubeconfig", ">>http", ">>tls",
-                                         ">>http (client)", ">>kube",
+                                         ">>http (client)", ">>http2",
+                                         ">>grpc", ">>protobuf", ">>kube",
                                          ">>tunnel", ">>sandbox"
        License ......................... end of file
 
@@ -440,6 +442,59 @@
    connect_timeout_ms (loopback and IP literals never resolve).
 
    ===========================================================================
+   HTTP2 AND GRPC
+   ===========================================================================
+
+   For gRPC services such as sandboxd's process.v1.ProcessService (h2c on
+   the pod's port 9090): an HTTP/2 client (RFC 9113), gRPC on top, and the
+   protobuf wire format by hand. No new dependency.
+
+       asb_h2_desc d = {0};
+       asb_h2_conn *h2;
+       asb_buf req, resp;
+       asb_grpc_call_desc call = {0};
+       asb_error err;
+       d.url = "http://127.0.0.1:9090";            // https://: TLS, ALPN h2
+       if (asb_h2_connect(&d, &h2, &err) != ASB_OK) ...
+       asb_buf_init(&req, NULL);
+       asb_buf_init(&resp, NULL);
+       asb_pb_put_int32(&req, 1, pid);              // WriteStdinRequest
+       asb_pb_put_bytes(&req, 2, "ls\n", 3);
+       call.method = "/process.v1.ProcessService/WriteStdin";
+       call.timeout_ms = 5000;
+       if (asb_grpc_unary(h2, &call, req.ptr, req.len, &resp, &err) != ASB_OK)
+           fprintf(stderr, "%s [%s]\n", err.message, err.reason); // NOT_FOUND
+       ...
+       asb_h2_conn_free(h2);                        // after its streams
+
+   Server streaming: asb_grpc_call_start, then asb_grpc_call_run delivers
+   each complete message to on_message (user_data, borrowed bytes) and ends
+   with exactly one on_done; asb_grpc_call_cancel from another thread stops
+   it. A Start stream stays open while unary calls run beside it from other
+   threads: one I/O thread per connection owns the socket, answers PING and
+   SETTINGS, and reads ahead only as far as the windows allow.
+
+   In: prior-knowledge h2c and TLS with ALPN h2; SETTINGS both ways; PING;
+   GOAWAY (no new streams, streams above its last id fail ASB_ERR_CLOSED,
+   the others finish); RST_STREAM both ways; flow control on both levels
+   (a reader that stops holds at most stream_window bytes; a large upload
+   waits for WINDOW_UPDATE); CONTINUATION; padding; several concurrent
+   streams within the server's limit; HPACK with Huffman decoding and the
+   dynamic table (with size updates). gRPC: the 5-byte message framing,
+   te: trailers, grpc-timeout, grpc-status and percent-decoded grpc-message
+   from trailers or trailers-only responses, RST_STREAM(CANCEL) on cancel,
+   deadline and errors. Caps: max_frame_size (16 KiB),
+   max_header_list_bytes (64 KiB), max_message_bytes (4 MiB).
+
+   Out, and why: server push (disabled in our SETTINGS: nothing to push to
+   an RPC client); priorities (ignored, as RFC 9113 allows); HPACK
+   Huffman *encoding* and indexing on send (literals cost a few bytes per
+   request; never indexing leaves no encoder state to get wrong); gRPC
+   compression (never offered, so a compressed message is an error);
+   client-streaming calls (sandboxd has none); the HTTP/1.1 Upgrade to h2c
+   (prior knowledge is what gRPC uses).
+
+   ===========================================================================
    KUBERNETES
    ===========================================================================
 
@@ -596,7 +651,11 @@ typedef enum asb_result {
     ASB_ERR_TEMPLATE_NOT_FOUND = -800,
     ASB_ERR_WARMPOOL_NOT_FOUND = -801,
     ASB_ERR_CLAIM_FAILED = -802,    /* a terminal Ready=False reason */
-    ASB_ERR_METADATA = -803         /* claim deleted while resolving */
+    ASB_ERR_METADATA = -803,        /* claim deleted while resolving */
+
+    /* gRPC and protobuf */
+    ASB_ERR_GRPC_STATUS = -900,     /* a non-OK grpc-status: see reason */
+    ASB_ERR_PROTOBUF_INVALID = -901 /* malformed protobuf bytes */
 } asb_result;
 
 /* The stable name of a code, e.g. "ASB_ERR_TIMEOUT"; "ASB_ERR_UNKNOWN" for
@@ -1344,6 +1403,208 @@ ASB_API asb_result asb_multipart_init(asb_multipart *mp, const char *field,
                                       const asb_allocator *alloc);
 /* Frees head and tail. Harmless twice. */
 ASB_API void asb_multipart_free(asb_multipart *mp);
+
+/* ==========================================================================
+   HTTP/2, gRPC and protobuf (see "HTTP2 AND GRPC" at the top)
+   ========================================================================== */
+
+/* One HTTP/2 connection (h2c with prior knowledge, or TLS with ALPN h2).
+   Several threads may open and use streams on it at once; create and free
+   it from one thread, after every stream on it is freed. */
+typedef struct asb_h2_conn asb_h2_conn;
+/* One request/response exchange on a connection. One thread at a time,
+   except asb_h2_stream_cancel, which any thread may call. */
+typedef struct asb_h2_stream asb_h2_stream;
+
+typedef struct asb_h2_desc {
+    const char *url;             /* "http://host:port" (h2c, prior knowledge)
+                                    or "https://host:port" (TLS, ALPN h2);
+                                    required; a path is ignored */
+    const asb_allocator *allocator; /* default NULL: libc */
+    asb_logger log;              /* default: nothing logged */
+    asb_tls_config tls;          /* https only; verification on by default */
+    int connect_timeout_ms;      /* default 10000 (TCP and TLS handshake) */
+    uint32_t stream_window;      /* default 1 MiB: the receive window of each
+                                    stream, so the most a slow reader makes us
+                                    buffer per stream; 65535..2^31-1 */
+    uint32_t max_frame_size;     /* default 16384: the largest frame we accept;
+                                    16384..16777215 */
+    size_t max_header_list_bytes; /* default 65536: a response header or
+                                    trailer block larger than this (RFC 7541
+                                    size: name + value + 32 per field) fails
+                                    its stream with ASB_ERR_TOO_LARGE */
+} asb_h2_desc;
+
+/* A request header: NUL-terminated name (lowercase, as HTTP/2 requires)
+   and value; values with CR, LF or NUL are refused. */
+typedef struct asb_h2_header {
+    const char *name;
+    const char *value;
+} asb_h2_header;
+
+typedef struct asb_h2_request {
+    const char *method;          /* default "GET" */
+    const char *path;            /* default "/" */
+    const char *authority;       /* default the URL's host:port */
+    const asb_h2_header *headers; /* more headers; header_count of them */
+    size_t header_count;
+    int end_stream;              /* 1: no body follows the headers */
+    int timeout_ms;              /* default 0: none; else a deadline for
+                                    every wait on this stream, counted from
+                                    the open: ASB_ERR_TIMEOUT after it */
+} asb_h2_request;
+
+/* Connects, sends the preface and our SETTINGS, and starts the
+   connection's I/O thread (it answers PING and SETTINGS, applies flow
+   control and reads ahead no more than the windows allow). Errors: those
+   of a connection (ASB_ERR_DNS, _CONNECT, _TIMEOUT, TLS codes), and
+   ASB_ERR_HTTP_PROTOCOL when a TLS server does not choose h2. */
+ASB_API asb_result asb_h2_connect(const asb_h2_desc *desc, asb_h2_conn **out,
+                                  asb_error *err);
+/* Sends GOAWAY, stops the I/O thread, closes. Free every stream first. */
+ASB_API void asb_h2_conn_free(asb_h2_conn *conn);
+/* 1 when new streams may still be opened: no GOAWAY received, no
+   connection error, not closed by the peer. */
+ASB_API int asb_h2_conn_usable(asb_h2_conn *conn);
+
+/* Opens a stream and sends the request headers (waiting, within the
+   request's deadline, while the peer's concurrent stream limit is
+   reached). After a GOAWAY it fails with ASB_ERR_CLOSED. */
+ASB_API asb_result asb_h2_stream_open(asb_h2_conn *conn, const asb_h2_request *req,
+                                      asb_h2_stream **out, asb_error *err);
+/* Sends body bytes as DATA frames within the peer's windows (it waits for
+   WINDOW_UPDATE, never buffers past them); end_stream 1 ends the body. */
+ASB_API asb_result asb_h2_stream_write(asb_h2_stream *s, const void *data, size_t len,
+                                       int end_stream, asb_error *err);
+/* Waits for the response headers (1xx skipped). */
+ASB_API asb_result asb_h2_stream_wait_headers(asb_h2_stream *s, asb_error *err);
+/* The :status, or 0 before the headers arrived. */
+ASB_API int asb_h2_stream_status(asb_h2_stream *s);
+/* Looks a response header (trailer: the trailers) up by its lowercase name.
+   1 and *value (borrowed until asb_h2_stream_free) when present, else 0. */
+ASB_API int asb_h2_stream_header(asb_h2_stream *s, const char *name, asb_str *value);
+ASB_API int asb_h2_stream_trailer(asb_h2_stream *s, const char *name, asb_str *value);
+/* Reads body bytes: ASB_OK with *n > 0, or *n == 0 once the body ended
+   (the trailers are then in). Reading is what opens the window again: a
+   reader that stops holds at most desc.stream_window bytes here. */
+ASB_API asb_result asb_h2_stream_read(asb_h2_stream *s, void *buf, size_t cap,
+                                      size_t *n, asb_error *err);
+/* RST_STREAM(CANCEL) unless the stream is over; a waiting read or write on
+   it returns ASB_ERR_CANCELLED. Any thread; idempotent. */
+ASB_API void asb_h2_stream_cancel(asb_h2_stream *s);
+/* Cancels the stream if still open, and frees it. */
+ASB_API void asb_h2_stream_free(asb_h2_stream *s);
+
+/* -- gRPC --------------------------------------------------------------------- */
+
+typedef struct asb_grpc_call asb_grpc_call;
+
+typedef struct asb_grpc_call_desc {
+    const char *method;          /* "/package.Service/Method"; required */
+    int timeout_ms;              /* default 0: no deadline; else sent as
+                                    grpc-timeout and enforced here too */
+    size_t max_message_bytes;    /* default 4 MiB: a larger response message
+                                    cancels the call, ASB_ERR_TOO_LARGE */
+    const asb_h2_header *metadata; /* more request headers (lowercase names) */
+    size_t metadata_count;
+} asb_grpc_call_desc;
+
+typedef struct asb_grpc_handlers {
+    /* One complete response message, borrowed until the return. Return 0
+       to go on; anything else cancels the call (ASB_ERR_CANCELLED). */
+    int (*on_message)(void *user_data, const char *msg, size_t len);
+    /* Called exactly once, last, with the call's result; err is never NULL
+       (its code is result; ASB_OK: message empty). */
+    void (*on_done)(void *user_data, asb_result result, const asb_error *err);
+    void *user_data;
+} asb_grpc_handlers;
+
+/* Starts a call with one request message (unary and server-streaming
+   calls; the request side is closed after it). The deadline counts from
+   here. On failure *out is NULL and no handler will ever run. */
+ASB_API asb_result asb_grpc_call_start(asb_h2_conn *conn, const asb_grpc_call_desc *desc,
+                                       const void *req, size_t req_len,
+                                       asb_grpc_call **out, asb_error *err);
+/* Delivers the response messages to on_message, in order, on this thread,
+   then calls on_done once, and returns the same result:
+     ASB_OK                   grpc-status 0
+     ASB_ERR_GRPC_STATUS      another status: err->reason is its name
+                              ("NOT_FOUND"), err->message has the
+                              percent-decoded grpc-message
+     ASB_ERR_TIMEOUT          the deadline passed (here or at the server:
+                              reason "DEADLINE_EXCEEDED")
+     ASB_ERR_CANCELLED        asb_grpc_call_cancel or on_message said stop
+                              (or the server said CANCELLED)
+     ASB_ERR_TOO_LARGE        a message above max_message_bytes
+     ASB_ERR_HTTP_STATUS      a non-200 :status without grpc-status
+     ASB_ERR_HTTP_PROTOCOL    not gRPC (content-type, a compressed message,
+                              a truncated message, no grpc-status), or an
+                              HTTP/2 error
+   Run a call once. */
+ASB_API asb_result asb_grpc_call_run(asb_grpc_call *call, const asb_grpc_handlers *h,
+                                     asb_error *err);
+/* Cancels the call (RST_STREAM CANCEL). Any thread, any time before
+   asb_grpc_call_free; idempotent. */
+ASB_API void asb_grpc_call_cancel(asb_grpc_call *call);
+/* The grpc-status the server sent, or -1 (none yet, or none at all). */
+ASB_API int asb_grpc_call_status(const asb_grpc_call *call);
+ASB_API void asb_grpc_call_free(asb_grpc_call *call);
+
+/* A unary call: exactly one response message, appended to *resp (an
+   initialised asb_buf). Results as for asb_grpc_call_run. */
+ASB_API asb_result asb_grpc_unary(asb_h2_conn *conn, const asb_grpc_call_desc *desc,
+                                  const void *req, size_t req_len, asb_buf *resp,
+                                  asb_error *err);
+
+/* -- protobuf -------------------------------------------------------------------
+   The wire format by hand: a writer appending fields to an asb_buf, and a
+   reader walking one message's fields. Proto3 semantics are the caller's:
+   the writer writes what it is given (skip zero values yourself), the
+   reader hands every field over, known or not, so repeated fields and map
+   entries (repeated messages with key 1, value 2) arrive one by one. */
+
+enum {
+    ASB_PB_VARINT = 0,
+    ASB_PB_FIXED64 = 1,
+    ASB_PB_LEN = 2,
+    ASB_PB_GROUP_START = 3, /* deprecated groups: skipped whole by the reader */
+    ASB_PB_GROUP_END = 4,
+    ASB_PB_FIXED32 = 5
+};
+
+ASB_API asb_result asb_pb_put_varint(asb_buf *b, uint32_t field, uint64_t v);
+/* int32 and enum: negative values take ten bytes, as the format says. */
+ASB_API asb_result asb_pb_put_int32(asb_buf *b, uint32_t field, int32_t v);
+ASB_API asb_result asb_pb_put_bytes(asb_buf *b, uint32_t field, const void *p, size_t n);
+ASB_API asb_result asb_pb_put_string(asb_buf *b, uint32_t field, const char *s);
+/* A nested message: begin writes the tag and returns a mark; the fields
+   follow; end(mark) inserts their length. */
+ASB_API asb_result asb_pb_begin(asb_buf *b, uint32_t field, size_t *mark);
+ASB_API asb_result asb_pb_end(asb_buf *b, size_t mark);
+
+typedef struct asb_pb_reader {
+    const unsigned char *pos;
+    const unsigned char *end;
+} asb_pb_reader;
+
+typedef struct asb_pb_field {
+    uint32_t number;    /* 0: the end of the message */
+    int wire_type;      /* ASB_PB_* */
+    uint64_t value;     /* varint, fixed64, fixed32 */
+    asb_str bytes;      /* LEN: borrowed from the reader's input */
+} asb_pb_field;
+
+ASB_API void asb_pb_reader_init(asb_pb_reader *r, const void *p, size_t n);
+/* The next field, or number 0 at the end. ASB_ERR_PROTOBUF_INVALID for
+   malformed input (a truncated or overlong varint, a length past the end,
+   field number 0 or above 2^29-1, wire types 6 and 7, an unmatched group);
+   the reader then stays failed. Never reads outside the input. */
+ASB_API asb_result asb_pb_next(asb_pb_reader *r, asb_pb_field *f, asb_error *err);
+/* Typed views of a field; ASB_ERR_PROTOBUF_INVALID on the wrong wire type
+   (int32 takes the low 32 bits, as protobuf does; bool any non-zero). */
+ASB_API asb_result asb_pb_int32(const asb_pb_field *f, int32_t *out);
+ASB_API asb_result asb_pb_uint32(const asb_pb_field *f, uint32_t *out);
+ASB_API asb_result asb_pb_bytes(const asb_pb_field *f, asb_str *out);
 
 /* ==========================================================================
    kubeconfig
@@ -2319,6 +2580,8 @@ ASB_API const char *asb_result_str(asb_result code) {
     case ASB_ERR_WARMPOOL_NOT_FOUND: return "ASB_ERR_WARMPOOL_NOT_FOUND";
     case ASB_ERR_CLAIM_FAILED: return "ASB_ERR_CLAIM_FAILED";
     case ASB_ERR_METADATA: return "ASB_ERR_METADATA";
+    case ASB_ERR_GRPC_STATUS: return "ASB_ERR_GRPC_STATUS";
+    case ASB_ERR_PROTOBUF_INVALID: return "ASB_ERR_PROTOBUF_INVALID";
     }
     return "ASB_ERR_UNKNOWN";
 }
@@ -7983,6 +8246,2243 @@ ASB_API void asb_multipart_free(asb_multipart *mp) {
     asb_buf_free(&mp->tail);
 }
 
+
+/* >>http2 ===================================================================
+   HTTP/2 (RFC 9113) client: HPACK (RFC 7541), the frame reader, streams,
+   flow control, and one I/O thread per connection. The frame reader and
+   the HPACK decoder take bytes from anywhere (asb__h2_on_bytes), so they
+   are fuzzed without a socket.
+
+   -- HPACK ------------------------------------------------------------------- */
+
+/* RFC 7541 Appendix A. */
+static const char *const asb__hpack_static[61][2] = {
+    {":authority", ""}, {":method", "GET"}, {":method", "POST"}, {":path", "/"},
+    {":path", "/index.html"}, {":scheme", "http"}, {":scheme", "https"},
+    {":status", "200"}, {":status", "204"}, {":status", "206"}, {":status", "304"},
+    {":status", "400"}, {":status", "404"}, {":status", "500"}, {"accept-charset", ""},
+    {"accept-encoding", "gzip, deflate"}, {"accept-language", ""}, {"accept-ranges", ""},
+    {"accept", ""}, {"access-control-allow-origin", ""}, {"age", ""}, {"allow", ""},
+    {"authorization", ""}, {"cache-control", ""}, {"content-disposition", ""},
+    {"content-encoding", ""}, {"content-language", ""}, {"content-length", ""},
+    {"content-location", ""}, {"content-range", ""}, {"content-type", ""},
+    {"cookie", ""}, {"date", ""}, {"etag", ""}, {"expect", ""}, {"expires", ""},
+    {"from", ""}, {"host", ""}, {"if-match", ""}, {"if-modified-since", ""},
+    {"if-none-match", ""}, {"if-range", ""}, {"if-unmodified-since", ""},
+    {"last-modified", ""}, {"link", ""}, {"location", ""}, {"max-forwards", ""},
+    {"proxy-authenticate", ""}, {"proxy-authorization", ""}, {"range", ""},
+    {"referer", ""}, {"refresh", ""}, {"retry-after", ""}, {"server", ""},
+    {"set-cookie", ""}, {"strict-transport-security", ""}, {"transfer-encoding", ""},
+    {"user-agent", ""}, {"vary", ""}, {"via", ""}, {"www-authenticate", ""}};
+
+/* RFC 7541 Appendix B as code lengths per symbol (0..255, 256 = EOS). The
+   code is canonical (shorter codes first, equal lengths in symbol order),
+   so the lengths alone define it; the decoder rebuilds the codes. */
+static const unsigned char asb__huff_len[257] = {
+    13, 23, 28, 28, 28, 28, 28, 28, 28, 24, 30, 28, 28, 30, 28, 28, 28, 28, 28, 28, 28, 28,
+    30, 28, 28, 28, 28, 28, 28, 28, 28, 28, 6,  10, 10, 12, 13, 6,  8,  11, 10, 10, 8,  11,
+    8,  6,  6,  6,  5,  5,  5,  6,  6,  6,  6,  6,  6,  6,  7,  8,  15, 6,  12, 10, 13, 6,
+    7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,
+    8,  7,  8,  13, 19, 13, 14, 6,  15, 5,  6,  5,  6,  5,  6,  6,  6,  5,  7,  7,  6,  6,
+    6,  5,  6,  7,  6,  5,  5,  6,  7,  7,  7,  7,  7,  15, 11, 14, 13, 28, 20, 22, 20, 20,
+    22, 22, 22, 23, 22, 23, 23, 23, 23, 23, 24, 23, 24, 24, 22, 23, 24, 23, 23, 23, 23, 21,
+    22, 23, 22, 23, 23, 24, 22, 21, 20, 22, 22, 23, 23, 21, 23, 22, 22, 24, 21, 22, 23, 23,
+    21, 21, 22, 21, 23, 22, 23, 23, 20, 22, 22, 22, 23, 22, 22, 23, 26, 26, 20, 19, 22, 23,
+    22, 25, 26, 26, 26, 27, 27, 26, 24, 25, 19, 21, 26, 27, 27, 26, 27, 24, 21, 21, 26, 26,
+    28, 27, 27, 27, 20, 24, 20, 21, 22, 21, 21, 23, 22, 22, 25, 25, 24, 24, 26, 23, 26, 27,
+    26, 26, 27, 27, 27, 27, 27, 28, 27, 27, 27, 27, 27, 26, 30};
+
+typedef struct asb__hpack_entry {
+    size_t nlen, vlen;
+    char data[1];           /* name then value, allocated to size */
+} asb__hpack_entry;
+
+typedef struct asb__hpack_dec {
+    asb_allocator alloc;
+    asb__hpack_entry **ring; /* dynamic table, oldest at `first` */
+    size_t ring_cap, first, count;
+    size_t size;            /* RFC 7541 size: sum of name + value + 32 */
+    size_t max_size;        /* current limit (size updates lower it) */
+    size_t settings_max;    /* what we advertised (SETTINGS_HEADER_TABLE_SIZE) */
+    /* the canonical Huffman code, rebuilt from asb__huff_len */
+    uint32_t huff_first[31];
+    uint16_t huff_count[31], huff_off[31];
+    uint16_t huff_sym[257];
+    asb_buf name, value;    /* Huffman-decoded strings */
+} asb__hpack_dec;
+
+/* Called for each decoded field; a non-OK return marks the header list
+   bad but decoding goes on (the dynamic table must stay in step). */
+typedef asb_result (*asb__hpack_emit)(void *ctx, const char *name, size_t nlen,
+                                      const char *value, size_t vlen);
+
+static asb_result asb__hpack_dec_init(asb__hpack_dec *d, const asb_allocator *a,
+                                      size_t table_size) {
+    uint32_t code = 0;
+    int len, prev = 0, s, i, n = 0;
+    memset(d, 0, sizeof *d);
+    d->alloc = *a;
+    d->settings_max = d->max_size = table_size;
+    d->ring_cap = table_size / 32 + 1;
+    d->ring = (asb__hpack_entry **)a->alloc_fn(d->ring_cap * sizeof *d->ring, a->user_data);
+    if (!d->ring) return ASB_ERR_OUT_OF_MEMORY;
+    asb_buf_init(&d->name, a);
+    asb_buf_init(&d->value, a);
+    for (len = 1; len <= 30; len++) {
+        d->huff_off[len] = (uint16_t)n;
+        for (s = 0; s < 257; s++) {
+            if (asb__huff_len[s] != len) continue;
+            if (n > 0) code = (code + 1) << (len - prev);
+            if (d->huff_count[len] == 0) d->huff_first[len] = code;
+            prev = len;
+            d->huff_count[len]++;
+            d->huff_sym[n++] = (uint16_t)s;
+        }
+    }
+    for (i = 0; i < 31; i++)
+        if (!d->huff_count[i]) d->huff_first[i] = 0;
+    return ASB_OK;
+}
+
+static void asb__hpack_evict_one(asb__hpack_dec *d) {
+    asb__hpack_entry *e = d->ring[d->first];
+    d->size -= e->nlen + e->vlen + 32;
+    d->alloc.free_fn(e, d->alloc.user_data);
+    d->ring[d->first] = NULL;
+    d->first = (d->first + 1) % d->ring_cap;
+    d->count--;
+}
+
+static void asb__hpack_dec_free(asb__hpack_dec *d) {
+    while (d->count) asb__hpack_evict_one(d);
+    if (d->ring) d->alloc.free_fn(d->ring, d->alloc.user_data);
+    d->ring = NULL;
+    asb_buf_free(&d->name);
+    asb_buf_free(&d->value);
+}
+
+/* Index 1..61 static, then the dynamic table, newest first. */
+static int asb__hpack_lookup(const asb__hpack_dec *d, uint64_t idx, const char **n,
+                             size_t *nl, const char **v, size_t *vl) {
+    if (idx == 0) return -1;
+    if (idx <= 61) {
+        *n = asb__hpack_static[idx - 1][0];
+        *nl = strlen(*n);
+        *v = asb__hpack_static[idx - 1][1];
+        *vl = strlen(*v);
+        return 0;
+    }
+    idx -= 62;
+    if (idx >= d->count) return -1;
+    {
+        asb__hpack_entry *e = d->ring[(d->first + d->count - 1 - (size_t)idx) % d->ring_cap];
+        *n = e->data;
+        *nl = e->nlen;
+        *v = e->data + e->nlen;
+        *vl = e->vlen;
+    }
+    return 0;
+}
+
+/* Adds an entry (copied first: name may point into an entry evicted
+   here, RFC 7541 section 4.4). */
+static asb_result asb__hpack_add(asb__hpack_dec *d, const char *n, size_t nl, const char *v,
+                                 size_t vl) {
+    size_t need = nl + vl + 32;
+    asb__hpack_entry *e;
+    if (need > d->max_size) {
+        while (d->count) asb__hpack_evict_one(d);
+        return ASB_OK;
+    }
+    e = (asb__hpack_entry *)d->alloc.alloc_fn(sizeof *e + nl + vl, d->alloc.user_data);
+    if (!e) return ASB_ERR_OUT_OF_MEMORY;
+    e->nlen = nl;
+    e->vlen = vl;
+    memcpy(e->data, n, nl);
+    memcpy(e->data + nl, v, vl);
+    while (d->count && d->size + need > d->max_size) asb__hpack_evict_one(d);
+    /* max_size <= settings_max, so at most ring_cap - 1 entries fit */
+    d->ring[(d->first + d->count) % d->ring_cap] = e;
+    d->count++;
+    d->size += need;
+    return ASB_OK;
+}
+
+/* An integer with an N-bit prefix; values above 2^32 are refused. */
+static int asb__hpack_int(const unsigned char **pp, const unsigned char *end, int bits,
+                          uint64_t *out) {
+    const unsigned char *p = *pp;
+    uint64_t mask = ((uint64_t)1 << bits) - 1, v;
+    int shift = 0;
+    if (p >= end) return -1;
+    v = *p++ & mask;
+    if (v == mask) {
+        for (;;) {
+            unsigned char b;
+            if (p >= end || shift > 28) return -1;
+            b = *p++;
+            v += (uint64_t)(b & 0x7f) << shift;
+            shift += 7;
+            if (!(b & 0x80)) break;
+        }
+        if (v > 0xffffffffu) return -1;
+    }
+    *pp = p;
+    *out = v;
+    return 0;
+}
+
+static int asb__huff_decode(asb__hpack_dec *d, const unsigned char *p, size_t n, asb_buf *out) {
+    uint32_t code = 0;
+    int len = 0;
+    size_t i;
+    out->len = 0;
+    if (asb_buf_reserve(out, n * 8 / 5 + 1) != ASB_OK) return -2;
+    for (i = 0; i < n; i++) {
+        int bit;
+        for (bit = 7; bit >= 0; bit--) {
+            code = (code << 1) | (uint32_t)((p[i] >> bit) & 1);
+            len++;
+            if (d->huff_count[len] && code >= d->huff_first[len] &&
+                code - d->huff_first[len] < d->huff_count[len]) {
+                unsigned sym = d->huff_sym[d->huff_off[len] + code - d->huff_first[len]];
+                if (sym == 256) return -1; /* EOS inside a string */
+                out->ptr[out->len++] = (char)sym;
+                code = 0;
+                len = 0;
+            } else if (len >= 30) {
+                return -1;
+            }
+        }
+    }
+    /* padding: fewer than 8 bits, all ones (a prefix of EOS) */
+    if (len > 7 || code != ((uint32_t)1 << len) - 1) return -1;
+    out->ptr[out->len] = '\0';
+    return 0;
+}
+
+/* A string literal: a view of the input, or Huffman-decoded into `buf`. */
+static int asb__hpack_str(asb__hpack_dec *d, const unsigned char **pp, const unsigned char *end,
+                          asb_buf *buf, const char **s, size_t *sl) {
+    uint64_t n;
+    int huff;
+    if (*pp >= end) return -1;
+    huff = (**pp & 0x80) != 0;
+    if (asb__hpack_int(pp, end, 7, &n) != 0) return -1;
+    if (n > (uint64_t)(end - *pp)) return -1;
+    if (huff) {
+        int r = asb__huff_decode(d, *pp, (size_t)n, buf);
+        if (r != 0) return r;
+        *s = buf->ptr;
+        *sl = buf->len;
+    } else {
+        *s = (const char *)*pp;
+        *sl = (size_t)n;
+    }
+    *pp += n;
+    return 0;
+}
+
+/* Decodes one complete header block. Returns ASB_OK, ASB_ERR_TOO_LARGE
+   (the list passed max_list: decoding went on, nothing more emitted),
+   the first non-OK result of emit (likewise), or ASB_ERR_HTTP_PROTOCOL
+   with *why: a compression error, fatal to the connection. */
+static asb_result asb__hpack_decode(asb__hpack_dec *d, const unsigned char *p, size_t n,
+                                    size_t max_list, asb__hpack_emit emit, void *ctx,
+                                    const char **why) {
+    const unsigned char *end = p + n;
+    size_t list = 0;
+    int fields = 0;
+    asb_result res = ASB_OK;
+    *why = NULL;
+    while (p < end) {
+        unsigned char b = *p;
+        const char *nm, *vl;
+        size_t nl, vll;
+        uint64_t idx;
+        int add = 0, r;
+        if (b & 0x80) {
+            if (asb__hpack_int(&p, end, 7, &idx) != 0 ||
+                asb__hpack_lookup(d, idx, &nm, &nl, &vl, &vll) != 0) {
+                *why = "hpack: bad index";
+                return ASB_ERR_HTTP_PROTOCOL;
+            }
+        } else if ((b & 0xe0) == 0x20) {
+            /* a size update, only before the first field */
+            if (fields || asb__hpack_int(&p, end, 5, &idx) != 0 || idx > d->settings_max) {
+                *why = "hpack: bad dynamic table size update";
+                return ASB_ERR_HTTP_PROTOCOL;
+            }
+            d->max_size = (size_t)idx;
+            while (d->count && d->size > d->max_size) asb__hpack_evict_one(d);
+            continue;
+        } else {
+            int bits = (b & 0xc0) == 0x40 ? 6 : 4;
+            add = bits == 6;
+            if (asb__hpack_int(&p, end, bits, &idx) != 0) {
+                *why = "hpack: bad integer";
+                return ASB_ERR_HTTP_PROTOCOL;
+            }
+            if (idx) {
+                const char *v0;
+                size_t v0l;
+                if (asb__hpack_lookup(d, idx, &nm, &nl, &v0, &v0l) != 0) {
+                    *why = "hpack: bad index";
+                    return ASB_ERR_HTTP_PROTOCOL;
+                }
+                /* copy: the entry may be evicted by the add below, and a
+                   Huffman value reuses no buffer of the name */
+                d->name.len = 0;
+                if (asb_buf_append(&d->name, nm, nl) != ASB_OK) return ASB_ERR_OUT_OF_MEMORY;
+                nm = d->name.ptr;
+            } else {
+                r = asb__hpack_str(d, &p, end, &d->name, &nm, &nl);
+                if (r == -2) return ASB_ERR_OUT_OF_MEMORY;
+                if (r != 0) {
+                    *why = "hpack: bad name string";
+                    return ASB_ERR_HTTP_PROTOCOL;
+                }
+            }
+            r = asb__hpack_str(d, &p, end, &d->value, &vl, &vll);
+            if (r == -2) return ASB_ERR_OUT_OF_MEMORY;
+            if (r != 0) {
+                *why = "hpack: bad value string";
+                return ASB_ERR_HTTP_PROTOCOL;
+            }
+        }
+        fields++;
+        list += nl + vll + 32;
+        if (res == ASB_OK && list > max_list) res = ASB_ERR_TOO_LARGE;
+        if (res == ASB_OK) res = emit(ctx, nm, nl, vl, vll);
+        if (add && asb__hpack_add(d, nm, nl, vl, vll) != ASB_OK) return ASB_ERR_OUT_OF_MEMORY;
+    }
+    return res;
+}
+
+/* The encoder never indexes (nothing to keep in step) and never uses
+   Huffman: an exact static match is one byte, a static name saves the
+   name, anything else is a literal. */
+static asb_result asb__hpack_put_int(asb_buf *b, unsigned char first, int bits, size_t v) {
+    unsigned char tmp[8];
+    size_t n = 0, mask = ((size_t)1 << bits) - 1;
+    if (v < mask) {
+        tmp[n++] = (unsigned char)(first | v);
+    } else {
+        tmp[n++] = (unsigned char)(first | mask);
+        v -= mask;
+        while (v >= 128) {
+            tmp[n++] = (unsigned char)(0x80 | (v & 0x7f));
+            v >>= 7;
+        }
+        tmp[n++] = (unsigned char)v;
+    }
+    return asb_buf_append(b, tmp, n);
+}
+
+static asb_result asb__hpack_encode(asb_buf *b, const char *name, const char *value) {
+    size_t i, nl = strlen(name), vl = strlen(value), name_idx = 0;
+    asb_result r;
+    for (i = 0; i < 61; i++) {
+        if (strcmp(asb__hpack_static[i][0], name) != 0) continue;
+        if (strcmp(asb__hpack_static[i][1], value) == 0)
+            return asb__hpack_put_int(b, 0x80, 7, i + 1);
+        if (!name_idx) name_idx = i + 1;
+    }
+    r = asb__hpack_put_int(b, 0x00, 4, name_idx);
+    if (r == ASB_OK && !name_idx) {
+        r = asb__hpack_put_int(b, 0x00, 7, nl);
+        if (r == ASB_OK) r = asb_buf_append(b, name, nl);
+    }
+    if (r == ASB_OK) r = asb__hpack_put_int(b, 0x00, 7, vl);
+    if (r == ASB_OK) r = asb_buf_append(b, value, vl);
+    return r;
+}
+
+/* -- frames, streams, the connection ---------------------------------------- */
+
+enum {
+    ASB__H2_DATA = 0, ASB__H2_HEADERS = 1, ASB__H2_PRIORITY = 2, ASB__H2_RST_STREAM = 3,
+    ASB__H2_SETTINGS = 4, ASB__H2_PUSH_PROMISE = 5, ASB__H2_PING = 6, ASB__H2_GOAWAY = 7,
+    ASB__H2_WINDOW_UPDATE = 8, ASB__H2_CONTINUATION = 9
+};
+#define ASB__H2_END_STREAM 0x1
+#define ASB__H2_ACK 0x1
+#define ASB__H2_END_HEADERS 0x4
+#define ASB__H2_PADDED 0x8
+#define ASB__H2_PRIORITY_FLAG 0x20
+#define ASB__H2_MAX_WINDOW 0x7fffffffL
+/* Bytes queued for the socket beyond which writers wait for the I/O
+   thread: a big upload is paced by the socket, not buffered. */
+#define ASB__H2_OUT_CAP ((size_t)1 << 20)
+/* The connection window we grant: streams are what bound buffering (each
+   to its stream window), so the connection's is given back as soon as
+   data arrives and only has to be large enough not to throttle. */
+#define ASB__H2_CONN_WINDOW 0x3fffffffL
+
+static const char *asb__h2_error_name(uint32_t code) {
+    static const char *const names[] = {
+        "NO_ERROR", "PROTOCOL_ERROR", "INTERNAL_ERROR", "FLOW_CONTROL_ERROR",
+        "SETTINGS_TIMEOUT", "STREAM_CLOSED", "FRAME_SIZE_ERROR", "REFUSED_STREAM",
+        "CANCEL", "COMPRESSION_ERROR", "CONNECT_ERROR", "ENHANCE_YOUR_CALM",
+        "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED"};
+    return code < 14 ? names[code] : "unknown error code";
+}
+
+struct asb_h2_stream {
+    asb_h2_conn *conn;
+    struct asb_h2_stream *next;
+    uint32_t id;
+    int64_t deadline;       /* 0: none */
+    int64_t send_window;    /* may go negative after a SETTINGS change */
+    int64_t recv_window;    /* what the peer may still send us */
+    uint32_t consumed;      /* read by the caller, not yet given back */
+    int blocks;             /* header blocks seen: 1 headers, 2 trailers */
+    int status;
+    int local_closed, remote_closed;
+    int cancelled;          /* by us */
+    int reset_by_peer;
+    uint32_t rst_code;
+    asb_result failed;      /* stream-level failure (ASB_OK: none) */
+    char fail_msg[160];
+    int counted;            /* still counted in conn->active */
+    asb_buf hdrs, trls;     /* "name\0value\0" pairs */
+    asb_buf data;           /* received body bytes not yet read */
+    size_t data_pos;
+};
+
+struct asb_h2_conn {
+    asb_allocator alloc;
+    asb_logger log;
+    asb__conn *c;           /* socket and TLS, from >>http; NULL when fuzzing */
+#if ASB_TLS
+    asb__tls *tls;
+#endif
+    char authority[300];
+    int https;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;      /* broadcast on every change a waiter may need */
+    pthread_t thread;
+    int thread_started, stopping;
+    int wake[2];            /* a byte here wakes the I/O thread */
+    int wake_pending;
+    asb_buf out;            /* bytes for the socket, from out_pos on */
+    size_t out_pos;
+    size_t tls_pending;     /* an mbedtls_ssl_write to repeat with this length */
+    asb_buf in;             /* incoming bytes: whole frames are taken off */
+    size_t in_pos;
+    asb__hpack_dec dec;
+    asb_buf block;          /* a header block across CONTINUATION */
+    uint32_t block_stream;  /* its stream; 0: none in progress */
+    int block_end_stream;
+    /* settings */
+    uint32_t local_max_frame, local_window;
+    size_t max_list;
+    uint32_t peer_max_frame, peer_initial_window, peer_max_streams;
+    int64_t send_window;    /* the connection's, for our DATA */
+    int64_t recv_window;
+    uint64_t recv_unacked;
+    uint32_t next_id, highest_id;
+    int active;
+    int goaway;             /* received: no new streams */
+    uint32_t goaway_last;
+    asb_result dead;        /* connection-level failure (ASB_OK: alive) */
+    char dead_msg[200];
+    asb_h2_stream *streams;
+};
+
+static void asb__h2_wake(asb_h2_conn *h) {
+    if (h->wake[1] >= 0 && !h->wake_pending) {
+        char b = 1;
+        h->wake_pending = 1;
+        if (write(h->wake[1], &b, 1) < 0) { /* full pipe: already awake */
+        }
+    }
+}
+
+/* Queues one frame (mu held). Out of memory kills the connection. */
+static void asb__h2_put_frame(asb_h2_conn *h, int type, int flags, uint32_t sid,
+                              const void *payload, size_t len) {
+    unsigned char hd[9];
+    if (h->dead) return;
+    hd[0] = (unsigned char)(len >> 16);
+    hd[1] = (unsigned char)(len >> 8);
+    hd[2] = (unsigned char)len;
+    hd[3] = (unsigned char)type;
+    hd[4] = (unsigned char)flags;
+    hd[5] = (unsigned char)((sid >> 24) & 0x7f);
+    hd[6] = (unsigned char)(sid >> 16);
+    hd[7] = (unsigned char)(sid >> 8);
+    hd[8] = (unsigned char)sid;
+    if (h->out_pos && h->out_pos == h->out.len) h->out.len = h->out_pos = 0;
+    if (asb_buf_append(&h->out, hd, 9) != ASB_OK ||
+        (len && asb_buf_append(&h->out, payload, len) != ASB_OK)) {
+        h->dead = ASB_ERR_OUT_OF_MEMORY;
+        snprintf(h->dead_msg, sizeof h->dead_msg, "http2: out of memory");
+        pthread_cond_broadcast(&h->cv);
+        return;
+    }
+    asb__h2_wake(h);
+}
+
+static void asb__h2_put_u32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+static uint32_t asb__h2_u32(const unsigned char *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static void asb__h2_rst(asb_h2_conn *h, uint32_t sid, uint32_t code) {
+    unsigned char b[4];
+    asb__h2_put_u32(b, code);
+    asb__h2_put_frame(h, ASB__H2_RST_STREAM, 0, sid, b, 4);
+}
+
+static void asb__h2_window_update(asb_h2_conn *h, uint32_t sid, uint32_t inc) {
+    unsigned char b[4];
+    asb__h2_put_u32(b, inc & 0x7fffffffu);
+    asb__h2_put_frame(h, ASB__H2_WINDOW_UPDATE, 0, sid, b, 4);
+}
+
+/* A connection error: GOAWAY with the code, every stream fails. */
+static void asb__h2_conn_error(asb_h2_conn *h, uint32_t code, const char *what) {
+    unsigned char b[8];
+    if (h->dead) return;
+    asb__h2_put_u32(b, 0);
+    asb__h2_put_u32(b + 4, code);
+    asb__h2_put_frame(h, ASB__H2_GOAWAY, 0, 0, b, 8);
+    h->dead = ASB_ERR_HTTP_PROTOCOL;
+    snprintf(h->dead_msg, sizeof h->dead_msg, "http2: connection error %s: %s",
+             asb__h2_error_name(code), what);
+    asb__log(&h->log, ASB_LOG_WARN, "http2.error", "%s", h->dead_msg);
+    pthread_cond_broadcast(&h->cv);
+}
+
+static void asb__h2_uncount(asb_h2_conn *h, asb_h2_stream *s) {
+    if (s->counted) {
+        s->counted = 0;
+        h->active--;
+    }
+}
+
+/* A stream error: RST_STREAM with the code, the stream fails. */
+static void asb__h2_stream_error(asb_h2_conn *h, asb_h2_stream *s, uint32_t code,
+                                 asb_result res, const char *what) {
+    if (!s->failed) {
+        s->failed = res;
+        snprintf(s->fail_msg, sizeof s->fail_msg, "http2: stream %u: %s", (unsigned)s->id,
+                 what);
+    }
+    if (!(s->local_closed && s->remote_closed) && !s->reset_by_peer && !s->cancelled) {
+        asb__h2_rst(h, s->id, code);
+        s->cancelled = 1; /* nothing more goes out on it */
+    }
+    asb__h2_uncount(h, s);
+    pthread_cond_broadcast(&h->cv);
+}
+
+static asb_h2_stream *asb__h2_find(asb_h2_conn *h, uint32_t sid) {
+    asb_h2_stream *s;
+    for (s = h->streams; s; s = s->next)
+        if (s->id == sid) return s;
+    return NULL;
+}
+
+/* Header fields into a stream's list, checked as RFC 9113 8.2 and 8.3
+   ask of a response: lowercase names, no connection-specific fields,
+   :status only, pseudo-fields first and never in trailers. */
+typedef struct asb__h2_hctx {
+    asb_buf *list;
+    int trailers;
+    int regular_seen;
+    int status;
+    const char *bad;
+} asb__h2_hctx;
+
+static asb_result asb__h2_emit(void *ctx, const char *n, size_t nl, const char *v, size_t vl) {
+    asb__h2_hctx *x = (asb__h2_hctx *)ctx;
+    size_t i;
+    if (nl == 0) {
+        x->bad = "empty header name";
+        return ASB_ERR_HTTP_PROTOCOL;
+    }
+    for (i = 0; i < nl; i++) {
+        unsigned char c = (unsigned char)n[i];
+        if ((c >= 'A' && c <= 'Z') || c <= 0x20 || c >= 0x7f || (c == ':' && i > 0)) {
+            x->bad = "bad character in a header name";
+            return ASB_ERR_HTTP_PROTOCOL;
+        }
+    }
+    for (i = 0; i < vl; i++)
+        if (v[i] == '\0' || v[i] == '\r' || v[i] == '\n') {
+            x->bad = "CR, LF or NUL in a header value";
+            return ASB_ERR_HTTP_PROTOCOL;
+        }
+    if (n[0] == ':') {
+        int st = 0;
+        if (x->trailers || x->regular_seen || x->status || nl != 7 ||
+            memcmp(n, ":status", 7) != 0 || vl != 3) {
+            x->bad = "unexpected pseudo-header";
+            return ASB_ERR_HTTP_PROTOCOL;
+        }
+        for (i = 0; i < 3; i++) {
+            if (v[i] < '0' || v[i] > '9') {
+                x->bad = "bad :status";
+                return ASB_ERR_HTTP_PROTOCOL;
+            }
+            st = st * 10 + (v[i] - '0');
+        }
+        if (st < 100) {
+            x->bad = "bad :status";
+            return ASB_ERR_HTTP_PROTOCOL;
+        }
+        x->status = st;
+        return ASB_OK;
+    }
+    x->regular_seen = 1;
+    if ((nl == 10 && memcmp(n, "connection", 10) == 0) ||
+        (nl == 17 && memcmp(n, "transfer-encoding", 17) == 0) ||
+        (nl == 10 && memcmp(n, "keep-alive", 10) == 0) ||
+        (nl == 7 && memcmp(n, "upgrade", 7) == 0)) {
+        x->bad = "connection-specific header field";
+        return ASB_ERR_HTTP_PROTOCOL;
+    }
+    if (!x->list) return ASB_OK;
+    if (asb_buf_append(x->list, n, nl) != ASB_OK || asb_buf_append(x->list, "", 1) != ASB_OK ||
+        asb_buf_append(x->list, v, vl) != ASB_OK || asb_buf_append(x->list, "", 1) != ASB_OK)
+        return ASB_ERR_OUT_OF_MEMORY;
+    return ASB_OK;
+}
+
+/* A complete header block for stream sid. */
+static void asb__h2_on_block(asb_h2_conn *h, uint32_t sid, int end_stream) {
+    asb_h2_stream *s = asb__h2_find(h, sid);
+    asb__h2_hctx x;
+    asb_buf tmp;
+    const char *why = NULL;
+    asb_result r;
+    memset(&x, 0, sizeof x);
+    asb_buf_init(&tmp, &h->alloc);
+    /* A block for a stream we already dropped is still decoded: the
+       dynamic table must stay in step with the peer's. */
+    if (s && !s->failed && !s->cancelled) {
+        x.trailers = s->blocks >= 1;
+        x.list = &tmp;
+    }
+    r = asb__hpack_decode(&h->dec, (const unsigned char *)h->block.ptr, h->block.len,
+                          h->max_list, asb__h2_emit, &x, &why);
+    h->block.len = 0;
+    h->block_stream = 0;
+    if (why) {
+        asb_buf_free(&tmp);
+        asb__h2_conn_error(h, 9, why); /* COMPRESSION_ERROR */
+        return;
+    }
+    if (r == ASB_ERR_OUT_OF_MEMORY) {
+        asb_buf_free(&tmp);
+        asb__h2_conn_error(h, 2, "out of memory");
+        return;
+    }
+    if (!x.list) {
+        asb_buf_free(&tmp);
+        return;
+    }
+    if (r == ASB_OK && !x.trailers && !x.status) {
+        x.bad = "response without :status";
+        r = ASB_ERR_HTTP_PROTOCOL;
+    }
+    if (r == ASB_OK && x.trailers && !end_stream) {
+        x.bad = "trailers without END_STREAM";
+        r = ASB_ERR_HTTP_PROTOCOL;
+    }
+    if (r == ASB_OK && x.status >= 100 && x.status < 200) {
+        /* informational: dropped; 101 is not allowed in HTTP/2 */
+        asb_buf_free(&tmp);
+        if (end_stream || x.status == 101)
+            asb__h2_stream_error(h, s, 1, ASB_ERR_HTTP_PROTOCOL, "bad informational response");
+        return;
+    }
+    if (r != ASB_OK) {
+        char m[120];
+        asb_buf_free(&tmp);
+        if (r == ASB_ERR_TOO_LARGE)
+            snprintf(m, sizeof m, "header list larger than %lu bytes", (unsigned long)h->max_list);
+        else
+            snprintf(m, sizeof m, "malformed response: %s", x.bad ? x.bad : "bad header");
+        asb__h2_stream_error(h, s, r == ASB_ERR_TOO_LARGE ? 8 : 1, r, m);
+        return;
+    }
+    if (!x.trailers) {
+        asb_buf_free(&s->hdrs);
+        s->hdrs = tmp;
+        s->status = x.status;
+        s->blocks = 1;
+    } else {
+        asb_buf_free(&s->trls);
+        s->trls = tmp;
+        s->blocks = 2;
+    }
+    if (end_stream) {
+        s->remote_closed = 1;
+        if (s->local_closed) asb__h2_uncount(h, s);
+    }
+    pthread_cond_broadcast(&h->cv);
+}
+
+static void asb__h2_apply_settings(asb_h2_conn *h, const unsigned char *p, size_t len) {
+    size_t i;
+    for (i = 0; i + 6 <= len; i += 6) {
+        unsigned id = (unsigned)p[i] << 8 | p[i + 1];
+        uint32_t v = asb__h2_u32(p + i + 2);
+        if (id == 2 && v > 1) {
+            asb__h2_conn_error(h, 1, "SETTINGS_ENABLE_PUSH not 0 or 1");
+            return;
+        }
+        if (id == 3) h->peer_max_streams = v;
+        if (id == 4) {
+            asb_h2_stream *s;
+            int64_t delta = (int64_t)v - (int64_t)h->peer_initial_window;
+            if (v > ASB__H2_MAX_WINDOW) {
+                asb__h2_conn_error(h, 3, "SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1");
+                return;
+            }
+            for (s = h->streams; s; s = s->next) {
+                s->send_window += delta;
+                if (s->send_window > ASB__H2_MAX_WINDOW) {
+                    asb__h2_conn_error(h, 3, "a stream window above 2^31-1");
+                    return;
+                }
+            }
+            h->peer_initial_window = v;
+        }
+        if (id == 5) {
+            if (v < 16384 || v > 16777215) {
+                asb__h2_conn_error(h, 1, "SETTINGS_MAX_FRAME_SIZE out of range");
+                return;
+            }
+            h->peer_max_frame = v;
+        }
+        /* 1 (header table size): our encoder never indexes; 6 (max header
+           list size): advisory; others: unknown, ignored as required */
+    }
+    asb__h2_put_frame(h, ASB__H2_SETTINGS, ASB__H2_ACK, 0, NULL, 0);
+    pthread_cond_broadcast(&h->cv);
+}
+
+/* One complete frame. */
+static void asb__h2_on_frame(asb_h2_conn *h, int type, int flags, uint32_t sid,
+                             const unsigned char *p, size_t len) {
+    asb_h2_stream *s;
+    size_t pad = 0;
+    if (h->block_stream && (type != ASB__H2_CONTINUATION || sid != h->block_stream)) {
+        asb__h2_conn_error(h, 1, "a header block interrupted by another frame");
+        return;
+    }
+    switch (type) {
+    case ASB__H2_DATA:
+    case ASB__H2_HEADERS:
+        if (sid == 0) {
+            asb__h2_conn_error(h, 1, "DATA or HEADERS on stream 0");
+            return;
+        }
+        if ((sid & 1) == 0 || sid > h->highest_id) {
+            asb__h2_conn_error(h, 1, "DATA or HEADERS on a stream we never opened");
+            return;
+        }
+        if (flags & ASB__H2_PADDED) {
+            if (len < 1 || (size_t)p[0] >= len) {
+                asb__h2_conn_error(h, 1, "padding longer than the frame");
+                return;
+            }
+            pad = p[0];
+            p++;
+            len--;
+            len -= pad;
+        }
+        s = asb__h2_find(h, sid);
+        if (type == ASB__H2_DATA) {
+            size_t whole = len + pad + ((flags & ASB__H2_PADDED) ? 1 : 0);
+            if ((int64_t)whole > h->recv_window) {
+                asb__h2_conn_error(h, 3, "DATA beyond the connection window");
+                return;
+            }
+            h->recv_window -= (int64_t)whole;
+            h->recv_unacked += whole;
+            if (h->recv_unacked >= (uint64_t)ASB__H2_CONN_WINDOW / 2) {
+                asb__h2_window_update(h, 0, (uint32_t)h->recv_unacked);
+                h->recv_window += (int64_t)h->recv_unacked;
+                h->recv_unacked = 0;
+            }
+            if (!s || s->failed || s->cancelled) return; /* dropped by us */
+            if (s->remote_closed) {
+                asb__h2_stream_error(h, s, 5, ASB_ERR_HTTP_PROTOCOL, "DATA after END_STREAM");
+                return;
+            }
+            if ((int64_t)whole > s->recv_window) {
+                asb__h2_stream_error(h, s, 3, ASB_ERR_HTTP_PROTOCOL,
+                                     "DATA beyond the stream window");
+                return;
+            }
+            if (s->blocks != 1) {
+                asb__h2_stream_error(h, s, 1, ASB_ERR_HTTP_PROTOCOL,
+                                     s->blocks ? "DATA after trailers" : "DATA before HEADERS");
+                return;
+            }
+            s->recv_window -= (int64_t)whole;
+            s->consumed += (uint32_t)(whole - len); /* padding is read at once */
+            if (s->data_pos && s->data_pos == s->data.len) s->data.len = s->data_pos = 0;
+            if (len && asb_buf_append(&s->data, p, len) != ASB_OK) {
+                asb__h2_stream_error(h, s, 2, ASB_ERR_OUT_OF_MEMORY, "out of memory");
+                return;
+            }
+            if (flags & ASB__H2_END_STREAM) {
+                s->remote_closed = 1;
+                if (s->local_closed) asb__h2_uncount(h, s);
+            }
+            pthread_cond_broadcast(&h->cv);
+            return;
+        }
+        if (flags & ASB__H2_PRIORITY_FLAG) {
+            if (len < 5) {
+                asb__h2_conn_error(h, 6, "HEADERS too short for its priority");
+                return;
+            }
+            p += 5;
+            len -= 5;
+        }
+        if (s && s->remote_closed && !s->failed) {
+            asb__h2_stream_error(h, s, 5, ASB_ERR_HTTP_PROTOCOL, "HEADERS after END_STREAM");
+            s = NULL; /* the block is still decoded below */
+        }
+        if (len > h->max_list) {
+            asb__h2_conn_error(h, 11, "header block larger than the header list cap");
+            return;
+        }
+        h->block.len = 0;
+        if (asb_buf_append(&h->block, p, len) != ASB_OK) {
+            asb__h2_conn_error(h, 2, "out of memory");
+            return;
+        }
+        h->block_end_stream = (flags & ASB__H2_END_STREAM) != 0;
+        h->block_stream = sid;
+        if (flags & ASB__H2_END_HEADERS) asb__h2_on_block(h, sid, h->block_end_stream);
+        return;
+    case ASB__H2_CONTINUATION:
+        if (!h->block_stream || sid != h->block_stream) {
+            asb__h2_conn_error(h, 1, "CONTINUATION without HEADERS");
+            return;
+        }
+        if (h->block.len + len > h->max_list) {
+            /* a compressed block never outgrows its decoded list much;
+               refusing here bounds the buffer */
+            asb__h2_conn_error(h, 11, "header block larger than the header list cap");
+            return;
+        }
+        if (asb_buf_append(&h->block, p, len) != ASB_OK) {
+            asb__h2_conn_error(h, 2, "out of memory");
+            return;
+        }
+        if (flags & ASB__H2_END_HEADERS) asb__h2_on_block(h, sid, h->block_end_stream);
+        return;
+    case ASB__H2_PRIORITY:
+        if (sid == 0) {
+            asb__h2_conn_error(h, 1, "PRIORITY on stream 0");
+            return;
+        }
+        if (len != 5) asb__h2_conn_error(h, 6, "PRIORITY not 5 bytes");
+        return;
+    case ASB__H2_RST_STREAM:
+        if (sid == 0 || len != 4) {
+            asb__h2_conn_error(h, sid ? 6 : 1, "bad RST_STREAM");
+            return;
+        }
+        if ((sid & 1) == 0 || sid > h->highest_id) {
+            asb__h2_conn_error(h, 1, "RST_STREAM on an idle stream");
+            return;
+        }
+        s = asb__h2_find(h, sid);
+        if (s && !s->reset_by_peer) {
+            s->reset_by_peer = 1;
+            s->rst_code = asb__h2_u32(p);
+            /* a reset after the whole response (gRPC servers send
+               NO_ERROR when we had not half-closed) loses nothing */
+            if (!s->remote_closed && !s->failed) {
+                s->failed = ASB_ERR_HTTP_PROTOCOL;
+                snprintf(s->fail_msg, sizeof s->fail_msg, "http2: stream %u reset by the peer: %s",
+                         (unsigned)sid, asb__h2_error_name(s->rst_code));
+            }
+            s->local_closed = s->remote_closed = 1;
+            asb__h2_uncount(h, s);
+            pthread_cond_broadcast(&h->cv);
+        }
+        return;
+    case ASB__H2_SETTINGS:
+        if (sid != 0) {
+            asb__h2_conn_error(h, 1, "SETTINGS on a stream");
+            return;
+        }
+        if (flags & ASB__H2_ACK) {
+            if (len) asb__h2_conn_error(h, 6, "SETTINGS ACK with a payload");
+            return;
+        }
+        if (len % 6) {
+            asb__h2_conn_error(h, 6, "SETTINGS not a multiple of 6 bytes");
+            return;
+        }
+        asb__h2_apply_settings(h, p, len);
+        return;
+    case ASB__H2_PUSH_PROMISE:
+        asb__h2_conn_error(h, 1, "PUSH_PROMISE although push is disabled");
+        return;
+    case ASB__H2_PING:
+        if (sid != 0 || len != 8) {
+            asb__h2_conn_error(h, sid ? 1 : 6, "bad PING");
+            return;
+        }
+        if (!(flags & ASB__H2_ACK)) asb__h2_put_frame(h, ASB__H2_PING, ASB__H2_ACK, 0, p, 8);
+        return;
+    case ASB__H2_GOAWAY:
+        if (sid != 0 || len < 8) {
+            asb__h2_conn_error(h, sid ? 1 : 6, "bad GOAWAY");
+            return;
+        }
+        {
+            uint32_t last = asb__h2_u32(p) & 0x7fffffffu, code = asb__h2_u32(p + 4);
+            char dbg[80];
+            asb__quote(dbg, sizeof dbg, (const char *)p + 8, len - 8, 60);
+            if (!h->goaway || last < h->goaway_last) h->goaway_last = last;
+            h->goaway = 1;
+            asb__log(&h->log, code ? ASB_LOG_WARN : ASB_LOG_INFO, "http2.goaway",
+                     "GOAWAY %s, last stream %u%s%s", asb__h2_error_name(code),
+                     (unsigned)last, len > 8 ? ": " : "", dbg);
+            for (s = h->streams; s; s = s->next) {
+                if (s->id > last && !s->failed && !(s->local_closed && s->remote_closed)) {
+                    /* never processed: safe to send again elsewhere */
+                    s->failed = ASB_ERR_CLOSED;
+                    snprintf(s->fail_msg, sizeof s->fail_msg,
+                             "http2: stream %u refused by GOAWAY (%s): never processed",
+                             (unsigned)s->id, asb__h2_error_name(code));
+                    s->local_closed = s->remote_closed = 1;
+                    asb__h2_uncount(h, s);
+                }
+            }
+            pthread_cond_broadcast(&h->cv);
+        }
+        return;
+    case ASB__H2_WINDOW_UPDATE: {
+        uint32_t inc;
+        if (len != 4) {
+            asb__h2_conn_error(h, 6, "WINDOW_UPDATE not 4 bytes");
+            return;
+        }
+        inc = asb__h2_u32(p) & 0x7fffffffu;
+        if (sid == 0) {
+            if (inc == 0) {
+                asb__h2_conn_error(h, 1, "WINDOW_UPDATE of 0");
+                return;
+            }
+            h->send_window += inc;
+            if (h->send_window > ASB__H2_MAX_WINDOW) {
+                asb__h2_conn_error(h, 3, "connection window above 2^31-1");
+                return;
+            }
+        } else {
+            if ((sid & 1) == 0 || sid > h->highest_id) {
+                asb__h2_conn_error(h, 1, "WINDOW_UPDATE on an idle stream");
+                return;
+            }
+            s = asb__h2_find(h, sid);
+            if (!s || s->failed || s->cancelled) return;
+            if (inc == 0) {
+                asb__h2_stream_error(h, s, 1, ASB_ERR_HTTP_PROTOCOL, "WINDOW_UPDATE of 0");
+                return;
+            }
+            s->send_window += inc;
+            if (s->send_window > ASB__H2_MAX_WINDOW) {
+                asb__h2_stream_error(h, s, 3, ASB_ERR_HTTP_PROTOCOL,
+                                     "stream window above 2^31-1");
+                return;
+            }
+        }
+        pthread_cond_broadcast(&h->cv);
+        return;
+    }
+    default:
+        return; /* unknown frame types are ignored (RFC 9113 5.5) */
+    }
+}
+
+/* Feeds received bytes: whole frames are handled, a partial one kept. */
+static void asb__h2_on_bytes(asb_h2_conn *h, const void *bytes, size_t n) {
+    if (h->dead) return;
+    if (asb_buf_append(&h->in, bytes, n) != ASB_OK) {
+        asb__h2_conn_error(h, 2, "out of memory");
+        return;
+    }
+    while (!h->dead && h->in.len - h->in_pos >= 9) {
+        const unsigned char *f = (const unsigned char *)h->in.ptr + h->in_pos;
+        size_t len = (size_t)f[0] << 16 | (size_t)f[1] << 8 | f[2];
+        if (len > h->local_max_frame) {
+            asb__h2_conn_error(h, 6, "frame larger than SETTINGS_MAX_FRAME_SIZE");
+            return;
+        }
+        if (h->in.len - h->in_pos < 9 + len) break;
+        h->in_pos += 9 + len;
+        asb__h2_on_frame(h, f[3], f[4], asb__h2_u32(f + 5) & 0x7fffffffu, f + 9, len);
+    }
+    if (h->in_pos == h->in.len) {
+        h->in.len = h->in_pos = 0;
+    } else if (h->in_pos > 65536) {
+        memmove(h->in.ptr, h->in.ptr + h->in_pos, h->in.len - h->in_pos);
+        h->in.len -= h->in_pos;
+        h->in_pos = 0;
+    }
+}
+
+/* The connection object without a socket (the fuzzer uses it as is). */
+static asb_result asb__h2_conn_new(const asb_h2_desc *d, const asb_allocator *a,
+                                   asb_h2_conn **out) {
+    asb_h2_conn *h = (asb_h2_conn *)a->alloc_fn(sizeof *h, a->user_data);
+    pthread_condattr_t ca;
+    *out = NULL;
+    if (!h) return ASB_ERR_OUT_OF_MEMORY;
+    memset(h, 0, sizeof *h);
+    h->alloc = *a;
+    h->log = d->log;
+    h->wake[0] = h->wake[1] = -1;
+    /* defaults, in one place */
+    h->local_window = d->stream_window ? d->stream_window : (uint32_t)1 << 20;
+    h->local_max_frame = d->max_frame_size ? d->max_frame_size : 16384;
+    h->max_list = d->max_header_list_bytes ? d->max_header_list_bytes : 65536;
+    h->peer_max_frame = 16384;
+    h->peer_initial_window = 65535;
+    h->peer_max_streams = 0xffffffffu;
+    h->send_window = 65535;
+    h->recv_window = ASB__H2_CONN_WINDOW;
+    h->next_id = 1;
+    asb_buf_init(&h->out, a);
+    asb_buf_init(&h->in, a);
+    asb_buf_init(&h->block, a);
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&h->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (asb__hpack_dec_init(&h->dec, a, 4096) != ASB_OK) {
+        asb_h2_conn_free(h);
+        return ASB_ERR_OUT_OF_MEMORY;
+    }
+    *out = h;
+    return ASB_OK;
+}
+
+/* Our preface, SETTINGS and the connection window, queued. */
+static void asb__h2_start(asb_h2_conn *h) {
+    unsigned char st[24];
+    static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    asb_buf_append(&h->out, preface, 24);
+    st[0] = 0; st[1] = 2; asb__h2_put_u32(st + 2, 0);  /* no push */
+    st[6] = 0; st[7] = 4; asb__h2_put_u32(st + 8, h->local_window);
+    st[12] = 0; st[13] = 5; asb__h2_put_u32(st + 14, h->local_max_frame);
+    st[18] = 0; st[19] = 6; asb__h2_put_u32(st + 20, (uint32_t)(h->max_list > 0xffffffffu ? 0xffffffffu : h->max_list));
+    asb__h2_put_frame(h, ASB__H2_SETTINGS, 0, 0, st, 24);
+    asb__h2_window_update(h, 0, (uint32_t)(ASB__H2_CONN_WINDOW - 65535));
+}
+
+/* Waits on the condition until the deadline (0: none): 0 woken, 1 timed out. */
+static int asb__h2_wait(asb_h2_conn *h, int64_t deadline) {
+    struct timespec ts;
+    int64_t ms;
+    if (!deadline) {
+        pthread_cond_wait(&h->cv, &h->mu);
+        return 0;
+    }
+    ms = deadline - asb__now_ms();
+    if (ms <= 0) return 1;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+    return 0;
+}
+
+/* -- socket I/O: one thread per connection owns the socket --------------------- */
+
+#if ASB_TLS
+static int asb__h2_bio_send(void *ctx, const unsigned char *buf, size_t len) {
+    asb__conn *c = (asb__conn *)ctx;
+#ifdef MSG_NOSIGNAL
+    ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL);
+#else
+    ssize_t n = send(c->fd, buf, len, 0);
+#endif
+    if (n >= 0) return (int)n;
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        return MBEDTLS_ERR_SSL_WANT_WRITE;
+    return MBEDTLS_ERR_NET_SEND_FAILED;
+}
+static int asb__h2_bio_recv(void *ctx, unsigned char *buf, size_t len) {
+    asb__conn *c = (asb__conn *)ctx;
+    ssize_t n = recv(c->fd, buf, len, 0);
+    if (n >= 0) return (int)n;
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        return MBEDTLS_ERR_SSL_WANT_READ;
+    return MBEDTLS_ERR_NET_RECV_FAILED;
+}
+#endif
+
+/* Non-blocking read: >0 bytes, 0 nothing now, -1 closed or failed. */
+static long asb__h2_read_some(asb_h2_conn *h, char *buf, size_t cap) {
+    asb__conn *c = h->c;
+#if ASB_TLS
+    if (c->use_tls) {
+        int n = mbedtls_ssl_read(&c->ssl, (unsigned char *)buf, cap > INT_MAX ? INT_MAX : cap);
+        if (n > 0) return n;
+        if (n == MBEDTLS_ERR_SSL_WANT_READ || n == MBEDTLS_ERR_SSL_WANT_WRITE) return 0;
+#ifdef MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET
+        if (n == MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET) return 0;
+#endif
+        return -1;
+    }
+#endif
+    {
+        ssize_t n = recv(c->fd, buf, cap, 0);
+        if (n > 0) return (long)n;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
+        return -1;
+    }
+}
+
+/* Non-blocking write of queued bytes: 0 ok (maybe partial), -1 failed. */
+static int asb__h2_write_some(asb_h2_conn *h) {
+    asb__conn *c = h->c;
+    while (h->out_pos < h->out.len) {
+        size_t left = h->out.len - h->out_pos;
+        long n;
+#if ASB_TLS
+        if (c->use_tls) {
+            size_t len = h->tls_pending ? h->tls_pending : (left > 16384 ? 16384 : left);
+            int r = mbedtls_ssl_write(&c->ssl, (const unsigned char *)h->out.ptr + h->out_pos, len);
+            if (r == MBEDTLS_ERR_SSL_WANT_WRITE || r == MBEDTLS_ERR_SSL_WANT_READ) {
+                h->tls_pending = len;
+                return 0;
+            }
+            if (r <= 0) return -1;
+            h->tls_pending = 0;
+            n = r;
+        } else
+#endif
+        {
+#ifdef MSG_NOSIGNAL
+            ssize_t k = send(c->fd, h->out.ptr + h->out_pos, left, MSG_NOSIGNAL);
+#else
+            ssize_t k = send(c->fd, h->out.ptr + h->out_pos, left, 0);
+#endif
+            if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
+            if (k <= 0) return -1;
+            n = (long)k;
+        }
+        h->out_pos += (size_t)n;
+    }
+    h->out.len = h->out_pos = 0;
+    return 0;
+}
+
+static void asb__h2_io_failed(asb_h2_conn *h, const char *what) {
+    if (!h->dead) {
+        h->dead = ASB_ERR_RECV;
+        snprintf(h->dead_msg, sizeof h->dead_msg, "http2: %s", what);
+        asb__log(&h->log, ASB_LOG_WARN, "http2.closed", "%s", h->dead_msg);
+    }
+    pthread_cond_broadcast(&h->cv);
+}
+
+static void *asb__h2_io(void *arg) {
+    asb_h2_conn *h = (asb_h2_conn *)arg;
+    char *buf = (char *)h->alloc.alloc_fn(65536, h->alloc.user_data);
+    pthread_mutex_lock(&h->mu);
+    if (!buf) asb__h2_io_failed(h, "out of memory");
+    while (!h->stopping && buf) {
+        struct pollfd pfd[2];
+        int want_out = h->out.len > h->out_pos, closed = 0;
+        pthread_mutex_unlock(&h->mu);
+        pfd[0].fd = h->c->fd;
+        pfd[0].events = (short)(POLLIN | (want_out ? POLLOUT : 0));
+        pfd[0].revents = 0;
+        pfd[1].fd = h->wake[0];
+        pfd[1].events = POLLIN;
+        pfd[1].revents = 0;
+        if (poll(pfd, 2, -1) < 0 && errno != EINTR) {
+            pthread_mutex_lock(&h->mu);
+            asb__h2_io_failed(h, "poll failed");
+            break;
+        }
+        pthread_mutex_lock(&h->mu);
+        if (pfd[1].revents) {
+            char junk[64];
+            while (read(h->wake[0], junk, sizeof junk) > 0) {
+            }
+            h->wake_pending = 0;
+        }
+        if (h->stopping) break;
+        if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+            for (;;) {
+                long n = asb__h2_read_some(h, buf, 65536);
+                if (n == 0) break;
+                if (n < 0) {
+                    closed = 1;
+                    break;
+                }
+                asb__h2_on_bytes(h, buf, (size_t)n);
+            }
+        }
+        /* after a connection error our GOAWAY still goes out */
+        if (h->out.len > h->out_pos && asb__h2_write_some(h) != 0) {
+            asb__h2_io_failed(h, "connection lost while sending");
+            break;
+        }
+        pthread_cond_broadcast(&h->cv); /* writers wait for room */
+        if (closed) {
+            asb__h2_io_failed(h, h->goaway ? "connection closed by the peer after GOAWAY"
+                                           : "connection closed by the peer");
+            break;
+        }
+        if (h->dead && h->out.len == h->out_pos) break;
+    }
+    pthread_mutex_unlock(&h->mu);
+    if (buf) h->alloc.free_fn(buf, h->alloc.user_data);
+    return NULL;
+}
+
+static void asb__h2_close_socket(asb_h2_conn *h) {
+    asb__conn *c = h->c;
+    if (!c) return;
+#if ASB_TLS
+    if (c->tls_ready) {
+        mbedtls_ssl_free(&c->ssl);
+        c->tls_ready = 0;
+    }
+#endif
+    if (c->fd >= 0) close(c->fd);
+    h->alloc.free_fn(c, h->alloc.user_data);
+    h->c = NULL;
+}
+
+ASB_API asb_result asb_h2_connect(const asb_h2_desc *desc, asb_h2_conn **out, asb_error *err) {
+    asb_allocator a;
+    asb_h2_conn *h;
+    asb_url u;
+    asb_result r;
+    char host[260];
+    int timeout;
+    if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "http2: NULL out");
+    *out = NULL;
+    if (!desc || !desc->url)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "http2: no url");
+    if (asb__allocator_resolve(desc->allocator, &a) != ASB_OK)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "allocator: give all three functions or none");
+    if ((desc->stream_window && desc->stream_window < 65535) ||
+        desc->stream_window > ASB__H2_MAX_WINDOW ||
+        (desc->max_frame_size && (desc->max_frame_size < 16384 || desc->max_frame_size > 16777215)))
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "http2: stream_window or max_frame_size out of range");
+    r = asb_url_parse(desc->url, strlen(desc->url), &u, err);
+    if (r != ASB_OK) return r;
+    snprintf(host, sizeof host, "%.*s", (int)u.host.len, u.host.ptr);
+    r = asb__h2_conn_new(desc, &a, &h);
+    if (r != ASB_OK) return asb__fail(err, r, "http2: out of memory");
+    h->https = u.is_https;
+    snprintf(h->authority, sizeof h->authority, "%s%s%s:%d", u.host_is_ip == 6 ? "[" : "", host,
+             u.host_is_ip == 6 ? "]" : "", u.port);
+    h->c = (asb__conn *)a.alloc_fn(sizeof *h->c, a.user_data);
+    if (!h->c || pipe(h->wake) != 0) {
+        if (h->c) h->wake[0] = h->wake[1] = -1;
+        asb_h2_conn_free(h);
+        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "http2: out of memory or descriptors");
+    }
+    memset(h->c, 0, sizeof *h->c);
+    h->c->fd = -1;
+    asb__set_cloexec_nonblock(h->wake[0]);
+    asb__set_cloexec_nonblock(h->wake[1]);
+    timeout = desc->connect_timeout_ms > 0 ? desc->connect_timeout_ms : 10000;
+    h->c->deadline = asb__now_ms() + timeout;
+    h->c->read_timeout_ms = timeout;
+    r = asb__tcp_connect(h->c, host, u.port, timeout, err);
+    if (r == ASB_OK && u.is_https) {
+#if ASB_TLS
+        static const char *h2_alpn[] = {"h2", NULL};
+        const char *got;
+        r = asb__tls_create(&desc->tls, &a, &h->tls, err);
+        if (r == ASB_OK) {
+            mbedtls_ssl_conf_alpn_protocols(&h->tls->conf, h2_alpn);
+            snprintf(h->c->key, sizeof h->c->key, "h2:%.280s", h->authority);
+            h->c->use_tls = 1;
+            r = asb__tls_handshake(h->c, h->tls, host, u.host_is_ip, err);
+        }
+        if (r == ASB_OK) {
+            got = mbedtls_ssl_get_alpn_protocol(&h->c->ssl);
+            if (!got || strcmp(got, "h2") != 0)
+                r = asb__fail(err, ASB_ERR_HTTP_PROTOCOL,
+                              "http2: %s did not choose h2 in ALPN (it chose %s)", h->authority,
+                              got ? got : "nothing");
+            else
+                mbedtls_ssl_set_bio(&h->c->ssl, h->c, asb__h2_bio_send, asb__h2_bio_recv, NULL);
+        }
+#else
+        r = asb__fail(err, ASB_ERR_TLS_UNAVAILABLE, "https://%s: this build has no TLS (ASB_TLS 0)",
+                      host);
+#endif
+    }
+    if (r != ASB_OK) {
+        asb_h2_conn_free(h);
+        return r;
+    }
+    h->c->deadline = 0;
+    pthread_mutex_lock(&h->mu);
+    asb__h2_start(h);
+    pthread_mutex_unlock(&h->mu);
+    if (pthread_create(&h->thread, NULL, asb__h2_io, h) != 0) {
+        asb_h2_conn_free(h);
+        return asb__fail(err, ASB_ERR_IO, "http2: cannot start the I/O thread");
+    }
+    h->thread_started = 1;
+    *out = h;
+    return ASB_OK;
+}
+
+ASB_API void asb_h2_conn_free(asb_h2_conn *h) {
+    if (!h) return;
+    if (h->thread_started) {
+        pthread_mutex_lock(&h->mu);
+        if (!h->dead) {
+            unsigned char b[8];
+            asb__h2_put_u32(b, 0);
+            asb__h2_put_u32(b + 4, 0);
+            asb__h2_put_frame(h, ASB__H2_GOAWAY, 0, 0, b, 8);
+        }
+        h->stopping = 1;
+        asb__h2_wake(h);
+        pthread_mutex_unlock(&h->mu);
+        pthread_join(h->thread, NULL);
+        /* a best-effort flush of the GOAWAY, never waiting on the peer */
+        if (h->c && h->c->fd >= 0 && !h->dead) asb__h2_write_some(h);
+    }
+    asb__h2_close_socket(h);
+#if ASB_TLS
+    if (h->tls) asb__tls_free(h->tls, &h->alloc);
+#endif
+    if (h->wake[0] >= 0) close(h->wake[0]);
+    if (h->wake[1] >= 0) close(h->wake[1]);
+    while (h->streams) { /* streams the caller forgot: unlinked, still theirs */
+        h->streams->conn = NULL;
+        h->streams = h->streams->next;
+    }
+    asb__hpack_dec_free(&h->dec);
+    asb_buf_free(&h->out);
+    asb_buf_free(&h->in);
+    asb_buf_free(&h->block);
+    pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->cv);
+    h->alloc.free_fn(h, h->alloc.user_data);
+}
+
+ASB_API int asb_h2_conn_usable(asb_h2_conn *h) {
+    int ok;
+    if (!h) return 0;
+    pthread_mutex_lock(&h->mu);
+    ok = !h->dead && !h->goaway && h->next_id <= ASB__H2_MAX_WINDOW;
+    pthread_mutex_unlock(&h->mu);
+    return ok;
+}
+
+static int asb__h2_header_ok(const char *n, const char *v) {
+    const char *p;
+    if (!n || !v || !*n) return 0;
+    for (p = n; *p; p++)
+        if ((*p >= 'A' && *p <= 'Z') || (unsigned char)*p <= 0x20 || *p == 0x7f || *p == ':')
+            return 0;
+    for (p = v; *p; p++)
+        if (*p == '\r' || *p == '\n') return 0;
+    return 1;
+}
+
+static asb_result asb__h2_conn_fail(asb_h2_conn *h, asb_error *err) {
+    return asb__fail(err, h->dead, "%s", h->dead_msg);
+}
+
+/* Registers a stream (mu held). */
+static asb_h2_stream *asb__h2_stream_new(asb_h2_conn *h, uint32_t id) {
+    asb_h2_stream *s = (asb_h2_stream *)h->alloc.alloc_fn(sizeof *s, h->alloc.user_data);
+    if (!s) return NULL;
+    memset(s, 0, sizeof *s);
+    s->conn = h;
+    s->id = id;
+    s->send_window = h->peer_initial_window;
+    s->recv_window = h->local_window;
+    asb_buf_init(&s->hdrs, &h->alloc);
+    asb_buf_init(&s->trls, &h->alloc);
+    asb_buf_init(&s->data, &h->alloc);
+    s->next = h->streams;
+    h->streams = s;
+    s->counted = 1;
+    h->active++;
+    if (id > h->highest_id) h->highest_id = id;
+    return s;
+}
+
+ASB_API asb_result asb_h2_stream_open(asb_h2_conn *h, const asb_h2_request *req,
+                                      asb_h2_stream **out, asb_error *err) {
+    asb_buf blk;
+    asb_result r = ASB_OK;
+    asb_h2_stream *s;
+    int64_t deadline;
+    size_t i, off;
+    char m[80];
+    if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "http2: NULL out");
+    *out = NULL;
+    if (!h || !req) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "http2: NULL argument");
+    if ((req->header_count && !req->headers) ||
+        (req->path && (req->path[0] != '/' || strpbrk(req->path, " \r\n") != NULL)) ||
+        (req->method && !asb__h2_header_ok("m", req->method)) ||
+        (req->authority && !asb__h2_header_ok("a", req->authority)))
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "http2: bad method, path or authority");
+    for (i = 0; i < req->header_count; i++)
+        if (!asb__h2_header_ok(req->headers[i].name, req->headers[i].value))
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "http2: header %lu: bad name (lowercase token) or value "
+                             "(CR, LF)", (unsigned long)i);
+    deadline = req->timeout_ms > 0 ? asb__now_ms() + req->timeout_ms : 0;
+    asb_buf_init(&blk, &h->alloc);
+    r = asb__hpack_encode(&blk, ":method", req->method ? req->method : "GET");
+    if (r == ASB_OK) r = asb__hpack_encode(&blk, ":scheme", h->https ? "https" : "http");
+    if (r == ASB_OK) r = asb__hpack_encode(&blk, ":path", req->path ? req->path : "/");
+    if (r == ASB_OK)
+        r = asb__hpack_encode(&blk, ":authority", req->authority ? req->authority : h->authority);
+    for (i = 0; r == ASB_OK && i < req->header_count; i++)
+        r = asb__hpack_encode(&blk, req->headers[i].name, req->headers[i].value);
+    if (r != ASB_OK) {
+        asb_buf_free(&blk);
+        return asb__fail(err, r, "http2: out of memory");
+    }
+    pthread_mutex_lock(&h->mu);
+    for (;;) {
+        if (h->dead) {
+            r = asb__h2_conn_fail(h, err);
+            break;
+        }
+        if (h->goaway || h->next_id > ASB__H2_MAX_WINDOW) {
+            r = asb__fail(err, ASB_ERR_CLOSED,
+                          "http2: the server sent GOAWAY: no new streams on this connection");
+            break;
+        }
+        if ((uint32_t)h->active < h->peer_max_streams) break;
+        if (asb__h2_wait(h, deadline)) {
+            r = asb__fail(err, ASB_ERR_TIMEOUT,
+                          "http2: timed out waiting under the server's stream limit (%u)",
+                          (unsigned)h->peer_max_streams);
+            break;
+        }
+    }
+    if (r != ASB_OK) {
+        pthread_mutex_unlock(&h->mu);
+        asb_buf_free(&blk);
+        return r;
+    }
+    s = asb__h2_stream_new(h, h->next_id);
+    if (!s) {
+        pthread_mutex_unlock(&h->mu);
+        asb_buf_free(&blk);
+        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "http2: out of memory");
+    }
+    h->next_id += 2;
+    s->deadline = deadline;
+    /* HEADERS then CONTINUATION, back to back in the queue */
+    for (off = 0;;) {
+        size_t n = blk.len - off > h->peer_max_frame ? h->peer_max_frame : blk.len - off;
+        int last = off + n == blk.len;
+        int flags = (last ? ASB__H2_END_HEADERS : 0) |
+                    (off == 0 && req->end_stream ? ASB__H2_END_STREAM : 0);
+        asb__h2_put_frame(h, off == 0 ? ASB__H2_HEADERS : ASB__H2_CONTINUATION, flags, s->id,
+                          blk.ptr + off, n);
+        off += n;
+        if (last) break;
+    }
+    if (req->end_stream) s->local_closed = 1;
+    pthread_mutex_unlock(&h->mu);
+    asb_buf_free(&blk);
+    snprintf(m, sizeof m, "%s", req->path ? req->path : "/");
+    asb__log(&h->log, ASB_LOG_DEBUG, "http2.stream", "stream %u opened: %s %s", (unsigned)s->id,
+             req->method ? req->method : "GET", m);
+    *out = s;
+    return ASB_OK;
+}
+
+/* Why a stream cannot go on (mu held), or ASB_OK. */
+static asb_result asb__h2_stream_check(asb_h2_stream *s, asb_error *err) {
+    asb_h2_conn *h = s->conn;
+    if (!h) return asb__fail(err, ASB_ERR_CLOSED, "http2: the connection was freed");
+    if (s->cancelled && !s->failed)
+        return asb__fail(err, ASB_ERR_CANCELLED, "http2: stream %u cancelled", (unsigned)s->id);
+    if (s->failed) return asb__fail(err, s->failed, "%s", s->fail_msg);
+    if (h->dead && !(s->remote_closed && s->local_closed)) return asb__h2_conn_fail(h, err);
+    return ASB_OK;
+}
+
+ASB_API asb_result asb_h2_stream_write(asb_h2_stream *s, const void *data, size_t len,
+                                       int end_stream, asb_error *err) {
+    asb_h2_conn *h;
+    const char *p = (const char *)data;
+    asb_result r = ASB_OK;
+    if (!s || (len && !data)) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "http2: NULL argument");
+    h = s->conn;
+    if (!h) return asb__fail(err, ASB_ERR_CLOSED, "http2: the connection was freed");
+    pthread_mutex_lock(&h->mu);
+    if (s->local_closed && !s->failed && !s->cancelled) {
+        pthread_mutex_unlock(&h->mu);
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "http2: the request body already ended");
+    }
+    for (;;) {
+        size_t n;
+        int64_t room;
+        r = asb__h2_stream_check(s, err);
+        if (r != ASB_OK) break;
+        if (s->remote_closed) {
+            /* the response is complete: the server wants no more body */
+            break;
+        }
+        room = s->send_window < h->send_window ? s->send_window : h->send_window;
+        if (len > 0 && (room <= 0 || h->out.len - h->out_pos > ASB__H2_OUT_CAP)) {
+            if (asb__h2_wait(h, s->deadline)) {
+                r = asb__fail(err, ASB_ERR_TIMEOUT,
+                              "http2: stream %u: timed out waiting for the peer's window",
+                              (unsigned)s->id);
+                break;
+            }
+            continue;
+        }
+        n = len;
+        if ((int64_t)n > room) n = (size_t)room;
+        if (n > h->peer_max_frame) n = h->peer_max_frame;
+        s->send_window -= (int64_t)n;
+        h->send_window -= (int64_t)n;
+        asb__h2_put_frame(h, ASB__H2_DATA, end_stream && n == len ? ASB__H2_END_STREAM : 0, s->id,
+                          p, n);
+        p += n;
+        len -= n;
+        if (len == 0) {
+            if (end_stream) {
+                s->local_closed = 1;
+                if (s->remote_closed) asb__h2_uncount(h, s);
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&h->mu);
+    return r;
+}
+
+ASB_API asb_result asb_h2_stream_wait_headers(asb_h2_stream *s, asb_error *err) {
+    asb_h2_conn *h;
+    asb_result r = ASB_OK;
+    if (!s) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "http2: NULL stream");
+    h = s->conn;
+    if (!h) return asb__fail(err, ASB_ERR_CLOSED, "http2: the connection was freed");
+    pthread_mutex_lock(&h->mu);
+    while (s->blocks == 0) {
+        r = asb__h2_stream_check(s, err);
+        if (r != ASB_OK) break;
+        if (s->remote_closed) {
+            r = asb__fail(err, ASB_ERR_HTTP_PROTOCOL, "http2: stream %u ended without headers",
+                          (unsigned)s->id);
+            break;
+        }
+        if (asb__h2_wait(h, s->deadline)) {
+            r = asb__fail(err, ASB_ERR_TIMEOUT, "http2: stream %u: timed out waiting for headers",
+                          (unsigned)s->id);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&h->mu);
+    return r;
+}
+
+ASB_API int asb_h2_stream_status(asb_h2_stream *s) {
+    int st;
+    if (!s || !s->conn) return 0;
+    pthread_mutex_lock(&s->conn->mu);
+    st = s->status;
+    pthread_mutex_unlock(&s->conn->mu);
+    return st;
+}
+
+static int asb__h2_lookup(asb_h2_stream *s, const asb_buf *list, const char *name, asb_str *value) {
+    size_t i = 0;
+    int found = 0;
+    if (!s || !name || !s->conn) return 0;
+    pthread_mutex_lock(&s->conn->mu);
+    while (i < list->len) {
+        const char *n = list->ptr + i;
+        size_t nl = strlen(n);
+        const char *v = n + nl + 1;
+        size_t vl = strlen(v);
+        if (strcmp(n, name) == 0) {
+            if (value) {
+                value->ptr = v;
+                value->len = vl;
+            }
+            found = 1;
+            break;
+        }
+        i += nl + vl + 2;
+    }
+    pthread_mutex_unlock(&s->conn->mu);
+    return found;
+}
+
+ASB_API int asb_h2_stream_header(asb_h2_stream *s, const char *name, asb_str *value) {
+    return s ? asb__h2_lookup(s, &s->hdrs, name, value) : 0;
+}
+ASB_API int asb_h2_stream_trailer(asb_h2_stream *s, const char *name, asb_str *value) {
+    return s ? asb__h2_lookup(s, &s->trls, name, value) : 0;
+}
+
+ASB_API asb_result asb_h2_stream_read(asb_h2_stream *s, void *buf, size_t cap, size_t *n,
+                                      asb_error *err) {
+    asb_h2_conn *h;
+    asb_result r = ASB_OK;
+    if (n) *n = 0;
+    if (!s || !buf || !n || !cap) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "http2: NULL argument");
+    h = s->conn;
+    if (!h) return asb__fail(err, ASB_ERR_CLOSED, "http2: the connection was freed");
+    pthread_mutex_lock(&h->mu);
+    for (;;) {
+        size_t have = s->data.len - s->data_pos;
+        if (have) {
+            size_t k = have < cap ? have : cap;
+            memcpy(buf, s->data.ptr + s->data_pos, k);
+            s->data_pos += k;
+            *n = k;
+            s->consumed += (uint32_t)k;
+            /* give the window back in halves: fewer frames, never stalled */
+            if (!s->remote_closed && !s->cancelled && !s->failed &&
+                s->consumed >= h->local_window / 2) {
+                asb__h2_window_update(h, s->id, s->consumed);
+                s->recv_window += s->consumed;
+                s->consumed = 0;
+            }
+            break;
+        }
+        r = asb__h2_stream_check(s, err);
+        if (r != ASB_OK) break;
+        if (s->remote_closed) break; /* the end: *n == 0 */
+        if (asb__h2_wait(h, s->deadline)) {
+            r = asb__fail(err, ASB_ERR_TIMEOUT, "http2: stream %u: timed out reading",
+                          (unsigned)s->id);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&h->mu);
+    return r;
+}
+
+ASB_API void asb_h2_stream_cancel(asb_h2_stream *s) {
+    asb_h2_conn *h;
+    if (!s || !(h = s->conn)) return;
+    pthread_mutex_lock(&h->mu);
+    if (!s->cancelled) {
+        s->cancelled = 1;
+        if (!(s->local_closed && s->remote_closed) && !s->reset_by_peer && !h->dead)
+            asb__h2_rst(h, s->id, 8); /* CANCEL */
+        asb__h2_uncount(h, s);
+        pthread_cond_broadcast(&h->cv);
+    }
+    pthread_mutex_unlock(&h->mu);
+}
+
+ASB_API void asb_h2_stream_free(asb_h2_stream *s) {
+    asb_h2_conn *h;
+    if (!s) return;
+    h = s->conn;
+    if (h) {
+        asb_h2_stream **pp;
+        pthread_mutex_lock(&h->mu);
+        if (!s->cancelled && !(s->local_closed && s->remote_closed) && !s->reset_by_peer &&
+            !h->dead)
+            asb__h2_rst(h, s->id, 8);
+        asb__h2_uncount(h, s);
+        for (pp = &h->streams; *pp; pp = &(*pp)->next)
+            if (*pp == s) {
+                *pp = s->next;
+                break;
+            }
+        pthread_cond_broadcast(&h->cv);
+        pthread_mutex_unlock(&h->mu);
+    }
+    asb_buf_free(&s->hdrs);
+    asb_buf_free(&s->trls);
+    asb_buf_free(&s->data);
+    s->hdrs.alloc.free_fn(s, s->hdrs.alloc.user_data);
+}
+
+/* >>grpc ====================================================================
+   gRPC over the HTTP/2 streams: the 5-byte message prefix, te: trailers,
+   grpc-timeout, grpc-status / grpc-message from trailers or a
+   trailers-only response, and cancellation as RST_STREAM(CANCEL). */
+
+static const char *asb__grpc_code_name(int code) {
+    static const char *const names[] = {
+        "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+        "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+        "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+        "UNAUTHENTICATED"};
+    return code >= 0 && code <= 16 ? names[code] : "UNKNOWN";
+}
+
+/* Reassembles length-prefixed messages from body bytes in any chunking. */
+typedef struct asb__grpc_deframer {
+    unsigned char hdr[5];
+    size_t hdr_have;
+    size_t need;            /* bytes of the current message still missing */
+    int in_msg;
+    size_t max;
+    asb_buf msg;
+} asb__grpc_deframer;
+
+typedef int (*asb__grpc_sink)(void *ctx, const char *msg, size_t len);
+
+/* ASB_OK; ASB_ERR_HTTP_PROTOCOL (compressed flag: we never offer an
+   encoding), ASB_ERR_TOO_LARGE, ASB_ERR_OUT_OF_MEMORY, or ASB_ERR_CANCELLED
+   when the sink returned non-zero. */
+static asb_result asb__grpc_feed(asb__grpc_deframer *d, const char *p, size_t n,
+                                 asb__grpc_sink sink, void *ctx) {
+    while (n > 0 || (d->in_msg && d->need == 0)) {
+        if (!d->in_msg) {
+            size_t k = 5 - d->hdr_have;
+            if (k > n) k = n;
+            memcpy(d->hdr + d->hdr_have, p, k);
+            d->hdr_have += k;
+            p += k;
+            n -= k;
+            if (d->hdr_have < 5) return ASB_OK;
+            if (d->hdr[0] == 1) return ASB_ERR_HTTP_PROTOCOL;
+            if (d->hdr[0] > 1) return ASB_ERR_HTTP_PROTOCOL;
+            d->need = asb__h2_u32(d->hdr + 1);
+            if (d->need > d->max) return ASB_ERR_TOO_LARGE;
+            d->in_msg = 1;
+            d->msg.len = 0;
+            if (asb_buf_reserve(&d->msg, d->need) != ASB_OK) return ASB_ERR_OUT_OF_MEMORY;
+        }
+        if (d->need) {
+            size_t k = d->need < n ? d->need : n;
+            memcpy(d->msg.ptr + d->msg.len, p, k);
+            d->msg.len += k;
+            d->need -= k;
+            p += k;
+            n -= k;
+        }
+        if (d->need == 0) {
+            d->in_msg = 0;
+            d->hdr_have = 0;
+            if (sink(ctx, d->msg.ptr ? d->msg.ptr : "", d->msg.len) != 0) return ASB_ERR_CANCELLED;
+        }
+    }
+    return ASB_OK;
+}
+
+struct asb_grpc_call {
+    asb_h2_stream *s;
+    asb_allocator alloc;
+    size_t max_msg;
+    int64_t deadline;
+    int grpc_status;
+    int ran;
+    volatile int cancel_requested;
+    char method[128];
+};
+
+static size_t asb__grpc_timeout(char *out, size_t cap, int ms) {
+    /* at most 8 digits (gRPC's HTTP/2 spec) */
+    if (ms < 100000000) return (size_t)snprintf(out, cap, "%dm", ms);
+    return (size_t)snprintf(out, cap, "%dS", ms / 1000);
+}
+
+ASB_API asb_result asb_grpc_call_start(asb_h2_conn *conn, const asb_grpc_call_desc *desc,
+                                       const void *req, size_t req_len, asb_grpc_call **out,
+                                       asb_error *err) {
+    asb_h2_header hdrs[40];
+    asb_h2_request hr;
+    asb_grpc_call *call;
+    char tmo[24];
+    unsigned char pfx[5];
+    size_t i, nh = 0;
+    asb_result r;
+    if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "grpc: NULL out");
+    *out = NULL;
+    if (!conn || !desc || !desc->method || desc->method[0] != '/' || (req_len && !req))
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "grpc: a connection and a method \"/pkg.Service/Method\" are required");
+    if (desc->metadata_count > 32 || (desc->metadata_count && !desc->metadata))
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "grpc: at most 32 metadata entries");
+    if (req_len > 0xffffffffu)
+        return asb__fail(err, ASB_ERR_TOO_LARGE, "grpc: a request message above 4 GiB");
+    call = (asb_grpc_call *)conn->alloc.alloc_fn(sizeof *call, conn->alloc.user_data);
+    if (!call) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "grpc: out of memory");
+    memset(call, 0, sizeof *call);
+    call->alloc = conn->alloc;
+    call->grpc_status = -1;
+    call->max_msg = desc->max_message_bytes ? desc->max_message_bytes : (size_t)4 << 20;
+    snprintf(call->method, sizeof call->method, "%s", desc->method);
+    hdrs[nh].name = "content-type";
+    hdrs[nh++].value = "application/grpc";
+    hdrs[nh].name = "te";
+    hdrs[nh++].value = "trailers";
+    if (desc->timeout_ms > 0) {
+        asb__grpc_timeout(tmo, sizeof tmo, desc->timeout_ms);
+        hdrs[nh].name = "grpc-timeout";
+        hdrs[nh++].value = tmo;
+    }
+    hdrs[nh].name = "user-agent";
+    hdrs[nh++].value = "agentsandbox.h/" ASB_VERSION_STRING;
+    for (i = 0; i < desc->metadata_count; i++) hdrs[nh++] = desc->metadata[i];
+    memset(&hr, 0, sizeof hr);
+    hr.method = "POST";
+    hr.path = desc->method;
+    hr.headers = hdrs;
+    hr.header_count = nh;
+    hr.timeout_ms = desc->timeout_ms;
+    r = asb_h2_stream_open(conn, &hr, &call->s, err);
+    if (r == ASB_OK) {
+        call->deadline = call->s->deadline;
+        pfx[0] = 0;
+        asb__h2_put_u32(pfx + 1, (uint32_t)req_len);
+        r = asb_h2_stream_write(call->s, pfx, 5, 0, err);
+        if (r == ASB_OK) r = asb_h2_stream_write(call->s, req, req_len, 1, err);
+    }
+    if (r != ASB_OK) {
+        asb_grpc_call_free(call);
+        return r;
+    }
+    *out = call;
+    return ASB_OK;
+}
+
+/* percent-decoding of grpc-message; a bad escape stays as it is */
+static void asb__grpc_message(char *out, size_t cap, const char *v, size_t n) {
+    size_t i, o = 0;
+    for (i = 0; i < n && o + 1 < cap; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if (c == '%' && i + 2 < n && asb__hexval((unsigned char)v[i + 1]) >= 0 &&
+            asb__hexval((unsigned char)v[i + 2]) >= 0) {
+            c = (unsigned char)(asb__hexval((unsigned char)v[i + 1]) * 16 +
+                                asb__hexval((unsigned char)v[i + 2]));
+            i += 2;
+        }
+        out[o++] = (char)(c < 0x20 || c == 0x7f ? '?' : c);
+    }
+    out[o] = '\0';
+}
+
+typedef struct asb__grpc_run {
+    const asb_grpc_handlers *h;
+    asb_grpc_call *call;
+    long count;
+} asb__grpc_run;
+
+static int asb__grpc_deliver(void *ctx, const char *msg, size_t len) {
+    asb__grpc_run *x = (asb__grpc_run *)ctx;
+    x->count++;
+    if (x->call->cancel_requested) return 1;
+    return x->h && x->h->on_message ? x->h->on_message(x->h->user_data, msg, len) : 0;
+}
+
+/* The HTTP/2 reset code as a gRPC status (gRPC's PROTOCOL-HTTP2 doc). */
+static int asb__grpc_from_rst(uint32_t code) {
+    switch (code) {
+    case 7: return 14;  /* REFUSED_STREAM: UNAVAILABLE */
+    case 8: return 1;   /* CANCEL: CANCELLED */
+    case 11: return 8;  /* ENHANCE_YOUR_CALM: RESOURCE_EXHAUSTED */
+    case 12: return 7;  /* INADEQUATE_SECURITY: PERMISSION_DENIED */
+    default: return 13; /* INTERNAL */
+    }
+}
+
+static asb_result asb__grpc_status_result(asb_grpc_call *call, int code, const char *msg,
+                                          size_t mlen, asb_error *err) {
+    char m[ASB_ERROR_MESSAGE_SIZE - 80];
+    asb_result r = code == 4 ? ASB_ERR_TIMEOUT : code == 1 ? ASB_ERR_CANCELLED : ASB_ERR_GRPC_STATUS;
+    asb__grpc_message(m, sizeof m, msg, mlen);
+    asb__fail(err, r, "grpc %s: %s%s%s", call->method, asb__grpc_code_name(code), mlen ? ": " : "",
+              m);
+    if (err) snprintf(err->reason, sizeof err->reason, "%s", asb__grpc_code_name(code));
+    return r;
+}
+
+static asb_result asb__grpc_finish(asb_grpc_call *call, asb__grpc_deframer *d, asb_error *err) {
+    asb_h2_stream *s = call->s;
+    asb_str st, msg, ct;
+    int status;
+    int have = asb_h2_stream_trailer(s, "grpc-status", &st);
+    int trailers_only = !have && asb_h2_stream_header(s, "grpc-status", &st);
+    status = asb_h2_stream_status(s);
+    if (!have && !trailers_only) {
+        if (status != 200) {
+            static const int map[][2] = {{400, 13}, {401, 16}, {403, 7}, {404, 12},
+                                         {429, 14}, {502, 14}, {503, 14}, {504, 14}};
+            size_t i;
+            int code = 2;
+            for (i = 0; i < sizeof map / sizeof map[0]; i++)
+                if (map[i][0] == status) code = map[i][1];
+            asb__fail(err, ASB_ERR_HTTP_STATUS, "grpc %s: HTTP status %d without grpc-status (%s)",
+                      call->method, status, asb__grpc_code_name(code));
+            if (err) {
+                err->http_status = status;
+                snprintf(err->reason, sizeof err->reason, "%s", asb__grpc_code_name(code));
+            }
+            return ASB_ERR_HTTP_STATUS;
+        }
+        return asb__fail(err, ASB_ERR_HTTP_PROTOCOL, "grpc %s: the response ended without grpc-status",
+                         call->method);
+    }
+    if (st.len == 0 || st.len > 3 || strspn(st.ptr, "0123456789") < st.len)
+        return asb__fail(err, ASB_ERR_HTTP_PROTOCOL, "grpc %s: bad grpc-status", call->method);
+    call->grpc_status = atoi(st.ptr);
+    if (call->grpc_status != 0) {
+        if (!(trailers_only ? asb_h2_stream_header(s, "grpc-message", &msg)
+                            : asb_h2_stream_trailer(s, "grpc-message", &msg))) {
+            msg.ptr = "";
+            msg.len = 0;
+        }
+        return asb__grpc_status_result(call, call->grpc_status, msg.ptr, msg.len, err);
+    }
+    if (status != 200)
+        return asb__fail(err, ASB_ERR_HTTP_PROTOCOL, "grpc %s: status OK with HTTP status %d",
+                         call->method, status);
+    if (!asb_h2_stream_header(s, "content-type", &ct) || ct.len < 16 ||
+        memcmp(ct.ptr, "application/grpc", 16) != 0 || (ct.len > 16 && ct.ptr[16] != '+' &&
+                                                        ct.ptr[16] != ';'))
+        return asb__fail(err, ASB_ERR_HTTP_PROTOCOL, "grpc %s: content-type is not application/grpc",
+                         call->method);
+    if (d->in_msg || d->hdr_have)
+        return asb__fail(err, ASB_ERR_HTTP_PROTOCOL, "grpc %s: the last message is truncated",
+                         call->method);
+    return ASB_OK;
+}
+
+ASB_API asb_result asb_grpc_call_run(asb_grpc_call *call, const asb_grpc_handlers *hd,
+                                     asb_error *err) {
+    asb__grpc_deframer d;
+    asb__grpc_run x;
+    asb_error local;
+    asb_result r = ASB_OK;
+    char *buf;
+    if (!err) err = &local;
+    memset(err, 0, sizeof *err);
+    if (!call || call->ran) {
+        r = asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "grpc: a call runs once");
+        if (hd && hd->on_done) hd->on_done(hd->user_data, r, err);
+        return r;
+    }
+    call->ran = 1;
+    memset(&d, 0, sizeof d);
+    d.max = call->max_msg;
+    asb_buf_init(&d.msg, &call->alloc);
+    x.h = hd;
+    x.call = call;
+    x.count = 0;
+    buf = (char *)call->alloc.alloc_fn(65536, call->alloc.user_data);
+    if (!buf) r = asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "grpc: out of memory");
+    while (r == ASB_OK) {
+        size_t n = 0;
+        if (call->cancel_requested) {
+            r = asb__fail(err, ASB_ERR_CANCELLED, "grpc %s: cancelled", call->method);
+            break;
+        }
+        r = asb_h2_stream_read(call->s, buf, 65536, &n, err);
+        if (r != ASB_OK) break;
+        if (n == 0) {
+            r = asb__grpc_finish(call, &d, err);
+            break;
+        }
+        r = asb__grpc_feed(&d, buf, n, asb__grpc_deliver, &x);
+        if (r == ASB_ERR_HTTP_PROTOCOL)
+            asb__fail(err, r, "grpc %s: a compressed or malformed message (no encoding was offered)",
+                      call->method);
+        else if (r == ASB_ERR_TOO_LARGE)
+            asb__fail(err, r, "grpc %s: a message of %lu bytes, above max_message_bytes %lu",
+                      call->method, (unsigned long)d.need, (unsigned long)d.max);
+        else if (r == ASB_ERR_CANCELLED)
+            asb__fail(err, r, "grpc %s: cancelled", call->method);
+        else if (r != ASB_OK)
+            asb__fail(err, r, "grpc %s: out of memory", call->method);
+    }
+    if (r != ASB_OK) {
+        /* a reset by the server is a gRPC status; ours and timeouts are
+           reported as such; in every case the stream is cancelled */
+        if (call->s->reset_by_peer && r == ASB_ERR_HTTP_PROTOCOL && call->s->failed) {
+            int code = asb__grpc_from_rst(call->s->rst_code);
+            r = asb__grpc_status_result(call, code, "stream reset by the server", 26, err);
+        } else if (r == ASB_ERR_TIMEOUT) {
+            snprintf(err->reason, sizeof err->reason, "DEADLINE_EXCEEDED");
+        } else if (r == ASB_ERR_CANCELLED && !err->reason[0]) {
+            snprintf(err->reason, sizeof err->reason, "CANCELLED");
+        }
+        asb_h2_stream_cancel(call->s);
+    }
+    if (buf) call->alloc.free_fn(buf, call->alloc.user_data);
+    asb_buf_free(&d.msg);
+    if (hd && hd->on_done) hd->on_done(hd->user_data, r, err);
+    return r;
+}
+
+ASB_API void asb_grpc_call_cancel(asb_grpc_call *call) {
+    if (!call) return;
+    call->cancel_requested = 1;
+    asb_h2_stream_cancel(call->s);
+}
+
+ASB_API int asb_grpc_call_status(const asb_grpc_call *call) {
+    return call ? call->grpc_status : -1;
+}
+
+ASB_API void asb_grpc_call_free(asb_grpc_call *call) {
+    if (!call) return;
+    asb_h2_stream_free(call->s);
+    call->alloc.free_fn(call, call->alloc.user_data);
+}
+
+typedef struct asb__grpc_unary {
+    asb_buf *resp;
+    int count;
+    asb_result oom;
+} asb__grpc_unary;
+
+static int asb__grpc_unary_msg(void *ud, const char *msg, size_t len) {
+    asb__grpc_unary *u = (asb__grpc_unary *)ud;
+    if (++u->count > 1) return 1;
+    if (asb_buf_append(u->resp, msg, len) != ASB_OK) {
+        u->oom = ASB_ERR_OUT_OF_MEMORY;
+        return 1;
+    }
+    return 0;
+}
+
+ASB_API asb_result asb_grpc_unary(asb_h2_conn *conn, const asb_grpc_call_desc *desc,
+                                  const void *req, size_t req_len, asb_buf *resp, asb_error *err) {
+    asb_grpc_call *call;
+    asb_grpc_handlers h;
+    asb__grpc_unary u;
+    asb_result r;
+    if (!resp) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "grpc: NULL resp");
+    r = asb_grpc_call_start(conn, desc, req, req_len, &call, err);
+    if (r != ASB_OK) return r;
+    memset(&u, 0, sizeof u);
+    u.resp = resp;
+    memset(&h, 0, sizeof h);
+    h.on_message = asb__grpc_unary_msg;
+    h.user_data = &u;
+    r = asb_grpc_call_run(call, &h, err);
+    asb_grpc_call_free(call);
+    if (u.oom) return asb__fail(err, u.oom, "grpc: out of memory");
+    if (u.count > 1)
+        return asb__fail(err, ASB_ERR_HTTP_PROTOCOL, "grpc %s: a unary call answered with more "
+                         "than one message", desc->method);
+    if (r == ASB_OK && u.count == 0)
+        return asb__fail(err, ASB_ERR_HTTP_PROTOCOL, "grpc %s: a unary call answered with no "
+                         "message", desc->method);
+    return r;
+}
+
+/* >>protobuf ================================================================
+   The wire format: varints, length-delimited fields, fixed32/64 and
+   skipped groups. The reader trusts no length. */
+
+static asb_result asb__pb_varint_out(asb_buf *b, uint64_t v) {
+    unsigned char tmp[10];
+    size_t n = 0;
+    while (v >= 0x80) {
+        tmp[n++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    tmp[n++] = (unsigned char)v;
+    return asb_buf_append(b, tmp, n);
+}
+
+static asb_result asb__pb_tag(asb_buf *b, uint32_t field, int wt) {
+    if (!b || field == 0 || field > 0x1fffffffu) return ASB_ERR_INVALID_ARGUMENT;
+    return asb__pb_varint_out(b, (uint64_t)field << 3 | (uint64_t)wt);
+}
+
+ASB_API asb_result asb_pb_put_varint(asb_buf *b, uint32_t field, uint64_t v) {
+    asb_result r = asb__pb_tag(b, field, ASB_PB_VARINT);
+    return r == ASB_OK ? asb__pb_varint_out(b, v) : r;
+}
+
+ASB_API asb_result asb_pb_put_int32(asb_buf *b, uint32_t field, int32_t v) {
+    return asb_pb_put_varint(b, field, (uint64_t)(int64_t)v);
+}
+
+ASB_API asb_result asb_pb_put_bytes(asb_buf *b, uint32_t field, const void *p, size_t n) {
+    asb_result r = asb__pb_tag(b, field, ASB_PB_LEN);
+    if (r == ASB_OK && n && !p) r = ASB_ERR_INVALID_ARGUMENT;
+    if (r == ASB_OK) r = asb__pb_varint_out(b, n);
+    if (r == ASB_OK && n) r = asb_buf_append(b, p, n);
+    return r;
+}
+
+ASB_API asb_result asb_pb_put_string(asb_buf *b, uint32_t field, const char *s) {
+    if (!s) return ASB_ERR_INVALID_ARGUMENT;
+    return asb_pb_put_bytes(b, field, s, strlen(s));
+}
+
+ASB_API asb_result asb_pb_begin(asb_buf *b, uint32_t field, size_t *mark) {
+    asb_result r = asb__pb_tag(b, field, ASB_PB_LEN);
+    if (r == ASB_OK && !mark) r = ASB_ERR_INVALID_ARGUMENT;
+    if (r == ASB_OK) *mark = b->len;
+    return r;
+}
+
+ASB_API asb_result asb_pb_end(asb_buf *b, size_t mark) {
+    unsigned char tmp[10];
+    size_t n = 0, len;
+    uint64_t v;
+    if (!b || mark > b->len) return ASB_ERR_INVALID_ARGUMENT;
+    len = b->len - mark;
+    v = len;
+    while (v >= 0x80) {
+        tmp[n++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    tmp[n++] = (unsigned char)v;
+    if (asb_buf_reserve(b, n) != ASB_OK) return ASB_ERR_OUT_OF_MEMORY;
+    memmove(b->ptr + mark + n, b->ptr + mark, len);
+    memcpy(b->ptr + mark, tmp, n);
+    b->len += n;
+    b->ptr[b->len] = '\0';
+    return ASB_OK;
+}
+
+ASB_API void asb_pb_reader_init(asb_pb_reader *r, const void *p, size_t n) {
+    r->pos = (const unsigned char *)p;
+    r->end = r->pos ? r->pos + n : r->pos;
+}
+
+static int asb__pb_varint_in(asb_pb_reader *r, uint64_t *out) {
+    uint64_t v = 0;
+    int shift = 0;
+    for (;;) {
+        unsigned char b;
+        if (r->pos >= r->end) return -1;
+        b = *r->pos++;
+        if (shift == 63 && b > 1) return -1; /* more than 64 bits */
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) break;
+        shift += 7;
+        if (shift > 63) return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static asb_result asb__pb_bad(asb_pb_reader *r, asb_error *err, const char *what) {
+    r->pos = r->end = NULL; /* stays failed */
+    return asb__fail(err, ASB_ERR_PROTOBUF_INVALID, "protobuf: %s", what);
+}
+
+/* One field's value (the tag already read). */
+static int asb__pb_value(asb_pb_reader *r, int wt, asb_pb_field *f) {
+    uint64_t n;
+    switch (wt) {
+    case ASB_PB_VARINT:
+        return asb__pb_varint_in(r, &f->value);
+    case ASB_PB_FIXED64:
+    case ASB_PB_FIXED32: {
+        size_t k = wt == ASB_PB_FIXED64 ? 8 : 4, i;
+        if ((size_t)(r->end - r->pos) < k) return -1;
+        f->value = 0;
+        for (i = 0; i < k; i++) f->value |= (uint64_t)r->pos[i] << (8 * i);
+        r->pos += k;
+        return 0;
+    }
+    case ASB_PB_LEN:
+        if (asb__pb_varint_in(r, &n) != 0 || n > (uint64_t)(r->end - r->pos)) return -1;
+        f->bytes.ptr = (const char *)r->pos;
+        f->bytes.len = (size_t)n;
+        r->pos += n;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+ASB_API asb_result asb_pb_next(asb_pb_reader *r, asb_pb_field *f, asb_error *err) {
+    uint64_t tag;
+    if (!r || !f) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "protobuf: NULL argument");
+    memset(f, 0, sizeof *f);
+    if (!r->pos) return asb__fail(err, ASB_ERR_PROTOBUF_INVALID, "protobuf: reader failed before");
+    if (r->pos >= r->end) return ASB_OK;
+    if (asb__pb_varint_in(r, &tag) != 0 || tag > 0xffffffffu)
+        return asb__pb_bad(r, err, "bad tag");
+    f->number = (uint32_t)(tag >> 3);
+    f->wire_type = (int)(tag & 7);
+    if (f->number == 0) return asb__pb_bad(r, err, "field number 0");
+    if (f->wire_type == ASB_PB_GROUP_END) return asb__pb_bad(r, err, "unmatched group end");
+    if (f->wire_type == ASB_PB_GROUP_START) {
+        /* skipped whole, nested groups matched by number */
+        uint32_t stack[64];
+        int depth = 0;
+        stack[depth++] = f->number;
+        while (depth > 0) {
+            asb_pb_field g;
+            uint32_t num;
+            int wt;
+            if (asb__pb_varint_in(r, &tag) != 0 || tag > 0xffffffffu)
+                return asb__pb_bad(r, err, "bad tag in a group");
+            num = (uint32_t)(tag >> 3);
+            wt = (int)(tag & 7);
+            if (num == 0) return asb__pb_bad(r, err, "field number 0");
+            if (wt == ASB_PB_GROUP_START) {
+                if (depth == 64) return asb__pb_bad(r, err, "groups nested too deep");
+                stack[depth++] = num;
+            } else if (wt == ASB_PB_GROUP_END) {
+                if (stack[depth - 1] != num) return asb__pb_bad(r, err, "mismatched group end");
+                depth--;
+            } else if (asb__pb_value(r, wt, &g) != 0) {
+                return asb__pb_bad(r, err, "bad field in a group");
+            }
+        }
+        return ASB_OK;
+    }
+    if (asb__pb_value(r, f->wire_type, f) != 0)
+        return asb__pb_bad(r, err, f->wire_type > 5 ? "wire type 6 or 7"
+                                                    : "truncated field or bad varint");
+    return ASB_OK;
+}
+
+ASB_API asb_result asb_pb_int32(const asb_pb_field *f, int32_t *out) {
+    if (!f || !out || f->wire_type != ASB_PB_VARINT) return ASB_ERR_PROTOBUF_INVALID;
+    *out = (int32_t)(uint32_t)(f->value & 0xffffffffu);
+    return ASB_OK;
+}
+
+ASB_API asb_result asb_pb_uint32(const asb_pb_field *f, uint32_t *out) {
+    if (!f || !out || f->wire_type != ASB_PB_VARINT) return ASB_ERR_PROTOBUF_INVALID;
+    *out = (uint32_t)(f->value & 0xffffffffu);
+    return ASB_OK;
+}
+
+ASB_API asb_result asb_pb_bytes(const asb_pb_field *f, asb_str *out) {
+    if (!f || !out || f->wire_type != ASB_PB_LEN) return ASB_ERR_PROTOBUF_INVALID;
+    *out = f->bytes;
+    return ASB_OK;
+}
 
 /* >>kube ====================================================================
    Credentials (token, token file, basic auth, exec plugins, in-cluster),

@@ -123,6 +123,7 @@ test-json-diff: $(TB)/c/test_json_diff
 # One target per area of untrusted input; a target may take a selector byte
 # to pick among related entry points (see the comment atop each file).
 FUZZ_TARGETS := json rules http yaml watch sandbox kube
+FUZZ_TARGETS += h2 hpack protobuf
 FUZZ_EXTRA_json := $(JSMN_ASAN_OBJS)
 FUZZ_SEEDS_http := tests/fuzz/seeds_http
 FUZZ_SEEDS_yaml := tests/fuzz/seeds_yaml
@@ -149,7 +150,7 @@ test-fuzz-replay: $(FUZZ_TARGETS:%=$(TB)/fuzz/replay_%)
 # shares, which sum to 60); make fuzz runs each target for FUZZ_SECONDS.
 # Each run ends with one line "fuzz <target>: N execs/s, ..." taken from
 # libFuzzer's final stats. Findings go to build/tests/fuzz/findings.
-FUZZ_SHARE_json := 16
+FUZZ_SHARE_json := 8
 FUZZ_SHARE_rules := 4
 FUZZ_SHARE_http := 9
 FUZZ_SHARE_yaml := 9
@@ -178,6 +179,9 @@ test-fuzz-short: $(FUZZ_TARGETS:%=$(TB)/fuzz/fuzz_%)
 	$(call FUZZ_RUN,watch,$(FUZZ_SECONDS) * $(FUZZ_SHARE_watch) / 60)
 	$(call FUZZ_RUN,sandbox,$(FUZZ_SECONDS) * $(FUZZ_SHARE_sandbox) / 60)
 	$(call FUZZ_RUN,kube,$(FUZZ_SECONDS) * $(FUZZ_SHARE_kube) / 60)
+	$(call FUZZ_RUN,h2,$(FUZZ_SECONDS) * $(FUZZ_SHARE_h2) / 60)
+	$(call FUZZ_RUN,hpack,$(FUZZ_SECONDS) * $(FUZZ_SHARE_hpack) / 60)
+	$(call FUZZ_RUN,protobuf,$(FUZZ_SECONDS) * $(FUZZ_SHARE_protobuf) / 60)
 $(FUZZ_TARGETS:%=fuzz-%): fuzz-%: $(TB)/fuzz/fuzz_%
 	$(call FUZZ_RUN,$*,$(FUZZ_SECONDS))
 
