@@ -209,6 +209,11 @@
    One ownership rule: the library copies what it keeps, and whatever it
    hands back has exactly one matching _free. Borrowed views (asb_str) say
    how long they live. The library never takes over a caller's pointer.
+   Memory that held a secret (kubeconfig text, tokens, keys, passwords, an
+   exec plugin's output, a request head with Authorization) is overwritten
+   before it goes back to free_fn, growth included (such a buffer grows by
+   alloc, copy, wipe, free, never by realloc_fn), so a core dump or the
+   next user of the block finds no credential in it.
 
    Errors. Every fallible call returns an asb_result: ASB_OK (0) on success,
    a negative code otherwise, grouped by layer (see asb_result).
@@ -754,6 +759,10 @@ typedef struct asb_buf {
     size_t len;
     size_t cap;
     asb_allocator alloc; /* copied from the one given to asb_buf_init */
+    int wipe;            /* default 0; set 1 after asb_buf_init for a secret:
+                            growth and asb_buf_free overwrite the old block
+                            before freeing it (growth then never uses
+                            realloc_fn, which could leave a moved copy) */
 } asb_buf;
 
 /* Makes an empty buffer (allocates nothing yet) that allocates through
@@ -2430,6 +2439,7 @@ ASB_API const char *asb_tls_backend(void);
 #include <mbedtls/error.h>
 #include <mbedtls/net_sockets.h> /* only for its MBEDTLS_ERR_NET_* codes */
 #include <mbedtls/pk.h>
+#include <mbedtls/platform_util.h>
 #include <mbedtls/ssl.h>
 #include <mbedtls/x509_crt.h>
 #if MBEDTLS_VERSION_NUMBER >= 0x03000000
@@ -2458,6 +2468,27 @@ static void *asb__libc_realloc(void *ptr, size_t size, void *user_data) {
 static void asb__libc_free(void *ptr, void *user_data) {
     (void)user_data;
     free(ptr);
+}
+
+/* Overwrites n bytes at p with zeros in a way the compiler may not drop as
+   a dead store before free (a plain memset can be, and is, removed). */
+static void asb__wipe(void *p, size_t n) {
+    if (!p || !n) return;
+#if ASB_TLS
+    mbedtls_platform_zeroize(p, n);
+#else
+    {
+        volatile unsigned char *v = (volatile unsigned char *)p;
+        while (n--) *v++ = 0;
+    }
+#endif
+}
+
+/* Wipes then frees a block that held a secret; n is what was written. */
+static void asb__free_secret(const asb_allocator *a, void *p, size_t n) {
+    if (!p) return;
+    asb__wipe(p, n);
+    a->free_fn(p, a->user_data);
 }
 
 /* Resolves a caller's allocator: NULL or all-NULL means libc; a partial one
@@ -2693,8 +2724,19 @@ ASB_API asb_result asb_buf_reserve(asb_buf *buf, size_t extra) {
     if (need <= buf->cap) return ASB_OK;
     cap = buf->cap ? buf->cap : 64;
     while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-    p = (char *)buf->alloc.realloc_fn(buf->ptr, cap, buf->alloc.user_data);
-    if (!p) return ASB_ERR_OUT_OF_MEMORY;
+    if (buf->wipe) {
+        /* a secret: realloc_fn could move it and free the old copy as it
+           is; copy, wipe and free the old block ourselves */
+        p = (char *)buf->alloc.alloc_fn(cap, buf->alloc.user_data);
+        if (!p) return ASB_ERR_OUT_OF_MEMORY;
+        if (buf->ptr) {
+            memcpy(p, buf->ptr, buf->len);
+            asb__free_secret(&buf->alloc, buf->ptr, buf->cap);
+        }
+    } else {
+        p = (char *)buf->alloc.realloc_fn(buf->ptr, cap, buf->alloc.user_data);
+        if (!p) return ASB_ERR_OUT_OF_MEMORY;
+    }
     buf->ptr = p;
     buf->cap = cap;
     return ASB_OK;
@@ -2710,6 +2752,7 @@ ASB_API asb_result asb_buf_append(asb_buf *buf, const void *data, size_t len) {
 }
 
 ASB_API void asb_buf_free(asb_buf *buf) {
+    if (buf->ptr && buf->wipe) asb__wipe(buf->ptr, buf->cap);
     if (buf->ptr && buf->alloc.free_fn)
         buf->alloc.free_fn(buf->ptr, buf->alloc.user_data);
     buf->ptr = NULL;
@@ -4402,7 +4445,7 @@ static void asb__arena_destroy(asb__arena *a, int wipe) {
     asb__arena_chunk *c;
     if (!a) return;
     if (wipe)
-        for (c = a->head; c; c = c->next) memset((char *)c + ASB__ARENA_HDR, 0, c->used);
+        for (c = a->head; c; c = c->next) asb__wipe((char *)c + ASB__ARENA_HDR, c->used);
     asb__arena_free(a);
     a->alloc.free_fn(a, a->alloc.user_data);
 }
@@ -5233,6 +5276,7 @@ ASB_API asb_result asb_yaml_parse(asb_yaml_doc *doc, const char *text, size_t le
     doc->arena_ = arena;
     p.arena = arena;
     asb_buf_init(&p.tmp, &doc->alloc_);
+    p.tmp.wipe = 1; /* scalars of a kubeconfig: tokens, keys */
     n = asb__yp_skip_blank(&p);
     if (n == -1 && p.pos < p.n && p.s[p.line_start] == '.') {
         ASB__YFAIL(&p, "a document end marker without a document");
@@ -5284,7 +5328,8 @@ after:
 
 ASB_API void asb_yaml_free(asb_yaml_doc *doc) {
     if (!doc || !doc->arena_) return;
-    asb__arena_destroy((asb__arena *)doc->arena_, 0);
+    /* wiped: a YAML document here is a kubeconfig, with its tokens and keys */
+    asb__arena_destroy((asb__arena *)doc->arena_, 1);
     doc->arena_ = NULL;
     doc->root = NULL;
 }
@@ -5332,6 +5377,7 @@ typedef struct asb__kc {
     int nfiles;
     char *paths[32];
     char *texts[32];
+    size_t text_lens[32];
     asb_yaml_doc docs[32];
 } asb__kc;
 
@@ -5363,6 +5409,7 @@ static asb_result asb__read_file(const asb_allocator *a, const char *path, char 
     *len = 0;
     if (fd < 0) return ASB_ERR_IO;
     asb_buf_init(&b, a);
+    b.wipe = 1; /* kubeconfigs, token and key files: no copy left behind */
     for (;;) {
         ssize_t n = read(fd, chunk, sizeof chunk);
         if (n < 0 && errno == EINTR) continue;
@@ -5381,6 +5428,7 @@ static asb_result asb__read_file(const asb_allocator *a, const char *path, char 
         }
     }
     close(fd);
+    asb__wipe(chunk, sizeof chunk);
     if (r == ASB_OK && asb_buf_reserve(&b, 0) != ASB_OK) r = ASB_ERR_OUT_OF_MEMORY;
     if (r != ASB_OK) {
         asb_buf_free(&b);
@@ -5516,6 +5564,7 @@ static asb_result asb__kc_bytes(asb__kc *k, int file, const asb_yaml_node *map,
             return asb__kc_fail_at(k, file, d, m);
         }
         asb_buf_init(&b, &k->alloc);
+        b.wipe = 1; /* client-key-data decodes to the key */
         if (asb_base64_decode(d->str, d->len, &b, NULL) != ASB_OK) {
             asb_buf_free(&b);
             snprintf(m, sizeof m, "\"%s\" is not valid base64", data_key);
@@ -5542,8 +5591,7 @@ static asb_result asb__kc_bytes(asb__kc *k, int file, const asb_yaml_node *map,
         }
         *out = asb__kc_dup(k, text, len);
         *out_len = len;
-        memset(text, 0, len); /* it may be a key */
-        k->alloc.free_fn(text, k->alloc.user_data);
+        asb__free_secret(&k->alloc, text, len); /* it may be a key */
     }
     return *bad ? ASB_ERR_KUBECONFIG : ASB_OK;
 }
@@ -5768,6 +5816,7 @@ ASB_API asb_result asb_kubeconfig_load(const asb_kubeconfig_desc *desc,
     for (f = 0; r == ASB_OK && f < k.nfiles; f++) {
         size_t len = 0;
         r = asb__read_file(&k.alloc, k.paths[f], &k.texts[f], &len, (size_t)16 << 20);
+        k.text_lens[f] = len;
         if (r != ASB_OK) {
             char q[200];
             asb__quote(q, sizeof q, k.paths[f], strlen(k.paths[f]), 180);
@@ -5912,10 +5961,9 @@ ASB_API asb_result asb_kubeconfig_load(const asb_kubeconfig_desc *desc,
 done:
     for (f = 0; f < k.nfiles; f++) {
         asb_yaml_free(&k.docs[f]);
-        if (k.texts[f]) {
-            memset(k.texts[f], 0, strlen(k.texts[f])); /* tokens, keys */
-            k.alloc.free_fn(k.texts[f], k.alloc.user_data);
-        }
+        /* tokens, keys; by length: a NUL in the text (refused by the
+           parser) must not end the wipe early */
+        asb__free_secret(&k.alloc, k.texts[f], k.text_lens[f]);
     }
     if (r != ASB_OK) {
         if (err && err->code == ASB_OK) err->code = r;
@@ -6816,9 +6864,7 @@ static int asb__pk_parse_mem(asb__tls *t, const void *data, size_t len,
 #else
     r = mbedtls_pk_parse_key(&t->key, (const unsigned char *)tmp, len + 1, NULL, 0);
 #endif
-    /* the key's PEM was in tmp: wipe before freeing */
-    memset(tmp, 0, len + 1);
-    a->free_fn(tmp, a->user_data);
+    asb__free_secret(a, tmp, len + 1); /* the key's PEM was in tmp */
     (void)t;
     return r;
 }
@@ -7387,10 +7433,7 @@ ASB_API void asb_http_client_free(asb_http_client *cl) {
 #endif
     if (cl->user_agent) cl->alloc.free_fn(cl->user_agent, cl->alloc.user_data);
     if (cl->proxy) cl->alloc.free_fn(cl->proxy, cl->alloc.user_data);
-    if (cl->proxy_auth) {
-        memset(cl->proxy_auth, 0, strlen(cl->proxy_auth));
-        cl->alloc.free_fn(cl->proxy_auth, cl->alloc.user_data);
-    }
+    if (cl->proxy_auth) asb__free_secret(&cl->alloc, cl->proxy_auth, strlen(cl->proxy_auth));
     if (cl->no_proxy) cl->alloc.free_fn(cl->no_proxy, cl->alloc.user_data);
     pthread_mutex_destroy(&cl->lock);
     cl->alloc.free_fn(cl, cl->alloc.user_data);
@@ -8036,6 +8079,7 @@ ASB_API asb_result asb_http_do(asb_http_client *cl, const asb_http_request *req,
     snprintf(host, sizeof host, "%.*s", (int)u.host.len, u.host.ptr);
     snprintf(key, sizeof key, "%s://%s:%d", u.is_https ? "https" : "http", host, u.port);
     asb_buf_init(&head, &cl->alloc);
+    head.wipe = 1; /* Authorization, Proxy-Authorization, keys in headers */
     r = asb__build_head(cl, req, method, &u, &head, err);
     if (r != ASB_OK) {
         asb_buf_free(&head);
@@ -10851,8 +10895,9 @@ static asb_result asb__exec_run(asb_kube_client *kc, asb_buf *out, asb_buf *erro
                         pe[0] = -1;
                     }
                     open_fds--;
-                } else if (dst->len < ((size_t)1 << 20)) {
-                    asb_buf_append(dst, chunk, (size_t)n);
+                } else {
+                    if (dst->len < ((size_t)1 << 20)) asb_buf_append(dst, chunk, (size_t)n);
+                    asb__wipe(chunk, (size_t)n); /* a credential, on the stack */
                 }
             }
         }
@@ -10954,9 +10999,7 @@ typedef struct asb__exec_cred {
 } asb__exec_cred;
 
 static void asb__exec_cred_free(asb__exec_cred *c) {
-    if (c->token.ptr) memset(c->token.ptr, 0, c->token.len);
-    if (c->key.ptr) memset(c->key.ptr, 0, c->key.len);
-    asb_buf_free(&c->token);
+    asb_buf_free(&c->token); /* both wiped (their wipe flag) */
     asb_buf_free(&c->cert);
     asb_buf_free(&c->key);
 }
@@ -10977,6 +11020,7 @@ static asb_result asb__exec_cred_decode(const char *text, size_t len, const char
     asb_buf_init(&c->token, alloc);
     asb_buf_init(&c->cert, alloc);
     asb_buf_init(&c->key, alloc);
+    c->token.wipe = c->key.wipe = 1;
     if (asb_json_doc_parse(&doc, text ? text : "", len, alloc, NULL) != ASB_OK)
         return asb__fail(err, ASB_ERR_CREDENTIALS,
                          "exec plugin \"%s\" printed something that is not an ExecCredential "
@@ -11044,6 +11088,8 @@ static asb_result asb__exec_refresh(asb_kube_client *kc, asb_error *err) {
     char why[160];
     asb_buf_init(&out, &kc->alloc);
     asb_buf_init(&eb, &kc->alloc);
+    out.wipe = 1; /* the ExecCredential: a token or a key */
+    eb.wipe = 1;  /* a plugin may print what it got on stderr */
     kc->exec_gen++;
     {
         const char *base = strrchr(ex->command, '/');
@@ -11076,8 +11122,7 @@ static asb_result asb__exec_refresh(asb_kube_client *kc, asb_error *err) {
     if (r == ASB_OK) kc->exec_have = 1;
     asb__exec_cred_free(&cred);
 done:
-    if (out.ptr) memset(out.ptr, 0, out.len); /* it held a credential */
-    asb_buf_free(&out);
+    asb_buf_free(&out); /* wiped: it held a credential */
     asb_buf_free(&eb);
     return r;
 }
@@ -11110,8 +11155,7 @@ static asb_result asb__kube_auth(asb_kube_client *kc, asb_buf *auth, unsigned *g
                     len--;
                 kc->bearer.len = 0;
                 r = asb_buf_append(&kc->bearer, text, len);
-                memset(text, 0, len);
-                kc->alloc.free_fn(text, kc->alloc.user_data);
+                asb__free_secret(&kc->alloc, text, len);
                 kc->tf_dev = st.st_dev;
                 kc->tf_ino = st.st_ino;
                 kc->tf_mtime = st.st_mtime;
@@ -11169,6 +11213,7 @@ ASB_API asb_result asb_kube_client_create(const asb_kube_client_desc *desc,
     kc->alloc = a;
     pthread_mutex_init(&kc->lock, NULL);
     asb_buf_init(&kc->bearer, &a);
+    kc->bearer.wipe = 1;
     kc->http_desc = desc->http;
     kc->exec_timeout_ms = desc->exec_timeout_ms > 0 ? desc->exec_timeout_ms : 30000;
     kc->in_cluster = desc->in_cluster || asb__in_cluster_auto(desc);
@@ -11196,11 +11241,11 @@ ASB_API asb_result asb_kube_client_create(const asb_kube_client_desc *desc,
         asb_buf up, b;
         asb_buf_init(&up, &a);
         asb_buf_init(&b, &a);
+        up.wipe = b.wipe = 1;
         asb_buf_append(&up, kc->cfg.username, strlen(kc->cfg.username));
         asb_buf_append(&up, ":", 1);
         asb_buf_append(&up, kc->cfg.password, strlen(kc->cfg.password));
         asb_base64_encode(up.ptr, up.len, &b);
-        memset(up.ptr, 0, up.len);
         asb_buf_free(&up);
         kc->basic = b.ptr;
     }
@@ -11229,12 +11274,8 @@ ASB_API void asb_kube_client_free(asb_kube_client *kc) {
     asb__kube_http_release(kc, kc->replaced);
     asb__kube_http_release(kc, kc->http);
     asb_kube_config_free(&kc->cfg);
-    if (kc->bearer.ptr) memset(kc->bearer.ptr, 0, kc->bearer.len);
-    asb_buf_free(&kc->bearer);
-    if (kc->basic) {
-        memset(kc->basic, 0, strlen(kc->basic));
-        kc->alloc.free_fn(kc->basic, kc->alloc.user_data);
-    }
+    asb_buf_free(&kc->bearer); /* wiped */
+    if (kc->basic) asb__free_secret(&kc->alloc, kc->basic, strlen(kc->basic));
     if (kc->base) kc->alloc.free_fn(kc->base, kc->alloc.user_data);
     pthread_mutex_destroy(&kc->lock);
     kc->alloc.free_fn(kc, kc->alloc.user_data);
@@ -11293,6 +11334,7 @@ static asb_result asb__kube_do(asb_kube_client *kc, asb_http_request *req, const
     memset(resp, 0, sizeof *resp);
     asb_buf_init(&url, &kc->alloc);
     asb_buf_init(&auth, &kc->alloc);
+    auth.wipe = 1;
     if (asb_buf_append(&url, kc->base, strlen(kc->base)) != ASB_OK ||
         asb_buf_append(&url, path, strlen(path)) != ASB_OK) {
         asb_buf_free(&url);
@@ -11343,8 +11385,7 @@ static asb_result asb__kube_do(asb_kube_client *kc, asb_http_request *req, const
         const char *sp = (const char *)memchr(auth.ptr, ' ', auth.len);
         if (sp) asb__mask_error(err, sp + 1);
     }
-    if (auth.ptr) memset(auth.ptr, 0, auth.len);
-    asb_buf_free(&auth);
+    asb_buf_free(&auth); /* wiped */
     asb_buf_free(&url);
     return r;
 }
@@ -12617,15 +12658,14 @@ ASB_API void asb_client_free(asb_client *c) {
     if (c->kube_env) c->alloc.free_fn(c->kube_env, c->alloc.user_data);
     if (c->gw_name) c->alloc.free_fn(c->gw_name, c->alloc.user_data);
     if (c->gw_ns) c->alloc.free_fn(c->gw_ns, c->alloc.user_data);
-    if (c->router_auth) {
-        memset(c->router_auth, 0, strlen(c->router_auth));
-        c->alloc.free_fn(c->router_auth, c->alloc.user_data);
-    }
+    if (c->router_auth) asb__free_secret(&c->alloc, c->router_auth, strlen(c->router_auth));
     if (c->extra) {
         size_t i;
         for (i = 0; i < c->extra_count; i++) {
             if (c->extra[i].name) c->alloc.free_fn((char *)c->extra[i].name, c->alloc.user_data);
-            if (c->extra[i].value) c->alloc.free_fn((char *)c->extra[i].value, c->alloc.user_data);
+            if (c->extra[i].value) /* may be an API key */
+                asb__free_secret(&c->alloc, (char *)c->extra[i].value,
+                                 strlen(c->extra[i].value));
         }
         c->alloc.free_fn(c->extra, c->alloc.user_data);
     }

@@ -9,6 +9,7 @@
 #include "asbtest.h"
 #include <dirent.h>
 #include <spawn.h>
+#include "scanalloc.h"
 
 static char dir[256];
 static char cfgpath[512];
@@ -464,6 +465,222 @@ ASBT_TEST(a_watch_backs_off_from_a_server_that_keeps_answering_410) {
     ASBT_EQ_INT(events, n);
     ASBT_CHECK(n > quiet);  /* progress started the pauses over */
     ASBT_CHECK(n <= 60);    /* each restart still waits at least 50 ms */
+}
+
+/* The whole of a small file, NUL-terminated (libc memory; free it). */
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    char *p;
+    long n;
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    rewind(f);
+    p = (char *)malloc((size_t)n + 1);
+    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
+        free(p);
+        p = NULL;
+    }
+    if (p) p[n] = 0;
+    fclose(f);
+    return p;
+}
+
+/* A kube client on the scanning allocator makes a few calls (a success,
+   a refusal) and is freed. The secret `live` (unless -1) must have been in
+   the allocator's blocks meanwhile (else the check proves nothing); no block
+   may go back to free_fn still holding a secret; nothing may leak. */
+static int scan_client_session(scanalloc *sa, int live, int *leaked) {
+    asb_kube_client_desc d;
+    asb_kube_client *kc = NULL;
+    asb_error err;
+    int i, ok = 1, was_live;
+    memset(&d, 0, sizeof d);
+    d.kubeconfig.path = cfgpath;
+    d.exec_timeout_ms = 5000;
+    d.http.retry.max_attempts = 1;
+    d.http.allocator = &sa->a;
+    if (asb_kube_client_create(&d, &kc, &err) != ASB_OK) {
+        fprintf(stderr, "    client: %s\n", err.message);
+        return 0;
+    }
+    for (i = 0; i < 3; i++)
+        if (asb_kube_request(kc, "GET", "/status/200", NULL, NULL, 0, NULL, &err) != ASB_OK) {
+            fprintf(stderr, "    request: %s\n", err.message);
+            ok = 0;
+        }
+    if (asb_kube_request(kc, "GET", "/status/403", NULL, NULL, 0, NULL, &err) != ASB_ERR_KUBE_API)
+        ok = 0;
+    was_live = live < 0 || scanalloc_live_has(sa, live);
+    asb_kube_client_free(kc);
+    *leaked = scanalloc_live_count(sa);
+    return ok && was_live;
+}
+
+/* R6: secrets are wiped before their memory goes back to the allocator,
+   growth included. The scanning allocator (tests/scanalloc.h) checks every
+   block freed, and makes realloc_fn always move, for: a kubeconfig with a
+   token, client-key-data and a password (loaded alone, then through a
+   client that parses the key and sends the 1.5 KB token on every
+   request, so the request head grows past its first blocks); a token file
+   that rotates to a longer token; an exec plugin's token and its client
+   key. Before the fix each of these left copies behind. */
+ASBT_TEST(secrets_are_wiped_before_their_memory_is_freed) {
+    static char token[1600], tf_token[1200], key_line[40], key_b64[40], basic_b64[64];
+    static const char password[] = "scan-password-3e1d0c55";
+    char *key_pem, *cert_pem, user[16384], path[600], tf[600], *pos;
+    const char *certs = getenv("ASB_PEER_CERTS_DIR");
+    asb_buf b64, cert_b64;
+    asb_kubeconfig_desc kd;
+    asb_kube_config cfg;
+    asb_error err;
+    scanalloc sa;
+    size_t i;
+    int leaked = 0;
+    FILE *f;
+    ASBT_CHECK(certs != NULL);
+    /* the secrets and the needles that find their copies */
+    snprintf(token, sizeof token, "scan-token-Q7b2xK9pLm-");
+    for (i = strlen(token); i < sizeof token - 1; i++) token[i] = (char)('a' + (i * 7) % 26);
+    token[sizeof token - 1] = 0;
+    snprintf(path, sizeof path, "%s/client-rsa.key", certs);
+    key_pem = slurp(path);
+    snprintf(path, sizeof path, "%s/client-rsa.crt", certs);
+    cert_pem = slurp(path);
+    ASBT_CHECK(key_pem != NULL && cert_pem != NULL);
+    pos = strchr(key_pem, '\n'); /* the PEM body's first line */
+    ASBT_CHECK(pos != NULL && strlen(pos + 1) > 40);
+    memcpy(key_line, pos + 1, 32);
+    key_line[32] = 0;
+    asb_buf_init(&b64, NULL);
+    asb_buf_init(&cert_b64, NULL);
+    asb_base64_encode(key_pem, strlen(key_pem), &b64);
+    asb_base64_encode(cert_pem, strlen(cert_pem), &cert_b64);
+    ASBT_CHECK(b64.len > 300);
+    memcpy(key_b64, b64.ptr + 200, 32);
+    key_b64[32] = 0;
+    {
+        asb_buf bb;
+        asb_buf_init(&bb, NULL);
+        asb_base64_encode("admin:scan-password-3e1d0c55", 28, &bb);
+        snprintf(basic_b64, sizeof basic_b64, "%s", bb.ptr);
+        asb_buf_free(&bb);
+    }
+
+    /* 1. the kubeconfig: token, key, password */
+    scanalloc_init(&sa);
+    scanalloc_secret(&sa, "scan-token-Q7b2xK9pLm");
+    scanalloc_secret(&sa, key_line);
+    scanalloc_secret(&sa, key_b64);
+    scanalloc_secret(&sa, password);
+    scanalloc_secret(&sa, basic_b64);
+    snprintf(user, sizeof user,
+             "    token: %s\n    username: admin\n    password: %s\n"
+             "    client-certificate-data: %s\n    client-key-data: %s\n",
+             token, password, cert_b64.ptr, b64.ptr);
+    write_cfg(user);
+    memset(&kd, 0, sizeof kd);
+    kd.path = cfgpath;
+    kd.allocator = &sa.a;
+    ASBT_EQ_RES(asb_kubeconfig_load(&kd, &cfg, &err), ASB_OK);
+    ASBT_CHECK(scanalloc_live_has(&sa, 0) && scanalloc_live_has(&sa, 1) &&
+               scanalloc_live_has(&sa, 3));
+    asb_kube_config_free(&cfg);
+    ASBT_EQ_INT(sa.hits, 0);
+    ASBT_EQ_INT(scanalloc_live_count(&sa), 0);
+    /* ...and through a client: requests with the token, the key parsed */
+    ASBT_CHECK(scan_client_session(&sa, 0, &leaked));
+    ASBT_CHECK(scanalloc_live_has(&sa, 4) == 0);
+    ASBT_EQ_INT(sa.hits, 0);
+    ASBT_EQ_INT(leaked, 0);
+    scanalloc_fini(&sa);
+
+    /* 2. a token file, rotated to a longer token while the client lives */
+    snprintf(tf_token, sizeof tf_token, "scan-tokenfile-Zx81");
+    for (i = strlen(tf_token); i < 300; i++) tf_token[i] = (char)('A' + (i * 11) % 26);
+    tf_token[300] = 0;
+    snprintf(tf, sizeof tf, "%s/scan-token", dir);
+    f = fopen(tf, "w");
+    ASBT_CHECK(f != NULL);
+    fprintf(f, "%s\n", tf_token);
+    fclose(f);
+    snprintf(user, sizeof user, "    tokenFile: %s\n", tf);
+    write_cfg(user);
+    scanalloc_init(&sa);
+    scanalloc_secret(&sa, "scan-tokenfile-Zx81");
+    {
+        asb_kube_client_desc d;
+        asb_kube_client *kc = NULL;
+        memset(&d, 0, sizeof d);
+        d.kubeconfig.path = cfgpath;
+        d.http.retry.max_attempts = 1;
+        d.http.allocator = &sa.a;
+        ASBT_EQ_RES(asb_kube_client_create(&d, &kc, &err), ASB_OK);
+        ASBT_EQ_RES(asb_kube_request(kc, "GET", "/status/200", NULL, NULL, 0, NULL, &err),
+                    ASB_OK);
+        for (i = 300; i < sizeof tf_token - 1; i++) tf_token[i] = (char)('A' + (i * 5) % 26);
+        tf_token[sizeof tf_token - 1] = 0;
+        f = fopen(tf, "w");
+        ASBT_CHECK(f != NULL);
+        fprintf(f, "%s\n", tf_token);
+        fclose(f);
+        ASBT_EQ_RES(asb_kube_request(kc, "GET", "/status/200", NULL, NULL, 0, NULL, &err),
+                    ASB_OK);
+        ASBT_CHECK(scanalloc_live_has(&sa, 0));
+        asb_kube_client_free(kc);
+    }
+    ASBT_EQ_INT(sa.hits, 0);
+    ASBT_EQ_INT(scanalloc_live_count(&sa), 0);
+    scanalloc_fini(&sa);
+
+    /* 3. an exec plugin's token, then its client certificate and key */
+    snprintf(user, sizeof user,
+             "      - {name: PLUGIN_TOKEN, value: scan-exectoken-%.1000s}\n", token + 22);
+    write_plugin_cfg("given", "client.authentication.k8s.io/v1", "");
+    {
+        /* the token goes into the plugin's env list */
+        char cwd[1024], u2[4096];
+        if (!getcwd(cwd, sizeof cwd)) cwd[0] = 0;
+        snprintf(u2, sizeof u2,
+                 "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
+                 "      command: %s/tests/kube/plugin.sh\n"
+                 "      env:\n      - {name: PLUGIN_MODE, value: given}\n"
+                 "      - {name: PLUGIN_LOG, value: %s}\n"
+                 "      - {name: API, value: client.authentication.k8s.io/v1}\n%s",
+                 cwd, logpath, user);
+        write_cfg(u2);
+        scanalloc_init(&sa);
+        scanalloc_secret(&sa, "scan-exectoken-");
+        ASBT_CHECK(scan_client_session(&sa, 0, &leaked));
+        ASBT_EQ_INT(sa.hits, 0);
+        ASBT_EQ_INT(leaked, 0);
+        scanalloc_fini(&sa);
+        snprintf(path, sizeof path, "%s/client-rsa.key", certs);
+        snprintf(tf, sizeof tf, "%s/client-rsa.crt", certs);
+        snprintf(u2, sizeof u2,
+                 "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
+                 "      command: %s/tests/kube/plugin.sh\n"
+                 "      env:\n      - {name: PLUGIN_MODE, value: certkey}\n"
+                 "      - {name: PLUGIN_LOG, value: %s}\n"
+                 "      - {name: API, value: client.authentication.k8s.io/v1}\n"
+                 "      - {name: PLUGIN_CERT, value: %s}\n      - {name: PLUGIN_KEY, value: %s}\n",
+                 cwd, logpath, tf, path);
+        write_cfg(u2);
+        unlink(logpath);
+        scanalloc_init(&sa);
+        scanalloc_secret(&sa, key_line);
+        /* the parsed key lives in mbedTLS's memory, not in ours: that the
+           plugin ran is what shows the key went through */
+        ASBT_CHECK(scan_client_session(&sa, -1, &leaked));
+        ASBT_EQ_INT(plugin_runs(), 1);
+        ASBT_EQ_INT(sa.hits, 0);
+        ASBT_EQ_INT(leaked, 0);
+        scanalloc_fini(&sa);
+    }
+    asb_buf_free(&b64);
+    asb_buf_free(&cert_b64);
+    free(key_pem);
+    free(cert_pem);
 }
 
 /* Upstream S21: exec plugins run from an argv array, never through a
@@ -992,6 +1209,7 @@ ASBT_LIST(
     ASBT_CASE(in_cluster_config_reads_the_service_account)
     ASBT_CASE(secrets_never_reach_error_messages)
     ASBT_CASE(credentials_echoed_in_a_status_are_masked_in_err)
+    ASBT_CASE(secrets_are_wiped_before_their_memory_is_freed)
     ASBT_CASE(an_api_servers_429_is_retried_even_for_a_post)
     ASBT_CASE(a_watch_backs_off_from_a_server_that_keeps_answering_410)
     ASBT_CASE(exec_plugin_args_reach_it_verbatim_and_no_shell_runs)

@@ -1,6 +1,8 @@
 #!/bin/sh
 # A scripted exec credential plugin for the tests. Its behaviour comes from
-# PLUGIN_MODE (set through the kubeconfig's exec.env); every run appends a
+# PLUGIN_MODE (set through the kubeconfig's exec.env: `given` prints the
+# token $PLUGIN_TOKEN, `certkey` the PEM files $PLUGIN_CERT and $PLUGIN_KEY
+# as a client certificate and key); every run appends a
 # line to $PLUGIN_LOG so tests can count runs. KUBERNETES_EXEC_INFO is
 # copied to $PLUGIN_LOG.info for inspection, and the arguments (count, then
 # one "[arg]" line each) to $PLUGIN_LOG.args.
@@ -26,6 +28,9 @@ cert)
   pem() { awk 'BEGIN { ORS = "" } { print $0 "\\n" }' "$1"; }
   printf '{"apiVersion":"%s","kind":"ExecCredential","status":{"clientCertificateData":"%s","clientKeyData":"%s","expirationTimestamp":"2020-01-01T00:00:00Z"}}\n' \
     "$API" "$(pem "$CERTS/$name.crt")" "$(pem "$CERTS/$name.key")" ;;
+given)   printf '{"apiVersion":"%s","kind":"ExecCredential","status":{"token":"%s"}}\n' "$API" "$PLUGIN_TOKEN" ;;
+certkey) printf '{"apiVersion":"%s","kind":"ExecCredential","status":{"clientCertificateData":"%s","clientKeyData":"%s"}}\n' \
+           "$API" "$(awk '{printf "%s\\n", $0}' "$PLUGIN_CERT")" "$(awk '{printf "%s\\n", $0}' "$PLUGIN_KEY")" ;;
 garbage) echo "this is not json" ;;
 wrongapi) printf '{"apiVersion":"client.authentication.k8s.io/v1alpha1","kind":"ExecCredential","status":{"token":"x"}}\n' ;;
 onlycert) printf '{"apiVersion":"%s","kind":"ExecCredential","status":{"clientCertificateData":"x"}}\n' "$API" ;;
