@@ -9,6 +9,7 @@
 #include "asbtest.h"
 #include "recorder.h"
 #include "logsink.h"
+#include "scanalloc.h"
 
 static int choose(const char *json, char *out) {
     asb_json_doc d;
@@ -407,6 +408,67 @@ ASBT_TEST(dot_and_dot_dot_object_names_never_reach_the_api_server) {
     asb_buf_free(&out);
     asb_kube_client_free(kc);
     recorder_stop(rec);
+}
+
+/* R6 for the router path: the router token and a key in an extra header
+   are wiped before their memory is freed (the client's copies, every
+   request head that carried them, growth included: the 1 KB token makes
+   the head outgrow its first blocks). The scanning allocator of
+   tests/scanalloc.h checks every block given back. */
+ASBT_TEST(router_token_and_header_keys_are_wiped_before_their_memory_is_freed) {
+    static char token[1100];
+    static const char key[] = "scan-api-key-91ff03c2d7";
+    recorder *rec = recorder_start("127.0.0.1");
+    scanalloc sa;
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb;
+    asb_http_header extra;
+    asb_run_result rr;
+    asb_error err;
+    char url[64];
+    size_t i;
+    int k;
+    ASBT_CHECK(rec != NULL);
+    snprintf(token, sizeof token, "scan-router-token-4b9e-");
+    for (i = strlen(token); i < sizeof token - 1; i++) token[i] = (char)('a' + (i * 3) % 26);
+    token[sizeof token - 1] = 0;
+    scanalloc_init(&sa);
+    scanalloc_secret(&sa, "scan-router-token-4b9e");
+    scanalloc_secret(&sa, key);
+    recorder_url(rec, url, sizeof url);
+    ASBT_CHECK(write_unit_kubeconfig());
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = unit_cfg;
+    d.kube.http.retry.max_attempts = 1;
+    d.kube.http.allocator = &sa.a;
+    d.mode = ASB_CONNECT_DIRECT;
+    d.direct_url = url;
+    d.router_token = token;
+    extra.name = "X-Api-Key";
+    extra.value = key;
+    d.extra_headers = &extra;
+    d.extra_header_count = 1;
+    d.claim_api_version = "v1alpha1";
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    unlink(unit_cfg);
+    sb = handle_without_cluster(c, "sb-1");
+    ASBT_CHECK(sb != NULL);
+    recorder_reply(rec, 200, run_ok);
+    for (k = 0; k < 3; k++) {
+        ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_OK);
+        asb_run_result_free(&rr);
+    }
+    recorder_reply(rec, 401, "{\"detail\":\"Unauthorized\"}");
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_ERR_HTTP_STATUS);
+    asb_run_result_free(&rr);
+    ASBT_EQ_INT(recorder_count(rec), 4);
+    ASBT_CHECK(scanalloc_live_has(&sa, 0) && scanalloc_live_has(&sa, 1));
+    asb_client_free(c);
+    recorder_stop(rec);
+    ASBT_EQ_INT(sa.hits, 0);
+    ASBT_EQ_INT(scanalloc_live_count(&sa), 0);
+    scanalloc_fini(&sa);
 }
 
 ASBT_TEST(file_paths_are_normalised_and_percent_encoded_on_the_wire) {
@@ -1449,6 +1511,7 @@ ASBT_LIST(
     ASBT_CASE(router_timeout_header_is_whole_seconds_rounded_up_with_a_60_s_default)
     ASBT_CASE(unsafe_paths_and_names_never_reach_the_router)
     ASBT_CASE(dot_and_dot_dot_object_names_never_reach_the_api_server)
+    ASBT_CASE(router_token_and_header_keys_are_wiped_before_their_memory_is_freed)
     ASBT_CASE(file_paths_are_normalised_and_percent_encoded_on_the_wire)
     ASBT_CASE(router_token_goes_to_the_router_and_never_into_errors_or_the_log)
     ASBT_CASE(keys_in_extra_headers_are_masked_in_echoed_error_bodies)
