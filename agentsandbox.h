@@ -10755,7 +10755,8 @@ static asb_result asb__exec_run(asb_kube_client *kc, asb_buf *out, asb_buf *erro
     int po[2] = {-1, -1}, pe[2] = {-1, -1}, pf[2] = {-1, -1};
     pid_t pid;
     size_t n_env = 0, i, k;
-    char **envp = NULL, **argv = NULL, *info = NULL;
+    char **envp = NULL, **argv = NULL, *info = NULL, *envbuf = NULL;
+    size_t env_len = 0;
     asb_buf ib;
     asb_json_writer w;
     int64_t deadline = asb__now_ms() + kc->exec_timeout_ms;
@@ -10823,15 +10824,23 @@ static asb_result asb__exec_run(asb_kube_client *kc, asb_buf *out, asb_buf *erro
         }
         if (!overridden) envp[k++] = environ[i];
     }
-    for (i = 0; i < ex->env_count; i++) {
-        size_t len = strlen(ex->env_names[i]) + strlen(ex->env_values[i]) + 2;
-        char *e = (char *)asb__arena_alloc((asb__arena *)kc->cfg.arena_, len);
-        if (!e) {
+    /* the plugin's own NAME=value strings, in one block freed after the
+       run (they came from the kubeconfig's arena once, which then grew
+       with every run: a plugin whose credential keeps expiring runs for
+       as long as the program does) */
+    for (i = 0; i < ex->env_count; i++)
+        env_len += strlen(ex->env_names[i]) + strlen(ex->env_values[i]) + 2;
+    if (env_len) {
+        char *e;
+        envbuf = (char *)kc->alloc.alloc_fn(env_len, kc->alloc.user_data);
+        if (!envbuf) {
             r = asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "exec plugin: out of memory");
             goto done;
         }
-        sprintf(e, "%s=%s", ex->env_names[i], ex->env_values[i]);
-        envp[k++] = e;
+        for (i = 0, e = envbuf; i < ex->env_count; i++) {
+            envp[k++] = e;
+            e += sprintf(e, "%s=%s", ex->env_names[i], ex->env_values[i]) + 1;
+        }
     }
     envp[k++] = info;
     envp[k] = NULL;
@@ -10931,6 +10940,10 @@ done:
     if (envp) kc->alloc.free_fn(envp, kc->alloc.user_data);
     if (argv) kc->alloc.free_fn(argv, kc->alloc.user_data);
     if (info) kc->alloc.free_fn(info, kc->alloc.user_data);
+    if (envbuf) {
+        memset(envbuf, 0, env_len); /* an env value may be a secret */
+        kc->alloc.free_fn(envbuf, kc->alloc.user_data);
+    }
     asb_buf_free(&ib);
     return r;
 }

@@ -1050,6 +1050,45 @@ ASBT_TEST(a_signal_between_fork_and_exec_never_runs_the_programs_handler) {
     asb_kube_client_free(kc);
 }
 
+/* A sibling of R1 (something kept per rotation): the plugin's env strings
+   came from the kubeconfig's arena on every run, so a plugin whose
+   credential keeps expiring grew the client's memory by its env on every
+   call, for as long as the program ran. An 8 KiB env value makes each
+   run's share a new arena block, counted by the test allocator. */
+ASBT_TEST(running_the_plugin_again_and_again_keeps_memory_flat) {
+    asbt_heap heap;
+    asb_allocator a = asbt_heap_allocator(&heap);
+    asb_kube_client_desc d;
+    asb_kube_client *kc = NULL;
+    asb_error err;
+    char auth[256], want[64], big[8193];
+    long live_after_two = 0;
+    int i;
+    FILE *f;
+    memset(big, 'v', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    write_plugin_cfg("expired", "client.authentication.k8s.io/v1", "");
+    f = fopen(cfgpath, "a"); /* one more entry at the end of its env list */
+    ASBT_CHECK(f != NULL);
+    fprintf(f, "      - {name: BIG, value: %s}\n", big);
+    fclose(f);
+    memset(&d, 0, sizeof d);
+    d.kubeconfig.path = cfgpath;
+    d.exec_timeout_ms = 20000;
+    d.http.retry.max_attempts = 1;
+    d.http.allocator = &a;
+    ASBT_EQ_RES(asb_kube_client_create(&d, &kc, &err), ASB_OK);
+    for (i = 1; i <= 12; i++) {
+        ASBT_EQ_RES(echo_auth(kc, auth, sizeof auth, &err), ASB_OK);
+        snprintf(want, sizeof want, "Bearer tok-%d", i);
+        ASBT_EQ_STR(auth, want); /* a new run every call */
+        if (i == 2) live_after_two = heap.live;
+    }
+    ASBT_EQ_INT(heap.live, live_after_two);
+    asb_kube_client_free(kc);
+    ASBT_EQ_INT(heap.live, 0);
+}
+
 /* Review finding R1: an exec plugin that returns client certificates
    makes a new HTTP client on every rotation, while watches on other
    threads are inside calls on older ones. 20 rotations, each while three
@@ -1218,6 +1257,7 @@ ASBT_LIST(
     ASBT_CASE(plugin_descriptors_never_leak_and_a_concurrent_spawn_cannot_stall_it)
     ASBT_CASE(a_signal_between_fork_and_exec_never_runs_the_programs_handler)
     ASBT_CASE(client_certificates_rotate_20_times_under_concurrent_watches)
+    ASBT_CASE(running_the_plugin_again_and_again_keeps_memory_flat)
 )
 
 int main(int argc, char **argv);
