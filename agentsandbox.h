@@ -1864,7 +1864,8 @@ typedef struct asb_watch_opts {
    it does while restarting), and restarts from "0" after 410 Gone
    (as an HTTP status or an ERROR event), after a short pause that grows
    (to 5 s, jittered) while 410s follow each other with no event between
-   them. Waiting costs no CPU: it sleeps in poll. Callbacks run on the
+   them; a stream the server ends within a second with no event is
+   resumed after the same pause. Waiting costs no CPU: it sleeps in poll. Callbacks run on the
    calling thread; the return value is the single final outcome.
    Errors: ASB_ERR_TIMEOUT (the deadline; the message names the last
    failure), what the callback returned, ASB_ERR_TOO_LARGE (an event over
@@ -2569,6 +2570,14 @@ static int asb__socket_cloexec(int domain, int type, int protocol) {
     fd = socket(domain, type, protocol);
     if (fd >= 0) (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
     return fd;
+}
+
+/* A pause of ms/2 + random(0, ms/2]: retries of many clients spread out
+   instead of arriving together. ms up to INT_MAX/2. */
+static int asb__jitter_ms(int ms) {
+    unsigned char rb[2];
+    if (ms < 2 || asb__random_bytes(rb, 2) != ASB_OK) return ms;
+    return ms / 2 + (int)((uint64_t)(ms / 2) * (uint64_t)(rb[0] << 8 | rb[1]) / 65535u);
 }
 
 /* >>bytes ===================================================================
@@ -11697,7 +11706,7 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
     asb_result r = ASB_OK;
     int64_t deadline;
     int backoff = 100, refusals = 0;
-    int gone_backoff = 100; /* the pause before a restart after 410 */
+    int quick_backoff = 100; /* before a restart after 410 or a very short watch */
     char last[64] = ""; /* why the last attempt failed, for the timeout */
     if (!kc || !fn) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "watch: NULL argument");
     if (!opts) {
@@ -11723,6 +11732,7 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
         asb_http_response resp;
         int first = 1, status, refused = 0, pause, events0 = w.events,
             tsec = opts->timeout_seconds > 0 ? opts->timeout_seconds : 60;
+        int64_t started;
         int64_t retry_after;
         char num[24];
         asb_retry_policy once;
@@ -11755,6 +11765,7 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
         w.lines.line.len = 0;
         w.gone = 0;
         w.fail = ASB_OK;
+        started = asb__now_ms();
         r = asb__kube_do(kc, &req, "GET", path.ptr, &resp, err);
         asb_buf_free(&path);
         if (w.lines.stopped && !w.gone) {
@@ -11779,13 +11790,9 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
                follow each other with no event between them, and starts
                over (100 ms) once events flow again; jittered so that many
                watchers of one apiserver do not come back together. */
-            unsigned char rb[2];
-            if (w.events > events0) gone_backoff = 100;
-            pause = gone_backoff;
-            if (asb__random_bytes(rb, 2) == ASB_OK)
-                pause = pause / 2 +
-                        (int)((unsigned)(pause / 2) * (unsigned)(rb[0] << 8 | rb[1]) / 65535u);
-            gone_backoff = gone_backoff < 2500 ? gone_backoff * 2 : 5000;
+            if (w.events > events0) quick_backoff = 100;
+            pause = asb__jitter_ms(quick_backoff);
+            quick_backoff = quick_backoff < 2500 ? quick_backoff * 2 : 5000;
             if (kc->http_desc.log.fn) {
                 char rvq[80];
                 asb__quote(rvq, sizeof rvq, w.rv.len ? w.rv.ptr : "(none)",
@@ -11854,7 +11861,28 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
             r = ASB_OK;
             continue;
         }
-        backoff = 100; /* a clean end after timeoutSeconds: resume at once */
+        backoff = 100;
+        if (w.events > events0 || asb__now_ms() - started >= 1000) {
+            /* a clean end after timeoutSeconds: resume at once */
+            quick_backoff = 100;
+            continue;
+        }
+        /* a very short watch: the stream ended within a second with no
+           event (as client-go's reflector calls it). A server that does
+           that on every request would get hundreds a second: pause as
+           after repeated 410s */
+        pause = asb__jitter_ms(quick_backoff);
+        quick_backoff = quick_backoff < 2500 ? quick_backoff * 2 : 5000;
+        if (deadline && asb__now_ms() + pause >= deadline) {
+            r = asb__fail(err, ASB_ERR_TIMEOUT,
+                          "watch: deadline reached (the server ends each watch at once)");
+            break;
+        }
+        asb__log(&kc->http_desc.log, ASB_LOG_WARN, "kube.watch.reconnect",
+                 "watch %s: the server ended the watch at once with no event; resuming in "
+                 "%d ms",
+                 base.ptr, pause);
+        asb__sleep_ms(pause);
     }
     asb_buf_free(&base);
     asb_buf_free(&w.rv);

@@ -457,6 +457,13 @@ ASBT_TEST(a_watch_backs_off_from_a_server_that_keeps_answering_410) {
         ASBT_CHECK(n <= 12); /* ...but not in a loop */
         quiet = n;
     }
+    /* a sibling: a watch the server ends at once, with no event, every
+       time (client-go calls it a very short watch) pauses the same way */
+    snprintf(key, sizeof key, "w410-%d-empty", (int)getpid());
+    n = watch_against("empty-watch", key, 2500, &events, &r);
+    fprintf(stderr, "    empty-watch: %lld requests in 2.5 s\n", (long long)n);
+    ASBT_EQ_RES(r, ASB_ERR_TIMEOUT);
+    ASBT_CHECK(n >= 2 && n <= 12);
     snprintf(key, sizeof key, "w410-%d-after-event", (int)getpid());
     n = watch_against("gone-after-event", key, 2500, &events, &r);
     fprintf(stderr, "    gone-after-event: %lld requests, %d events in 2.5 s\n", (long long)n,

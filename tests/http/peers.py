@@ -97,7 +97,9 @@ unless said; connections are kept alive unless said; `?k=v` where noted):
                            prefix makes every watch answer 410); counted
                            under <key>. /gone-event/<key>/... answers 200
                            with one watch line, an ERROR event with code 410;
-                           /gone-after-event/<key>/... an ADDED event first
+                           /gone-after-event/<key>/... an ADDED event first;
+                           /empty-watch/<key>/... 200 with an empty body (a
+                           watch that ends at once, cleanly)
   /status-echo/<code>      that status with a Kubernetes Status whose message
                            lists the request headers as received (a server
                            that echoes credentials into its errors)
@@ -557,6 +559,10 @@ class FaultHandler(socketserver.BaseRequestHandler):
                 part = unit[:min(left, len(unit))]
                 send(part)
                 left -= len(part)
+            return True
+        if seg[0] == "empty-watch" and len(seg) >= 2:
+            STATE.bump(seg[1])
+            send(response(200, "OK", [("Content-Type", "application/json")], b""))
             return True
         if seg[0] in ("gone", "gone-event", "gone-after-event") and len(seg) >= 2:
             STATE.bump(seg[1])
