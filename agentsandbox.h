@@ -13612,6 +13612,25 @@ static void asb__error_hint(asb_error *err, const char *hint) {
     memcpy(err->message + l, hint, n);
 }
 
+/* One HTTP exchange of a sandbox call, inside what is left of the call's
+   deadline (timeout_ms from t0; 0: none): the tunnel coming up and an
+   earlier try have spent part of it. The one rule: the answer is awaited
+   until the deadline, never less, so the per-read timeout (which would
+   cut a command silent for 30 s) is raised to it. */
+static asb_result asb__sb_do(asb_client *c, asb_http_request *req, int64_t t0, int timeout_ms,
+                             asb_http_response *resp, asb_error *err) {
+    if (timeout_ms > 0) {
+        int64_t left = (int64_t)timeout_ms - (asb__now_ms() - t0);
+        if (left <= 0) {
+            memset(resp, 0, sizeof *resp);
+            return asb__fail(err, ASB_ERR_TIMEOUT, "the deadline passed before the request");
+        }
+        req->timeout_ms = (int)left;
+        req->read_timeout_ms = (int)left;
+    }
+    return asb_http_do(c->http, req, resp, err);
+}
+
 /* One call to the runtime through the router, with its headers. */
 static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const char *path,
                                int timeout_ms, asb_http_response *resp, asb_error *err) {
@@ -13687,10 +13706,6 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
             h[nh].name = "X-Sandbox-Timeout";
             h[nh++].value = tsec;
         }
-        req->timeout_ms = timeout_ms;
-        /* the one rule: wait for the answer until the deadline, never
-           less (the client's read timeout would cut a silent command) */
-        req->read_timeout_ms = timeout_ms;
     }
     for (i = 0; i < req->header_count && nh < 24; i++) h[nh++] = req->headers[i];
     req->headers = h;
@@ -13704,7 +13719,7 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
         once.max_attempts = 1;
         req->retry = &once;
     }
-    r = asb_http_do(c->http, req, resp, err);
+    r = asb__sb_do(c, req, t0, timeout_ms, resp, err);
     if (req->retry == &once && r != ASB_OK && r != ASB_ERR_CONNECT &&
         asb__method_idempotent(req->method ? req->method : "GET") && !req->body_read &&
         !req->on_body && /* a stream may have handed bytes on already */
@@ -13713,7 +13728,7 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
         /* it connected: the address is good; the usual policy for the rest */
         req->retry = policy;
         asb_http_response_free(resp);
-        r = asb_http_do(c->http, req, resp, err);
+        r = asb__sb_do(c, req, t0, timeout_ms, resp, err);
     }
     req->retry = policy;
     if (sb->ip[0] && (r == ASB_ERR_CONNECT || (r == ASB_ERR_HTTP_STATUS && resp->status == 502))) {
@@ -13724,7 +13739,7 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
             asb_http_response_free(resp);
             asb__sb_base_in_cluster(sb, port, base, sizeof base);
             asb__sb_url(&url, base, path, req);
-            r = asb_http_do(c->http, req, resp, err);
+            r = asb__sb_do(c, req, t0, timeout_ms, resp, err);
         }
     }
     if (r == ASB_ERR_CONNECT && c->mode == ASB_CONNECT_LOCAL_TUNNEL) {
@@ -13733,7 +13748,7 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
         r = asb__router_base(c, base, sizeof base, err);
         if (r == ASB_OK) {
             asb__sb_url(&url, base, path, req);
-            r = asb_http_do(c->http, req, resp, err);
+            r = asb__sb_do(c, req, t0, timeout_ms, resp, err);
         }
     }
     asb_buf_free(&url);
