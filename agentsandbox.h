@@ -8692,6 +8692,7 @@ struct asb_h2_stream {
     int blocks;             /* header blocks seen: 1 headers, 2 trailers */
     int status;
     int local_closed, remote_closed;
+    int sent_end;           /* we sent END_STREAM (a reset also closes) */
     int cancelled;          /* by us */
     int reset_by_peer;
     uint32_t rst_code;
@@ -9768,7 +9769,7 @@ ASB_API asb_result asb_h2_stream_open(asb_h2_conn *h, const asb_h2_request *req,
         off += n;
         if (last) break;
     }
-    if (req->end_stream) s->local_closed = 1;
+    if (req->end_stream) s->local_closed = s->sent_end = 1;
     pthread_mutex_unlock(&h->mu);
     asb_buf_free(&blk);
     snprintf(m, sizeof m, "%s", req->path ? req->path : "/");
@@ -9798,7 +9799,7 @@ ASB_API asb_result asb_h2_stream_write(asb_h2_stream *s, const void *data, size_
     h = s->conn;
     if (!h) return asb__fail(err, ASB_ERR_CLOSED, "http2: the connection was freed");
     pthread_mutex_lock(&h->mu);
-    if (s->local_closed && !s->failed && !s->cancelled) {
+    if (s->sent_end) {
         pthread_mutex_unlock(&h->mu);
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "http2: the request body already ended");
     }
@@ -9828,11 +9829,11 @@ ASB_API asb_result asb_h2_stream_write(asb_h2_stream *s, const void *data, size_
         h->send_window -= (int64_t)n;
         asb__h2_put_frame(h, ASB__H2_DATA, end_stream && n == len ? ASB__H2_END_STREAM : 0, s->id,
                           p, n);
-        p += n;
+        if (n) p += n; /* p may be NULL for an empty end */
         len -= n;
         if (len == 0) {
             if (end_stream) {
-                s->local_closed = 1;
+                s->local_closed = s->sent_end = 1;
                 if (s->remote_closed) asb__h2_uncount(h, s);
             }
             break;

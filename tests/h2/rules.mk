@@ -46,7 +46,7 @@ $(H2_TB)/asan/test_h2_peers: tests/test_h2_peers.c agentsandbox.h tests/asbtest.
 ALL_TARGETS += $(H2_UNIT) $(H2_TB)/asan/test_h2_peers
 
 .PHONY: test-h2 test-h2-peers
-TEST_TIERS += test-h2
+TEST_TIERS += test-h2 test-h2-peers
 test-h2: $(H2_UNIT)
 	@set -e; for f in c cxx notls asan; do echo "--- $$f/test_h2"; $(H2_TB)/$$f/test_h2; done
 test-h2-peers: $(H2_TB)/asan/test_h2_peers $(H2_DIR)/gen/process_pb2_grpc.py

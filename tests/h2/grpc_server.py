@@ -1,0 +1,133 @@
+"""A test process.v1.ProcessService on grpcio, for tests/test_h2_peers.c.
+
+Not a process runner: command[0] picks a behaviour the C tests check.
+  Start  echo A B ..   init(42), stdout per argument, exit(0)
+         big N         init, one stdout message of N bytes (i % 251), exit
+         many N SIZE   N stdout messages of SIZE bytes ('a' + k % 26)
+         cat           init(43), then stdout for each WriteStdin(43) input,
+                       exit(0) at EOF or 128+signal after SendSignal(43)
+         slow          init(44), then waits until the client cancels
+         fail          aborts NOT_FOUND before any message (trailers-only)
+         fail-after    one stdout message, then aborts with ABORTED
+         sleep MS      sleeps, then exit
+  Execute              exit_code = total length of the command strings,
+                       stdout = the first 64 bytes of command[0];
+                       "stats": stdout = "cancelled=N" (Start streams the
+                       client cancelled)
+Prints "port N" once serving on 127.0.0.1. Usage: grpc_server.py GEN_DIR
+"""
+import queue
+import sys
+import threading
+import time
+from concurrent import futures
+
+sys.path.insert(0, sys.argv[1])
+import grpc  # noqa: E402
+import process_pb2 as pb  # noqa: E402
+import process_pb2_grpc as pbg  # noqa: E402
+
+lock = threading.Lock()
+cancelled = [0]
+cats = {}  # pid -> queue of bytes | None (EOF) | int (signal)
+
+
+class Service(pbg.ProcessServiceServicer):
+    def Start(self, req, ctx):
+        cmd = list(req.config.command)
+        what = cmd[0] if cmd else ""
+        if what == "echo":
+            yield pb.StartResponse(init=pb.InitEvent(process_id=42))
+            for a in cmd[1:]:
+                yield pb.StartResponse(stdout=a.encode())
+            yield pb.StartResponse(exit=pb.ExitEvent(exit_code=0))
+        elif what == "big":
+            n = int(cmd[1])
+            yield pb.StartResponse(init=pb.InitEvent(process_id=42))
+            yield pb.StartResponse(stdout=bytes(i % 251 for i in range(n)))
+            yield pb.StartResponse(exit=pb.ExitEvent(exit_code=0))
+        elif what == "many":
+            n, size = int(cmd[1]), int(cmd[2])
+            for k in range(n):
+                yield pb.StartResponse(stdout=bytes([97 + k % 26]) * size)
+            yield pb.StartResponse(exit=pb.ExitEvent(exit_code=0))
+        elif what == "cat":
+            q = queue.Queue()
+            with lock:
+                cats[43] = q
+            yield pb.StartResponse(init=pb.InitEvent(process_id=43))
+            while True:
+                item = q.get()
+                if item is None:
+                    yield pb.StartResponse(exit=pb.ExitEvent(exit_code=0))
+                    break
+                if isinstance(item, int):
+                    yield pb.StartResponse(exit=pb.ExitEvent(exit_code=128 + item))
+                    break
+                yield pb.StartResponse(stdout=item)
+            with lock:
+                cats.pop(43, None)
+        elif what == "slow":
+            done = threading.Event()
+
+            def gone():
+                with lock:
+                    cancelled[0] += 1
+                done.set()
+
+            ctx.add_callback(gone)
+            yield pb.StartResponse(init=pb.InitEvent(process_id=44))
+            done.wait(60)
+        elif what == "fail":
+            ctx.abort(grpc.StatusCode.NOT_FOUND, "no such process: pid 7 \u00fcn\u00efc\u00f8d\u00e9 \u2713 100%")
+        elif what == "fail-after":
+            yield pb.StartResponse(stdout=b"partial")
+            ctx.abort(grpc.StatusCode.ABORTED, "stopped after one message")
+        elif what == "sleep":
+            time.sleep(int(cmd[1]) / 1000.0)
+            yield pb.StartResponse(exit=pb.ExitEvent(exit_code=0))
+        else:
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, "unknown test command")
+
+    def Execute(self, req, ctx):
+        cmd = list(req.config.command)
+        if cmd and cmd[0] == "stats":
+            with lock:
+                return pb.ExecuteResponse(stdout=b"cancelled=%d" % cancelled[0])
+        total = sum(len(c.encode()) for c in cmd)
+        first = cmd[0].encode()[:64] if cmd else b""
+        return pb.ExecuteResponse(exit_code=total, stdout=first)
+
+    def WriteStdin(self, req, ctx):
+        with lock:
+            q = cats.get(req.process_id)
+        if q is None:
+            ctx.abort(grpc.StatusCode.NOT_FOUND, "process %d not found" % req.process_id)
+        q.put(None if req.HasField("eof") else bytes(req.input))
+        return pb.WriteStdinResponse()
+
+    def SendSignal(self, req, ctx):
+        with lock:
+            q = cats.get(req.process_id)
+        if q is None:
+            ctx.abort(grpc.StatusCode.NOT_FOUND, "process %d not found" % req.process_id)
+        q.put(int(req.signal))
+        return pb.SendSignalResponse()
+
+    def ResizeTTY(self, req, ctx):
+        return pb.ResizeTTYResponse()
+
+
+def main():
+    opts = [("grpc.max_receive_message_length", 64 << 20),
+            ("grpc.max_send_message_length", 64 << 20)]
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), options=opts)
+    pbg.add_ProcessServiceServicer_to_server(Service(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    print("port %d" % port, flush=True)
+    server.wait_for_termination()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,639 @@
+/* HTTP/2 and gRPC against real peers on loopback (tests/h2/with-peers.sh
+   starts them): nghttpd for HTTP/2 framing, Huffman-coded headers and
+   flow control both ways; a grpcio server implementing a test
+   process.v1.ProcessService from sandboxd's .proto for gRPC. */
+#define AGENTSANDBOX_IMPLEMENTATION
+#include "../agentsandbox.h"
+#include "asbtest.h"
+
+static char url_buf[64];
+
+static const char *peer_url(const char *env) {
+    const char *p = getenv(env);
+    if (!p) {
+        fprintf(stderr, "%s is not set: run under tests/h2/with-peers.sh\n", env);
+        exit(2);
+    }
+    snprintf(url_buf, sizeof url_buf, "http://127.0.0.1:%s", p);
+    return url_buf;
+}
+
+static asb_h2_conn *connect_to(const char *env, uint32_t window) {
+    asb_h2_desc d;
+    asb_h2_conn *h = NULL;
+    asb_error err;
+    memset(&d, 0, sizeof d);
+    d.url = peer_url(env);
+    d.stream_window = window;
+    if (asb_h2_connect(&d, &h, &err) != ASB_OK) fprintf(stderr, "connect: %s\n", err.message);
+    return h;
+}
+
+/* -- nghttpd ----------------------------------------------------------------------- */
+
+static int check_pattern(const unsigned char *p, size_t n, size_t at) {
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (p[i] != (unsigned char)((at + i) % 251)) return 0;
+    return 1;
+}
+
+ASBT_TEST(nghttpd_big_download_through_a_small_window_arrives_intact) {
+    asb_h2_conn *h = connect_to("ASB_NGHTTPD_PORT", 65535);
+    asb_h2_request rq;
+    asb_h2_stream *s;
+    asb_error err;
+    asb_str v;
+    unsigned char buf[7000];
+    size_t n, total = 0;
+    int reads = 0;
+    ASBT_CHECK(h != NULL);
+    memset(&rq, 0, sizeof rq);
+    rq.path = "/big.bin";
+    rq.end_stream = 1;
+    rq.timeout_ms = 60000;
+    ASBT_EQ_RES(asb_h2_stream_open(h, &rq, &s, &err), ASB_OK);
+    ASBT_EQ_RES(asb_h2_stream_wait_headers(s, &err), ASB_OK);
+    ASBT_EQ_INT(asb_h2_stream_status(s), 200);
+    /* nghttpd sends its header values Huffman-coded */
+    ASBT_CHECK(asb_h2_stream_header(s, "server", &v));
+    ASBT_CHECK(v.len > 7 && memcmp(v.ptr, "nghttpd", 7) == 0);
+    ASBT_CHECK(asb_h2_stream_header(s, "content-length", &v));
+    ASBT_EQ_MEM(v.ptr, v.len, "8388608", 7);
+    for (;;) {
+        ASBT_EQ_RES(asb_h2_stream_read(s, buf, sizeof buf, &n, &err), ASB_OK);
+        if (n == 0) break;
+        ASBT_CHECK(check_pattern(buf, n, total));
+        /* a slow reader: the server must wait for our WINDOW_UPDATEs,
+           and what we hold never exceeds the window */
+        ASBT_CHECK(s->data.len - s->data_pos <= 65535);
+        if (++reads % 64 == 0) asb__sleep_ms(1);
+        total += n;
+    }
+    ASBT_EQ_INT(total, 8 << 20);
+    asb_h2_stream_free(s);
+    ASBT_CHECK(asb_h2_conn_usable(h));
+    asb_h2_conn_free(h);
+}
+
+ASBT_TEST(nghttpd_upload_larger_than_its_windows_waits_for_window_updates) {
+    /* this nghttpd grants 64 KiB windows: 4 MiB only fits by waiting */
+    asb_h2_conn *h = connect_to("ASB_NGHTTPD_SMALL_PORT", 0);
+    asb_h2_request rq;
+    asb_h2_stream *s;
+    asb_error err;
+    static char body[4 << 20];
+    char buf[256];
+    size_t n;
+    ASBT_CHECK(h != NULL);
+    memset(body, 'u', sizeof body);
+    memset(&rq, 0, sizeof rq);
+    rq.method = "POST";
+    rq.path = "/hello.txt";
+    rq.timeout_ms = 60000;
+    ASBT_EQ_RES(asb_h2_stream_open(h, &rq, &s, &err), ASB_OK);
+    ASBT_EQ_RES(asb_h2_stream_write(s, body, sizeof body, 1, &err), ASB_OK);
+    ASBT_EQ_RES(asb_h2_stream_wait_headers(s, &err), ASB_OK);
+    ASBT_EQ_INT(asb_h2_stream_status(s), 200);
+    ASBT_EQ_RES(asb_h2_stream_read(s, buf, sizeof buf, &n, &err), ASB_OK);
+    ASBT_EQ_MEM(buf, n, "hello from nghttpd\n", 19);
+    asb_h2_stream_free(s);
+    /* a flow-control violation would have been a GOAWAY */
+    ASBT_CHECK(asb_h2_conn_usable(h));
+    asb_h2_conn_free(h);
+}
+
+typedef struct dl_job {
+    asb_h2_conn *h;
+    int ok;
+} dl_job;
+
+static void *download(void *arg) {
+    dl_job *j = (dl_job *)arg;
+    asb_h2_request rq;
+    asb_h2_stream *s;
+    static __thread unsigned char buf[32768];
+    size_t n, total = 0;
+    memset(&rq, 0, sizeof rq);
+    rq.path = "/big.bin";
+    rq.end_stream = 1;
+    rq.timeout_ms = 60000;
+    if (asb_h2_stream_open(j->h, &rq, &s, NULL) != ASB_OK) return NULL;
+    while (asb_h2_stream_read(s, buf, sizeof buf, &n, NULL) == ASB_OK && n > 0) {
+        if (!check_pattern(buf, n, total)) break;
+        total += n;
+    }
+    j->ok = total == (8u << 20) && asb_h2_stream_status(s) == 200;
+    asb_h2_stream_free(s);
+    return NULL;
+}
+
+ASBT_TEST(nghttpd_six_concurrent_streams_on_one_connection_each_arrive_whole) {
+    asb_h2_conn *h = connect_to("ASB_NGHTTPD_PORT", 0);
+    pthread_t t[6];
+    dl_job j[6];
+    int i, ok = 0;
+    ASBT_CHECK(h != NULL);
+    for (i = 0; i < 6; i++) {
+        j[i].h = h;
+        j[i].ok = 0;
+        pthread_create(&t[i], NULL, download, &j[i]);
+    }
+    for (i = 0; i < 6; i++) {
+        pthread_join(t[i], NULL);
+        ok += j[i].ok;
+    }
+    ASBT_EQ_INT(ok, 6);
+    ASBT_EQ_INT(h->highest_id, 11); /* six streams, one connection */
+    asb_h2_conn_free(h);
+}
+
+ASBT_TEST(nghttpd_missing_file_is_a_404_with_a_body) {
+    asb_h2_conn *h = connect_to("ASB_NGHTTPD_PORT", 0);
+    asb_h2_request rq;
+    asb_h2_stream *s;
+    char buf[4096];
+    size_t n, total = 0;
+    ASBT_CHECK(h != NULL);
+    memset(&rq, 0, sizeof rq);
+    rq.path = "/missing";
+    rq.end_stream = 1;
+    rq.timeout_ms = 30000;
+    ASBT_EQ_RES(asb_h2_stream_open(h, &rq, &s, NULL), ASB_OK);
+    ASBT_EQ_RES(asb_h2_stream_wait_headers(s, NULL), ASB_OK);
+    ASBT_EQ_INT(asb_h2_stream_status(s), 404);
+    while (asb_h2_stream_read(s, buf, sizeof buf, &n, NULL) == ASB_OK && n > 0) total += n;
+    ASBT_CHECK(total > 0);
+    asb_h2_stream_free(s);
+    asb_h2_conn_free(h);
+}
+
+/* -- gRPC ------------------------------------------------------------------------------ */
+
+#define START "/process.v1.ProcessService/Start"
+#define EXECUTE "/process.v1.ProcessService/Execute"
+
+/* A StartRequest / ExecuteRequest: config (field 1) with the command. */
+static void command_req(asb_buf *b, const char *const *argv, int argc) {
+    size_t m;
+    int i;
+    asb_buf_init(b, NULL);
+    asb_pb_begin(b, 1, &m);
+    for (i = 0; i < argc; i++) asb_pb_put_string(b, 1, argv[i]);
+    asb_pb_end(b, m);
+}
+
+typedef struct events {
+    int inits, exits, done;
+    int32_t pid, exit_code;
+    asb_buf out;      /* stdout bytes joined */
+    int chunks;
+    int order_ok;     /* init first, exit last */
+    asb_result result;
+    asb_error err;
+    int cancel_after; /* on_message returns 1 after this many (0: never) */
+    int seen;
+    asb_grpc_call *cancel_call; /* cancel this from on_message instead */
+} events;
+
+static int on_event(void *ud, const char *msg, size_t len) {
+    events *e = (events *)ud;
+    asb_pb_reader r, sub;
+    asb_pb_field f, g;
+    e->seen++;
+    asb_pb_reader_init(&r, msg, len);
+    while (asb_pb_next(&r, &f, NULL) == ASB_OK && f.number) {
+        if (e->exits) e->order_ok = 0;
+        if (f.number == 1 || f.number == 4) {
+            asb_pb_reader_init(&sub, f.bytes.ptr, f.bytes.len);
+            while (asb_pb_next(&sub, &g, NULL) == ASB_OK && g.number)
+                if (g.number == 1) asb_pb_int32(&g, f.number == 1 ? &e->pid : &e->exit_code);
+            if (f.number == 1) {
+                if (e->seen != 1) e->order_ok = 0;
+                e->inits++;
+            } else {
+                e->exits++;
+            }
+        } else if (f.number == 2) {
+            asb_buf_append(&e->out, f.bytes.ptr, f.bytes.len);
+            e->chunks++;
+        }
+    }
+    return e->cancel_after && e->seen >= e->cancel_after;
+}
+
+static void on_done(void *ud, asb_result r, const asb_error *err) {
+    events *e = (events *)ud;
+    e->done++;
+    e->result = r;
+    e->err = *err;
+}
+
+static asb_result run_start(asb_h2_conn *h, const char *const *argv, int argc, int timeout_ms,
+                            size_t max_msg, events *e) {
+    asb_grpc_call_desc cd;
+    asb_grpc_call *call;
+    asb_grpc_handlers hd;
+    asb_buf req;
+    asb_result r;
+    memset(&cd, 0, sizeof cd);
+    cd.method = START;
+    cd.timeout_ms = timeout_ms;
+    cd.max_message_bytes = max_msg;
+    asb_buf_init(&e->out, NULL);
+    e->order_ok = 1;
+    command_req(&req, argv, argc);
+    r = asb_grpc_call_start(h, &cd, req.ptr, req.len, &call, &e->err);
+    asb_buf_free(&req);
+    if (r != ASB_OK) return r;
+    hd.on_message = on_event;
+    hd.on_done = on_done;
+    hd.user_data = e;
+    r = asb_grpc_call_run(call, &hd, NULL);
+    asb_grpc_call_free(call);
+    return r;
+}
+
+ASBT_TEST(grpc_server_stream_delivers_each_message_in_order_then_one_done) {
+    asb_h2_conn *h = connect_to("ASB_GRPC_PORT", 0);
+    static const char *const argv[] = {"echo", "one", "two", "three"};
+    events e;
+    memset(&e, 0, sizeof e);
+    ASBT_CHECK(h != NULL);
+    ASBT_EQ_RES(run_start(h, argv, 4, 10000, 0, &e), ASB_OK);
+    ASBT_EQ_INT(e.done, 1);
+    ASBT_EQ_RES(e.result, ASB_OK);
+    ASBT_EQ_INT(e.inits, 1);
+    ASBT_EQ_INT(e.pid, 42);
+    ASBT_EQ_INT(e.chunks, 3);
+    ASBT_EQ_MEM(e.out.ptr, e.out.len, "onetwothree", 11);
+    ASBT_EQ_INT(e.exits, 1);
+    ASBT_CHECK(e.order_ok);
+    asb_buf_free(&e.out);
+    asb_h2_conn_free(h);
+}
+
+ASBT_TEST(grpc_unary_execute_round_trip_and_status_zero) {
+    asb_h2_conn *h = connect_to("ASB_GRPC_PORT", 0);
+    static const char *const argv[] = {"hello", "world!"};
+    asb_grpc_call_desc cd;
+    asb_buf req, resp;
+    asb_error err;
+    asb_pb_reader r;
+    asb_pb_field f;
+    int32_t code = -1;
+    asb_str out = {NULL, 0};
+    ASBT_CHECK(h != NULL);
+    memset(&cd, 0, sizeof cd);
+    cd.method = EXECUTE;
+    cd.timeout_ms = 10000;
+    command_req(&req, argv, 2);
+    asb_buf_init(&resp, NULL);
+    ASBT_EQ_RES(asb_grpc_unary(h, &cd, req.ptr, req.len, &resp, &err), ASB_OK);
+    asb_pb_reader_init(&r, resp.ptr, resp.len);
+    while (asb_pb_next(&r, &f, NULL) == ASB_OK && f.number) {
+        if (f.number == 1) asb_pb_int32(&f, &code);
+        if (f.number == 2) asb_pb_bytes(&f, &out);
+    }
+    ASBT_EQ_INT(code, 11);
+    ASBT_EQ_MEM(out.ptr, out.len, "hello", 5);
+    asb_buf_free(&req);
+    asb_buf_free(&resp);
+    asb_h2_conn_free(h);
+}
+
+ASBT_TEST(grpc_sixteen_mib_messages_cross_both_ways_over_the_windows) {
+    asb_h2_conn *h = connect_to("ASB_GRPC_PORT", 65535);
+    char big_n[16];
+    const char *argv[2];
+    events e;
+    asb_grpc_call_desc cd;
+    asb_buf req, resp;
+    asb_pb_reader r;
+    asb_pb_field f;
+    int32_t code = -1;
+    char *arg;
+    const char *args1[1];
+    size_t i;
+    ASBT_CHECK(h != NULL);
+    /* download: one 16 MiB message through a 64 KiB stream window */
+    snprintf(big_n, sizeof big_n, "%d", 16 << 20);
+    argv[0] = "big";
+    argv[1] = big_n;
+    memset(&e, 0, sizeof e);
+    ASBT_EQ_RES(run_start(h, argv, 2, 60000, (size_t)32 << 20, &e), ASB_OK);
+    ASBT_EQ_INT(e.out.len, 16 << 20);
+    for (i = 0; i < e.out.len; i++)
+        if ((unsigned char)e.out.ptr[i] != i % 251) break;
+    ASBT_EQ_INT(i, 16 << 20);
+    asb_buf_free(&e.out);
+    /* upload: a 16 MiB command string through the server's windows */
+    arg = (char *)malloc((16 << 20) + 1);
+    memset(arg, 'x', 16 << 20);
+    arg[16 << 20] = '\0';
+    args1[0] = arg;
+    command_req(&req, args1, 1);
+    free(arg);
+    memset(&cd, 0, sizeof cd);
+    cd.method = EXECUTE;
+    cd.timeout_ms = 60000;
+    asb_buf_init(&resp, NULL);
+    ASBT_EQ_RES(asb_grpc_unary(h, &cd, req.ptr, req.len, &resp, NULL), ASB_OK);
+    asb_pb_reader_init(&r, resp.ptr, resp.len);
+    while (asb_pb_next(&r, &f, NULL) == ASB_OK && f.number)
+        if (f.number == 1) asb_pb_int32(&f, &code);
+    ASBT_EQ_INT(code, 16 << 20);
+    asb_buf_free(&req);
+    asb_buf_free(&resp);
+    asb_h2_conn_free(h);
+}
+
+ASBT_TEST(grpc_trailers_only_error_keeps_code_and_unicode_message) {
+    asb_h2_conn *h = connect_to("ASB_GRPC_PORT", 0);
+    static const char *const argv[] = {"fail"};
+    events e;
+    memset(&e, 0, sizeof e);
+    ASBT_CHECK(h != NULL);
+    ASBT_EQ_RES(run_start(h, argv, 1, 10000, 0, &e), ASB_ERR_GRPC_STATUS);
+    ASBT_EQ_INT(e.done, 1);
+    ASBT_EQ_INT(e.seen, 0);
+    ASBT_EQ_STR(e.err.reason, "NOT_FOUND");
+    ASBT_CONTAINS(e.err.message,
+                  "no such process: pid 7 \xc3\xbcn\xc3\xaf" "c\xc3\xb8" "d\xc3\xa9 \xe2\x9c\x93 100%");
+    asb_buf_free(&e.out);
+    ASBT_CHECK(asb_h2_conn_usable(h));
+    asb_h2_conn_free(h);
+}
+
+ASBT_TEST(grpc_error_after_a_message_comes_from_the_trailers) {
+    asb_h2_conn *h = connect_to("ASB_GRPC_PORT", 0);
+    static const char *const argv[] = {"fail-after"};
+    events e;
+    memset(&e, 0, sizeof e);
+    ASBT_CHECK(h != NULL);
+    ASBT_EQ_RES(run_start(h, argv, 1, 10000, 0, &e), ASB_ERR_GRPC_STATUS);
+    ASBT_EQ_INT(e.seen, 1);
+    ASBT_EQ_MEM(e.out.ptr, e.out.len, "partial", 7);
+    ASBT_EQ_STR(e.err.reason, "ABORTED");
+    ASBT_CONTAINS(e.err.message, "stopped after one message");
+    asb_buf_free(&e.out);
+    asb_h2_conn_free(h);
+}
+
+ASBT_TEST(grpc_deadline_passing_is_a_timeout_named_deadline_exceeded) {
+    asb_h2_conn *h = connect_to("ASB_GRPC_PORT", 0);
+    static const char *const argv[] = {"sleep", "5000"};
+    events e;
+    memset(&e, 0, sizeof e);
+    ASBT_CHECK(h != NULL);
+    ASBT_EQ_RES(run_start(h, argv, 2, 300, 0, &e), ASB_ERR_TIMEOUT);
+    ASBT_EQ_INT(e.done, 1);
+    ASBT_EQ_STR(e.err.reason, "DEADLINE_EXCEEDED");
+    /* the connection carries on */
+    {
+        static const char *const ok[] = {"echo", "x"};
+        events e2;
+        memset(&e2, 0, sizeof e2);
+        ASBT_EQ_RES(run_start(h, ok, 2, 10000, 0, &e2), ASB_OK);
+        asb_buf_free(&e2.out);
+    }
+    asb_buf_free(&e.out);
+    asb_h2_conn_free(h);
+}
+
+static int server_cancelled(asb_h2_conn *h) {
+    static const char *const argv[] = {"stats"};
+    asb_grpc_call_desc cd;
+    asb_buf req, resp;
+    int n = -1;
+    memset(&cd, 0, sizeof cd);
+    cd.method = EXECUTE;
+    cd.timeout_ms = 10000;
+    command_req(&req, argv, 1);
+    asb_buf_init(&resp, NULL);
+    if (asb_grpc_unary(h, &cd, req.ptr, req.len, &resp, NULL) == ASB_OK) {
+        const char *p = (const char *)memchr(resp.ptr, '=', resp.len);
+        if (p) n = atoi(p + 1);
+    }
+    asb_buf_free(&req);
+    asb_buf_free(&resp);
+    return n;
+}
+
+typedef struct canceller {
+    asb_grpc_call *call;
+    events *e;
+} canceller;
+
+static void *cancel_when_started(void *arg) {
+    canceller *c = (canceller *)arg;
+    int i;
+    for (i = 0; i < 10000 && !__atomic_load_n(&c->e->inits, __ATOMIC_SEQ_CST); i++)
+        asb__sleep_ms(1);
+    asb_grpc_call_cancel(c->call);
+    return NULL;
+}
+
+ASBT_TEST(grpc_cancel_from_another_thread_resets_the_stream_at_the_server) {
+    asb_h2_conn *h = connect_to("ASB_GRPC_PORT", 0);
+    static const char *const argv[] = {"slow"};
+    asb_grpc_call_desc cd;
+    asb_grpc_call *call;
+    asb_grpc_handlers hd;
+    asb_buf req;
+    events e;
+    canceller c;
+    pthread_t t;
+    int before, after = -1, i;
+    ASBT_CHECK(h != NULL);
+    before = server_cancelled(h);
+    ASBT_CHECK(before >= 0);
+    memset(&e, 0, sizeof e);
+    asb_buf_init(&e.out, NULL);
+    memset(&cd, 0, sizeof cd);
+    cd.method = START;
+    command_req(&req, argv, 1);
+    ASBT_EQ_RES(asb_grpc_call_start(h, &cd, req.ptr, req.len, &call, NULL), ASB_OK);
+    asb_buf_free(&req);
+    c.call = call;
+    c.e = &e;
+    pthread_create(&t, NULL, cancel_when_started, &c);
+    hd.on_message = on_event;
+    hd.on_done = on_done;
+    hd.user_data = &e;
+    ASBT_EQ_RES(asb_grpc_call_run(call, &hd, NULL), ASB_ERR_CANCELLED);
+    pthread_join(t, NULL);
+    asb_grpc_call_free(call);
+    ASBT_EQ_INT(e.done, 1);
+    ASBT_EQ_INT(e.inits, 1);
+    ASBT_EQ_STR(e.err.reason, "CANCELLED");
+    /* the server saw the RST_STREAM (its stream's callback ran) */
+    for (i = 0; i < 200; i++) {
+        after = server_cancelled(h);
+        if (after == before + 1) break;
+        asb__sleep_ms(50);
+    }
+    ASBT_EQ_INT(after, before + 1);
+    asb_buf_free(&e.out);
+    asb_h2_conn_free(h);
+}
+
+ASBT_TEST(grpc_on_message_returning_nonzero_cancels_the_call) {
+    asb_h2_conn *h = connect_to("ASB_GRPC_PORT", 0);
+    static const char *const argv[] = {"many", "50", "1000"};
+    events e;
+    memset(&e, 0, sizeof e);
+    e.cancel_after = 2;
+    ASBT_CHECK(h != NULL);
+    ASBT_EQ_RES(run_start(h, argv, 3, 10000, 0, &e), ASB_ERR_CANCELLED);
+    ASBT_EQ_INT(e.seen, 2);
+    ASBT_EQ_INT(e.done, 1);
+    asb_buf_free(&e.out);
+    asb_h2_conn_free(h);
+}
+
+ASBT_TEST(grpc_message_above_the_cap_fails_too_large) {
+    asb_h2_conn *h = connect_to("ASB_GRPC_PORT", 0);
+    static const char *const argv[] = {"big", "2000000"};
+    events e;
+    memset(&e, 0, sizeof e);
+    ASBT_CHECK(h != NULL);
+    ASBT_EQ_RES(run_start(h, argv, 2, 10000, 1 << 20, &e), ASB_ERR_TOO_LARGE);
+    ASBT_EQ_INT(e.seen, 1); /* the init event, then the big one refused */
+    ASBT_EQ_INT(e.done, 1);
+    asb_buf_free(&e.out);
+    asb_h2_conn_free(h);
+}
+
+typedef struct stdin_job {
+    asb_h2_conn *h;
+    events *e;
+    int ok;
+} stdin_job;
+
+static asb_result unary(asb_h2_conn *h, const char *method, asb_buf *req, asb_error *err) {
+    asb_grpc_call_desc cd;
+    asb_buf resp;
+    asb_result r;
+    memset(&cd, 0, sizeof cd);
+    cd.method = method;
+    cd.timeout_ms = 10000;
+    asb_buf_init(&resp, NULL);
+    r = asb_grpc_unary(h, &cd, req->ptr, req->len, &resp, err);
+    asb_buf_free(&resp);
+    return r;
+}
+
+static void *write_stdin(void *arg) {
+    stdin_job *j = (stdin_job *)arg;
+    asb_buf req;
+    size_t m;
+    int i, ok = 1;
+    for (i = 0; i < 10000 && !__atomic_load_n(&j->e->inits, __ATOMIC_SEQ_CST); i++)
+        asb__sleep_ms(1);
+    for (i = 0; i < 3; i++) {
+        char word[8];
+        snprintf(word, sizeof word, "w%d;", i);
+        asb_buf_init(&req, NULL);
+        asb_pb_put_int32(&req, 1, 43);
+        asb_pb_put_bytes(&req, 2, word, strlen(word));
+        ok &= unary(j->h, "/process.v1.ProcessService/WriteStdin", &req, NULL) == ASB_OK;
+        asb_buf_free(&req);
+    }
+    /* a pid that does not exist: NOT_FOUND */
+    asb_buf_init(&req, NULL);
+    asb_pb_put_int32(&req, 1, 999);
+    asb_pb_put_bytes(&req, 2, "x", 1);
+    ok &= unary(j->h, "/process.v1.ProcessService/WriteStdin", &req, NULL) == ASB_ERR_GRPC_STATUS;
+    asb_buf_free(&req);
+    /* then SendSignal(43, SIGTERM): the stream ends with exit 143 */
+    asb_buf_init(&req, NULL);
+    asb_pb_put_int32(&req, 1, 43);
+    asb_pb_put_int32(&req, 2, 15);
+    ok &= unary(j->h, "/process.v1.ProcessService/SendSignal", &req, NULL) == ASB_OK;
+    asb_buf_free(&req);
+    (void)m;
+    j->ok = ok;
+    return NULL;
+}
+
+ASBT_TEST(grpc_start_stream_stays_open_while_stdin_and_signal_calls_run_beside_it) {
+    asb_h2_conn *h = connect_to("ASB_GRPC_PORT", 0);
+    static const char *const argv[] = {"cat"};
+    stdin_job j;
+    pthread_t t;
+    events e;
+    asb_grpc_call_desc cd;
+    asb_grpc_call *call;
+    asb_grpc_handlers hd;
+    asb_buf req;
+    ASBT_CHECK(h != NULL);
+    memset(&e, 0, sizeof e);
+    asb_buf_init(&e.out, NULL);
+    e.order_ok = 1;
+    memset(&cd, 0, sizeof cd);
+    cd.method = START;
+    cd.timeout_ms = 30000;
+    command_req(&req, argv, 1);
+    ASBT_EQ_RES(asb_grpc_call_start(h, &cd, req.ptr, req.len, &call, NULL), ASB_OK);
+    asb_buf_free(&req);
+    j.h = h;
+    j.e = &e;
+    j.ok = 0;
+    pthread_create(&t, NULL, write_stdin, &j);
+    hd.on_message = on_event;
+    hd.on_done = on_done;
+    hd.user_data = &e;
+    ASBT_EQ_RES(asb_grpc_call_run(call, &hd, NULL), ASB_OK);
+    pthread_join(t, NULL);
+    asb_grpc_call_free(call);
+    ASBT_CHECK(j.ok);
+    ASBT_EQ_MEM(e.out.ptr, e.out.len, "w0;w1;w2;", 9);
+    ASBT_EQ_INT(e.exit_code, 143);
+    ASBT_CHECK(e.order_ok);
+    ASBT_EQ_INT(e.done, 1);
+    asb_buf_free(&e.out);
+    asb_h2_conn_free(h);
+}
+
+ASBT_TEST(grpc_unknown_method_is_unimplemented) {
+    asb_h2_conn *h = connect_to("ASB_GRPC_PORT", 0);
+    asb_buf req;
+    asb_error err;
+    ASBT_CHECK(h != NULL);
+    asb_buf_init(&req, NULL);
+    if (unary(h, "/process.v1.ProcessService/Nope", &req, &err) != ASB_ERR_GRPC_STATUS)
+        fprintf(stderr, "    %s\n", err.message);
+    ASBT_EQ_RES(err.code, ASB_ERR_GRPC_STATUS);
+    ASBT_EQ_STR(err.reason, "UNIMPLEMENTED");
+    asb_buf_free(&req);
+    asb_h2_conn_free(h);
+}
+
+ASBT_TEST(h2_connect_to_a_closed_port_is_a_connect_error) {
+    asb_h2_desc d;
+    asb_h2_conn *h = NULL;
+    asb_error err;
+    memset(&d, 0, sizeof d);
+    d.url = "http://127.0.0.1:1";
+    ASBT_EQ_RES(asb_h2_connect(&d, &h, &err), ASB_ERR_CONNECT);
+    ASBT_CHECK(h == NULL);
+}
+
+ASBT_LIST(ASBT_CASE(nghttpd_big_download_through_a_small_window_arrives_intact)
+          ASBT_CASE(nghttpd_upload_larger_than_its_windows_waits_for_window_updates)
+          ASBT_CASE(nghttpd_six_concurrent_streams_on_one_connection_each_arrive_whole)
+          ASBT_CASE(nghttpd_missing_file_is_a_404_with_a_body)
+          ASBT_CASE(grpc_server_stream_delivers_each_message_in_order_then_one_done)
+          ASBT_CASE(grpc_unary_execute_round_trip_and_status_zero)
+          ASBT_CASE(grpc_sixteen_mib_messages_cross_both_ways_over_the_windows)
+          ASBT_CASE(grpc_trailers_only_error_keeps_code_and_unicode_message)
+          ASBT_CASE(grpc_error_after_a_message_comes_from_the_trailers)
+          ASBT_CASE(grpc_deadline_passing_is_a_timeout_named_deadline_exceeded)
+          ASBT_CASE(grpc_cancel_from_another_thread_resets_the_stream_at_the_server)
+          ASBT_CASE(grpc_on_message_returning_nonzero_cancels_the_call)
+          ASBT_CASE(grpc_message_above_the_cap_fails_too_large)
+          ASBT_CASE(grpc_start_stream_stays_open_while_stdin_and_signal_calls_run_beside_it)
+          ASBT_CASE(grpc_unknown_method_is_unimplemented)
+          ASBT_CASE(h2_connect_to_a_closed_port_is_a_connect_error))
+ASBT_MAIN()
