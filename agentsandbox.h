@@ -198,6 +198,12 @@
                                                    asb_yaml_parse() accepts;
                                                    deeper is ASB_ERR_KUBECONFIG
                                                    ("nesting too deep").
+     ASB_YAML_MAX_ALIAS_NODES 65536   impl. file   nodes all aliases and
+                                                   merges of one document
+                                                   may stand for ("too much
+                                                   aliasing" past it).
+     ASB_YAML_MAX_ANCHORS    1024     impl. file   anchors one document may
+                                                   define.
 
    ===========================================================================
    CONVENTIONS
@@ -540,9 +546,9 @@
    each named stanza and the current-context, relative paths resolved
    against the file that names them, `*-data` decoded, files read at load.
    A broken file is an error with file:line:col. The YAML reader covers
-   what kubeconfigs use (and is also checked against PyYAML); anchors,
-   aliases, tags, several documents and duplicate keys are refused
-   clearly. Exec plugins run with an argv array (never a shell), get
+   what kubeconfigs use (and is also checked against PyYAML), anchors,
+   aliases and merge keys (`<<: *base`) included; tags, several documents
+   and duplicate keys are refused clearly. Exec plugins run with an argv array (never a shell), get
    KUBERNETES_EXEC_INFO, and are killed at exec_timeout_ms; a missing
    plugin's error carries its installHint. Legacy auth-providers are
    refused with advice. Watches block in poll: an idle watch costs nothing.
@@ -1145,9 +1151,19 @@ typedef struct asb_yaml_doc {
    double-quoted scalars (with escapes and line folding), literal and
    folded block scalars with chomping and indentation indicators, flow
    maps and sequences (so a JSON file loads), comments and `---`.
-   Anything else (anchors, aliases, tags, several documents, duplicate
-   keys, tabs in indentation, bad indentation) is ASB_ERR_KUBECONFIG with
-   "<name>:<line>:<col>: <what>" in err->message, never a guessed value.
+   Anchors (`&name`) and aliases (`*name`) before a value (after "key:",
+   after "- ", in a flow collection), and merge keys (`<<: *a` or
+   `<<: [*a, *b]`: an earlier map wins, keys written after the `<<` win)
+   as kubectl reads them. An alias node is a copy of its anchor's node
+   sharing the children (never modified), so aliases cost no memory;
+   the nodes they stand for together are capped at
+   ASB_YAML_MAX_ALIAS_NODES and their depth at ASB_YAML_MAX_DEPTH.
+   Anything else (tags, anchors elsewhere, "- &a key: v" (the anchor
+   would name the key), a key written before a `<<` that sets it too
+   (go-yaml and the YAML spec disagree there), several documents,
+   duplicate keys, tabs in indentation, bad indentation) is
+   ASB_ERR_KUBECONFIG with "<name>:<line>:<col>: <what>" in
+   err->message, never a guessed value.
    `name` labels messages (a file name; NULL: "<yaml>"). `alloc` NULL:
    libc.
    Errors: ASB_ERR_KUBECONFIG (the text is not YAML this reader takes).
@@ -4400,6 +4416,16 @@ bad:
 #ifndef ASB_YAML_MAX_DEPTH
 #define ASB_YAML_MAX_DEPTH 64
 #endif
+/* Aliases share their anchor's nodes, so memory stays flat, but a reader
+   walking the tree sees every copy: the nodes all aliases and merges
+   stand for, together, are capped (go-yaml refuses "excessive aliasing"
+   too), and so are the anchors a document may define. */
+#ifndef ASB_YAML_MAX_ALIAS_NODES
+#define ASB_YAML_MAX_ALIAS_NODES 65536
+#endif
+#ifndef ASB_YAML_MAX_ANCHORS
+#define ASB_YAML_MAX_ANCHORS 1024
+#endif
 
 typedef struct asb__arena_chunk {
     struct asb__arena_chunk *next;
@@ -4459,6 +4485,13 @@ static void asb__arena_destroy(asb__arena *a, int wipe) {
     a->alloc.free_fn(a, a->alloc.user_data);
 }
 
+typedef struct asb__yanchor {
+    struct asb__yanchor *prev; /* the one defined before */
+    const char *name;
+    size_t len;
+    const asb_yaml_node *node;
+} asb__yanchor;
+
 typedef struct asb__yp {
     const char *s;
     size_t n, pos, line_start;
@@ -4469,6 +4502,9 @@ typedef struct asb__yp {
     int failed;
     asb__arena *arena;
     asb_buf tmp; /* scalar being decoded */
+    asb__yanchor *anchors; /* newest first: a redefinition wins */
+    int nanchors;
+    long alias_budget; /* nodes aliases may still stand for */
 } asb__yp;
 
 static int asb__yp_col(const asb__yp *p) { return (int)(p->pos - p->line_start) + 1; }
@@ -4787,8 +4823,13 @@ static size_t asb__yp_plain_end(const asb__yp *p, int flow) {
 
 static int asb__yp_plain_start_ok(asb__yp *p) {
     char c = p->s[p->pos];
-    if (c == '&' || c == '*' || c == '!') {
-        ASB__YFAIL(p, "anchors, aliases and tags are not supported");
+    if (c == '!') {
+        ASB__YFAIL(p, "tags are not supported");
+        return 0;
+    }
+    if (c == '&' || c == '*') {
+        ASB__YFAIL(p, "anchors and aliases are read only before a value (after \"key:\", "
+                      "\"- \" or in a flow collection), not here");
         return 0;
     }
     /* indicators that cannot begin a plain scalar */
@@ -4796,6 +4837,173 @@ static int asb__yp_plain_start_ok(asb__yp *p) {
         c == '|' || c == '>' || c == '[' || c == '{' || c == '"' || c == '\'') {
         ASB__YFAIL(p, "a plain value cannot start with this character");
         return 0;
+    }
+    return 1;
+}
+
+/* -- anchors, aliases and merge keys ---------------------------------------------- */
+
+/* The name after '&' or '*' (pos at the indicator): what go-yaml and
+   PyYAML take, [0-9A-Za-z_-]+, ended by a blank, a line end or, in a flow
+   collection, ',', ']' or '}'. */
+static int asb__yp_anchor_name(asb__yp *p, const char **name, size_t *len) {
+    size_t i = p->pos + 1;
+    while (i < p->n && (asb__is_lower_alnum((unsigned char)p->s[i]) ||
+                        (p->s[i] >= 'A' && p->s[i] <= 'Z') || p->s[i] == '_' || p->s[i] == '-'))
+        i++;
+    if (i == p->pos + 1) {
+        ASB__YFAIL(p, p->s[p->pos] == '&' ? "an anchor needs a name" : "an alias needs a name");
+        return 0;
+    }
+    if (i < p->n && !strchr(" \t\r\n,]}", p->s[i])) {
+        p->pos = i;
+        ASB__YFAIL(p, "anchor and alias names are letters, digits, '_' and '-'");
+        return 0;
+    }
+    *name = p->s + p->pos + 1;
+    *len = i - p->pos - 1;
+    p->pos = i;
+    return 1;
+}
+
+/* How many nodes a subtree stands for and how deep it goes, walking
+   aliases' shared nodes as a reader would; stops once over `budget`. */
+static long asb__yp_weigh(const asb_yaml_node *nd, long budget, int *depth) {
+    long total = 1;
+    int deepest = 0;
+    const asb_yaml_node *ch;
+    for (ch = nd->first; ch && total <= budget; ch = ch->next) {
+        int d = 0;
+        total += asb__yp_weigh(ch, budget - total, &d);
+        if (d > deepest) deepest = d;
+    }
+    *depth = deepest + (nd->first ? 1 : 0);
+    return total;
+}
+
+/* `*name`: a copy of the anchored node that shares its children (they
+   are never changed once parsed), so an alias costs one node. */
+static asb_yaml_node *asb__yp_alias(asb__yp *p) {
+    int line = p->line, col = asb__yp_col(p), depth = 0;
+    const char *name;
+    size_t len;
+    const asb__yanchor *a;
+    asb_yaml_node *nd;
+    long w;
+    if (!asb__yp_anchor_name(p, &name, &len)) return NULL;
+    for (a = p->anchors; a; a = a->prev)
+        if (a->len == len && memcmp(a->name, name, len) == 0) break;
+    if (!a) return asb__yp_fail(p, line, col, "alias to an anchor not defined before it");
+    w = asb__yp_weigh(a->node, p->alias_budget, &depth);
+    if (w > p->alias_budget)
+        return asb__yp_fail(p, line, col, "too much aliasing (ASB_YAML_MAX_ALIAS_NODES)");
+    if (p->depth + depth > ASB_YAML_MAX_DEPTH)
+        return asb__yp_fail(p, line, col, "nesting too deep (through an alias)");
+    p->alias_budget -= w;
+    nd = asb__yp_node(p, a->node->type, line, col);
+    if (!nd) return NULL;
+    *nd = *a->node;
+    nd->next = NULL;
+    return nd;
+}
+
+/* Records `&name` for the node it stands before. */
+static int asb__yp_anchor_set(asb__yp *p, const char *name, size_t len, int line, int col,
+                              const asb_yaml_node *nd) {
+    asb__yanchor *a;
+    if (++p->nanchors > ASB_YAML_MAX_ANCHORS) {
+        asb__yp_fail(p, line, col, "too many anchors (ASB_YAML_MAX_ANCHORS)");
+        return 0;
+    }
+    a = (asb__yanchor *)asb__arena_alloc(p->arena, sizeof *a);
+    if (!a) {
+        asb__yp_fail(p, line, col, "out of memory");
+        return 0;
+    }
+    a->prev = p->anchors;
+    a->name = name;
+    a->len = len;
+    a->node = nd;
+    p->anchors = a;
+    return 1;
+}
+
+static int asb__yp_key_eq(const asb_yaml_node *a, const asb_yaml_node *b) {
+    return a->len == b->len && memcmp(a->str, b->str, a->len) == 0;
+}
+
+/* The merge key (`<<: *base` or `<<: [*a, *b]`), as kubectl's go-yaml
+   applies it: the pairs of the named maps join this one, an earlier map
+   of a list winning over a later one, and keys written after `<<` over
+   merged ones. A key written before `<<` that a merged map also sets is
+   refused: go-yaml lets the merged value win there and the YAML spec the
+   written one, and a guessed value is never returned. */
+static int asb__yp_merge(asb__yp *p, asb_yaml_node *map) {
+    asb_yaml_node *k, *prev = NULL, *mk = NULL, *mv = NULL, *last = NULL;
+    const asb_yaml_node *src, *one;
+    int nbefore = 0; /* pairs written before the << */
+    for (k = map->first; k; prev = k->next, k = k->next->next, nbefore++)
+        if (k->type == ASB_YAML_SCALAR && k->plain && k->len == 2 && memcmp(k->str, "<<", 2) == 0)
+            break;
+    if (!k) return 1;
+    mk = k;
+    mv = k->next;
+    if (mv->type == ASB_YAML_MAP) {
+        src = mv;
+        one = mv;
+    } else if (mv->type == ASB_YAML_SEQ) {
+        src = mv->first;
+        one = NULL;
+        for (; src; src = src->next)
+            if (src->type != ASB_YAML_MAP) break;
+        if (src) {
+            asb__yp_fail(p, src->line, src->col, "a merge (<<) list must hold maps only");
+            return 0;
+        }
+        src = mv->first;
+    } else {
+        asb__yp_fail(p, mv->line, mv->col, "a merge (<<) needs a map or a list of maps");
+        return 0;
+    }
+    /* unlink the "<<" pair */
+    if (prev)
+        prev->next = mv->next;
+    else
+        map->first = mv->next;
+    map->count -= 2;
+    for (last = map->first; last && last->next; last = last->next) {}
+    for (; src; src = one ? NULL : src->next) {
+        const asb_yaml_node *sk;
+        for (sk = src->first; sk && sk->next; sk = sk->next->next) {
+            asb_yaml_node *e, *nk, *nv;
+            int found = 0, i = 0;
+            for (e = map->first; e && e->next; e = e->next->next, i++)
+                if (asb__yp_key_eq(e, sk)) {
+                    found = 1;
+                    break;
+                }
+            if (found && i < nbefore) {
+                asb__yp_fail(p, e->line, e->col,
+                             "a key written before a merge (<<) that sets it too: put it "
+                             "after the <<");
+                return 0;
+            }
+            if (found) continue; /* written after <<, or from an earlier map */
+            if (p->alias_budget < 2) {
+                asb__yp_fail(p, mk->line, mk->col, "too much aliasing (ASB_YAML_MAX_ALIAS_NODES)");
+                return 0;
+            }
+            p->alias_budget -= 2;
+            nk = asb__yp_node(p, sk->type, sk->line, sk->col);
+            nv = asb__yp_node(p, sk->next->type, sk->next->line, sk->next->col);
+            if (!nk || !nv) return 0;
+            *nk = *sk;
+            *nv = *sk->next;
+            nk->next = NULL;
+            nv->next = NULL;
+            asb__yp_append(map, &last, nk);
+            asb__yp_append(map, &last, nv);
+        }
     }
     return 1;
 }
@@ -4848,6 +5056,19 @@ static asb_yaml_node *asb__yp_flow(asb__yp *p) {
     char close;
     asb__yp_flow_ws(p);
     if (p->pos >= p->n) return ASB__YFAIL(p, "unexpected end inside a flow collection");
+    if (p->s[p->pos] == '*') return asb__yp_alias(p);
+    if (p->s[p->pos] == '&') {
+        int al = p->line, ac = asb__yp_col(p);
+        const char *an;
+        size_t alen;
+        if (!asb__yp_anchor_name(p, &an, &alen)) return NULL;
+        asb__yp_flow_ws(p);
+        if (p->pos < p->n && (p->s[p->pos] == '&' || p->s[p->pos] == '*'))
+            return ASB__YFAIL(p, "a node has one anchor at most, and an alias none");
+        nd = asb__yp_flow(p);
+        if (!nd || !asb__yp_anchor_set(p, an, alen, al, ac, nd)) return NULL;
+        return nd;
+    }
     if (p->s[p->pos] != '{' && p->s[p->pos] != '[') return asb__yp_flow_scalar(p);
     if (++p->depth > ASB_YAML_MAX_DEPTH) return ASB__YFAIL(p, "nesting too deep");
     line = p->line;
@@ -4906,6 +5127,7 @@ static asb_yaml_node *asb__yp_flow(asb__yp *p) {
         return ASB__YFAIL(p, is_map ? "expected ',' or '}'" : "expected ',' or ']'");
     }
     p->depth--;
+    if (is_map && !asb__yp_merge(p, nd)) return NULL;
     return nd;
 }
 
@@ -5083,6 +5305,23 @@ static asb_yaml_node *asb__yp_value(asb__yp *p, int c) {
         return asb__yp_block_below(p, c, 1);
     }
     ch = p->s[p->pos];
+    if (ch == '*') {
+        v = asb__yp_alias(p);
+        if (!v || !asb__yp_end_line(p)) return NULL;
+        return v;
+    }
+    if (ch == '&') {
+        int al = p->line, ac = asb__yp_col(p);
+        const char *an;
+        size_t alen;
+        if (!asb__yp_anchor_name(p, &an, &alen)) return NULL;
+        asb__yp_spaces(p);
+        if (!asb__yp_eol(p) && (p->s[p->pos] == '&' || p->s[p->pos] == '*'))
+            return ASB__YFAIL(p, "a node has one anchor at most, and an alias none");
+        v = asb__yp_value(p, c);
+        if (!v || !asb__yp_anchor_set(p, an, alen, al, ac, v)) return NULL;
+        return v;
+    }
     if (ch == '|' || ch == '>') return asb__yp_block_scalar(p, c);
     if (ch == '[' || ch == '{') {
         v = asb__yp_flow(p);
@@ -5158,6 +5397,7 @@ static asb_yaml_node *asb__yp_map(asb__yp *p, int c, asb_yaml_node *first_key) {
         if (!k) return NULL;
     }
     if (p->pos < p->n) p->pos = p->line_start;
+    if (!asb__yp_merge(p, map)) return NULL;
     return map;
 }
 
@@ -5170,7 +5410,34 @@ static asb_yaml_node *asb__yp_seq(asb__yp *p, int c) {
         int n;
         p->pos++; /* the '-' */
         asb__yp_spaces(p);
-        if (asb__yp_eol(p) || p->s[p->pos] == '#') {
+        if (!asb__yp_eol(p) && p->s[p->pos] == '*') {
+            item = asb__yp_alias(p);
+            if (item && !asb__yp_end_line(p)) item = NULL;
+        } else if (!asb__yp_eol(p) && p->s[p->pos] == '&') {
+            int al = p->line, ac = asb__yp_col(p);
+            const char *an;
+            size_t alen;
+            if (!asb__yp_anchor_name(p, &an, &alen)) return NULL;
+            asb__yp_spaces(p);
+            if (asb__yp_eol(p) || p->s[p->pos] == '#') {
+                asb__yp_next_line(p);
+                item = asb__yp_block_below(p, c, 0);
+            } else if (p->s[p->pos] == '&' || p->s[p->pos] == '*') {
+                return ASB__YFAIL(p, "a node has one anchor at most, and an alias none");
+            } else {
+                char first = p->s[p->pos];
+                item = asb__yp_at(p, asb__yp_col(p) - 1, c);
+                /* "- &a key: v" anchors the key, not the map (YAML's
+                   rule, easy to misread): refused rather than guessed */
+                if (item && first != '[' && first != '{' && item->line == al &&
+                    (item->type == ASB_YAML_MAP || item->type == ASB_YAML_SEQ))
+                    return asb__yp_fail(p, al, ac,
+                                        "an anchor before a key on the same line names the "
+                                        "key, not the map: put the anchor alone on the "
+                                        "\"- \" line");
+            }
+            if (item && !asb__yp_anchor_set(p, an, alen, al, ac, item)) return NULL;
+        } else if (asb__yp_eol(p) || p->s[p->pos] == '#') {
             asb__yp_next_line(p);
             item = asb__yp_block_below(p, c, 0);
         } else {
@@ -5263,6 +5530,7 @@ ASB_API asb_result asb_yaml_parse(asb_yaml_doc *doc, const char *text, size_t le
     p.line = 1;
     p.name = name ? name : "<yaml>";
     p.err = err;
+    p.alias_budget = ASB_YAML_MAX_ALIAS_NODES;
     /* NUL cannot appear in YAML text; say where */
     for (i = 0; i < len; i++) {
         if (text[i] == '\n') {

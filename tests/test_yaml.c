@@ -74,8 +74,8 @@ ASBT_TEST(errors_name_file_line_and_column) {
     static const char *bad[][2] = {
         {"a: 1\n  b: 2\n", "t.yaml:2:3:"},
         {"a: [1, 2\n", "t.yaml:2:1:"},
-        {"a: *ref\n", "t.yaml:1:4: anchors"},
-        {"a: !!str x\n", "t.yaml:1:4: anchors, aliases and tags"},
+        {"a: *ref\n", "t.yaml:1:4: alias to an anchor not defined before it"},
+        {"a: !!str x\n", "t.yaml:1:4: tags are not supported"},
         {"a: 1\n---\nb: 2\n", "several documents"},
         {"a: \"x\\q\"\n", "t.yaml:1:6: unknown escape"},
         {"? a\n: b\n", "complex keys"},
@@ -229,6 +229,70 @@ ASBT_TEST(kubeconfig_paths_merge_and_missing_names_point_at_who_named_them) {
     rmdir(dir);
 }
 
+/* Anchors and aliases as kubectl reads them; aliases share their
+   anchor's nodes, and the nodes all aliases stand for are capped, so a
+   "billion laughs" file fails fast instead of exhausting its reader. */
+ASBT_TEST(anchors_aliases_and_merges_are_read_and_bounded) {
+    asb_yaml_doc d;
+    asb_error err;
+    asb_buf b;
+    const asb_yaml_node *u1, *u2, *m;
+    const char *y = "u1: &u {token: abc, exec: {args: [a, b]}}\nu2: *u\n"
+                    "m:\n  <<: *u\n  token: xyz\n";
+    int i;
+    ASBT_EQ_RES(asb_yaml_parse(&d, y, strlen(y), "t.yaml", NULL, &err), ASB_OK);
+    u1 = get(&d, "u1");
+    u2 = get(&d, "u2");
+    ASBT_CHECK(u1 && u2 && u2->type == ASB_YAML_MAP);
+    ASBT_CHECK(u2->first == u1->first); /* shared, not copied */
+    ASBT_EQ_STR(asb_yaml_get(u2, "token")->str, "abc");
+    m = get(&d, "m");
+    ASBT_EQ_STR(asb_yaml_get(m, "token")->str, "xyz"); /* written after <<: wins */
+    ASBT_EQ_INT(asb_yaml_get(asb_yaml_get(m, "exec"), "args")->count, 2);
+    ASBT_EQ_INT(m->count, 4);
+    asb_yaml_free(&d);
+    /* nine levels of ten aliases each: 10^9 nodes to a reader */
+    asb_buf_init(&b, NULL);
+    asb_buf_append(&b, "l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n", 39);
+    for (i = 1; i < 9; i++) {
+        char line[128];
+        int n = snprintf(line, sizeof line, "l%d: &l%d [*l%d, *l%d, *l%d, *l%d, *l%d, *l%d, *l%d, "
+                         "*l%d, *l%d, *l%d]\n", i, i, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1,
+                         i - 1, i - 1, i - 1, i - 1);
+        asb_buf_append(&b, line, (size_t)n);
+    }
+    ASBT_EQ_RES(asb_yaml_parse(&d, b.ptr, b.len, "laughs.yaml", NULL, &err), ASB_ERR_KUBECONFIG);
+    ASBT_CONTAINS(err.message, "too much aliasing");
+    asb_buf_free(&b);
+    /* a chain of aliases cannot nest past the depth limit */
+    asb_buf_init(&b, NULL);
+    asb_buf_append(&b, "a0: &a0 x\n", 10);
+    for (i = 1; i < ASB_YAML_MAX_DEPTH + 5; i++) {
+        char line[64];
+        int n = snprintf(line, sizeof line, "a%d: &a%d [*a%d]\n", i, i, i - 1);
+        asb_buf_append(&b, line, (size_t)n);
+    }
+    ASBT_EQ_RES(asb_yaml_parse(&d, b.ptr, b.len, "chain.yaml", NULL, &err), ASB_ERR_KUBECONFIG);
+    ASBT_CONTAINS(err.message, "nesting too deep (through an alias)");
+    asb_buf_free(&b);
+    /* what is refused, and where */
+    ASBT_EQ_RES(asb_yaml_parse(&d, "a: *b\n", 6, "t.yaml", NULL, &err), ASB_ERR_KUBECONFIG);
+    ASBT_CONTAINS(err.message, "t.yaml:1:4: alias to an anchor not defined before it");
+    ASBT_EQ_RES(asb_yaml_parse(&d, "a: &x &y 1\n", 11, "t.yaml", NULL, &err), ASB_ERR_KUBECONFIG);
+    ASBT_CONTAINS(err.message, "one anchor at most");
+    ASBT_EQ_RES(asb_yaml_parse(&d, "a: &x! 1\n", 9, "t.yaml", NULL, &err), ASB_ERR_KUBECONFIG);
+    ASBT_CONTAINS(err.message, "letters, digits");
+    ASBT_EQ_RES(asb_yaml_parse(&d, "a: !!str 1\n", 11, "t.yaml", NULL, &err), ASB_ERR_KUBECONFIG);
+    ASBT_CONTAINS(err.message, "tags are not supported");
+    ASBT_EQ_RES(asb_yaml_parse(&d, "a: 1\n<<: 2\n", 11, "t.yaml", NULL, &err), ASB_ERR_KUBECONFIG);
+    ASBT_CONTAINS(err.message, "t.yaml:2:5: a merge (<<) needs a map");
+    /* a redefined anchor: the newest wins, as in YAML */
+    y = "a: &x 1\nb: &x 2\nc: *x\n";
+    ASBT_EQ_RES(asb_yaml_parse(&d, y, strlen(y), "t.yaml", NULL, &err), ASB_OK);
+    ASBT_EQ_STR(get(&d, "c")->str, "2");
+    asb_yaml_free(&d);
+}
+
 ASBT_LIST(
     ASBT_CASE(block_scalars_keep_clip_and_strip_newlines)
     ASBT_CASE(quoted_scalars_unescape_and_fold)
@@ -239,5 +303,6 @@ ASBT_LIST(
     ASBT_CASE(yaml_and_kubeconfig_free_everything_they_allocate)
     ASBT_CASE(kubeconfig_errors_say_what_is_missing_without_secrets)
     ASBT_CASE(kubeconfig_paths_merge_and_missing_names_point_at_who_named_them)
+    ASBT_CASE(anchors_aliases_and_merges_are_read_and_bounded)
 )
 ASBT_MAIN()

@@ -1,29 +1,46 @@
 #!/usr/bin/env python3
-"""The YAML reader against PyYAML (BaseLoader: every scalar as text).
+"""The YAML reader against PyYAML (BaseLoader: every scalar as text, plus merge keys).
 
 For each input (the seed corpus, the kubeconfig corpus and whatever the
 fuzzer collected): when ours parses, PyYAML must parse it to the same tree;
 when PyYAML parses but ours refuses, our message must name one of the
-features we refuse on purpose (anchors, aliases, tags, complex keys,
-duplicate keys, several documents, deep nesting) or PyYAML must have
+features we refuse on purpose (tags, anchors where we do not read them,
+a key both written before a merge and merged, excessive aliasing,
+complex keys, duplicate keys, several documents, deep nesting) or PyYAML must have
 silently accepted something YAML forbids; when both refuse, fine. Inputs
 that are not UTF-8 are skipped (PyYAML cannot read them).
 
 Usage: yaml_oracle_test.py DUMP_BINARY DIR...
 """
-import json, os, subprocess, sys
+import json, os, re, subprocess, sys
 import yaml
 
 DUMP = sys.argv[1]
-ON_PURPOSE = ("anchors, aliases and tags", "complex keys", "duplicate key",
+ON_PURPOSE = ("tags are not supported", "anchors and aliases are read only",
+              "an anchor before a key on the same line", "a key written before a merge",
+              "too much aliasing", "too many anchors", "complex keys", "duplicate key",
               "several documents", "too deep", "a key must fit on one line",
               "tab character in indentation", "directive")
+
+
+class MergeLoader(yaml.BaseLoader):
+    """BaseLoader (every scalar as text) plus merge keys, which kubectl's
+    go-yaml applies and BaseLoader alone does not."""
+    flatten_mapping = yaml.constructor.SafeConstructor.flatten_mapping
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            self.flatten_mapping(node)
+        return yaml.constructor.BaseConstructor.construct_mapping(self, node, deep)
+
+
+MergeLoader.add_implicit_resolver("tag:yaml.org,2002:merge", re.compile(r"^(?:<<)$"), ["<"])
 passed = failed = skipped = 0
 
 
 def pyyaml(text):
     try:
-        docs = list(yaml.load_all(text, Loader=yaml.BaseLoader))
+        docs = list(yaml.load_all(text, Loader=MergeLoader))
     except Exception as e:  # noqa: BLE001 - any PyYAML failure is a refusal
         return False, str(e).splitlines()[0] if str(e) else type(e).__name__
     if len(docs) > 1:
