@@ -557,8 +557,8 @@
    RULES
    ===========================================================================
 
-   Small, pure functions that carry the SDK's client-side rules
-   (PROTOCOL §6): safe file paths, Kubernetes label syntax, claim names,
+   Small, pure functions that carry the client-side rules of the
+   reference (Python) SDK, so both refuse the same input: safe file paths, Kubernetes label syntax, claim names,
    TTL to shutdownTime, percent-encoding, base64 and RFC 3339 times. Each
    reports through asb_error with a message that names what was wrong.
 */
@@ -1003,10 +1003,10 @@ ASB_API asb_result asb_json_writer_finish(asb_json_writer *w);
    RULES: the SDK's small client-side rules
    ========================================================================== */
 
-/* Safe upload/download path (PROTOCOL §6): rejects any byte < 0x20 or 0x7F
-   (checked before anything else, so a NUL cannot hide a `..`), trims
-   surrounding whitespace, rejects an empty path, normalises POSIX-style
-   (collapses `//` and `.`, resolves `..` lexically, drops a trailing `/`
+/* Safe upload/download path (the reference SDK's rule): rejects any byte
+   < 0x20 or 0x7F (checked before anything else, so a NUL cannot hide a
+   `..`), trims surrounding whitespace, rejects an empty path, normalises
+   POSIX-style (collapses `//` and `.`, resolves `..` lexically, drops a trailing `/`
    as posixpath.normpath does: "dir/" is "dir"), strips the leading `/` and
    rejects a result that is `.`, empty or still climbs out with `..`. The
    result goes into out[0, cap), NUL-terminated; *out_len (may be NULL)
