@@ -6765,7 +6765,7 @@ ASB_API asb_result asb_cancel_create(const asb_allocator *alloc, asb_cancel **ou
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "cancel: incomplete allocator");
     t = (asb_cancel *)a.alloc_fn(sizeof *t, a.user_data);
     if (!t) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "cancel: out of memory");
-    if (pipe(fds) != 0) {
+    if (asb__pipe_cloexec(fds) != 0) { /* close-on-exec from the start */
         int e = errno;
         a.free_fn(t, a.user_data);
         return asb__fail(err, ASB_ERR_IO, "cancel: pipe: %s", strerror(e));
@@ -9825,7 +9825,7 @@ ASB_API asb_result asb_h2_connect(const asb_h2_desc *desc, asb_h2_conn **out, as
     snprintf(h->authority, sizeof h->authority, "%s%s%s:%d", u.host_is_ip == 6 ? "[" : "", host,
              u.host_is_ip == 6 ? "]" : "", u.port);
     h->c = (asb__conn *)a.alloc_fn(sizeof *h->c, a.user_data);
-    if (!h->c || pipe(h->wake) != 0) {
+    if (!h->c || asb__pipe_cloexec(h->wake) != 0) {
         if (h->c) h->wake[0] = h->wake[1] = -1;
         asb_h2_conn_free(h);
         return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "http2: out of memory or descriptors");

@@ -55,6 +55,13 @@ UNIT_BINS := $(foreach f,c cxx notls asan tiny,$(UNIT_NAMES:%=$(TB)/$(f)/%)) \
              $(TB)/c/test_json_diff $(TB)/asan/test_json_diff
 ALL_TARGETS += $(UNIT_BINS)
 
+# Descriptors close-on-exec from their first instant (review finding R5):
+# one flavour, the creating calls wrapped behind macros (needs _GNU_SOURCE).
+$(TB)/asan/test_cloexec: tests/test_cloexec.c $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) -D_GNU_SOURCE $< -o $@ $(LINK)
+ALL_TARGETS += $(TB)/asan/test_cloexec
+
 .PHONY: test-compile-matrix test-symbols test-unit test-asan test-tiny \
         test-json-diff test-fuzz-replay test-fuzz-short test-readme \
         $(FUZZ_TARGETS:%=fuzz-%) bench-json
@@ -111,9 +118,10 @@ test-unit: $(UNIT_NAMES:%=$(TB)/c/%) $(UNIT_NAMES:%=$(TB)/cxx/%) $(UNIT_NAMES:%=
 	@$(call RUN_UNIT,c)
 	@$(call RUN_UNIT,cxx)
 	@$(call RUN_UNIT,notls)
-test-asan: $(UNIT_NAMES:%=$(TB)/asan/%) $(TB)/asan/test_json_diff
+test-asan: $(UNIT_NAMES:%=$(TB)/asan/%) $(TB)/asan/test_json_diff $(TB)/asan/test_cloexec
 	@$(call RUN_UNIT,asan)
 	@echo "--- asan/test_json_diff"; $(TB)/asan/test_json_diff
+	@echo "--- asan/test_cloexec"; $(TB)/asan/test_cloexec
 test-tiny: $(UNIT_NAMES:%=$(TB)/tiny/%)
 	@$(call RUN_UNIT,tiny)
 test-json-diff: $(TB)/c/test_json_diff
