@@ -60,3 +60,14 @@ FUZZ_SEEDS_protobuf := tests/fuzz/seeds_protobuf
 FUZZ_SHARE_h2 := 4
 FUZZ_SHARE_hpack := 2
 FUZZ_SHARE_protobuf := 2
+
+# make bench: our gRPC client vs grpcio's Python client, same server, one run.
+$(H2_TB)/bench_grpc: tests/bench/bench_grpc.c agentsandbox.h
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O2 -DNDEBUG $(CFLAGS_WARN) $< -o $@ $(LINK)
+ALL_TARGETS += $(H2_TB)/bench_grpc
+BENCH_TIERS += bench-grpc
+.PHONY: bench-grpc
+bench-grpc: $(H2_TB)/bench_grpc $(H2_DIR)/gen/process_pb2_grpc.py
+	@tests/h2/with-peers.sh $(H2_DIR) $(H2_VENV)/bin/python $(H2_TB)/bench_grpc \
+	  $(H2_VENV)/bin/python $(H2_DIR)/gen
