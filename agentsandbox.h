@@ -7597,6 +7597,7 @@ static asb_result asb__client_proxy(asb_http_client *cl, const asb_http_client_d
         asb_buf b;
         char *tmp;
         asb_buf_init(&b, &cl->alloc);
+        b.wipe = 1; /* the proxy's credentials */
         if (asb_base64_encode(hs, (size_t)(at - hs), &b) != ASB_OK)
             return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "out of memory");
         cl->proxy_auth = b.ptr;
@@ -8480,6 +8481,22 @@ ASB_API asb_result asb_http_do(asb_http_client *cl, const asb_http_request *req,
         }
     }
     asb_buf_free(&head);
+    if (r != ASB_OK && err) {
+        /* a server echoing the request's headers into its answer (body,
+           Location) must not put the credentials sent into err: the
+           value of Authorization and Proxy-Authorization after the
+           scheme, and the proxy's credentials */
+        size_t i;
+        for (i = 0; i < req->header_count; i++) {
+            const char *n = req->headers[i].name, *v = req->headers[i].value, *sp;
+            if (!n || !v || !(asb__ieq(n, strlen(n), "authorization") ||
+                              asb__ieq(n, strlen(n), "proxy-authorization")))
+                continue;
+            sp = strchr(v, ' ');
+            asb__mask_error(err, sp ? sp + 1 : v);
+        }
+        if (cl->proxy_auth) asb__mask_error(err, cl->proxy_auth);
+    }
     return r;
 }
 

@@ -560,6 +560,39 @@ ASBT_TEST(gives_up_after_five_503s_with_the_status) {
     free(f);
 }
 
+/* Does hay[0, n) hold needle[0, k)? (memmem is not in C99.) */
+static int bytes_have(const char *hay, size_t n, const char *needle, size_t k) {
+    size_t i;
+    for (i = 0; k && i + k <= n; i++)
+        if (memcmp(hay + i, needle, k) == 0) return 1;
+    return 0;
+}
+
+/* R8 at the HTTP layer: a server that echoes the request's headers into
+   its error answer gets the credential of an Authorization header masked
+   in err (message and body), whatever the layer above. */
+ASBT_TEST(an_echoed_authorization_header_is_masked_in_err) {
+    static const char secret[] = "http-layer-secret-6d2e91";
+    fixture *f = fx_new();
+    asb_http_header h;
+    ASBT_EQ_RES(fx_open(f), ASB_OK);
+    memset(&f->req, 0, sizeof f->req);
+    f->req.url = FAULT("/status-echo/403");
+    h.name = "Authorization";
+    h.value = "Bearer http-layer-secret-6d2e91";
+    f->req.headers = &h;
+    f->req.header_count = 1;
+    ASBT_EQ_RES(fx_do(f), ASB_ERR_HTTP_STATUS);
+    ASBT_EQ_INT(f->err.http_status, 403);
+    ASBT_CHECK(bytes_have(f->err.body, f->err.body_len, "Authorization: Bearer ****", 26));
+    ASBT_CHECK(!bytes_have(f->err.body, f->err.body_len, secret, 8));
+    ASBT_CHECK(strstr(f->err.message, secret) == NULL);
+    /* the response itself is the caller's, untouched */
+    ASBT_CHECK(bytes_have(f->resp.body.ptr, f->resp.body.len, secret, strlen(secret)));
+    ASBT_EQ_INT(fx_close(f), 0);
+    free(f);
+}
+
 ASBT_TEST(post_is_never_retried_after_reaching_the_server) {
     fixture *f = fx_new();
     ASBT_EQ_RES(fx_open(f), ASB_OK);
@@ -923,6 +956,7 @@ ASBT_LIST(
     ASBT_CASE(gives_up_after_five_503s_with_the_status)
     ASBT_CASE(retry_after_sets_the_wait_and_429_is_retried)
     ASBT_CASE(post_after_429_is_retried_only_when_the_policy_says_429_ran_nothing)
+    ASBT_CASE(an_echoed_authorization_header_is_masked_in_err)
     ASBT_CASE(post_is_never_retried_after_reaching_the_server)
     ASBT_CASE(redirects_are_errors_and_never_followed)
     ASBT_CASE(stale_pooled_connections_are_replaced_safely)
