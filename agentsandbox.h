@@ -160,6 +160,7 @@
        kubeconfig, Kubernetes .......... search "KUBERNETES"
        Small rules (paths, labels, ...)  search "RULES"
        The first errors, what to do .... search "TROUBLESHOOTING"
+       Deadlines, cancel tokens ........ search "DEADLINES AND CANCELLATION"
        Declarations, a comment each .... after this comment, in this order:
                                          results and errors, logging,
                                          memory, JSON, rules, YAML, HTTP,
@@ -7475,6 +7476,8 @@ static asb_result asb__tls_handshake(asb__conn *c, asb__tls *t, const char *host
     if (r != 0 && offered) asb__tls_session_drop(t, c->key);
     if (r != 0) {
         char m[200], why[300];
+        if (r == MBEDTLS_ERR_SSL_TIMEOUT && c->cancelled)
+            return asb__fail(err, ASB_ERR_CANCELLED, "tls handshake with %s: cancelled", hq);
         if (r == MBEDTLS_ERR_SSL_TIMEOUT)
             return asb__fail(err, ASB_ERR_TIMEOUT, "tls handshake with %s: timed out",
                              hq);
@@ -7868,9 +7871,9 @@ static asb_result asb__conn_open(asb_http_client *cl, const asb_url *u, const ch
         snprintf(phost, sizeof phost, "%.*s", (int)(colon - cl->proxy), cl->proxy);
         r = asb__tcp_connect(c, phost, pport, cl->connect_timeout_ms, err);
         if (r != ASB_OK) {
-            if (err) err->code = ASB_ERR_PROXY;
+            if (err && r != ASB_ERR_CANCELLED) err->code = ASB_ERR_PROXY;
             asb__conn_close(cl, c);
-            return r == ASB_ERR_TIMEOUT ? r : ASB_ERR_PROXY;
+            return r == ASB_ERR_TIMEOUT || r == ASB_ERR_CANCELLED ? r : ASB_ERR_PROXY;
         }
         snprintf(req, sizeof req,
                  "CONNECT %s%s%s:%d HTTP/1.1\r\nHost: %s%s%s:%d\r\n%s%s%s\r\n",
@@ -7905,7 +7908,7 @@ static asb_result asb__conn_open(asb_http_client *cl, const asb_url *u, const ch
         asb__hp_free(&hp);
         if (r != ASB_OK) {
             asb__conn_close(cl, c);
-            return asb__fail(err, r == ASB_ERR_TIMEOUT ? r : ASB_ERR_PROXY,
+            return asb__fail(err, r == ASB_ERR_TIMEOUT || r == ASB_ERR_CANCELLED ? r : ASB_ERR_PROXY,
                              "proxy %s: CONNECT to %s:%d failed (%s)", cl->proxy, host,
                              u->port, asb_result_str(r));
         }

@@ -850,6 +850,49 @@ ASBT_TEST(cancel_from_another_thread_ends_a_waiting_call_at_once) {
     recorder_stop(rec);
 }
 
+/* The token ends any wait of the HTTP layer, a TLS handshake too: the
+   recorder takes the connection and never answers the ClientHello. */
+ASBT_TEST(cancel_ends_a_tls_handshake_that_gets_no_answer) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_http_client *cl = NULL;
+    asb_http_client_desc d;
+    asb_http_request req;
+    asb_http_response resp;
+    asb_error err;
+    canceller k;
+    pthread_t th;
+    char url[80];
+    int64_t latency;
+    asb_result r;
+    ASBT_CHECK(rec != NULL);
+    memset(&d, 0, sizeof d);
+    d.retry.max_attempts = 1;
+    ASBT_EQ_RES(asb_http_client_create(&d, &cl, &err), ASB_OK);
+    memset(&k, 0, sizeof k);
+    ASBT_EQ_RES(asb_cancel_create(NULL, &k.token, &err), ASB_OK);
+    snprintf(url, sizeof url, "https://127.0.0.1:%d/", rec->port);
+    memset(&req, 0, sizeof req);
+    req.url = url;
+    req.cancel = k.token;
+    k.after_ms = 300;
+    ASBT_CHECK(pthread_create(&th, NULL, cancel_later, &k) == 0);
+    r = asb_http_do(cl, &req, &resp, &err);
+    latency = now_us() - k.at;
+    pthread_join(th, NULL);
+    asb_http_response_free(&resp);
+#if ASB_TLS
+    ASBT_EQ_RES(r, ASB_ERR_CANCELLED);
+    ASBT_CONTAINS(err.message, "cancelled");
+    ASBT_CHECK(latency < 2000000);
+#else
+    ASBT_EQ_RES(r, ASB_ERR_TLS_UNAVAILABLE);
+    (void)latency;
+#endif
+    asb_cancel_free(k.token);
+    asb_http_client_free(cl);
+    recorder_stop(rec);
+}
+
 /* A client whose API server is the recorder (plain http, no retries), in
    DIRECT mode so no kubectl starts. */
 static asb_client *apiserver_client(recorder *rec, asb_error *err) {
@@ -1503,6 +1546,7 @@ ASBT_LIST(
     ASBT_CASE(a_deadline_longer_than_the_read_timeout_waits_for_the_answer)
     ASBT_CASE(a_command_past_its_deadline_is_a_timeout_that_names_it)
     ASBT_CASE(cancel_from_another_thread_ends_a_waiting_call_at_once)
+    ASBT_CASE(cancel_ends_a_tls_handshake_that_gets_no_answer)
     ASBT_CASE(delete_all_deletes_the_claims_of_closed_handles_too)
     ASBT_CASE(the_claim_api_version_is_discovered_safely_from_many_threads)
     ASBT_CASE(client_options_are_checked_before_anything_runs)
