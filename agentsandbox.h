@@ -7592,10 +7592,18 @@ static asb_result asb__client_proxy(asb_http_client *cl, const asb_http_client_d
         if (p && !*p) p = NULL;
     }
     if (!p) return ASB_OK;
-    /* user:pass@ is allowed here (and only here), then parsed away */
+    /* user:pass@ is allowed here (and only here), then parsed away. It is
+       the authority's, up to its last '@' (RFC 3986: "p@ss" in a password
+       must not leave "ss@" in the host and the message); an '@' in the
+       path is not user info */
     hs = strstr(p, "://");
     hs = hs ? hs + 3 : p;
-    at = strchr(hs, '@');
+    {
+        const char *c;
+        at = NULL;
+        for (c = hs; *c && *c != '/' && *c != '?' && *c != '#'; c++)
+            if (*c == '@') at = c;
+    }
     if (at) {
         asb_buf b;
         char *tmp;

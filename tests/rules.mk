@@ -130,7 +130,7 @@ test-json-diff: $(TB)/c/test_json_diff
 # --- fuzzing ------------------------------------------------------------------
 # One target per area of untrusted input; a target may take a selector byte
 # to pick among related entry points (see the comment atop each file).
-FUZZ_TARGETS := json rules http yaml watch sandbox kube
+FUZZ_TARGETS := json rules http yaml watch sandbox kube kubeconfig proxy
 FUZZ_TARGETS += h2 hpack protobuf
 FUZZ_EXTRA_json := $(JSMN_ASAN_OBJS)
 FUZZ_SEEDS_http := tests/fuzz/seeds_http
@@ -140,6 +140,8 @@ FUZZ_SEEDS_json := tests/json/valid tests/json/invalid tests/json/forbidden
 FUZZ_SEEDS_rules := tests/fuzz/seeds_rules
 FUZZ_SEEDS_sandbox := tests/fuzz/seeds_sandbox
 FUZZ_SEEDS_kube := tests/fuzz/seeds_kube
+FUZZ_SEEDS_kubeconfig := tests/fuzz/seeds_kubeconfig
+FUZZ_SEEDS_proxy := tests/fuzz/seeds_proxy
 $(TB)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_main.h $(HDR) $(ORACLE_HDRS) $(JSMN_ASAN_OBJS)
 	@mkdir -p $(@D)
 	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
@@ -155,7 +157,7 @@ test-fuzz-replay: $(FUZZ_TARGETS:%=$(TB)/fuzz/replay_%)
 	  $(TB)/fuzz/replay_$(t) $(FUZZ_SEEDS_$(t)) $(wildcard $(TB)/fuzz/corpus_$(t)) &&) true
 
 # Bounded runs in make test (FUZZ_SECONDS split over the targets by their
-# shares, which sum to 60); make fuzz runs each target for FUZZ_SECONDS.
+# shares, which sum to 60 with tests/h2/rules.mk's); make fuzz runs each target for FUZZ_SECONDS.
 # Each run ends with one line "fuzz <target>: N execs/s, ..." taken from
 # libFuzzer's final stats. Findings go to build/tests/fuzz/findings.
 FUZZ_SHARE_json := 8
@@ -165,6 +167,8 @@ FUZZ_SHARE_yaml := 9
 FUZZ_SHARE_watch := 5
 FUZZ_SHARE_sandbox := 4
 FUZZ_SHARE_kube := 5
+FUZZ_SHARE_kubeconfig := 5
+FUZZ_SHARE_proxy := 3
 define FUZZ_RUN
 	@mkdir -p $(TB)/fuzz/corpus_$(1) $(TB)/fuzz/findings; \
 	secs=$$(( $(2) )); [ $$secs -ge 1 ] || secs=1; \
@@ -173,7 +177,7 @@ define FUZZ_RUN
 	$(TB)/fuzz/fuzz_$(1) -max_total_time=$$secs -timeout=10 -rss_limit_mb=2048 \
 	  -print_final_stats=1 -artifact_prefix=$(TB)/fuzz/findings/$(1)- \
 	  $(TB)/fuzz/corpus_$(1) $(FUZZ_SEEDS_$(1)) > $$log 2>&1; rc=$$?; \
-	grep -E 'ERROR|SUMMARY|property failed' $$log; \
+	grep -E '^==[0-9]+==ERROR|^SUMMARY|property failed' $$log; \
 	awk -v t=$(1) -v s=$$secs '/stat::average_exec_per_sec/ {e=$$2} \
 	  /stat::number_of_executed_units/ {n=$$2} /stat::new_units_added/ {u=$$2} \
 	  END {printf "fuzz %s: %s execs/s (%s runs in %ss, %s new units)\n", t, e, n, s, u}' $$log; \
@@ -187,6 +191,8 @@ test-fuzz-short: $(FUZZ_TARGETS:%=$(TB)/fuzz/fuzz_%)
 	$(call FUZZ_RUN,watch,$(FUZZ_SECONDS) * $(FUZZ_SHARE_watch) / 60)
 	$(call FUZZ_RUN,sandbox,$(FUZZ_SECONDS) * $(FUZZ_SHARE_sandbox) / 60)
 	$(call FUZZ_RUN,kube,$(FUZZ_SECONDS) * $(FUZZ_SHARE_kube) / 60)
+	$(call FUZZ_RUN,kubeconfig,$(FUZZ_SECONDS) * $(FUZZ_SHARE_kubeconfig) / 60)
+	$(call FUZZ_RUN,proxy,$(FUZZ_SECONDS) * $(FUZZ_SHARE_proxy) / 60)
 	$(call FUZZ_RUN,h2,$(FUZZ_SECONDS) * $(FUZZ_SHARE_h2) / 60)
 	$(call FUZZ_RUN,hpack,$(FUZZ_SECONDS) * $(FUZZ_SHARE_hpack) / 60)
 	$(call FUZZ_RUN,protobuf,$(FUZZ_SECONDS) * $(FUZZ_SHARE_protobuf) / 60)

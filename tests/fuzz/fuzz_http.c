@@ -3,10 +3,16 @@
    same bytes fed whole, byte by byte and in input-chosen pieces must give
    the same outcome: result, status, framing and body bytes. Tiny limits
    make the limit paths reachable. The same bytes also go to the URL
-   parser and, as a header value, to the Retry-After reader. */
+   parser and, as a header value, to the Retry-After reader.
+   A head that parsed is then split into the response's headers
+   (asb__resp_take_head, what asb_http_response_header reads): as many as
+   the parser counted, each name a token, each value without control bytes
+   or surrounding blanks, and a lookup by any name (in any case) finds the
+   first header of that name. */
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../../agentsandbox.h"
 #include "fuzz_main.h"
+#include <ctype.h>
 
 #define FUZZ_REQUIRE(cond)                                                   \
     do {                                                                     \
@@ -26,6 +32,51 @@ typedef struct outcome {
 
 static asb_result collect(void *ctx, const char *p, size_t n) {
     return asb_buf_append((asb_buf *)ctx, p, n);
+}
+
+static int is_tchar(unsigned char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+static int ieq(const char *a, const char *b) {
+    for (; *a && *b; a++, b++)
+        if (tolower((unsigned char)*a) != tolower((unsigned char)*b)) return 0;
+    return *a == *b;
+}
+
+/* The header split of a parsed head. */
+static void check_headers(asb__http_parser *p) {
+    asb_http_response resp;
+    size_t i, k;
+    memset(&resp, 0, sizeof resp);
+    asb__allocator_resolve(NULL, &resp.alloc_);
+    FUZZ_REQUIRE(asb__resp_take_head(&resp, p) == ASB_OK);
+    FUZZ_REQUIRE(resp.header_count == (size_t)p->header_count);
+    for (i = 0; i < resp.header_count; i++) {
+        const char *nm = resp.headers[i].name, *v = resp.headers[i].value, *c;
+        size_t vl = strlen(v);
+        FUZZ_REQUIRE(nm[0] != '\0');
+        for (c = nm; *c; c++) FUZZ_REQUIRE(is_tchar((unsigned char)*c));
+        for (c = v; *c; c++)
+            FUZZ_REQUIRE(((unsigned char)*c >= 0x20 || *c == '\t') && *c != 0x7f);
+        FUZZ_REQUIRE(vl == 0 || (v[0] != ' ' && v[0] != '\t' && v[vl - 1] != ' ' &&
+                                 v[vl - 1] != '\t'));
+        /* the first of that name, whatever the case asked in */
+        {
+            char up[256];
+            const char *got;
+            size_t n = strlen(nm) < sizeof up - 1 ? strlen(nm) : sizeof up - 1;
+            for (k = 0; k < n; k++) up[k] = (char)toupper((unsigned char)nm[k]);
+            up[n] = '\0';
+            got = asb_http_response_header(&resp, up);
+            if (n == strlen(nm)) {
+                for (k = 0; k < resp.header_count && !ieq(resp.headers[k].name, nm); k++) {}
+                FUZZ_REQUIRE(got == resp.headers[k].value);
+            }
+        }
+    }
+    asb_http_response_free(&resp);
 }
 
 /* mode 0: whole; 1: byte by byte; 2: pieces sized by the input */
@@ -54,6 +105,7 @@ static void run(const uint8_t *data, size_t size, int mode, int head, outcome *o
     o->consumed = i;
     if (o->r == ASB_OK) {
         FUZZ_REQUIRE(p.state == ASB__HP_DONE);
+        if (mode == 0) check_headers(&p);
         FUZZ_REQUIRE(p.status >= 100 && p.status <= 599);
         if (p.has_length && !p.chunked && !head && p.status != 204 && p.status != 304 &&
             p.status >= 200)
