@@ -1657,7 +1657,10 @@ typedef struct asb_kubeconfig_desc {
 
 /* An exec credential plugin as configured (client.authentication.k8s.io). */
 typedef struct asb_kube_exec {
-    const char *command;        /* resolved against the file when it has a '/' */
+    const char *command;        /* resolved against the file when it has a
+                                   '/'; a bare name is looked up in PATH's
+                                   absolute entries only (as kubectl:
+                                   never the working directory) */
     const char *const *args;
     size_t arg_count;
     const char *const *env_names;
@@ -1755,7 +1758,10 @@ typedef struct asb_kube_client_desc {
 } asb_kube_client_desc;
 
 /* Talks to one apiserver as one user. Thread safety: calls may run from
-   several threads at once (credential refreshes are locked). */
+   several threads at once (credential refreshes are locked). An exec
+   plugin's new client certificate takes effect for calls that start
+   after it; a call already running (a watch) keeps the connection and
+   certificate it began with until it ends or reconnects. */
 typedef struct asb_kube_client asb_kube_client;
 
 /* Loads the configuration (kubeconfig, or in-cluster) and makes the
