@@ -82,6 +82,16 @@ build_agent_sandbox() { # version
   echo "$v" > "$out/.built"
 }
 
+# One build at a time per cache: two clones (or a test and a demo) running
+# make at once would otherwise compile Kubernetes twice on two cores, and
+# one could see the other's half-written binary before its .built stamp.
+mkdir -p "$CACHE"
+exec 8>"$CACHE/.build.lock"
+if ! flock -n 8; then
+  echo "build: another build is using $CACHE; waiting for it"
+  flock 8
+fi
+
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(etcd kwok "agent-sandbox-$AGENT_SANDBOX_V04" "agent-sandbox-$AGENT_SANDBOX_V05" k8s)
 for t in "${targets[@]}"; do
