@@ -2603,6 +2603,45 @@ static int asb__jitter_ms(int ms) {
     return ms / 2 + (int)((uint64_t)(ms / 2) * (uint64_t)(rb[0] << 8 | rb[1]) / 65535u);
 }
 
+/* An executable found as kubectl finds one (Go's exec.LookPath): a
+   command with a '/' is a path; a bare name is looked up in the absolute
+   directories of PATH only. Never in the current directory: not first,
+   as execvp-style code once tried it, and not through an empty or
+   relative PATH entry (execvp takes one as the current directory; Go
+   refuses that result as ErrDot), so a file planted where the program
+   runs is never executed in place of the exec plugin or kubectl. Called
+   before fork, so the child only execs. 0 or an errno. */
+static int asb__find_executable(const char *cmd, char *out, size_t cap) {
+    const char *pth = getenv("PATH");
+    size_t cl = strlen(cmd);
+    int found_other = 0;
+    if (cl == 0) return ENOENT;
+    if (strchr(cmd, '/')) {
+        if (cl >= cap) return ENAMETOOLONG;
+        memcpy(out, cmd, cl + 1);
+        return 0;
+    }
+    if (!pth) pth = "/usr/local/bin:/usr/bin:/bin"; /* unset: execvp's default */
+    while (*pth) {
+        const char *c = strchr(pth, ':');
+        size_t dl = c ? (size_t)(c - pth) : strlen(pth);
+        if (dl > 0 && pth[0] == '/' && dl + 1 + cl < cap) {
+            struct stat st;
+            memcpy(out, pth, dl);
+            out[dl] = '/';
+            memcpy(out + dl + 1, cmd, cl + 1);
+            if (stat(out, &st) == 0 && S_ISREG(st.st_mode)) {
+                if (access(out, X_OK) == 0) return 0;
+                found_other = 1; /* not executable: go on, as Go does */
+            }
+        }
+        pth += dl;
+        if (*pth == ':') pth++;
+    }
+    out[0] = '\0';
+    return found_other ? EACCES : ENOENT;
+}
+
 /* >>bytes ===================================================================
    Results, error detail, growable buffers. */
 
@@ -10980,45 +11019,6 @@ oom:
 
 /* -- exec credential plugins ------------------------------------------------- */
 
-/* The plugin's executable, found as kubectl finds it (Go's exec.LookPath):
-   a command with a '/' is a path (the kubeconfig loader has made a
-   relative one relative to the kubeconfig's directory); a bare name is
-   looked up in the absolute directories of PATH only. Never in the
-   current directory: not first, as execvp-style code tried it, and not
-   through an empty or relative PATH entry (Go refuses that result as
-   ErrDot), so a file planted where the program runs is never executed.
-   Done before fork: the child then only execs. 0 or an errno. */
-static int asb__exec_lookup(const char *cmd, char *out, size_t cap) {
-    const char *pth = getenv("PATH");
-    size_t cl = strlen(cmd);
-    int found_other = 0;
-    if (cl == 0) return ENOENT;
-    if (strchr(cmd, '/')) {
-        if (cl >= cap) return ENAMETOOLONG;
-        memcpy(out, cmd, cl + 1);
-        return 0;
-    }
-    if (!pth) pth = "/usr/local/bin:/usr/bin:/bin"; /* unset: execvp's default */
-    while (*pth) {
-        const char *c = strchr(pth, ':');
-        size_t dl = c ? (size_t)(c - pth) : strlen(pth);
-        if (dl > 0 && pth[0] == '/' && dl + 1 + cl < cap) {
-            struct stat st;
-            memcpy(out, pth, dl);
-            out[dl] = '/';
-            memcpy(out + dl + 1, cmd, cl + 1);
-            if (stat(out, &st) == 0 && S_ISREG(st.st_mode)) {
-                if (access(out, X_OK) == 0) return 0;
-                found_other = 1; /* not executable: go on, as Go does */
-            }
-        }
-        pth += dl;
-        if (*pth == ':') pth++;
-    }
-    out[0] = '\0';
-    return found_other ? EACCES : ENOENT;
-}
-
 /* The plugin's side of fork: async-signal-safe calls only (the program
    may have threads). Its stdin is /dev/null, stdout and stderr the pipes;
    nothing else of the program's reaches it (everything here is
@@ -11159,7 +11159,7 @@ static asb_result asb__exec_run(asb_kube_client *kc, asb_buf *out, asb_buf *erro
     argv[0] = (char *)ex->command;
     for (i = 0; i < ex->arg_count; i++) argv[i + 1] = (char *)ex->args[i];
     argv[ex->arg_count + 1] = NULL;
-    child_errno = asb__exec_lookup(ex->command, path, sizeof path);
+    child_errno = asb__find_executable(ex->command, path, sizeof path);
     if (child_errno) goto cannot_run;
     if (asb__pipe_cloexec(po) < 0 || asb__pipe_cloexec(pe) < 0 || asb__pipe_cloexec(pf) < 0) {
         r = asb__fail(err, ASB_ERR_IO, "exec plugin: pipe: %s", strerror(errno));
@@ -12474,16 +12474,25 @@ static void asb__tunnel_supervise(int life, int lifew, int errw, int execfd,
    (~100-200 ms that would otherwise come after Ready). */
 static asb_result asb__tunnel_spawn_locked(asb_client *c, asb_error *err) {
     int pe[2], pf[2], port = asb__free_port(), child_errno = 0;
-    char ports[32], svc[300], **envp = NULL;
+    char ports[32], svc[300], **envp = NULL, kubectl[4096];
     const char *argv[16];
     int k = 0;
     pid_t pid;
     int life[2];
     sigset_t all, saved;
     if (port < 0) return asb__fail(err, ASB_ERR_PORT_FORWARD, "port-forward: no free local port");
+    /* found here, never in the working directory (execvp would take an
+       empty PATH entry as that); the supervisor's child execs this path */
+    child_errno = asb__find_executable(c->kubectl, kubectl, sizeof kubectl);
+    if (child_errno)
+        return asb__fail(err, ASB_ERR_KUBECTL_MISSING,
+                         "port-forward: cannot run \"%s\": %s%s. Install kubectl, set "
+                         "kubectl_path, or use ASB_CONNECT_DIRECT with the router's URL",
+                         c->kubectl, strerror(child_errno),
+                         strchr(c->kubectl, '/') ? "" : " (looked up in PATH only)");
     snprintf(ports, sizeof ports, "%d:%d", port, c->router_port);
     snprintf(svc, sizeof svc, "svc/%s", c->router_svc);
-    argv[k++] = c->kubectl;
+    argv[k++] = kubectl;
     argv[k++] = "port-forward";
     argv[k++] = svc;
     argv[k++] = ports;

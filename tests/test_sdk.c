@@ -1467,6 +1467,57 @@ ASBT_TEST(terminate_is_pinned_to_the_claims_uid) {
     recorder_stop(rec);
 }
 
+/* A sibling of review finding R2: kubectl for the tunnel is found as the
+   exec plugin is, in PATH's absolute entries only. execvp took an empty
+   PATH entry (a leading or trailing ':', or '::') as the working
+   directory, so a `kubectl` planted there ran with the router's service
+   name and the user's kubeconfig. */
+ASBT_TEST(kubectl_is_never_run_from_the_working_directory) {
+    static const char *const paths[] = {":/usr/bin:/bin", "/usr/bin:/bin:", "/usr/bin::/bin",
+                                        ".:/usr/bin:/bin"};
+    char cwd[1024], work[256], planted[300], marker[300], base[300];
+    char *saved = getenv("PATH") ? strdup(getenv("PATH")) : NULL;
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_error err;
+    asb_result r;
+    FILE *f;
+    size_t i;
+    ASBT_CHECK(getcwd(cwd, sizeof cwd) != NULL);
+    snprintf(work, sizeof work, "/tmp/asb-test-sdk-kubectl-%d", (int)getpid());
+    snprintf(planted, sizeof planted, "%s/asb-kubectl-planted", work);
+    snprintf(marker, sizeof marker, "%s/planted-ran", work);
+    mkdir(work, 0700);
+    f = fopen(planted, "w");
+    ASBT_CHECK(f != NULL);
+    fprintf(f, "#!/bin/sh\ntouch %s\n", marker);
+    fclose(f);
+    chmod(planted, 0755);
+    ASBT_CHECK(write_unit_kubeconfig());
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = unit_cfg;
+    d.kubectl_path = "asb-kubectl-planted";
+    d.port_forward_ready_timeout_ms = 3000;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    unlink(unit_cfg);
+    ASBT_CHECK(chdir(work) == 0);
+    for (i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        setenv("PATH", paths[i], 1);
+        r = asb__router_base(c, base, sizeof base, &err);
+        if (r != ASB_ERR_KUBECTL_MISSING || access(marker, F_OK) == 0) break;
+    }
+    if (saved) setenv("PATH", saved, 1);
+    free(saved);
+    if (chdir(cwd) != 0) r = ASB_ERR_IO;
+    asb_client_free(c);
+    ASBT_EQ_RES(r, ASB_ERR_KUBECTL_MISSING);
+    ASBT_CONTAINS(err.message, "No such file or directory (looked up in PATH only)");
+    ASBT_CHECK(access(marker, F_OK) != 0);
+    unlink(marker);
+    unlink(planted);
+    rmdir(work);
+}
+
 /* Review finding R11: the claim API version is discovered once and
    cached; two threads that need it at the same moment used to read it
    unlocked while the other wrote it under the lock. The recorder plays
@@ -1549,6 +1600,7 @@ ASBT_LIST(
     ASBT_CASE(cancel_ends_a_tls_handshake_that_gets_no_answer)
     ASBT_CASE(delete_all_deletes_the_claims_of_closed_handles_too)
     ASBT_CASE(the_claim_api_version_is_discovered_safely_from_many_threads)
+    ASBT_CASE(kubectl_is_never_run_from_the_working_directory)
     ASBT_CASE(client_options_are_checked_before_anything_runs)
     ASBT_CASE(a_logged_command_is_its_executable_base_name_only)
     ASBT_CASE(pod_ip_never_picks_addresses_the_router_refuses)
