@@ -6451,9 +6451,11 @@ typedef struct asb__http_parser {
     uint64_t length;
     uint64_t remaining;
     size_t trailer_bytes;
-    char line[80];          /* chunk-size line (extensions skipped) */
+    char line[80];          /* the CRLF after chunk data, trailer line ends */
     size_t line_len;
-    int line_overlong;      /* chunk extension longer than we keep */
+    int cs_phase;           /* where in a chunk-size line (asb__hp_feed) */
+    int cs_digits;          /* its hex digits so far */
+    uint64_t cs_size;       /* and their value */
     int header_count;
     asb__body_sink sink;
     void *sink_ctx;
@@ -6683,44 +6685,75 @@ static asb_result asb__hp_feed(asb__http_parser *p, const char *data, size_t len
             break;
         }
         case ASB__HP_CHUNK_SIZE: {
-            char c = data[i++];
-            if (c != '\n') {
-                /* keep the size digits; skip extensions (bounded) */
-                if (p->line_len < sizeof p->line) {
-                    p->line[p->line_len++] = c;
-                } else if (++p->trailer_bytes > p->max_head) {
-                    p->error = "chunk-size line too long";
-                    return ASB_ERR_HTTP_PROTOCOL;
-                }
-                break;
+            /* chunk-size [BWS] *(";" chunk-ext) [CR] LF (RFC 9112 7.1),
+               judged byte by byte over the whole line however long it is
+               (the extensions are read and dropped, never kept), and the
+               line bounded by max_head: no prefix is trusted for the rest */
+            unsigned char c = (unsigned char)data[i++];
+            int hv = asb__hexval(c), eol = 0, bad = 0;
+            if (++p->trailer_bytes > p->max_head) {
+                p->error = "chunk-size line too long";
+                return ASB_ERR_HTTP_PROTOCOL;
             }
-            {
-                uint64_t size = 0;
-                size_t k = 0, digits = 0;
-                while (k < p->line_len && asb__hexval((unsigned char)p->line[k]) >= 0) {
-                    if (++digits > 15) {
+            if (p->cs_phase == 0) { /* the size's hex digits */
+                if (hv >= 0) {
+                    if (++p->cs_digits > 15) {
                         p->error = "chunk size too large";
                         return ASB_ERR_HTTP_PROTOCOL;
                     }
-                    size = size * 16 + (uint64_t)asb__hexval((unsigned char)p->line[k]);
-                    k++;
+                    p->cs_size = p->cs_size * 16 + (uint64_t)hv;
+                    break;
                 }
-                while (k < p->line_len && (p->line[k] == ' ' || p->line[k] == '\t')) k++;
-                if (digits == 0 ||
-                    (k < p->line_len && p->line[k] != ';' && p->line[k] != '\r') ||
-                    (k < p->line_len && p->line[k] == '\r' && k + 1 != p->line_len)) {
+                if (p->cs_digits == 0) {
                     p->error = "invalid chunk size";
                     return ASB_ERR_HTTP_PROTOCOL;
                 }
-                p->trailer_bytes = 0;
-                p->line_len = 0;
-                if (size == 0) {
-                    p->state = ASB__HP_TRAILERS;
-                } else {
-                    p->remaining = size;
-                    p->state = ASB__HP_CHUNK_DATA;
-                }
+                p->cs_phase = 1; /* this byte is the first after the digits */
             }
+            switch (p->cs_phase) {
+            case 1: /* whitespace before an extension or the line end */
+                if (c == ';') p->cs_phase = 2;
+                else if (c == '\r') p->cs_phase = 5;
+                else if (c == '\n') eol = 1;
+                else if (c != ' ' && c != '\t') bad = 1;
+                break;
+            case 2: /* name[=value], unquoted parts */
+                if (c == '"') p->cs_phase = 3;
+                else if (c == '\r') p->cs_phase = 5;
+                else if (c == '\n') eol = 1;
+                else if (!asb__is_tchar(c) && c != '=' && c != ';' && c != ' ' && c != '\t')
+                    bad = 1;
+                break;
+            case 3: /* a quoted-string value */
+                if (c == '"') p->cs_phase = 2;
+                else if (c == '\\') p->cs_phase = 4;
+                else if ((c < 0x20 && c != '\t') || c == 0x7f) bad = 1;
+                break;
+            case 4: /* the byte after a backslash in quotes */
+                if ((c < 0x20 && c != '\t') || c == 0x7f) bad = 1;
+                else p->cs_phase = 3;
+                break;
+            default: /* 5: a CR, which only the LF may follow */
+                if (c == '\n') eol = 1;
+                else bad = 1;
+                break;
+            }
+            if (bad) {
+                p->error = "invalid chunk size";
+                return ASB_ERR_HTTP_PROTOCOL;
+            }
+            if (!eol) break;
+            p->trailer_bytes = 0;
+            p->line_len = 0;
+            if (p->cs_size == 0) {
+                p->state = ASB__HP_TRAILERS;
+            } else {
+                p->remaining = p->cs_size;
+                p->state = ASB__HP_CHUNK_DATA;
+            }
+            p->cs_phase = 0;
+            p->cs_digits = 0;
+            p->cs_size = 0;
             break;
         }
         case ASB__HP_TRAILERS: {

@@ -169,6 +169,87 @@ ASBT_TEST(malformed_responses_are_protocol_errors) {
     }
 }
 
+/* A chunk-size line is judged to its end, however long: only the first
+   80 bytes were before, so "1<79 spaces>garbage" passed as size 1. Long
+   but valid extensions still pass; a line over the head limit is refused. */
+ASBT_TEST(chunk_size_lines_are_validated_to_their_end) {
+    static const char *good[] = {
+        "1;name=value;flag\r\nx\r\n0\r\n\r\n",
+        "1 ;q=\"a \\\"quoted\\\" ; value\"\r\nx\r\n0\r\n\r\n",
+        "1\nx\r\n0\r\n\r\n", /* bare LF, as header lines */
+    };
+    static const char *bad[] = {
+        "1;a=\x01\r\nx\r\n0\r\n\r\n",      /* control byte in an extension */
+        "1;a\rb\r\nx\r\n0\r\n\r\n",        /* bare CR */
+        "1;a=\"open\r\nx\r\n0\r\n\r\n",    /* unterminated quote */
+        "1;a=(b)\r\nx\r\n0\r\n\r\n",       /* not a token */
+        ";a\r\nx\r\n0\r\n\r\n",            /* no size */
+    };
+    const char *head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+    asb_buf b;
+    parsed o;
+    size_t i, step;
+    for (i = 0; i < sizeof good / sizeof good[0]; i++) {
+        asb_buf_init(&b, NULL);
+        asb_buf_append(&b, head, strlen(head));
+        asb_buf_append(&b, good[i], strlen(good[i]));
+        parse(b.ptr, b.len, 0, 0, 0, &o);
+        if (o.r != ASB_OK) fprintf(stderr, "    refused good #%zu: %s\n", i, o.error);
+        ASBT_EQ_RES(o.r, ASB_OK);
+        ASBT_EQ_MEM(o.body.ptr, o.body.len, "x", 1);
+        asb_buf_free(&o.body);
+        asb_buf_free(&b);
+    }
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        asb_buf_init(&b, NULL);
+        asb_buf_append(&b, head, strlen(head));
+        asb_buf_append(&b, bad[i], strlen(bad[i]));
+        parse(b.ptr, b.len, 0, 0, 1, &o);
+        if (o.r == ASB_OK) fprintf(stderr, "    accepted bad #%zu\n", i);
+        ASBT_EQ_RES(o.r, ASB_ERR_HTTP_PROTOCOL);
+        ASBT_EQ_STR(o.error, "invalid chunk size");
+        ASBT_EQ_INT(o.body.len, 0);
+        asb_buf_free(&o.body);
+        asb_buf_free(&b);
+    }
+    /* the finding's case, past the old 80-byte window, cut at every byte */
+    asb_buf_init(&b, NULL);
+    asb_buf_append(&b, head, strlen(head));
+    asb_buf_append(&b, "1", 1);
+    for (i = 0; i < 79; i++) asb_buf_append(&b, " ", 1);
+    asb_buf_append(&b, "garbage\r\nx\r\n0\r\n\r\n", 18);
+    for (step = 0; step < 12; step++) {
+        parse(b.ptr, b.len, step, 0, 1, &o);
+        ASBT_EQ_RES(o.r, ASB_ERR_HTTP_PROTOCOL);
+        ASBT_EQ_STR(o.error, "invalid chunk size");
+        ASBT_EQ_INT(o.body.len, 0);
+        asb_buf_free(&o.body);
+    }
+    asb_buf_free(&b);
+    /* a valid extension longer than 80 bytes passes ... */
+    asb_buf_init(&b, NULL);
+    asb_buf_append(&b, head, strlen(head));
+    asb_buf_append(&b, "1;k=", 4);
+    for (i = 0; i < 300; i++) asb_buf_append(&b, "v", 1);
+    asb_buf_append(&b, "\r\nx\r\n0\r\n\r\n", 10);
+    parse(b.ptr, b.len, 7, 0, 0, &o);
+    ASBT_EQ_RES(o.r, ASB_OK);
+    ASBT_EQ_MEM(o.body.ptr, o.body.len, "x", 1);
+    asb_buf_free(&o.body);
+    asb_buf_free(&b);
+    /* ... and one longer than the head limit (4096 here) is refused */
+    asb_buf_init(&b, NULL);
+    asb_buf_append(&b, head, strlen(head));
+    asb_buf_append(&b, "1;k=", 4);
+    for (i = 0; i < 5000; i++) asb_buf_append(&b, "v", 1);
+    asb_buf_append(&b, "\r\nx\r\n0\r\n\r\n", 10);
+    parse(b.ptr, b.len, 0, 0, 1, &o);
+    ASBT_EQ_RES(o.r, ASB_ERR_HTTP_PROTOCOL);
+    ASBT_EQ_STR(o.error, "chunk-size line too long");
+    asb_buf_free(&o.body);
+    asb_buf_free(&b);
+}
+
 ASBT_TEST(header_limits_are_enforced) {
     asb_buf big;
     parsed o;
@@ -306,6 +387,7 @@ ASBT_LIST(
     ASBT_CASE(chunked_body_split_at_every_byte_boundary_is_the_same)
     ASBT_CASE(content_length_and_until_close_bodies)
     ASBT_CASE(short_bodies_and_cut_chunks_are_errors_not_data)
+    ASBT_CASE(chunk_size_lines_are_validated_to_their_end)
     ASBT_CASE(malformed_responses_are_protocol_errors)
     ASBT_CASE(header_limits_are_enforced)
     ASBT_CASE(no_body_for_head_204_304_and_interim_responses_are_skipped)
