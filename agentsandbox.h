@@ -7376,6 +7376,17 @@ static asb_result asb__tls_create(const asb_tls_config *cfg, const asb_allocator
        any failure flag still refuses the connection (asb__tls_handshake). */
     mbedtls_ssl_conf_authmode(&t->conf, t->insecure ? MBEDTLS_SSL_VERIFY_NONE
                                                     : MBEDTLS_SSL_VERIFY_OPTIONAL);
+    /* TLS 1.2 at least: mbedTLS 2.28 still speaks 1.0 and 1.1 by default
+       (3.x dropped them), and a peer or a man in the middle offering only
+       those must get no handshake */
+#if ASB__MBEDTLS3
+#if MBEDTLS_VERSION_NUMBER >= 0x03020000
+    mbedtls_ssl_conf_min_tls_version(&t->conf, MBEDTLS_SSL_VERSION_TLS1_2);
+#endif
+#else
+    mbedtls_ssl_conf_min_version(&t->conf, MBEDTLS_SSL_MAJOR_VERSION_3,
+                                 MBEDTLS_SSL_MINOR_VERSION_3);
+#endif
     mbedtls_ssl_conf_ca_chain(&t->conf, &t->ca, NULL);
     mbedtls_ssl_conf_rng(&t->conf, asb__tls_rng, t);
     mbedtls_ssl_conf_alpn_protocols(&t->conf, asb__alpn);
@@ -7578,6 +7589,16 @@ static asb_result asb__tls_handshake(asb__conn *c, asb__tls *t, const char *host
                              "(flags 0x%x, mbedTLS -0x%04x)",
                              hq, kind, why, (unsigned)flags, (unsigned)-r);
         }
+#if ASB__MBEDTLS3
+        if (r == MBEDTLS_ERR_SSL_BAD_PROTOCOL_VERSION)
+#else
+        if (r == MBEDTLS_ERR_SSL_BAD_HS_PROTOCOL_VERSION)
+#endif
+            return asb__fail(err, ASB_ERR_TLS_HANDSHAKE,
+                             "tls handshake with %s failed: it offers a TLS version "
+                             "older than TLS 1.2, the oldest this library speaks "
+                             "(mbedTLS -0x%04x)",
+                             hq, (unsigned)-r);
         asb__tls_strerror(r, m, sizeof m);
         return asb__fail(err, ASB_ERR_TLS_HANDSHAKE,
                          "tls handshake with %s failed: %s (mbedTLS -0x%04x)", hq, m,

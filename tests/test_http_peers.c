@@ -383,6 +383,110 @@ ASBT_TEST(tls12_and_tls13_servers) {
     free(f);
 }
 
+/* openssl s_server speaking only `version` (-tls1, -tls1_1), with the
+   ciphers OpenSSL 3 keeps for them (SECLEVEL=0), on a port it picks (its
+   "ACCEPT 127.0.0.1:N" line says which); -www answers a GET with a page
+   naming the protocol. Returns the port, or -1. */
+static int old_tls_server_start(const char *version, pid_t *pid) {
+    int out[2], port = -1;
+    char line[128];
+    size_t n = 0;
+    char crt[600], key[600];
+    snprintf(crt, sizeof crt, "%s/server.crt", env("ASB_PEER_CERTS_DIR"));
+    snprintf(key, sizeof key, "%s/server.key", env("ASB_PEER_CERTS_DIR"));
+    if (pipe(out) != 0) return -1;
+    *pid = fork();
+    if (*pid == 0) {
+        int null = open("/dev/null", O_RDWR);
+        dup2(out[1], 1);
+        if (null >= 0) dup2(null, 2);
+        close(out[0]);
+        close(out[1]);
+        execlp("openssl", "openssl", "s_server", "-accept", "127.0.0.1:0", "-cert", crt, "-key",
+               key, version, "-cipher", "DEFAULT@SECLEVEL=0", "-www", (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    while (*pid > 0 && n < sizeof line - 1) { /* the first lines, up to ACCEPT */
+        char ch;
+        struct pollfd pf;
+        pf.fd = out[0];
+        pf.events = POLLIN;
+        if (poll(&pf, 1, 20000) != 1 || read(out[0], &ch, 1) != 1) break;
+        if (ch != '\n') {
+            line[n++] = ch;
+            continue;
+        }
+        line[n] = '\0';
+        n = 0;
+        if (sscanf(line, "ACCEPT 127.0.0.1:%d", &port) == 1) break;
+    }
+    close(out[0]);
+    return port;
+}
+
+static void old_tls_server_stop(pid_t pid) {
+    if (pid <= 0) return;
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+}
+
+/* What `openssl s_client`, offering everything up to TLS 1.3, negotiates
+   with the server: proof that the server offers nothing newer, so the
+   client's refusal below is the client's doing. */
+static int s_client_protocol(int port, char *proto, size_t cap) {
+    char cmd[256], line[256];
+    FILE *p;
+    int found = 0;
+    snprintf(cmd, sizeof cmd,
+             "openssl s_client -connect 127.0.0.1:%d -cipher DEFAULT@SECLEVEL=0 "
+             "</dev/null 2>&1",
+             port);
+    p = popen(cmd, "r");
+    if (!p) return 0;
+    while (fgets(line, sizeof line, p))
+        if (!found && cap >= 32 && sscanf(line, " Protocol : %31s", proto) == 1) found = 1;
+    pclose(p);
+    return found;
+}
+
+ASBT_TEST(tls_1_0_and_1_1_servers_are_refused) {
+    static const char *const versions[][2] = {{"-tls1", "TLSv1"}, {"-tls1_1", "TLSv1.1"}};
+    size_t i;
+    for (i = 0; i < 2; i++) {
+        fixture *f = fx_new();
+        pid_t pid = 0;
+        char proto[64] = "";
+        int port = old_tls_server_start(versions[i][0], &pid);
+        ASBT_CHECK(port > 0);
+        ASBT_CHECK(s_client_protocol(port, proto, sizeof proto));
+        ASBT_EQ_STR(proto, versions[i][1]); /* the server speaks this and only this */
+        f->d.tls.ca_file = env("ASB_PEER_CERTS_CA");
+        f->d.retry.max_attempts = 1;
+        ASBT_EQ_RES(fx_open(f), ASB_OK);
+        if (fx_get(f, url("https://localhost:%d/", port)) == ASB_OK)
+            fprintf(stderr, "    %s: the client spoke it: %.60s\n", versions[i][1],
+                    f->resp.body.ptr ? f->resp.body.ptr : "");
+        ASBT_EQ_RES(f->err.code, ASB_ERR_TLS_HANDSHAKE);
+#if MBEDTLS_VERSION_NUMBER < 0x03000000
+        /* 2.28 can speak both: its refusal is ours, and says why */
+        ASBT_CONTAINS(f->err.message, "older than TLS 1.2");
+#else
+        /* 3.x has neither version (and offers supported_versions, so the
+           server ends the handshake with a protocol_version alert) */
+        ASBT_CONTAINS(f->err.message, "tls handshake with localhost failed");
+#endif
+        ASBT_EQ_INT(fx_close(f), 0);
+        /* the server is still there and still speaks its version: the
+           client refused it, the server did not give up */
+        proto[0] = '\0';
+        ASBT_CHECK(s_client_protocol(port, proto, sizeof proto));
+        ASBT_EQ_STR(proto, versions[i][1]);
+        old_tls_server_stop(pid);
+        free(f);
+    }
+}
+
 /* A new connection to an endpoint resumes the last verified session:
    the server reports session_reused. Sessions stay within one client. */
 ASBT_TEST(new_connections_resume_the_tls_session) {
@@ -946,6 +1050,7 @@ ASBT_LIST(
     ASBT_CASE(server_name_override_and_insecure_mode)
     ASBT_CASE(mutual_tls_with_rsa_and_ec_client_certificates)
     ASBT_CASE(tls12_and_tls13_servers)
+    ASBT_CASE(tls_1_0_and_1_1_servers_are_refused)
     ASBT_CASE(new_connections_resume_the_tls_session)
     ASBT_CASE(chunked_body_sent_byte_by_byte_with_extensions_and_trailers)
     ASBT_CASE(broken_framing_is_an_error_never_partial_data)
