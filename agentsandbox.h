@@ -1300,7 +1300,10 @@ typedef struct asb_http_client_desc {
     asb_retry_policy retry;
     const char *proxy_url;          /* http://[user:pass@]host:port, used
                                        with CONNECT for every request;
-                                       default none */
+                                       default none. user:pass: at most
+                                       4096 bytes. An https:// proxy is
+                                       refused (ASB_ERR_PROXY): TLS to
+                                       the proxy is not implemented */
     int proxy_from_environment;     /* default 0. 1: HTTPS_PROXY /
                                        HTTP_PROXY / NO_PROXY (and lower
                                        case) when proxy_url is unset */
@@ -7670,13 +7673,22 @@ static void asb__conn_close(asb_http_client *cl, asb__conn *c) {
     cl->alloc.free_fn(c, cl->alloc.user_data);
 }
 
-/* Sets up the proxy from the description or the environment. */
+/* Longest proxy user:pass taken; longer is an error, never a CONNECT cut
+   short. */
+#define ASB__PROXY_AUTH_MAX 4096
+
+/* Sets up the proxy from the description or the environment. Only an
+   http:// proxy is spoken to: TLS to the proxy itself is not implemented,
+   and an https:// proxy spoken to in clear would expose the CONNECT target
+   and the credentials, so it is refused (requests to https:// servers
+   still run TLS end to end inside the CONNECT tunnel). */
 static asb_result asb__client_proxy(asb_http_client *cl, const asb_http_client_desc *d,
                                     asb_error *err) {
     const char *p = d->proxy_url;
     asb_url u;
     asb_result r;
-    const char *at, *hs;
+    const char *at = NULL, *hs, *he, *q;
+    char *tmp = NULL;
     if (!p && d->proxy_from_environment) {
         const char *np = getenv("NO_PROXY");
         if (!np) np = getenv("no_proxy");
@@ -7691,56 +7703,56 @@ static asb_result asb__client_proxy(asb_http_client *cl, const asb_http_client_d
         if (p && !*p) p = NULL;
     }
     if (!p) return ASB_OK;
-    /* user:pass@ is allowed here (and only here), then parsed away. It is
-       the authority's, up to its last '@' (RFC 3986: "p@ss" in a password
-       must not leave "ss@" in the host and the message); an '@' in the
-       path is not user info */
+    /* user:pass@ is allowed here (and only here): the authority's last '@'
+       ends it (RFC 3986; an '@' in a path is no credential), then it is
+       parsed away */
     hs = strstr(p, "://");
     hs = hs ? hs + 3 : p;
-    {
-        const char *c;
-        at = NULL;
-        for (c = hs; *c && *c != '/' && *c != '?' && *c != '#'; c++)
-            if (*c == '@') at = c;
-    }
+    he = hs + strcspn(hs, "/?#");
+    for (q = hs; q < he; q++)
+        if (*q == '@') at = q;
     if (at) {
         asb_buf b;
-        char *tmp;
+        if ((size_t)(at - hs) > ASB__PROXY_AUTH_MAX)
+            return asb__fail(err, ASB_ERR_PROXY,
+                             "proxy: credentials longer than %d bytes", ASB__PROXY_AUTH_MAX);
         asb_buf_init(&b, &cl->alloc);
         b.wipe = 1; /* the proxy's credentials */
-        if (asb_base64_encode(hs, (size_t)(at - hs), &b) != ASB_OK)
+        if (asb_base64_encode(hs, (size_t)(at - hs), &b) != ASB_OK) {
+            asb_buf_free(&b);
             return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "out of memory");
+        }
         cl->proxy_auth = b.ptr;
         tmp = (char *)cl->alloc.alloc_fn(strlen(p) + 1, cl->alloc.user_data);
         if (!tmp) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "out of memory");
         memcpy(tmp, p, (size_t)(hs - p));
         strcpy(tmp + (hs - p), at + 1);
-        r = asb_url_parse(tmp, strlen(tmp), &u, err);
-        if (r == ASB_OK) {
-            size_t n = u.host.len + 8;
-            cl->proxy = (char *)cl->alloc.alloc_fn(n + 2, cl->alloc.user_data);
-            if (cl->proxy)
-                snprintf(cl->proxy, n + 2, "%.*s:%d", (int)u.host.len, u.host.ptr, u.port);
-        }
-        cl->alloc.free_fn(tmp, cl->alloc.user_data);
+        p = tmp;
+    }
+    r = asb_url_parse(p, strlen(p), &u, err);
+    if (r == ASB_OK && u.is_https) {
+        r = asb__fail(err, ASB_ERR_PROXY,
+                      "proxy https://%.*s:%d: TLS to a proxy is not supported, and in clear "
+                      "the CONNECT target and any credentials would be readable on the way; "
+                      "use an http:// proxy URL (https:// servers stay encrypted end to "
+                      "end through its tunnel)",
+                      (int)u.host.len, u.host.ptr, u.port);
+    } else if (r == ASB_OK) {
+        size_t n = u.host.len + 8;
+        cl->proxy = (char *)cl->alloc.alloc_fn(n + 2, cl->alloc.user_data);
+        if (cl->proxy)
+            snprintf(cl->proxy, n + 2, "%.*s:%d", (int)u.host.len, u.host.ptr, u.port);
+    } else if (err) {
+        char m[ASB_ERROR_MESSAGE_SIZE];
+        memcpy(m, err->message, sizeof m);
+        snprintf(err->message, sizeof err->message, "proxy: %.400s", m);
+        err->code = ASB_ERR_PROXY;
+        r = ASB_ERR_PROXY;
     } else {
-        r = asb_url_parse(p, strlen(p), &u, err);
-        if (r == ASB_OK) {
-            size_t n = u.host.len + 8;
-            cl->proxy = (char *)cl->alloc.alloc_fn(n + 2, cl->alloc.user_data);
-            if (cl->proxy)
-                snprintf(cl->proxy, n + 2, "%.*s:%d", (int)u.host.len, u.host.ptr, u.port);
-        }
+        r = ASB_ERR_PROXY;
     }
-    if (r != ASB_OK) {
-        if (err) {
-            char m[ASB_ERROR_MESSAGE_SIZE];
-            memcpy(m, err->message, sizeof m);
-            snprintf(err->message, sizeof err->message, "proxy: %.400s", m);
-            err->code = ASB_ERR_PROXY;
-        }
-        return ASB_ERR_PROXY;
-    }
+    if (tmp) cl->alloc.free_fn(tmp, cl->alloc.user_data);
+    if (r != ASB_OK) return r;
     if (!cl->proxy) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "out of memory");
     return ASB_OK;
 }
@@ -7970,11 +7982,12 @@ static asb_result asb__conn_open(asb_http_client *cl, const asb_url *u, const ch
     c->read_timeout_ms = cl->read_timeout_ms;
     snprintf(c->key, sizeof c->key, "%s", key);
     if (via_proxy) {
-        char phost[300], req[700];
+        char phost[300], *req;
         const char *colon = strrchr(cl->proxy, ':');
         int pport = atoi(colon + 1);
         asb__http_parser hp;
-        size_t used = 0;
+        size_t used = 0, rcap, rlen;
+        const char *lb = u->host_is_ip == 6 ? "[" : "", *rb = u->host_is_ip == 6 ? "]" : "";
         snprintf(phost, sizeof phost, "%.*s", (int)(colon - cl->proxy), cl->proxy);
         r = asb__tcp_connect(c, phost, pport, cl->connect_timeout_ms, err);
         if (r != ASB_OK) {
@@ -7982,15 +7995,25 @@ static asb_result asb__conn_open(asb_http_client *cl, const asb_url *u, const ch
             asb__conn_close(cl, c);
             return r == ASB_ERR_TIMEOUT || r == ASB_ERR_CANCELLED ? r : ASB_ERR_PROXY;
         }
-        snprintf(req, sizeof req,
-                 "CONNECT %s%s%s:%d HTTP/1.1\r\nHost: %s%s%s:%d\r\n%s%s%s\r\n",
-                 u->host_is_ip == 6 ? "[" : "", host, u->host_is_ip == 6 ? "]" : "",
-                 u->port, u->host_is_ip == 6 ? "[" : "", host,
-                 u->host_is_ip == 6 ? "]" : "", u->port,
-                 cl->proxy_auth ? "Proxy-Authorization: Basic " : "",
-                 cl->proxy_auth ? cl->proxy_auth : "", cl->proxy_auth ? "\r\n" : "");
-        r = asb__conn_write(c, req, strlen(req));
-        memset(req, 0, sizeof req);
+        /* sized to fit (the host is at most 253 bytes, the credentials
+           ASB__PROXY_AUTH_MAX): no fixed buffer cuts a long CONNECT */
+        rcap = 2 * strlen(host) + 128 + (cl->proxy_auth ? strlen(cl->proxy_auth) : 0);
+        req = (char *)cl->alloc.alloc_fn(rcap, cl->alloc.user_data);
+        if (!req) {
+            asb__conn_close(cl, c);
+            return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "http: out of memory");
+        }
+        rlen = (size_t)snprintf(req, rcap,
+                                "CONNECT %s%s%s:%d HTTP/1.1\r\nHost: %s%s%s:%d\r\n%s%s%s\r\n", lb,
+                                host, rb, u->port, lb, host, rb, u->port,
+                                cl->proxy_auth ? "Proxy-Authorization: Basic " : "",
+                                cl->proxy_auth ? cl->proxy_auth : "",
+                                cl->proxy_auth ? "\r\n" : "");
+        r = rlen < rcap ? asb__conn_write(c, req, rlen)
+                        : asb__fail(err, ASB_ERR_PROXY, "proxy %s: CONNECT request too long",
+                                    cl->proxy);
+        asb__wipe(req, rcap); /* it held the credentials */
+        cl->alloc.free_fn(req, cl->alloc.user_data);
         asb__hp_init(&hp, 1, cl->max_head, cl->max_headers, &cl->alloc);
         while (r == ASB_OK && hp.state != ASB__HP_DONE) {
             /* read one byte at a time: the tunnel's bytes after the

@@ -999,6 +999,181 @@ ASBT_TEST(proxy_from_environment_respects_no_proxy) {
     free(f);
 }
 
+/* The CONNECT proxy's log (JSON lines of what it was asked), emptied by
+   proxy_log_reset. */
+static void proxy_log_reset(void) {
+    fixture f;
+    memset(&f, 0, sizeof f);
+    if (fx_open(&f) == ASB_OK)
+        fx_get(&f, url("http://127.0.0.1:%s/reset", env("ASB_PEER_PROXY_PORT")));
+    fx_close(&f);
+}
+
+static char *proxy_log(void) {
+    fixture f;
+    char *out = NULL;
+    memset(&f, 0, sizeof f);
+    if (fx_open(&f) == ASB_OK &&
+        fx_get(&f, url("http://127.0.0.1:%s/log", env("ASB_PEER_PROXY_PORT"))) == ASB_OK)
+        out = strdup(f.resp.body.ptr ? f.resp.body.ptr : "");
+    fx_close(&f);
+    return out;
+}
+
+/* An https:// proxy is refused, from every place a proxy URL comes from,
+   before anything is sent: the library speaks no TLS to a proxy, and in
+   clear the CONNECT target and the credentials would be readable on the
+   way. The real CONNECT proxy behind the https:// URL logs no request
+   (before the fix it got the CONNECT and the credentials in clear, and
+   the request went through). */
+ASBT_TEST(https_proxies_are_refused_and_get_nothing) {
+    fixture *f = fx_new();
+    asb_kube_client_desc kd;
+    asb_kube_client *kc = NULL;
+    char *log;
+    char path[] = "/tmp/asb-proxy-kubeconfig-XXXXXX";
+    int fd;
+    FILE *kf;
+    proxy_log_reset();
+    f->d.tls.ca_file = env("ASB_PEER_CERTS_CA");
+    f->d.retry.max_attempts = 1;
+    f->d.proxy_url = url("https://user:s3cret@127.0.0.1:%s", env("ASB_PEER_PROXY_PORT"));
+    if (fx_open(f) == ASB_OK) {
+        tls_get(f, "localhost", "ASB_PEER_NGINX_HTTPS");
+        fx_close(f);
+        f->err.code = ASB_OK;
+    }
+    ASBT_EQ_RES(f->err.code, ASB_ERR_PROXY);
+    ASBT_CONTAINS(f->err.message, url("proxy https://127.0.0.1:%s: TLS to a proxy is not supported",
+                                      env("ASB_PEER_PROXY_PORT")));
+    ASBT_CHECK(strstr(f->err.message, "s3cret") == NULL);
+    /* HTTPS_PROXY */
+    memset(&f->d, 0, sizeof f->d);
+    f->d.tls.ca_file = env("ASB_PEER_CERTS_CA");
+    f->d.retry.max_attempts = 1;
+    f->d.proxy_from_environment = 1;
+    setenv("HTTPS_PROXY", url("https://127.0.0.1:%s", env("ASB_PEER_PROXY_PORT")), 1);
+    if (fx_open(f) == ASB_OK) {
+        tls_get(f, "localhost", "ASB_PEER_NGINX_HTTPS");
+        fx_close(f);
+        f->err.code = ASB_OK;
+    }
+    unsetenv("HTTPS_PROXY");
+    ASBT_EQ_RES(f->err.code, ASB_ERR_PROXY);
+    ASBT_CONTAINS(f->err.message, "TLS to a proxy is not supported");
+    /* a kubeconfig's proxy-url */
+    fd = mkstemp(path);
+    ASBT_CHECK(fd >= 0);
+    kf = fdopen(fd, "w");
+    fprintf(kf,
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+            "clusters:\n- name: k\n  cluster:\n    server: https://localhost:%s\n"
+            "    certificate-authority: %s\n    proxy-url: https://127.0.0.1:%s\n"
+            "users:\n- name: u\n  user:\n    token: tok\n"
+            "contexts:\n- name: c\n  context:\n    cluster: k\n    user: u\n",
+            env("ASB_PEER_NGINX_HTTPS"), env("ASB_PEER_CERTS_CA"), env("ASB_PEER_PROXY_PORT"));
+    fclose(kf);
+    memset(&kd, 0, sizeof kd);
+    kd.kubeconfig.path = path;
+    kd.http.retry.max_attempts = 1;
+    if (asb_kube_client_create(&kd, &kc, &f->err) == ASB_OK) {
+        asb_buf out;
+        asb_buf_init(&out, NULL);
+        asb_kube_request(kc, "GET", "/small.txt", NULL, NULL, 0, &out, &f->err);
+        asb_buf_free(&out);
+        asb_kube_client_free(kc);
+        f->err.code = ASB_OK;
+    }
+    unlink(path);
+    ASBT_EQ_RES(f->err.code, ASB_ERR_PROXY);
+    ASBT_CONTAINS(f->err.message, "TLS to a proxy is not supported");
+    log = proxy_log();
+    ASBT_CHECK(log != NULL);
+    ASBT_EQ_STR(log, "[]\n"); /* the proxy was asked nothing */
+    free(log);
+    free(f);
+}
+
+/* Proxy credentials of any length up to the limit reach the proxy whole
+   (a fixed 700-byte buffer cut the CONNECT before: the proxy waited for
+   the rest until the read timeout), the authority's last '@' ends them,
+   an '@' in the URL's path is no credential, and credentials over the
+   limit are refused when the client is made. */
+ASBT_TEST(long_proxy_credentials_reach_the_proxy_whole) {
+    static const struct {
+        const char *userinfo, *plain;
+    } cases[] = {
+        {"u:@@:x", "u:@@:x"}, /* the last '@' of the authority ends them */
+    };
+    fixture *f = fx_new();
+    char *longpw = (char *)malloc(5001), *userinfo, *log;
+    asb_buf want;
+    size_t i;
+    for (i = 0; i < 3 + 1; i++) {
+        const char *ui, *plain;
+        if (i >= 3) {
+            ui = cases[i - 3].userinfo;
+            plain = cases[i - 3].plain;
+        } else {
+            /* "u:" and a password of 1000, 3000 and 4094 bytes: the last
+               is exactly the 4096-byte limit */
+            size_t n = i == 0 ? 1000 : i == 1 ? 3000 : 4094;
+            memcpy(longpw, "u:", 2);
+            memset(longpw + 2, 'p', n);
+            longpw[2 + n] = '\0';
+            ui = plain = longpw;
+        }
+        proxy_log_reset();
+        memset(&f->d, 0, sizeof f->d);
+        f->d.tls.ca_file = env("ASB_PEER_CERTS_CA");
+        f->d.read_timeout_ms = 5000;
+        f->d.retry.max_attempts = 1;
+        userinfo = (char *)malloc(strlen(ui) + 64);
+        sprintf(userinfo, "http://%s@127.0.0.1:%s", ui, env("ASB_PEER_PROXY_PORT"));
+        f->d.proxy_url = userinfo;
+        ASBT_EQ_RES(fx_open(f), ASB_OK);
+        ASBT_EQ_RES(tls_get(f, "localhost", "ASB_PEER_NGINX_HTTPS"), ASB_OK);
+        ASBT_EQ_INT(fx_close(f), 0);
+        free(userinfo);
+        asb_buf_init(&want, NULL);
+        asb_buf_append(&want, "\"Basic ", 7);
+        asb_base64_encode(plain, strlen(plain), &want);
+        asb_buf_append(&want, "\"", 1);
+        log = proxy_log();
+        ASBT_CHECK(log != NULL);
+        if (!strstr(log, want.ptr)) fprintf(stderr, "    case %zu: not in the log\n", i);
+        ASBT_CONTAINS(log, want.ptr);
+        free(log);
+        asb_buf_free(&want);
+    }
+    /* an '@' after the authority is part of the path: no credentials */
+    proxy_log_reset();
+    memset(&f->d, 0, sizeof f->d);
+    f->d.tls.ca_file = env("ASB_PEER_CERTS_CA");
+    f->d.retry.max_attempts = 1;
+    f->d.proxy_url = url("http://127.0.0.1:%s/x@y", env("ASB_PEER_PROXY_PORT"));
+    ASBT_EQ_RES(fx_open(f), ASB_OK);
+    ASBT_EQ_RES(tls_get(f, "localhost", "ASB_PEER_NGINX_HTTPS"), ASB_OK);
+    ASBT_EQ_INT(fx_close(f), 0);
+    log = proxy_log();
+    ASBT_CHECK(log != NULL);
+    ASBT_CONTAINS(log, "\"proxy_authorization\": null");
+    free(log);
+    /* over the limit: refused, nothing sent */
+    memset(longpw, 'p', 4097);
+    memcpy(longpw, "u:", 2);
+    longpw[4097] = '\0';
+    userinfo = (char *)malloc(5000 + 64);
+    sprintf(userinfo, "http://%s@127.0.0.1:%s", longpw, env("ASB_PEER_PROXY_PORT"));
+    memset(&f->d, 0, sizeof f->d);
+    f->d.proxy_url = userinfo;
+    ASBT_EQ_RES(fx_open(f), ASB_ERR_PROXY);
+    ASBT_CONTAINS(f->err.message, "credentials longer than 4096 bytes");
+    free(userinfo);
+    free(longpw);
+    free(f);
+}
+
 typedef struct worker {
     asb_http_client *cl;
     const char *u;
@@ -1070,6 +1245,8 @@ ASBT_LIST(
     ASBT_CASE(streamed_multipart_upload_has_an_exact_length)
     ASBT_CASE(https_through_a_connect_proxy_with_credentials)
     ASBT_CASE(proxy_from_environment_respects_no_proxy)
+    ASBT_CASE(https_proxies_are_refused_and_get_nothing)
+    ASBT_CASE(long_proxy_credentials_reach_the_proxy_whole)
     ASBT_CASE(one_client_serves_several_threads_at_once)
 )
 ASBT_MAIN()
