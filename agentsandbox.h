@@ -9998,6 +9998,12 @@ ASB_API asb_result asb_h2_connect(const asb_h2_desc *desc, asb_h2_conn **out, as
             snprintf(h->c->key, sizeof h->c->key, "h2:%.280s", h->authority);
             h->c->use_tls = 1;
             r = asb__tls_handshake(h->c, h->tls, host, u.host_is_ip, err);
+            if (r == ASB_ERR_TLS_HANDSHAKE && err) {
+                /* the usual cause here: a server refusing ALPN h2 */
+                size_t l = strlen(err->message);
+                snprintf(err->message + l, sizeof err->message - l,
+                         " (ALPN offered only h2: does the server speak HTTP/2?)");
+            }
         }
         if (r == ASB_OK) {
             got = mbedtls_ssl_get_alpn_protocol(&h->c->ssl);

@@ -620,6 +620,111 @@ ASBT_TEST(h2_connect_to_a_closed_port_is_a_connect_error) {
     ASBT_CHECK(h == NULL);
 }
 
+/* -- TLS with ALPN h2 ------------------------------------------------------------------ */
+
+static asb_result connect_tls(const char *port_env, const char *ca, uint32_t window,
+                              asb_h2_conn **h, asb_error *err) {
+    asb_h2_desc d;
+    const char *p = getenv(port_env);
+    memset(&d, 0, sizeof d);
+    if (!p) {
+        fprintf(stderr, "%s is not set: run under tests/h2/with-peers.sh\n", port_env);
+        exit(2);
+    }
+    snprintf(url_buf, sizeof url_buf, "https://127.0.0.1:%s", p);
+    d.url = url_buf;
+    d.tls.ca_file = ca;
+    d.stream_window = window;
+    return asb_h2_connect(&d, h, err);
+}
+
+ASBT_TEST(tls_alpn_h2_big_download_through_a_small_window_arrives_intact) {
+    asb_h2_conn *h = NULL;
+    asb_h2_request rq;
+    asb_h2_stream *s;
+    asb_error err;
+    static unsigned char buf[10000];
+    size_t n, total = 0;
+#if !ASB_TLS
+    return;
+#endif
+    ASBT_EQ_RES(connect_tls("ASB_NGHTTPD_TLS_PORT", getenv("ASB_H2_CA"), 65535, &h, &err), ASB_OK);
+    memset(&rq, 0, sizeof rq);
+    rq.path = "/big.bin";
+    rq.end_stream = 1;
+    rq.timeout_ms = 60000;
+    ASBT_EQ_RES(asb_h2_stream_open(h, &rq, &s, &err), ASB_OK);
+    ASBT_EQ_RES(asb_h2_stream_wait_headers(s, &err), ASB_OK);
+    ASBT_EQ_INT(asb_h2_stream_status(s), 200);
+    for (;;) {
+        ASBT_EQ_RES(asb_h2_stream_read(s, buf, sizeof buf, &n, &err), ASB_OK);
+        if (n == 0) break;
+        ASBT_CHECK(check_pattern(buf, n, total));
+        total += n;
+    }
+    ASBT_EQ_INT(total, 8 << 20);
+    asb_h2_stream_free(s);
+    asb_h2_conn_free(h);
+}
+
+ASBT_TEST(tls_server_that_does_not_choose_h2_is_refused_clearly) {
+    asb_h2_conn *h = NULL;
+    asb_error err;
+    asb_result r = connect_tls("ASB_H1_ONLY_TLS_PORT", getenv("ASB_H2_CA"), 0, &h, &err);
+    ASBT_EQ_RES(r, ASB_ERR_HTTP_PROTOCOL);
+    ASBT_CONTAINS(err.message, "did not choose h2");
+    ASBT_CHECK(h == NULL);
+}
+
+ASBT_TEST(tls_certificate_from_an_unknown_ca_is_refused) {
+    asb_h2_conn *h = NULL;
+    asb_error err;
+    ASBT_EQ_RES(connect_tls("ASB_NGHTTPD_TLS_PORT", NULL, 0, &h, &err), ASB_ERR_TLS_VERIFY);
+    ASBT_CHECK(h == NULL);
+}
+
+/* -- GOAWAY from a real server ------------------------------------------------------------ */
+
+typedef struct inflight {
+    asb_h2_conn *h;
+    events e;
+    asb_result r;
+} inflight;
+
+static void *run_sleep(void *arg) {
+    inflight *f = (inflight *)arg;
+    static const char *const argv[] = {"sleep", "8000"};
+    f->r = run_start(f->h, argv, 2, 60000, 0, &f->e);
+    return NULL;
+}
+
+ASBT_TEST(grpc_goaway_stops_new_streams_while_the_call_in_flight_finishes) {
+    /* this server sends GOAWAY 1.5 s into each connection, 20 s of grace */
+    asb_h2_conn *h = connect_to("ASB_GRPC_AGED_PORT", 0);
+    inflight f;
+    pthread_t t;
+    asb_h2_request rq;
+    asb_h2_stream *s = NULL;
+    asb_error err;
+    int i;
+    ASBT_CHECK(h != NULL);
+    memset(&f, 0, sizeof f);
+    f.h = h;
+    pthread_create(&t, NULL, run_sleep, &f);
+    for (i = 0; i < 1500 && asb_h2_conn_usable(h); i++) asb__sleep_ms(10);
+    ASBT_CHECK(!asb_h2_conn_usable(h));
+    memset(&rq, 0, sizeof rq);
+    rq.path = "/process.v1.ProcessService/Execute";
+    ASBT_EQ_RES(asb_h2_stream_open(h, &rq, &s, &err), ASB_ERR_CLOSED);
+    ASBT_CONTAINS(err.message, "GOAWAY");
+    pthread_join(t, NULL);
+    ASBT_EQ_RES(f.r, ASB_OK); /* below the last stream id: it finished */
+    ASBT_EQ_INT(f.e.exits, 1);
+    ASBT_EQ_INT(f.e.done, 1);
+    asb_buf_free(&f.e.out);
+    asb_h2_conn_free(h);
+}
+
 ASBT_LIST(ASBT_CASE(nghttpd_big_download_through_a_small_window_arrives_intact)
           ASBT_CASE(nghttpd_upload_larger_than_its_windows_waits_for_window_updates)
           ASBT_CASE(nghttpd_six_concurrent_streams_on_one_connection_each_arrive_whole)
@@ -635,5 +740,9 @@ ASBT_LIST(ASBT_CASE(nghttpd_big_download_through_a_small_window_arrives_intact)
           ASBT_CASE(grpc_message_above_the_cap_fails_too_large)
           ASBT_CASE(grpc_start_stream_stays_open_while_stdin_and_signal_calls_run_beside_it)
           ASBT_CASE(grpc_unknown_method_is_unimplemented)
-          ASBT_CASE(h2_connect_to_a_closed_port_is_a_connect_error))
+          ASBT_CASE(h2_connect_to_a_closed_port_is_a_connect_error)
+          ASBT_CASE(tls_alpn_h2_big_download_through_a_small_window_arrives_intact)
+          ASBT_CASE(tls_server_that_does_not_choose_h2_is_refused_clearly)
+          ASBT_CASE(tls_certificate_from_an_unknown_ca_is_refused)
+          ASBT_CASE(grpc_goaway_stops_new_streams_while_the_call_in_flight_finishes))
 ASBT_MAIN()

@@ -14,7 +14,9 @@ Not a process runner: command[0] picks a behaviour the C tests check.
                        stdout = the first 64 bytes of command[0];
                        "stats": stdout = "cancelled=N" (Start streams the
                        client cancelled)
-Prints "port N" once serving on 127.0.0.1. Usage: grpc_server.py GEN_DIR
+Prints "port N" once serving on 127.0.0.1.
+Usage: grpc_server.py GEN_DIR [MAX_CONNECTION_AGE_MS]: with an age, each
+connection gets GOAWAY after it, and 20 s of grace for calls in flight.
 """
 import queue
 import sys
@@ -121,6 +123,9 @@ class Service(pbg.ProcessServiceServicer):
 def main():
     opts = [("grpc.max_receive_message_length", 64 << 20),
             ("grpc.max_send_message_length", 64 << 20)]
+    if len(sys.argv) > 2:
+        opts += [("grpc.max_connection_age_ms", int(sys.argv[2])),
+                 ("grpc.max_connection_age_grace_ms", 20000)]
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), options=opts)
     pbg.add_ProcessServiceServicer_to_server(Service(), server)
     port = server.add_insecure_port("127.0.0.1:0")
