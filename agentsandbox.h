@@ -99,7 +99,9 @@
    It needs three things: a kubeconfig for a cluster with agent-sandbox and
    its sandbox router installed, a SandboxTemplate of that name in the
    "default" namespace, and `kubectl` on PATH (for the tunnel to the
-   router). `make demo` in the repository builds such a cluster on this
+   router). From agent-sandbox v0.5 on, claims come from a SandboxWarmPool
+   instead: pass NULL for the template and set asb_create_opts.warm_pool
+   (TROUBLESHOOTING shows the error otherwise). `make demo` in the repository builds such a cluster on this
    machine and runs the program against it. When a call fails, its
    asb_error says why in err.message; the errors a new user meets first
    (no kubeconfig, no kubectl, no router, no template, RBAC, TLS) are
@@ -562,6 +564,43 @@
    reference (Python) SDK, so both refuse the same input: safe file paths, Kubernetes label syntax, claim names,
    TTL to shutdownTime, percent-encoding, base64 and RFC 3339 times. Each
    reports through asb_error with a message that names what was wrong.
+
+   ===========================================================================
+   TROUBLESHOOTING: the first errors, and what to do
+   ===========================================================================
+
+   The README's Troubleshooting section quotes each message in full (make
+   test checks it against the library); here is the short form, by how the
+   message starts:
+
+     no kubeconfig: ...
+         ASB_ERR_KUBECONFIG from asb_client_create: neither $KUBECONFIG nor
+         ~/.kube/config exists. Export KUBECONFIG, set
+         desc.kube.kubeconfig.path, or in a pod set desc.kube.in_cluster.
+     port-forward: cannot run "kubectl": ...
+         ASB_ERR_KUBECTL_MISSING: the local tunnel needs kubectl. Put it on
+         PATH, set desc.kubectl_path, or use ASB_CONNECT_DIRECT, _GATEWAY
+         or _IN_CLUSTER.
+     port-forward to <namespace>/sandbox-router-svc exited (status 1): ...
+         ASB_ERR_PORT_FORWARD: no router Service there (kubectl's error
+         follows). Find it (kubectl get svc -A | grep sandbox-router) and
+         set desc.router_namespace (router_service, router_port).
+     sandbox claim <claim>: TemplateNotFound: ...
+         ASB_ERR_TEMPLATE_NOT_FOUND: no SandboxTemplate of that name in the
+         claim's namespace (asb_create_opts.namespace_name, "default").
+     create: v1beta1 claims name a warm pool, not a template: ...
+         ASB_ERR_INVALID_ARGUMENT: agent-sandbox v0.5+ claims come from a
+         SandboxWarmPool: pass template NULL and set opts.warm_pool.
+     POST /apis/extensions.agents.x-k8s.io/...: 403 Forbidden: ...
+         ASB_ERR_KUBE_API, err.reason "Forbidden": RBAC. The user needs
+         create, get, watch, delete on sandboxclaims, get on sandboxes,
+         and for the tunnel get on services, get and list on pods, create
+         on pods/portforward in the router's namespace.
+     tls: the certificate of <host> is not trusted: unknown CA: ...
+         ASB_ERR_TLS_VERIFY: the kubeconfig's CA did not sign the API
+         server's certificate (a stale or foreign kubeconfig): get a fresh
+         one. Other reasons in that place: expired, not yet valid, name
+         mismatch (see the kubeconfig's tls-server-name).
 */
 /* The implementation needs POSIX.1-2008 (and, on Linux, the getrandom
    system call). Feature-test macros only work before the first system

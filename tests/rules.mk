@@ -315,7 +315,7 @@ TEST_TIERS += test-kube-cluster
 $(TB)/asan/test_sdk_cluster: tests/test_sdk_cluster.c $(TEST_DEPS)
 	@mkdir -p $(@D)
 	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) $< -o $@ $(LINK)
-ALL_TARGETS += $(TB)/asan/test_sdk_cluster
+ALL_TARGETS += $(TB)/asan/test_sdk_cluster $(TB)/asan/troubleshooting
 # The threaded case again under ThreadSanitizer: one client shared by
 # threads that each drive their own sandbox.
 $(TB)/tsan/test_sdk_cluster: tests/test_sdk_cluster.c $(TEST_DEPS)
@@ -336,7 +336,7 @@ KC_CLUSTER_PORT = $$(python3 -c "import json;print(json.load(open('$(KC_STATE)/c
 test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster \
                    $(TB)/tsan/test_sdk_cluster $(EX)/quickstart \
                    $(EX)/attach $(EX)/bigfile $(EX)/direct_url $(EX)/gateway $(EX)/in_cluster \
-                   $(EX)/local_tunnel
+                   $(EX)/local_tunnel $(TB)/asan/troubleshooting
 	@$(KC_ENV) $(MAKE) --no-print-directory cluster-up AGENT_SANDBOX=v0.4.6 > $(TB)/cluster-up.log 2>&1 || \
 	  { tail -20 $(TB)/cluster-up.log; $(KC_ENV) $(MAKE) --no-print-directory cluster-down; exit 1; }; \
 	export ASB_CLUSTER_KUBECONFIGS=$(KC_STATE)/kubeconfig; \
@@ -369,6 +369,8 @@ test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster \
 	  i=a.ip_address(sys.argv[1]); sys.exit(0 if i in n and i.is_loopback else 'pod IP %s not in %s' % (i, n))" "$$ip" && \
 	grep -qx 'run: exit 0, stdout: hello from the pod next door' <<<"$$out" && \
 	grep -qx 'read back: no hops' <<<"$$out" && \
+	echo "--- troubleshooting: the README quotes the library's first errors" && \
+	python3 tests/troubleshooting_test.py $(TB)/asan/troubleshooting $(KC_STATE) README.md && \
 	echo "--- test_kube_cluster (last: it restarts the apiserver)" && \
 	$(TB)/asan/test_kube_cluster; rc=$$?; \
 	$(KC_ENV) $(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; [ $$rc = 0 ] || exit $$rc; \
