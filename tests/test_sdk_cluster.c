@@ -1470,6 +1470,189 @@ ASBT_TEST(one_client_serves_threads_that_each_drive_their_own_sandbox) {
     asb_client_free(c);
 }
 
+static int64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Thread A of the long-command case: a 45 s command with a 120 s
+   deadline, through the real Go router (whose response-header timeout is
+   30 s) and kubectl port-forward. */
+typedef struct long_job {
+    asb_sandbox *sb;
+    asb_result r;
+    int exit_code;
+    int64_t took;
+    char why[300];
+} long_job;
+
+static void *run_long(void *arg) {
+    long_job *j = (long_job *)arg;
+    asb_call_opts o;
+    asb_run_result rr;
+    asb_error err;
+    int64_t t0 = mono_ms();
+    memset(&o, 0, sizeof o);
+    o.timeout_ms = 120000;
+    j->r = asb_sandbox_run_opts(j->sb, "sleep 45", &o, &rr, &err);
+    j->took = mono_ms() - t0;
+    j->exit_code = rr.exit_code;
+    if (j->r != ASB_OK) snprintf(j->why, sizeof j->why, "%s", err.message);
+    asb_run_result_free(&rr);
+    return NULL;
+}
+
+typedef struct cancel_job {
+    asb_cancel *token;
+    int after_ms;
+    int64_t at;
+} cancel_job;
+
+static void *trigger_later(void *arg) {
+    cancel_job *k = (cancel_job *)arg;
+    struct timespec ts;
+    ts.tv_sec = k->after_ms / 1000;
+    ts.tv_nsec = (long)(k->after_ms % 1000) * 1000000L;
+    nanosleep(&ts, NULL);
+    k->at = mono_ms();
+    asb_cancel_trigger(k->token);
+    return NULL;
+}
+
+/* File names that need escaping in the multipart filename or the URL
+   come back as written, through the router to agentsandbox-runtime. */
+static void names_round_trip(asb_sandbox *sb) {
+    static const char *names[] = {
+        "quo\"te.txt", "back\\slash.txt", "both\\\"mix.txt", "with space.txt", "100%.txt",
+        "%22literal.txt", "\303\274nic\303\270de \342\202\254.txt", "names/in \"sub\" dir/f.txt",
+    };
+    size_t i;
+    asb_error err;
+    for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+        asb_buf back;
+        int ex = 0;
+        asb_result r = asb_sandbox_write(sb, names[i], names[i], strlen(names[i]), &err);
+        if (r != ASB_OK) fprintf(stderr, "    write %s: %s\n", names[i], err.message);
+        ASBT_EQ_RES(r, ASB_OK);
+        asb_buf_init(&back, NULL);
+        r = asb_sandbox_read(sb, names[i], &back, &err);
+        if (r != ASB_OK) fprintf(stderr, "    read %s: %s\n", names[i], err.message);
+        ASBT_EQ_RES(r, ASB_OK);
+        ASBT_EQ_MEM(back.ptr, back.len, names[i], strlen(names[i]));
+        asb_buf_free(&back);
+        ASBT_EQ_RES(asb_sandbox_exists(sb, names[i], &ex, &err), ASB_OK);
+        ASBT_EQ_INT(ex, 1);
+    }
+    {
+        /* the list names them as written; "names/" lists the directory */
+        asb_file_list fl;
+        int found = 0;
+        ASBT_EQ_RES(asb_sandbox_list(sb, ".", &fl, &err), ASB_OK);
+        for (i = 0; i < fl.count; i++)
+            found += strcmp(fl.entries[i].name, "quo\"te.txt") == 0 ||
+                     strcmp(fl.entries[i].name, "back\\slash.txt") == 0;
+        asb_file_list_free(&fl);
+        ASBT_EQ_INT(found, 2);
+        ASBT_EQ_RES(asb_sandbox_list(sb, "names/", &fl, &err), ASB_OK);
+        ASBT_EQ_INT(fl.count, 1);
+        if (fl.count == 1) ASBT_EQ_STR(fl.entries[0].name, "in \"sub\" dir");
+        asb_file_list_free(&fl);
+    }
+    {
+        /* a trailing '/' names the file, as upstream normalises it */
+        asb_buf back;
+        asb_buf_init(&back, NULL);
+        ASBT_EQ_RES(asb_sandbox_write(sb, "trail/", "t", 1, &err), ASB_OK);
+        ASBT_EQ_RES(asb_sandbox_read(sb, "trail", &back, &err), ASB_OK);
+        ASBT_EQ_MEM(back.ptr, back.len, "t", 1);
+        asb_buf_free(&back);
+    }
+}
+
+/* Issue 13's end-to-end case, in parallel threads to keep its wall time
+   near the longest command's (45 s): through kubectl port-forward and the
+   real Go sandbox-router (response-header timeout 30 s), on
+   agentsandbox-runtime:
+   - A: `sleep 45` with a 120 s deadline succeeds (it used to be a 502 at
+     30 s, and the client's own 30 s read timeout cut it too);
+   - B meanwhile: file names round-trip; `sleep 30` with a 2 s deadline is
+     ASB_ERR_TIMEOUT after >= 2 s, and the handle works on; `sleep 60`
+     cancelled from another thread returns ASB_ERR_CANCELLED at once (the
+     latency is printed; the bound asserted is loose), and the next call
+     on the handle works. */
+ASBT_TEST(long_commands_meet_their_deadlines_and_cancel_from_another_thread) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *a = NULL, *b = NULL;
+    asb_create_opts co;
+    long_job lj;
+    pthread_t th;
+    int started = 0;
+    ASBT_CHECK(c != NULL);
+    memset(&co, 0, sizeof co);
+    co.ready_timeout_ms = 120000;
+    if (asb_client_create_sandbox(c, "python-sandbox-template", &co, &a, &err) != ASB_OK ||
+        asb_client_create_sandbox(c, "python-sandbox-template", &co, &b, &err) != ASB_OK)
+        fprintf(stderr, "    create: %s\n", err.message);
+    ASBT_CHECK(a != NULL && b != NULL);
+    memset(&lj, 0, sizeof lj);
+    lj.sb = a;
+    ASBT_CHECK(pthread_create(&th, NULL, run_long, &lj) == 0);
+    started = 1;
+    names_round_trip(b);
+    {
+        asb_call_opts o;
+        asb_run_result rr;
+        int64_t t0 = mono_ms(), took;
+        memset(&o, 0, sizeof o);
+        o.timeout_ms = 2000;
+        ASBT_EQ_RES(asb_sandbox_run_opts(b, "sleep 30", &o, &rr, &err), ASB_ERR_TIMEOUT);
+        took = mono_ms() - t0;
+        asb_run_result_free(&rr);
+        fprintf(stderr, "    2 s deadline: ASB_ERR_TIMEOUT after %lld ms\n", (long long)took);
+        ASBT_CHECK(took >= 2000);
+        ASBT_CHECK(took < 15000); /* issue 13 says 2-4 s; generous on a loaded machine */
+        ASBT_CONTAINS(err.message, "2000 ms deadline");
+        ASBT_CONTAINS(err.message, "may still be running");
+        ASBT_CHECK(echo_ok(b, "after the timeout", 30000));
+    }
+    {
+        asb_call_opts o;
+        asb_run_result rr;
+        cancel_job k;
+        pthread_t kt;
+        asb_result r;
+        int64_t latency;
+        memset(&o, 0, sizeof o);
+        memset(&k, 0, sizeof k);
+        ASBT_EQ_RES(asb_cancel_create(NULL, &k.token, &err), ASB_OK);
+        k.after_ms = 1500;
+        o.timeout_ms = 120000;
+        o.cancel = k.token;
+        ASBT_CHECK(pthread_create(&kt, NULL, trigger_later, &k) == 0);
+        r = asb_sandbox_run_opts(b, "sleep 60", &o, &rr, &err);
+        latency = mono_ms() - k.at;
+        pthread_join(kt, NULL);
+        asb_run_result_free(&rr);
+        asb_cancel_free(k.token);
+        fprintf(stderr, "    cancel from another thread: returned %lld ms after the trigger\n",
+                (long long)latency);
+        ASBT_EQ_RES(r, ASB_ERR_CANCELLED);
+        ASBT_CHECK(latency < 2000); /* loose here; measured in ms, printed above */
+        ASBT_CHECK(echo_ok(b, "after the cancel", 30000));
+    }
+    if (started) pthread_join(th, NULL);
+    if (lj.r != ASB_OK) fprintf(stderr, "    sleep 45: %s\n", lj.why);
+    fprintf(stderr, "    sleep 45 with a 120 s deadline: %s after %lld ms\n",
+            asb_result_str(lj.r), (long long)lj.took);
+    ASBT_EQ_RES(lj.r, ASB_OK);
+    ASBT_EQ_INT(lj.exit_code, 0);
+    ASBT_CHECK(lj.took >= 45000);
+    ASBT_EQ_RES(asb_client_delete_all(c, &err), ASB_OK);
+    asb_client_free(c);
+}
+
 ASBT_TEST(command_output_over_the_cap_is_too_large_not_cut) {
     asb_error err;
     asb_client_desc d;
@@ -2262,6 +2445,7 @@ ASBT_LIST(
     ASBT_CASE(many_cycles_leave_no_claim_process_fd_or_memory_behind)
     ASBT_CASE(a_hundred_live_sandboxes_share_one_kubectl)
     ASBT_CASE(command_output_over_the_cap_is_too_large_not_cut)
+    ASBT_CASE(long_commands_meet_their_deadlines_and_cancel_from_another_thread)
     ASBT_CASE(one_client_serves_threads_that_each_drive_their_own_sandbox)
     ASBT_CASE(the_log_names_each_step_and_never_a_secret)
     ASBT_CASE(router_refuses_forbidden_pod_ips_with_400_and_the_client_shows_it)
