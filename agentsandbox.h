@@ -10521,7 +10521,7 @@ struct asb_grpc_call {
     int64_t deadline;
     int grpc_status;
     int ran;
-    volatile int cancel_requested;
+    int cancel_requested;   /* under the connection's lock */
     char method[128];
 };
 
@@ -10613,10 +10613,20 @@ typedef struct asb__grpc_run {
     long count;
 } asb__grpc_run;
 
+/* Another thread may cancel at any time. */
+static int asb__grpc_cancelled(asb_grpc_call *call) {
+    int c;
+    if (!call->s->conn) return call->cancel_requested;
+    pthread_mutex_lock(&call->s->conn->mu);
+    c = call->cancel_requested;
+    pthread_mutex_unlock(&call->s->conn->mu);
+    return c;
+}
+
 static int asb__grpc_deliver(void *ctx, const char *msg, size_t len) {
     asb__grpc_run *x = (asb__grpc_run *)ctx;
     x->count++;
-    if (x->call->cancel_requested) return 1;
+    if (asb__grpc_cancelled(x->call)) return 1;
     return x->h && x->h->on_message ? x->h->on_message(x->h->user_data, msg, len) : 0;
 }
 
@@ -10718,7 +10728,7 @@ ASB_API asb_result asb_grpc_call_run(asb_grpc_call *call, const asb_grpc_handler
     if (!buf) r = asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "grpc: out of memory");
     while (r == ASB_OK) {
         size_t n = 0;
-        if (call->cancel_requested) {
+        if (asb__grpc_cancelled(call)) {
             r = asb__fail(err, ASB_ERR_CANCELLED, "grpc %s: cancelled", call->method);
             break;
         }
@@ -10761,7 +10771,9 @@ ASB_API asb_result asb_grpc_call_run(asb_grpc_call *call, const asb_grpc_handler
 
 ASB_API void asb_grpc_call_cancel(asb_grpc_call *call) {
     if (!call) return;
+    if (call->s->conn) pthread_mutex_lock(&call->s->conn->mu);
     call->cancel_requested = 1;
+    if (call->s->conn) pthread_mutex_unlock(&call->s->conn->mu);
     asb_h2_stream_cancel(call->s);
 }
 

@@ -43,14 +43,21 @@ EXTRA_DEPS_TARGETS += h2-venv
 $(H2_TB)/asan/test_h2_peers: tests/test_h2_peers.c agentsandbox.h tests/asbtest.h
 	@mkdir -p $(@D)
 	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) $< -o $@ $(LINK)
-ALL_TARGETS += $(H2_UNIT) $(H2_TB)/asan/test_h2_peers
+# and under ThreadSanitizer: the I/O thread, callers on several threads
+$(H2_TB)/tsan/test_h2_peers: tests/test_h2_peers.c agentsandbox.h tests/asbtest.h
+	@mkdir -p $(@D)
+	$(CLANG) -std=c11 -O1 -g -fsanitize=thread $(CFLAGS_WARN) $< -o $@ $(LINK)
+ALL_TARGETS += $(H2_UNIT) $(H2_TB)/asan/test_h2_peers $(H2_TB)/tsan/test_h2_peers
 
 .PHONY: test-h2 test-h2-peers
 TEST_TIERS += test-h2 test-h2-peers
 test-h2: $(H2_UNIT)
 	@set -e; for f in c cxx notls asan; do echo "--- $$f/test_h2"; $(H2_TB)/$$f/test_h2; done
-test-h2-peers: $(H2_TB)/asan/test_h2_peers $(H2_DIR)/gen/process_pb2_grpc.py
-	@tests/h2/with-peers.sh $(H2_DIR) $(H2_VENV)/bin/python $(H2_TB)/asan/test_h2_peers
+test-h2-peers: $(H2_TB)/asan/test_h2_peers $(H2_TB)/tsan/test_h2_peers \
+               $(H2_DIR)/gen/process_pb2_grpc.py
+	@tests/h2/with-peers.sh $(H2_DIR) $(H2_VENV)/bin/python sh -c '\
+	  echo "--- asan/test_h2_peers" && $(H2_TB)/asan/test_h2_peers && \
+	  echo "--- tsan/test_h2_peers" && TSAN_OPTIONS=halt_on_error=1 $(H2_TB)/tsan/test_h2_peers'
 
 # Fuzz targets (FUZZ_TARGETS names them in tests/rules.mk).
 FUZZ_SEEDS_h2 := tests/fuzz/seeds_h2
