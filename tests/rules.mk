@@ -300,8 +300,8 @@ ALL_TARGETS += $(TB)/tsan/test_sdk
 .PHONY: test-tsan
 TEST_TIERS += test-tsan
 test-tsan: $(TB)/tsan/test_sdk
-	@echo "--- tsan/test_sdk from_many_threads"; \
-	  TSAN_OPTIONS=halt_on_error=1 $(TB)/tsan/test_sdk from_many_threads
+	@echo "--- tsan/test_sdk from_many_threads, cancel (a token triggered from another thread)"; \
+	  TSAN_OPTIONS=halt_on_error=1 $(TB)/tsan/test_sdk from_many_threads cancel
 
 # --- the Kubernetes layer on the real local control plane --------------------
 # Brings a cluster up (tools/localcluster), runs the tests, always tears it
