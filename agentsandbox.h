@@ -12281,7 +12281,7 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
             if (!refused) snprintf(last, sizeof last, "%s", asb_result_str(r));
             /* a refusal's Retry-After, when longer, is the server's own
                word on when to come back (up to a minute) */
-            pause = backoff;
+            pause = asb__jitter_ms(backoff); /* watchers of a restarted apiserver spread out */
             if (refused && retry_after > pause) pause = retry_after > 60000 ? 60000 : (int)retry_after;
             if (deadline && asb__now_ms() + pause >= deadline) {
                 r = asb__fail(err, ASB_ERR_TIMEOUT,
