@@ -264,6 +264,11 @@
      kube.credentials.refresh  INFO a 401: the plugin runs again
      http.retry       WARN a request is retried (status or error, attempt)
      http.stale       DEBUG a pooled connection had been closed: resent
+     http2.stream     DEBUG an HTTP/2 stream opened (id, method, path)
+     http2.goaway     INFO/WARN the server sent GOAWAY (code, last stream,
+                      its first 60 bytes of debug text, quoted)
+     http2.error      WARN we ended the connection: a protocol error
+     http2.closed     WARN the connection was lost or closed by the peer
    Records never carry tokens, header values, request or response bodies,
    file contents or a command's arguments and environment.
 
