@@ -330,9 +330,18 @@
                  Retry-After, only idempotent requests, a POST only when it
                  never reached the server); redirects are
                  errors (ASB_ERR_HTTP_REDIRECT); proxies via CONNECT.
-     TLS         asb_tls_config {ca_file, ca_dir, ca_pem, client cert/key,
-                 server_name override, insecure}; verification on by default,
-                 IP-address SANs checked by the library.
+     TLS         asb_tls_config {ca_file, ca_dir, ca_data, client
+                 cert/key, server_name override, insecure}; verification
+                 on by default, TLS 1.2 at least, IP-address SANs checked
+                 by the library.
+     cancel      asb_cancel: a token any thread (or a signal handler)
+                 triggers to end the blocking calls that hold it with
+                 ASB_ERR_CANCELLED (asb_http_request.cancel,
+                 asb_call_opts.cancel).
+     HTTP/2      asb_h2_connect (h2c or TLS with ALPN h2) and streams
+                 (asb_h2_stream_*); asb_grpc_call_* and asb_grpc_unary over
+                 them; asb_pb_* for the protobuf wire format. See "HTTP2
+                 AND GRPC".
      kubeconfig  asb_yaml_parse (the YAML reader); asb_kubeconfig_load(desc)
                  -> asb_kube_config {server, CA, client certificate and key,
                  token, token file, basic auth, exec plugin, namespace};
@@ -367,7 +376,9 @@
                  asb_sandbox_read / _read_stream / _read_to_fd,
                  asb_sandbox_write_from_fd, asb_sandbox_list,
                  asb_sandbox_exists, asb_sandbox_status, asb_sandbox_pod_ip,
-                 asb_sandbox_close_connection, asb_sandbox_terminate.
+                 asb_sandbox_close_connection, asb_sandbox_terminate;
+                 each call that talks to the runtime also has an _opts
+                 form taking asb_call_opts (deadline, cancel token).
      client      asb_client (registry of live handles keyed by namespace and
                  claim name): asb_client_create(desc), asb_client_
                  create_sandbox(template, asb_create_opts {namespace, ready
@@ -1645,6 +1656,11 @@ enum {
     ASB_PB_FIXED32 = 5
 };
 
+/* The writer: each call appends one field (its tag, then the value) to b.
+   uint64, uint32, bool and enum values go through put_varint.
+   Errors: ASB_ERR_INVALID_ARGUMENT (field number 0 or above 2^29-1),
+   ASB_ERR_OUT_OF_MEMORY.
+   Ownership: b is the caller's (asb_buf_free). */
 ASB_API asb_result asb_pb_put_varint(asb_buf *b, uint32_t field, uint64_t v);
 /* int32 and enum: negative values take ten bytes, as the format says. */
 ASB_API asb_result asb_pb_put_int32(asb_buf *b, uint32_t field, int32_t v);
@@ -1667,6 +1683,8 @@ typedef struct asb_pb_field {
     asb_str bytes;      /* LEN: borrowed from the reader's input */
 } asb_pb_field;
 
+/* A reader over p[0, n) (borrowed: it must outlive the reader and every
+   field's bytes). Plain data, nothing to free; cannot fail. */
 ASB_API void asb_pb_reader_init(asb_pb_reader *r, const void *p, size_t n);
 /* The next field, or number 0 at the end. ASB_ERR_PROTOBUF_INVALID for
    malformed input (a truncated or overlong varint, a length past the end,

@@ -205,6 +205,14 @@ test-readme:
 	@tools/readme_examples.sh README.md $(TB)/readme examples/quickstart.c
 	@tools/readme_examples.sh agentsandbox.h $(TB)/readme-header examples/quickstart.c
 
+# --- the header documents what it declares: a comment on every public
+# declaration, every log record id listed, every banner in the table of
+# contents (tools/check_docs.py says which declaration or banner lacks it)
+.PHONY: test-docs
+TEST_TIERS += test-docs
+test-docs:
+	@python3 tools/check_docs.py agentsandbox.h
+
 # --- benchmark ---------------------------------------------------------------------
 $(TB)/bench_json: tests/bench/bench_json.c $(HDR) $(ORACLE_HDRS) $(JSMN_OBJS)
 	@mkdir -p $(@D)
