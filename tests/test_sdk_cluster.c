@@ -1481,6 +1481,7 @@ static int64_t mono_ms(void) {
    30 s) and kubectl port-forward. */
 typedef struct long_job {
     asb_sandbox *sb;
+    const char *command;
     asb_result r;
     int exit_code;
     int64_t took;
@@ -1495,7 +1496,7 @@ static void *run_long(void *arg) {
     int64_t t0 = mono_ms();
     memset(&o, 0, sizeof o);
     o.timeout_ms = 120000;
-    j->r = asb_sandbox_run_opts(j->sb, "sleep 45", &o, &rr, &err);
+    j->r = asb_sandbox_run_opts(j->sb, j->command, &o, &rr, &err);
     j->took = mono_ms() - t0;
     j->exit_code = rr.exit_code;
     if (j->r != ASB_OK) snprintf(j->why, sizeof j->why, "%s", err.message);
@@ -1576,6 +1577,9 @@ static void names_round_trip(asb_sandbox *sb) {
    agentsandbox-runtime:
    - A: `sleep 45` with a 120 s deadline succeeds (it used to be a 502 at
      30 s, and the client's own 30 s read timeout cut it too);
+   - C, a second client in in-cluster mode (straight to the pod IP, no
+     router): `sleep 35` on B's sandbox with the same deadline succeeds
+     (the client's 30 s read timeout used to cut it);
    - B meanwhile: file names round-trip; `sleep 30` with a 2 s deadline is
      ASB_ERR_TIMEOUT after >= 2 s, and the handle works on; `sleep 60`
      cancelled from another thread returns ASB_ERR_CANCELLED at once (the
@@ -1584,11 +1588,13 @@ static void names_round_trip(asb_sandbox *sb) {
 ASBT_TEST(long_commands_meet_their_deadlines_and_cancel_from_another_thread) {
     asb_error err;
     asb_client *c = new_client(&err);
-    asb_sandbox *a = NULL, *b = NULL;
+    asb_sandbox *a = NULL, *b = NULL, *bc = NULL;
     asb_create_opts co;
-    long_job lj;
-    pthread_t th;
-    int started = 0;
+    asb_client_desc icd;
+    asb_client *ic = NULL;
+    long_job lj, ij;
+    pthread_t th, ith;
+    int started = 0, istarted = 0;
     ASBT_CHECK(c != NULL);
     memset(&co, 0, sizeof co);
     co.ready_timeout_ms = 120000;
@@ -1598,8 +1604,20 @@ ASBT_TEST(long_commands_meet_their_deadlines_and_cancel_from_another_thread) {
     ASBT_CHECK(a != NULL && b != NULL);
     memset(&lj, 0, sizeof lj);
     lj.sb = a;
+    lj.command = "sleep 45";
     ASBT_CHECK(pthread_create(&th, NULL, run_long, &lj) == 0);
     started = 1;
+    memset(&icd, 0, sizeof icd);
+    icd.kube.kubeconfig.path = kubeconfig;
+    icd.mode = ASB_CONNECT_IN_CLUSTER;
+    ASBT_EQ_RES(asb_client_create(&icd, &ic, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_get_sandbox(ic, asb_sandbox_claim_name(b), "default", 0, &bc, &err),
+                ASB_OK);
+    memset(&ij, 0, sizeof ij);
+    ij.sb = bc;
+    ij.command = "sleep 35";
+    ASBT_CHECK(pthread_create(&ith, NULL, run_long, &ij) == 0);
+    istarted = 1;
     names_round_trip(b);
     {
         asb_call_opts o;
@@ -1642,6 +1660,14 @@ ASBT_TEST(long_commands_meet_their_deadlines_and_cancel_from_another_thread) {
         ASBT_CHECK(latency < 2000); /* loose here; measured in ms, printed above */
         ASBT_CHECK(echo_ok(b, "after the cancel", 30000));
     }
+    if (istarted) pthread_join(ith, NULL);
+    if (ij.r != ASB_OK) fprintf(stderr, "    sleep 35 in-cluster: %s\n", ij.why);
+    fprintf(stderr, "    sleep 35 in-cluster, 120 s deadline: %s after %lld ms\n",
+            asb_result_str(ij.r), (long long)ij.took);
+    ASBT_EQ_RES(ij.r, ASB_OK);
+    ASBT_CHECK(ij.took >= 35000);
+    asb_client_free(ic);
+    ic = NULL;
     if (started) pthread_join(th, NULL);
     if (lj.r != ASB_OK) fprintf(stderr, "    sleep 45: %s\n", lj.why);
     fprintf(stderr, "    sleep 45 with a 120 s deadline: %s after %lld ms\n",
