@@ -355,9 +355,10 @@
                  deadline; the return value is the one final outcome).
                  Failures decode the Status body into asb_error
                  (http_status, reason, message).
-     kubectl     asb_tunnel: one `kubectl port-forward` per client and router
-                 namespace, rebuilt when it dies, stopped with SIGTERM then
-                 SIGKILL, always reaped.
+     kubectl     the local tunnel (internal; no API of its own): one
+                 `kubectl port-forward` per client and router namespace,
+                 started with the first claim, rebuilt when it dies,
+                 stopped with SIGTERM then SIGKILL, always reaped.
      connector   asb_client_desc.mode: ASB_CONNECT_LOCAL_TUNNEL (default),
                  _DIRECT (router URL), _IN_CLUSTER (pod IP, no router
                  headers), _GATEWAY (the Gateway's first valid address);
@@ -1306,7 +1307,9 @@ typedef struct asb_tls_config {
        asb_cancel_free(tok);       // once no call uses it
    */
 typedef struct asb_cancel asb_cancel;
-/* NULL alloc: libc. Fails only on no memory or no descriptors (ASB_ERR_IO). */
+/* Makes an untriggered token (NULL alloc: libc).
+   Errors: ASB_ERR_IO (no file descriptors left for its pipe).
+   Ownership: free with asb_cancel_free once no call holds it. */
 ASB_API asb_result asb_cancel_create(const asb_allocator *alloc, asb_cancel **out,
                                      asb_error *err);
 /* Thread-safe and async-signal-safe (one write(2)); idempotent. */
@@ -1542,7 +1545,8 @@ typedef struct asb_h2_request {
    connection's I/O thread (it answers PING and SETTINGS, applies flow
    control and reads ahead no more than the windows allow). Errors: those
    of a connection (ASB_ERR_DNS, _CONNECT, _TIMEOUT, TLS codes), and
-   ASB_ERR_HTTP_PROTOCOL when a TLS server does not choose h2. */
+   ASB_ERR_HTTP_PROTOCOL when a TLS server does not choose h2.
+   Ownership: *out is the caller's; free it with asb_h2_conn_free. */
 ASB_API asb_result asb_h2_connect(const asb_h2_desc *desc, asb_h2_conn **out,
                                   asb_error *err);
 /* Sends GOAWAY, stops the I/O thread, closes. Free every stream first. */
@@ -1553,7 +1557,9 @@ ASB_API int asb_h2_conn_usable(asb_h2_conn *conn);
 
 /* Opens a stream and sends the request headers (waiting, within the
    request's deadline, while the peer's concurrent stream limit is
-   reached). After a GOAWAY it fails with ASB_ERR_CLOSED. */
+   reached). After a GOAWAY it fails with ASB_ERR_CLOSED.
+   Ownership: *out is the caller's; free it with asb_h2_stream_free
+   before the connection. */
 ASB_API asb_result asb_h2_stream_open(asb_h2_conn *conn, const asb_h2_request *req,
                                       asb_h2_stream **out, asb_error *err);
 /* Sends body bytes as DATA frames within the peer's windows (it waits for
@@ -1605,7 +1611,9 @@ typedef struct asb_grpc_handlers {
 
 /* Starts a call with one request message (unary and server-streaming
    calls; the request side is closed after it). The deadline counts from
-   here. On failure *out is NULL and no handler will ever run. */
+   here. On failure *out is NULL and no handler will ever run.
+   Ownership: *out is the caller's; free it with asb_grpc_call_free after
+   asb_grpc_call_run returned. */
 ASB_API asb_result asb_grpc_call_start(asb_h2_conn *conn, const asb_grpc_call_desc *desc,
                                        const void *req, size_t req_len,
                                        asb_grpc_call **out, asb_error *err);
@@ -1632,6 +1640,7 @@ ASB_API asb_result asb_grpc_call_run(asb_grpc_call *call, const asb_grpc_handler
 ASB_API void asb_grpc_call_cancel(asb_grpc_call *call);
 /* The grpc-status the server sent, or -1 (none yet, or none at all). */
 ASB_API int asb_grpc_call_status(const asb_grpc_call *call);
+/* Cancels the call if still open and frees it. NULL is harmless. */
 ASB_API void asb_grpc_call_free(asb_grpc_call *call);
 
 /* A unary call: exactly one response message, appended to *resp (an
