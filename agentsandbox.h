@@ -9130,7 +9130,13 @@ static asb_result asb__hpack_encode(asb_buf *b, const char *name, const char *va
             return asb__hpack_put_int(b, 0x80, 7, i + 1);
         if (!name_idx) name_idx = i + 1;
     }
-    r = asb__hpack_put_int(b, 0x00, 4, name_idx);
+    /* credentials as "literal never indexed" (RFC 7541 7.1.3): no
+       intermediary may keep them in a compression table */
+    r = asb__hpack_put_int(b, strcmp(name, "authorization") == 0 ||
+                                      strcmp(name, "proxy-authorization") == 0
+                                  ? 0x10
+                                  : 0x00,
+                           4, name_idx);
     if (r == ASB_OK && !name_idx) {
         r = asb__hpack_put_int(b, 0x00, 7, nl);
         if (r == ASB_OK) r = asb_buf_append(b, name, nl);
@@ -9807,6 +9813,7 @@ static asb_result asb__h2_conn_new(const asb_h2_desc *d, const asb_allocator *a,
     h->recv_window = ASB__H2_CONN_WINDOW;
     h->next_id = 1;
     asb_buf_init(&h->out, a);
+    h->out.wipe = 1; /* header blocks: authorization and other credentials */
     asb_buf_init(&h->in, a);
     asb_buf_init(&h->block, a);
     pthread_mutex_init(&h->mu, NULL);
@@ -10210,6 +10217,7 @@ ASB_API asb_result asb_h2_stream_open(asb_h2_conn *h, const asb_h2_request *req,
                              "(CR, LF)", (unsigned long)i);
     deadline = req->timeout_ms > 0 ? asb__now_ms() + req->timeout_ms : 0;
     asb_buf_init(&blk, &h->alloc);
+    blk.wipe = 1; /* it may hold authorization */
     r = asb__hpack_encode(&blk, ":method", req->method ? req->method : "GET");
     if (r == ASB_OK) r = asb__hpack_encode(&blk, ":scheme", h->https ? "https" : "http");
     if (r == ASB_OK) r = asb__hpack_encode(&blk, ":path", req->path ? req->path : "/");

@@ -206,6 +206,39 @@ ASBT_TEST(hpack_encoder_output_decodes_to_the_same_fields) {
     asb_buf_free(&b);
 }
 
+/* Credentials go out as "literal never indexed" (RFC 7541 6.2.3 and
+   7.1.3), so no intermediary keeps them in a compression table; other
+   fields as "literal without indexing". authorization is static index 23:
+   0x10 | 15, then 8. */
+ASBT_TEST(hpack_encoder_never_indexes_authorization) {
+    asb_allocator la = libc_alloc();
+    asb_buf b;
+    asb__hpack_dec d;
+    fields f;
+    const char *why;
+    asb_buf_init(&b, NULL);
+    asb__hpack_encode(&b, "authorization", "Bearer t0k");
+    ASBT_EQ_INT((unsigned char)b.ptr[0], 0x1f);
+    ASBT_EQ_INT((unsigned char)b.ptr[1], 0x08);
+    b.len = 0;
+    asb__hpack_encode(&b, "proxy-authorization", "Basic eA==");
+    ASBT_EQ_INT((unsigned char)b.ptr[0] & 0xf0, 0x10);
+    b.len = 0;
+    asb__hpack_encode(&b, "user-agent", "x");
+    ASBT_EQ_INT((unsigned char)b.ptr[0] & 0xf0, 0x00);
+    b.len = 0;
+    asb__hpack_encode(&b, "authorization", "Bearer t0k");
+    asb__hpack_dec_init(&d, &la, 4096);
+    memset(&f, 0, sizeof f);
+    ASBT_EQ_RES(asb__hpack_decode(&d, (const unsigned char *)b.ptr, b.len, 65536, collect, &f,
+                                  &why),
+                ASB_OK);
+    ASBT_CONTAINS(f.text, "authorization: Bearer t0k\n");
+    ASBT_EQ_INT(d.count, 0);
+    asb__hpack_dec_free(&d);
+    asb_buf_free(&b);
+}
+
 /* -- protobuf ------------------------------------------------------------------ */
 
 ASBT_TEST(protobuf_writes_and_reads_a_start_request) {
@@ -647,6 +680,7 @@ ASBT_LIST(ASBT_CASE(hpack_decodes_rfc7541_c3_requests_without_huffman)
           ASBT_CASE(hpack_size_update_to_zero_empties_the_table)
           ASBT_CASE(hpack_header_list_over_the_cap_is_too_large_and_keeps_the_table)
           ASBT_CASE(hpack_encoder_output_decodes_to_the_same_fields)
+    ASBT_CASE(hpack_encoder_never_indexes_authorization)
           ASBT_CASE(protobuf_writes_and_reads_a_start_request)
           ASBT_CASE(protobuf_skips_unknown_fields_of_every_wire_type)
           ASBT_CASE(protobuf_refuses_malformed_messages)

@@ -5,6 +5,7 @@
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
 #include "asbtest.h"
+#include "scanalloc.h"
 
 static char url_buf[64];
 
@@ -169,6 +170,53 @@ ASBT_TEST(nghttpd_missing_file_is_a_404_with_a_body) {
     ASBT_CHECK(total > 0);
     asb_h2_stream_free(s);
     asb_h2_conn_free(h);
+}
+
+/* R6 for HTTP/2: an authorization header's value is wiped from the header
+   block and the connection's output queue before their memory is freed
+   (the 1 KB value makes both outgrow their first blocks), as the scanning
+   allocator of tests/scanalloc.h checks for every block given back. */
+ASBT_TEST(an_authorization_header_is_wiped_from_http2_buffers) {
+    static char value[1100];
+    scanalloc sa;
+    asb_h2_desc d;
+    asb_h2_conn *h = NULL;
+    asb_h2_request rq;
+    asb_h2_header hd;
+    asb_h2_stream *s;
+    asb_error err;
+    char buf[4096];
+    size_t n, i;
+    int k;
+    snprintf(value, sizeof value, "Bearer scan-h2-token-5e0c1a-");
+    for (i = strlen(value); i < sizeof value - 1; i++) value[i] = (char)('a' + (i * 13) % 26);
+    value[sizeof value - 1] = 0;
+    scanalloc_init(&sa);
+    scanalloc_secret(&sa, "scan-h2-token-5e0c1a");
+    memset(&d, 0, sizeof d);
+    d.url = peer_url("ASB_NGHTTPD_PORT");
+    d.allocator = &sa.a;
+    ASBT_EQ_RES(asb_h2_connect(&d, &h, &err), ASB_OK);
+    for (k = 0; k < 3; k++) {
+        memset(&rq, 0, sizeof rq);
+        rq.path = "/missing";
+        rq.end_stream = 1;
+        rq.timeout_ms = 30000;
+        hd.name = "authorization";
+        hd.value = value;
+        rq.headers = &hd;
+        rq.header_count = 1;
+        ASBT_EQ_RES(asb_h2_stream_open(h, &rq, &s, &err), ASB_OK);
+        ASBT_EQ_RES(asb_h2_stream_wait_headers(s, &err), ASB_OK);
+        ASBT_EQ_INT(asb_h2_stream_status(s), 404);
+        while (asb_h2_stream_read(s, buf, sizeof buf, &n, NULL) == ASB_OK && n > 0) {}
+        asb_h2_stream_free(s);
+    }
+    ASBT_CHECK(scanalloc_live_has(&sa, 0)); /* the queue still holds the last one */
+    asb_h2_conn_free(h);
+    ASBT_EQ_INT(sa.hits, 0);
+    ASBT_EQ_INT(scanalloc_live_count(&sa), 0);
+    scanalloc_fini(&sa);
 }
 
 /* -- gRPC ------------------------------------------------------------------------------ */
@@ -809,6 +857,7 @@ ASBT_LIST(ASBT_CASE(nghttpd_big_download_through_a_small_window_arrives_intact)
           ASBT_CASE(nghttpd_upload_larger_than_its_windows_waits_for_window_updates)
           ASBT_CASE(nghttpd_six_concurrent_streams_on_one_connection_each_arrive_whole)
           ASBT_CASE(nghttpd_missing_file_is_a_404_with_a_body)
+          ASBT_CASE(an_authorization_header_is_wiped_from_http2_buffers)
           ASBT_CASE(grpc_server_stream_delivers_each_message_in_order_then_one_done)
           ASBT_CASE(grpc_unary_execute_round_trip_and_status_zero)
           ASBT_CASE(grpc_sixteen_mib_messages_cross_both_ways_over_the_windows)
