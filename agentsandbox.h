@@ -592,8 +592,8 @@
 
      no kubeconfig: ...
          ASB_ERR_KUBECONFIG from asb_client_create: neither $KUBECONFIG nor
-         ~/.kube/config exists. Export KUBECONFIG, set
-         desc.kube.kubeconfig.path, or in a pod set desc.kube.in_cluster.
+         ~/.kube/config exists (nor, in a pod, a service account). Export
+         KUBECONFIG or set desc.kube.kubeconfig.path.
      port-forward: cannot run "kubectl": ...
          ASB_ERR_KUBECTL_MISSING: the local tunnel needs kubectl. Put it on
          PATH, set desc.kubectl_path, or use ASB_CONNECT_DIRECT, _GATEWAY

@@ -45,7 +45,9 @@ with open(bad_ca, "w") as f:
 empty_dir = os.path.join(tmp, "empty")
 os.mkdir(empty_dir)
 
-base = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "HOME")}
+# Not a pod either: in one, no kubeconfig means the service account.
+base = {k: v for k, v in os.environ.items()
+        if k not in ("KUBECONFIG", "HOME", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")}
 base["HOME"] = empty_dir
 TEMPLATE = "python-sandbox-template"
 CASES = {
