@@ -317,9 +317,9 @@
      JSON        asb_json_parse (jsmn-shaped tokenizer), asb_json_doc (owns
                  tokens), asb_json_find / _member / _iter (lookup),
                  asb_json_get_* (typed getters), asb_json_writer (builder).
-     rules       asb_path_normalize, asb_label_validate_*, asb_claim_name_
-                 generate, asb_shutdown_time_from_ttl, asb_percent_encode_
-                 segment, asb_base64_*, asb_time_*.
+     rules       asb_path_normalize, asb_label_validate_*,
+                 asb_claim_name_generate, asb_shutdown_time_from_ttl,
+                 asb_percent_encode_segment, asb_base64_*, asb_time_*.
      HTTP        asb_url_parse; asb_http_client (pool of keep-alive
                  connections per endpoint and TLS config; connect / idle /
                  overall timeouts); asb_http_request {method, url, headers,
@@ -381,9 +381,10 @@
                  each call that talks to the runtime also has an _opts
                  form taking asb_call_opts (deadline, cancel token).
      client      asb_client (registry of live handles keyed by namespace and
-                 claim name): asb_client_create(desc), asb_client_
-                 create_sandbox(template, asb_create_opts {namespace, ready
-                 timeout, labels, shutdown_after_seconds, warm pool}),
+                 claim name): asb_client_create(desc),
+                 asb_client_create_sandbox(template, asb_create_opts
+                 {namespace, ready timeout, labels, shutdown_after_seconds,
+                 warm pool, claim name, v1beta1 env and pod metadata}),
                  asb_client_get_sandbox, asb_client_list_active,
                  asb_client_list_all, asb_client_delete_sandbox,
                  asb_client_delete_all, asb_client_free (optional cleanup).

@@ -8,13 +8,17 @@
    line between, share the comment above the first).
 2. Every log record id the implementation sends (asb__log(..., "id", ...))
    is in the CONVENTIONS list of ids, and every listed id is sent.
-3. The table of contents lists every implementation banner
+3. Every asb_* / ASB_* name the opening comment or the README mentions
+   exists in the header (a renamed function leaves no stale name in the
+   docs).
+4. The table of contents lists every implementation banner
    (`/* >>name ===`) as ">>name", lists no banner that does not exist, and
    every other "quoted" search target it names occurs in the header.
 
 Each failure names the declaration or banner and its line.
 Usage: tools/check_docs.py [agentsandbox.h]
 """
+import os
 import re
 import sys
 
@@ -77,7 +81,23 @@ for rid in sorted(listed_ids - set(sent)):
     failures.append('%s:%d: CONVENTIONS lists the log record id "%s", which nothing sends'
                     % (path, log_start + 1, rid))
 
-# --- 3. table of contents ----------------------------------------------------
+# --- 3. names in the docs exist ----------------------------------------------
+code = "\n".join(lines[opening_end + 1:])
+known = set(re.findall(r"\b(?:asb|ASB)_\w+", code))
+readme_path = os.path.join(os.path.dirname(os.path.abspath(path)), "README.md")
+docs = [("the opening comment", "\n".join(lines[:opening_end + 1]), path)]
+if os.path.exists(readme_path):
+    docs.append(("README.md", open(readme_path, encoding="utf-8").read(), readme_path))
+for what, text_, where in docs:
+    for m in re.finditer(r"\b(?:asb|ASB)_\w+", text_):
+        name = m.group(0)
+        if name.endswith("_") or name in known:
+            continue  # a prefix (asb_json_get_*) or a real name
+        known.add(name)  # report each once
+        failures.append("%s:%d: %s names %s, which the header does not declare or define"
+                        % (where, text_.count("\n", 0, m.start()) + 1, what, name))
+
+# --- 4. table of contents ----------------------------------------------------
 toc_start = next(i for i, l in enumerate(lines) if l.strip() == "TABLE OF CONTENTS")
 toc_end = next(i for i in range(toc_start + 2, len(lines)) if lines[i].strip().startswith("====="))
 toc = "\n".join(lines[toc_start:toc_end])
