@@ -13478,6 +13478,7 @@ static int asb__claim_event(void *ud, const asb_watch_event *ev) {
         snprintf(w->message, sizeof w->message,
                  "the claim was replaced by another of the same name (uid %.64s, ours %.64s)",
                  uid, w->uid);
+        asb__scrub_controls(w->message); /* the uid is the server's text */
         return 1;
     }
     if (ev->type == ASB_WATCH_DELETED) {
