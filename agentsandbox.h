@@ -12371,9 +12371,14 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
 /* >>tunnel ==================================================================
    One `kubectl port-forward` per client to the router Service: started when
    the first claim is created (or on first use), under a supervisor process
-   that stops it if this process dies; probed by TCP connect (every 5 ms,
-   backing off to 50), rebuilt when kubectl dies, stopped with SIGTERM then
-   SIGKILL, always reaped. */
+   that stops it if this process dies; rebuilt when kubectl dies, stopped
+   with SIGTERM then SIGKILL, always reaped. kubectl picks its own local
+   port (`:<router port>`) and the tunnel is ready when its stdout says
+   "Forwarding from 127.0.0.1:<port> -> <router port>": no port is chosen
+   here and written into an argv every local user can read, and no
+   listener is taken for the tunnel because it accepts a connection (an
+   attacker who bound the port first would get the router token, the
+   commands and the files, and could answer with any output). */
 
 struct asb_sandbox {
     struct asb_client *client;
@@ -12424,9 +12429,14 @@ struct asb_client {
                                deletes on other threads go on meanwhile */
     pid_t tunnel_pid;
     int tunnel_port;
-    int tunnel_ready;     /* kubectl answered on tunnel_port */
+    int tunnel_ready;     /* kubectl said it listens on tunnel_port */
     int64_t tunnel_t0;    /* when it was spawned */
     int tunnel_err_fd;    /* kubectl's stderr, drained into tunnel_err */
+    int tunnel_out_fd;    /* its stdout: the "Forwarding from" line, then
+                             one "Handling connection" line per connection
+                             (read and dropped so kubectl never blocks) */
+    char tunnel_line[128]; /* the stdout line being read (bounded) */
+    size_t tunnel_line_len;
     int tunnel_life_fd;   /* closes when this process ends, however it
                              ends: the supervisor then stops kubectl */
     char tunnel_err[512]; /* its newest bytes, for error messages */
@@ -12459,36 +12469,6 @@ static char *asb__cdup(asb_client *c, const char *s) {
     return p;
 }
 
-/* A free loopback port: bind :0 and ask. (kubectl then binds it; another
-   process could take it in between, which the probe then reports.) */
-static int asb__free_port(void) {
-    struct sockaddr_in a;
-    socklen_t al = sizeof a;
-    int fd = asb__socket_cloexec(AF_INET, SOCK_STREAM, 0), port = -1;
-    if (fd < 0) return -1;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &al) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
-    return port;
-}
-
-static int asb__port_open(int port) {
-    struct sockaddr_in a;
-    int fd = asb__socket_cloexec(AF_INET, SOCK_STREAM, 0), ok;
-    if (fd < 0) return 0;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons((uint16_t)port);
-    ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
-    close(fd);
-    return ok;
-}
-
 static void asb__tunnel_stop_locked(asb_client *c) {
     if (c->tunnel_pid > 0) {
         int i, st;
@@ -12506,6 +12486,9 @@ static void asb__tunnel_stop_locked(asb_client *c) {
     }
     if (c->tunnel_err_fd >= 0) close(c->tunnel_err_fd);
     c->tunnel_err_fd = -1;
+    if (c->tunnel_out_fd >= 0) close(c->tunnel_out_fd);
+    c->tunnel_out_fd = -1;
+    c->tunnel_line_len = 0;
     if (c->tunnel_life_fd >= 0) close(c->tunnel_life_fd);
     c->tunnel_life_fd = -1;
     c->tunnel_pid = 0;
@@ -12518,6 +12501,10 @@ static void asb__tunnel_stop_locked(asb_client *c) {
 static void asb__tunnel_drain_locked(asb_client *c) {
     char buf[512];
     ssize_t n;
+    /* once ready, stdout holds only "Handling connection" lines: dropped
+       (before, asb__tunnel_stdout_locked reads it line by line) */
+    while (c->tunnel_ready && c->tunnel_out_fd >= 0 &&
+           read(c->tunnel_out_fd, buf, sizeof buf) > 0) {}
     while (c->tunnel_err_fd >= 0 && (n = read(c->tunnel_err_fd, buf, sizeof buf)) > 0) {
         size_t keep = sizeof c->tunnel_err - 1, add = (size_t)n;
         if (add >= keep) { /* only the newest bytes fit */
@@ -12544,6 +12531,68 @@ static void asb__tunnel_stderr(asb_client *c, char *out, size_t cap) {
     asb__quote(out, cap, c->tunnel_err, n, 300);
 }
 
+/* Reads kubectl's stdout until its "Forwarding from 127.0.0.1:<port> ->
+   <router port>" line: 1 with c->tunnel_port set, 0 when it has not come
+   yet, -1 with `why` filled when the output cannot be trusted: a line
+   longer than tunnel_line (kubectl's are short), or a "Forwarding from"
+   line for another address, remote port or a port out of range. Other
+   lines (a wrapper's notices) are passed over. Only this pipe, which
+   only our kubectl writes, says where the tunnel is. */
+static int asb__tunnel_stdout_locked(asb_client *c, char *why, size_t cap) {
+    char buf[256];
+    ssize_t n;
+    for (;;) {
+        ssize_t i;
+        if (c->tunnel_out_fd < 0) return 0;
+        n = read(c->tunnel_out_fd, buf, sizeof buf);
+        if (n == 0) { /* kubectl closed its stdout: no line will come */
+            close(c->tunnel_out_fd);
+            c->tunnel_out_fd = -1;
+            return 0;
+        }
+        if (n < 0) return 0; /* nothing yet (EAGAIN), or EINTR: the next turn */
+        for (i = 0; i < n; i++) {
+            static const char pre[] = "Forwarding from 127.0.0.1:";
+            char *ln = c->tunnel_line, want[32];
+            size_t len, k = sizeof pre - 1;
+            long port = 0;
+            if (buf[i] != '\n') {
+                if (c->tunnel_line_len >= sizeof c->tunnel_line - 1) {
+                    char q[96];
+                    asb__quote(q, sizeof q, ln, c->tunnel_line_len, 60);
+                    snprintf(why, cap,
+                             "kubectl printed a line longer than %d bytes on stdout "
+                             "(\"%s\"), not its \"Forwarding from\" line",
+                             (int)sizeof c->tunnel_line - 1, q);
+                    return -1;
+                }
+                ln[c->tunnel_line_len++] = buf[i];
+                continue;
+            }
+            len = c->tunnel_line_len;
+            c->tunnel_line_len = 0;
+            if (len > 0 && ln[len - 1] == '\r') len--;
+            ln[len] = '\0';
+            if (strncmp(ln, "Forwarding from ", 16) != 0) continue; /* not ours to read */
+            snprintf(want, sizeof want, " -> %d", c->router_port);
+            if (len > k && strncmp(ln, pre, k) == 0)
+                while (k < len && ln[k] >= '0' && ln[k] <= '9' && port <= 65535)
+                    port = port * 10 + (ln[k++] - '0');
+            if (port < 1 || port > 65535 || strcmp(ln + k, want) != 0) {
+                char q[160];
+                asb__quote(q, sizeof q, ln, len, 100);
+                snprintf(why, cap,
+                         "kubectl's \"%s\" is not \"Forwarding from 127.0.0.1:<port>%s\"", q,
+                         want);
+                return -1;
+            }
+            c->tunnel_port = (int)port;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static void asb__sv_noop(int sig) { (void)sig; }
 
 /* The supervisor could not start kubectl: tell the parent why (it reads
@@ -12567,7 +12616,7 @@ static void asb__sv_fail(int execfd) {
    group (kubectl and anything a kubectl wrapper started) gets SIGTERM,
    then SIGKILL after 2 s. A parent-death signal would not do: kubectl
    dispatchers re-exec from a thread, which drops it. */
-static void asb__tunnel_supervise(int life, int lifew, int errw, int execfd,
+static void asb__tunnel_supervise(int life, int lifew, int errw, int outw, int execfd,
                                   const char *const *argv, char **envp) {
     struct sigaction sa;
     sigset_t none, chld;
@@ -12581,20 +12630,24 @@ static void asb__tunnel_supervise(int life, int lifew, int errw, int execfd,
     for (i = 1; i < 65; i++) sigaction(i, &sa, NULL); /* SIGKILL/STOP/unknown: refused */
     setpgid(0, 0); /* one group: stopping the supervisor stops kubectl */
     close(lifew);  /* our copy of the write end must not keep `life` open */
-    /* keep only our three descriptors, moved to 3, 4 and 5 (select needs
-       them low; nothing of the program's leaks into kubectl) */
-    life = fcntl(life, F_DUPFD, 6);
-    errw = fcntl(errw, F_DUPFD, 6);
-    execfd = fcntl(execfd, F_DUPFD, 6);
-    if (life < 0 || errw < 0 || execfd < 0) _exit(127);
-    if (dup2(life, 3) != 3 || dup2(errw, 4) != 4 || dup2(execfd, 5) != 5) asb__sv_fail(execfd);
+    /* keep only our four descriptors, moved to 3, 4, 5 and 6 (select
+       needs them low; nothing of the program's leaks into kubectl) */
+    life = fcntl(life, F_DUPFD, 7);
+    errw = fcntl(errw, F_DUPFD, 7);
+    outw = fcntl(outw, F_DUPFD, 7);
+    execfd = fcntl(execfd, F_DUPFD, 7);
+    if (life < 0 || errw < 0 || outw < 0 || execfd < 0) _exit(127);
+    if (dup2(life, 3) != 3 || dup2(errw, 4) != 4 || dup2(execfd, 5) != 5 ||
+        dup2(outw, 6) != 6)
+        asb__sv_fail(execfd);
     life = 3;
     errw = 4;
     execfd = 5;
+    outw = 6;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
         rl.rlim_cur < (rlim_t)maxfd)
         maxfd = (int)rl.rlim_cur;
-    for (fd = 6; fd < maxfd; fd++) close(fd);
+    for (fd = 7; fd < maxfd; fd++) close(fd);
     fcntl(execfd, F_SETFD, FD_CLOEXEC);
     sa.sa_handler = asb__sv_noop;
     sigaction(SIGCHLD, &sa, NULL);
@@ -12609,18 +12662,18 @@ static void asb__tunnel_supervise(int life, int lifew, int errw, int execfd,
         sa.sa_handler = SIG_DFL;
         sigaction(SIGCHLD, &sa, NULL);
         sigprocmask(SIG_SETMASK, &none, NULL); /* kubectl starts unmasked */
-        if (devnull >= 0) {
-            dup2(devnull, 0);
-            dup2(devnull, 1);
-        }
+        if (devnull >= 0) dup2(devnull, 0);
+        dup2(outw, 1);
         dup2(errw, 2);
-        close(errw); /* on 2 now: kubectl needs no second copy */
+        close(outw); /* on 1 and 2 now: kubectl needs no second copies */
+        close(errw);
         close(life);
         if (envp) environ = envp; /* built before fork: only a pointer set here */
         execvp(argv[0], (char *const *)argv);
         asb__sv_fail(execfd);
     }
     close(errw);
+    close(outw);
     close(execfd);
     for (;;) {
         fd_set rd;
@@ -12648,14 +12701,13 @@ static void asb__tunnel_supervise(int life, int lifew, int errw, int execfd,
    it before its claim watch, so kubectl starts while the controller works
    (~100-200 ms that would otherwise come after Ready). */
 static asb_result asb__tunnel_spawn_locked(asb_client *c, asb_error *err) {
-    int pe[2], pf[2], port = asb__free_port(), child_errno = 0;
+    int pe[2], pf[2], po[2], child_errno = 0;
     char ports[32], svc[300], **envp = NULL, kubectl[4096];
     const char *argv[16];
     int k = 0;
     pid_t pid;
     int life[2];
     sigset_t all, saved;
-    if (port < 0) return asb__fail(err, ASB_ERR_PORT_FORWARD, "port-forward: no free local port");
     /* found here, never in the working directory (execvp would take an
        empty PATH entry as that); the supervisor's child execs this path */
     child_errno = asb__find_executable(c->kubectl, kubectl, sizeof kubectl);
@@ -12665,7 +12717,8 @@ static asb_result asb__tunnel_spawn_locked(asb_client *c, asb_error *err) {
                          "kubectl_path, or use ASB_CONNECT_DIRECT with the router's URL",
                          c->kubectl, strerror(child_errno),
                          strchr(c->kubectl, '/') ? "" : " (looked up in PATH only)");
-    snprintf(ports, sizeof ports, "%d:%d", port, c->router_port);
+    /* no local port: kubectl binds one itself and says which */
+    snprintf(ports, sizeof ports, ":%d", c->router_port);
     snprintf(svc, sizeof svc, "svc/%s", c->router_svc);
     argv[k++] = kubectl;
     argv[k++] = "port-forward";
@@ -12697,11 +12750,22 @@ static asb_result asb__tunnel_spawn_locked(asb_client *c, asb_error *err) {
         envp[j++] = c->kube_env;
         envp[j] = NULL;
     }
-    if (asb__pipe_cloexec(pe) < 0)
+    if (asb__pipe_cloexec(pe) < 0) {
+        if (envp) c->alloc.free_fn(envp, c->alloc.user_data);
         return asb__fail(err, ASB_ERR_IO, "port-forward: pipe: %s", strerror(errno));
+    }
     if (asb__pipe_cloexec(pf) < 0) {
         close(pe[0]);
         close(pe[1]);
+        if (envp) c->alloc.free_fn(envp, c->alloc.user_data);
+        return asb__fail(err, ASB_ERR_IO, "port-forward: pipe: %s", strerror(errno));
+    }
+    if (asb__pipe_cloexec(po) < 0) {
+        close(pe[0]);
+        close(pe[1]);
+        close(pf[0]);
+        close(pf[1]);
+        if (envp) c->alloc.free_fn(envp, c->alloc.user_data);
         return asb__fail(err, ASB_ERR_IO, "port-forward: pipe: %s", strerror(errno));
     }
     if (asb__pipe_cloexec(life) < 0) {
@@ -12709,6 +12773,9 @@ static asb_result asb__tunnel_spawn_locked(asb_client *c, asb_error *err) {
         close(pe[1]);
         close(pf[0]);
         close(pf[1]);
+        close(po[0]);
+        close(po[1]);
+        if (envp) c->alloc.free_fn(envp, c->alloc.user_data);
         return asb__fail(err, ASB_ERR_IO, "port-forward: pipe: %s", strerror(errno));
     }
     /* the child must not run a signal handler of the program before it
@@ -12716,7 +12783,8 @@ static asb_result asb__tunnel_spawn_locked(asb_client *c, asb_error *err) {
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &saved);
     pid = fork();
-    if (pid == 0) asb__tunnel_supervise(life[0], life[1], pe[1], pf[1], argv, envp); /* no return */
+    if (pid == 0) /* no return */
+        asb__tunnel_supervise(life[0], life[1], pe[1], po[1], pf[1], argv, envp);
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
     if (envp) c->alloc.free_fn(envp, c->alloc.user_data);
     if (pid < 0) {
@@ -12724,6 +12792,8 @@ static asb_result asb__tunnel_spawn_locked(asb_client *c, asb_error *err) {
         close(pe[1]);
         close(pf[0]);
         close(pf[1]);
+        close(po[0]);
+        close(po[1]);
         close(life[0]);
         close(life[1]);
         return asb__fail(err, ASB_ERR_IO, "port-forward: fork: %s", strerror(errno));
@@ -12732,6 +12802,7 @@ static asb_result asb__tunnel_spawn_locked(asb_client *c, asb_error *err) {
     close(life[0]);
     close(pe[1]);
     close(pf[1]);
+    close(po[1]);
     {
         ssize_t n;
         while ((n = read(pf[0], &child_errno, sizeof child_errno)) < 0 && errno == EINTR) {}
@@ -12741,7 +12812,10 @@ static asb_result asb__tunnel_spawn_locked(asb_client *c, asb_error *err) {
     c->tunnel_pid = pid;
     c->tunnel_life_fd = life[1];
     c->tunnel_err_fd = pe[0];
+    c->tunnel_out_fd = po[0];
+    c->tunnel_line_len = 0;
     fcntl(pe[0], F_SETFL, fcntl(pe[0], F_GETFL) | O_NONBLOCK);
+    fcntl(po[0], F_SETFL, fcntl(po[0], F_GETFL) | O_NONBLOCK);
     if (child_errno) {
         asb__tunnel_stop_locked(c);
         return asb__fail(err, ASB_ERR_KUBECTL_MISSING,
@@ -12749,23 +12823,33 @@ static asb_result asb__tunnel_spawn_locked(asb_client *c, asb_error *err) {
                          "kubectl_path, or use ASB_CONNECT_DIRECT with the router's URL",
                          c->kubectl, strerror(child_errno));
     }
-    c->tunnel_port = port;
+    c->tunnel_port = 0; /* until kubectl says */
     c->tunnel_ready = 0;
     c->tunnel_err_len = 0;
     c->tunnel_t0 = asb__now_ms();
     return ASB_OK;
 }
 
-/* Waits until the spawned kubectl accepts connections: a connect probe,
-   every 5 ms at first (kubectl is usually up in 100-200 ms), backing off
-   to 50 ms, until port_forward_ready_timeout_ms. */
+/* Waits until the spawned kubectl says where it listens (its stdout is
+   polled, so the line is read as it comes; kubectl is usually up in
+   100-200 ms), until port_forward_ready_timeout_ms. kubectl binds before
+   it prints, and a bound port cannot be bound again by another user:
+   the port it names is its own. */
 static asb_result asb__tunnel_wait_locked(asb_client *c, asb_error *err) {
-    int64_t deadline = c->tunnel_t0 + c->pf_timeout_ms, pause = 5;
+    int64_t deadline = c->tunnel_t0 + c->pf_timeout_ms;
     for (;;) {
-        int st;
-        if (asb__port_open(c->tunnel_port)) break;
+        int st, got;
+        int64_t left;
+        char why[400];
+        struct pollfd pfd;
+        got = asb__tunnel_stdout_locked(c, why, sizeof why);
+        if (got > 0) break;
+        if (got < 0) {
+            asb__tunnel_stop_locked(c);
+            return asb__fail(err, ASB_ERR_PORT_FORWARD, "port-forward to %s/%s: %s",
+                             c->router_ns, c->router_svc, why);
+        }
         if (waitpid(c->tunnel_pid, &st, WNOHANG) == c->tunnel_pid) {
-            char why[400];
             kill(-c->tunnel_pid, SIGKILL); /* the supervisor died alone? its group */
             c->tunnel_pid = 0;
             asb__tunnel_stderr(c, why, sizeof why);
@@ -12774,17 +12858,22 @@ static asb_result asb__tunnel_wait_locked(asb_client *c, asb_error *err) {
                              "port-forward to %s/%s exited (status %d): %s", c->router_ns,
                              c->router_svc, WIFEXITED(st) ? WEXITSTATUS(st) : -1, why);
         }
-        if (asb__now_ms() >= deadline) {
-            char why[400];
+        left = deadline - asb__now_ms();
+        if (left <= 0) {
             asb__tunnel_stderr(c, why, sizeof why);
             asb__tunnel_stop_locked(c);
             return asb__fail(err, ASB_ERR_PORT_FORWARD,
-                             "port-forward to %s/%s not ready within %d ms: %s", c->router_ns,
-                             c->router_svc, c->pf_timeout_ms, why);
+                             "port-forward to %s/%s not ready within %d ms (no \"Forwarding "
+                             "from\" line from kubectl): %s",
+                             c->router_ns, c->router_svc, c->pf_timeout_ms, why);
         }
         asb__tunnel_drain_locked(c);
-        asb__sleep_ms(pause);
-        if (pause < 50) pause += 5;
+        /* wakes when kubectl writes; 50 ms at most, to see it exit (its
+           stdout at EOF is closed by the reader: poll skips fd -1) */
+        pfd.fd = c->tunnel_out_fd;
+        pfd.events = POLLIN;
+        pfd.revents = 0;
+        poll(&pfd, 1, (int)(left < 50 ? left : 50));
     }
     c->tunnel_ready = 1;
     asb__log(&c->log, ASB_LOG_INFO, "tunnel.start",
@@ -12957,6 +13046,7 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
     c->alloc = a;
     c->log = desc->log.fn ? desc->log : desc->kube.http.log;
     c->tunnel_err_fd = -1;
+    c->tunnel_out_fd = -1;
     c->tunnel_life_fd = -1;
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->conn_lock, NULL);

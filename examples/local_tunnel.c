@@ -4,8 +4,8 @@
        KUBECONFIG=... ./local_tunnel [router namespace] [kube context]
 
    The client starts one `kubectl port-forward svc/<router service>
-   <free local port>:<router port> -n <router namespace>` when the first
-   sandbox call needs it, sends every sandbox of the client through it
+   :<router port> -n <router namespace>` when the first sandbox call needs
+   it (kubectl picks the local port and prints it), sends every sandbox of the client through it
    (the router picks the sandbox by header), rebuilds it if kubectl dies,
    and stops it in asb_client_free. Releases after agent-sandbox v0.4.x
    run the router in "agent-sandbox-system" (the default); v0.4.x

@@ -1591,6 +1591,130 @@ ASBT_TEST(the_claim_api_version_is_discovered_safely_from_many_threads) {
     recorder_stop(rec);
 }
 
+/* -- the kubectl tunnel, with a stand-in kubectl -------------------------------
+   The real kubectl (test_sdk_cluster.c) never lies; these scripts print
+   what a broken, wrapped or hostile kubectl might, so the tunnel's reading
+   of kubectl's output is seen to hold. The script's behaviour comes from
+   ASB_FAKE_KUBECTL (the supervisor passes the environment on). */
+
+static const char fake_kubectl_script[] =
+    "#!/bin/sh\n"
+    "printf '%s\\n' \"$@\" > \"$ASB_FAKE_KUBECTL_ARGS\"\n"
+    "case \"$ASB_FAKE_KUBECTL\" in\n"
+    "lie) echo 'Forwarding from 127.0.0.1:99999 -> 8080' ;;\n"
+    "remote) echo 'Forwarding from 127.0.0.1:4242 -> 9999' ;;\n"
+    "v6) echo 'Forwarding from [::1]:4242 -> 8080' ;;\n"
+    "junk) echo 'Forwarding from 127.0.0.1:4242 -> 8080 and more' ;;\n"
+    "long) head -c 5000 /dev/zero | tr '\\000' x ;;\n"
+    "silent) echo 'a wrapper says hello'; echo 'Handling connection for 8080' ;;\n"
+    "exit) echo 'error: services \"sandbox-router-svc\" not found' >&2; exit 1 ;;\n"
+    "listen) exec python3 -c '\n"
+    "import socket, sys\n"
+    "s = socket.socket(); s.bind((\"127.0.0.1\", 0)); s.listen(8)\n"
+    "print(\"a wrapper says hello\")\n"
+    "print(\"Forwarding from 127.0.0.1:%d -> 8080\" % s.getsockname()[1], flush=True)\n"
+    "while True:\n"
+    "    c, _ = s.accept(); c.close()\n"
+    "' ;;\n"
+    "esac\n"
+    "exec sleep 30\n";
+
+typedef struct fake_kubectl {
+    char path[128], args[128];
+} fake_kubectl;
+
+static int fake_kubectl_write(fake_kubectl *k) {
+    FILE *f;
+    snprintf(k->path, sizeof k->path, "/tmp/asb-fake-kubectl-%d", (int)getpid());
+    snprintf(k->args, sizeof k->args, "/tmp/asb-fake-kubectl-%d.args", (int)getpid());
+    f = fopen(k->path, "w");
+    if (!f) return 0;
+    fputs(fake_kubectl_script, f);
+    if (fclose(f) != 0 || chmod(k->path, 0700) != 0) return 0;
+    setenv("ASB_FAKE_KUBECTL_ARGS", k->args, 1);
+    return 1;
+}
+
+/* A tunnel client (the default mode) whose kubectl is the script. */
+static asb_client *fake_tunnel_client(const fake_kubectl *k, int ready_ms, asb_error *err) {
+    asb_client_desc d;
+    asb_client *c = NULL;
+    if (!write_unit_kubeconfig()) return NULL;
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = unit_cfg;
+    d.kubectl_path = k->path;
+    d.port_forward_ready_timeout_ms = ready_ms;
+    d.claim_api_version = "v1alpha1";
+    if (asb_client_create(&d, &c, err) != ASB_OK) c = NULL;
+    unlink(unit_cfg);
+    return c;
+}
+
+/* The tunnel is where kubectl's own "Forwarding from" line says, and only
+   there: kubectl is given no local port (`:8080`), so none is written
+   into an argv any local user can read for someone to bind first, and no
+   listener counts as the tunnel because it accepts connections. Lines
+   that do not add up are clear errors, never a port. */
+ASBT_TEST(the_tunnel_port_is_the_one_kubectl_announces_and_odd_output_is_refused) {
+    static const struct {
+        const char *mode, *want;
+    } bad[] = {
+        {"lie", "\"Forwarding from 127.0.0.1:99999 -> 8080\" is not \"Forwarding from "
+                "127.0.0.1:<port> -> 8080\""},
+        {"remote", "\"Forwarding from 127.0.0.1:4242 -> 9999\" is not"},
+        {"v6", "\"Forwarding from [::1]:4242 -> 8080\" is not"},
+        {"junk", "\"Forwarding from 127.0.0.1:4242 -> 8080 and more\" is not"},
+        {"long", "kubectl printed a line longer than 127 bytes on stdout"},
+        {"silent", "not ready within 1500 ms (no \"Forwarding from\" line from kubectl)"},
+        {"exit", "exited (status 1): error: services \"sandbox-router-svc\" not found"},
+    };
+    fake_kubectl k;
+    asb_client *c;
+    asb_error err;
+    char base[128], want[64], args[512] = "";
+    size_t i;
+    int port = 0;
+    FILE *f;
+    ASBT_CHECK(fake_kubectl_write(&k));
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("ASB_FAKE_KUBECTL", bad[i].mode, 1);
+        c = fake_tunnel_client(&k, 1500, &err);
+        ASBT_CHECK(c != NULL);
+        base[0] = '\0';
+        ASBT_EQ_RES(asb__router_base(c, base, sizeof base, &err), ASB_ERR_PORT_FORWARD);
+        if (!strstr(err.message, bad[i].want)) fprintf(stderr, "    mode %s\n", bad[i].mode);
+        ASBT_CONTAINS(err.message, bad[i].want);
+        ASBT_EQ_STR(base, "");
+        ASBT_EQ_INT(c->tunnel_pid, 0); /* stopped and reaped */
+        asb_client_free(c);
+    }
+    /* a kubectl that listens: its port, after a line of someone else's */
+    setenv("ASB_FAKE_KUBECTL", "listen", 1);
+    c = fake_tunnel_client(&k, 30000, &err);
+    ASBT_CHECK(c != NULL);
+    ASBT_EQ_RES(asb__router_base(c, base, sizeof base, &err), ASB_OK);
+    ASBT_CHECK(sscanf(base, "http://127.0.0.1:%d", &port) == 1 && port > 0);
+    ASBT_EQ_INT(port, c->tunnel_port);
+    ASBT_EQ_RES(asb__router_base(c, base, sizeof base, &err), ASB_OK); /* the same one */
+    snprintf(want, sizeof want, "http://127.0.0.1:%d", port);
+    ASBT_EQ_STR(base, want);
+    f = fopen(k.args, "r");
+    ASBT_CHECK(f != NULL);
+    if (f) {
+        size_t n = fread(args, 1, sizeof args - 1, f);
+        args[n] = '\0';
+        fclose(f);
+    }
+    /* argv: no local port anywhere, only the router's */
+    ASBT_CONTAINS(args, "port-forward\nsvc/sandbox-router-svc\n:8080\n");
+    snprintf(want, sizeof want, "%d", port);
+    ASBT_CHECK(strstr(args, want) == NULL);
+    asb_client_free(c);
+    unlink(k.args);
+    unlink(k.path);
+    unsetenv("ASB_FAKE_KUBECTL");
+}
+
 ASBT_LIST(
     ASBT_CASE(pod_ip_prefers_ipv4_unmaps_and_skips_invalid_entries)
     ASBT_CASE(a_create_whose_answer_was_lost_deletes_its_claim_by_name)
@@ -1620,5 +1744,6 @@ ASBT_LIST(
     ASBT_CASE(errors_keep_retry_after_request_id_and_content_type)
     ASBT_CASE(a_named_claim_whose_answer_was_lost_is_never_deleted_blind)
     ASBT_CASE(terminate_is_pinned_to_the_claims_uid)
+    ASBT_CASE(the_tunnel_port_is_the_one_kubectl_announces_and_odd_output_is_refused)
 )
 ASBT_MAIN()

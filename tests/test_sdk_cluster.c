@@ -30,6 +30,23 @@ static asb_client *new_client(asb_error *err) {
     return c;
 }
 
+/* A loopback port free a moment ago, for the servers these tests start
+   (the library no longer picks ports: kubectl does, see R3). */
+static int free_port(void) {
+    struct sockaddr_in a;
+    socklen_t al = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+    if (fd < 0) return -1;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &al) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
 static int claim_exists(asb_client *c, const char *ns, const char *claim) {
     asb_kube_resource res = {"extensions.agents.x-k8s.io", "v1alpha1", "sandboxclaims"};
     asb_error err;
@@ -239,6 +256,200 @@ ASBT_TEST(bad_labels_and_ttl_fail_before_any_api_call) {
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", &o, &sb, &err),
                 ASB_ERR_INVALID_ARGUMENT);
     ASBT_CONTAINS(err.message, "overflows");
+    asb_client_free(c);
+}
+
+/* The attacker of R3 (issue 12): another local user (nobody, when the
+   tests run as root) that watches /proc for `kubectl port-forward`, reads
+   a local port from its argv ("N:8080", as the client wrote it before),
+   binds that port first and serves whatever connects with a run answer of
+   its choosing. It reports on `rep`: "READY", "SEEN <pid>" per
+   port-forward it found, "BOUND <port>", "CONN <request line>". */
+static void tunnel_attacker(int rep) {
+    int lfd[16], nl = 0, seen[64], ns = 0;
+    char line[600];
+    if (getuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(3);
+    if (write(rep, "READY\n", 6) != 6) _exit(3);
+    for (;;) {
+        DIR *d = opendir("/proc");
+        struct dirent *e;
+        int i;
+        while (d && (e = readdir(d)) != NULL) {
+            char path[64], argv[4096];
+            int pid, fd, k, known = 0;
+            ssize_t n;
+            if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+            pid = atoi(e->d_name);
+            for (k = 0; k < ns; k++) known |= seen[k] == pid;
+            if (known) continue;
+            snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+            fd = open(path, O_RDONLY);
+            if (fd < 0) continue;
+            n = read(fd, argv, sizeof argv - 1);
+            close(fd);
+            if (n <= 0) continue;
+            argv[n] = '\0';
+            {
+                const char *a = argv;
+                int pf = 0;
+                for (a = argv; a < argv + n; a += strlen(a) + 1) pf |= strcmp(a, "port-forward") == 0;
+                if (!pf) continue;
+                if (ns < 64) seen[ns++] = pid;
+                if (write(rep, line, (size_t)snprintf(line, sizeof line, "SEEN %d\n", pid)) < 0)
+                    _exit(3);
+                for (a = argv; a < argv + n; a += strlen(a) + 1) {
+                    int port = 0, remote = 0, used = 0, s1;
+                    struct sockaddr_in sa;
+                    if (sscanf(a, "%d:%d%n", &port, &remote, &used) != 2 || a[used] ||
+                        port <= 0 || nl >= 16)
+                        continue;
+                    s1 = socket(AF_INET, SOCK_STREAM, 0);
+                    memset(&sa, 0, sizeof sa);
+                    sa.sin_family = AF_INET;
+                    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+                    sa.sin_port = htons((uint16_t)port);
+                    if (s1 >= 0 && bind(s1, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+                        listen(s1, 16) == 0) {
+                        lfd[nl++] = s1;
+                        if (write(rep, line,
+                                  (size_t)snprintf(line, sizeof line, "BOUND %d\n", port)) < 0)
+                            _exit(3);
+                    } else if (s1 >= 0) {
+                        close(s1);
+                    }
+                }
+            }
+        }
+        if (d) closedir(d);
+        for (i = 0; i < nl; i++) {
+            struct pollfd p;
+            int cfd;
+            p.fd = lfd[i];
+            p.events = POLLIN;
+            if (poll(&p, 1, 0) != 1 || (cfd = accept(lfd[i], NULL, NULL)) < 0) continue;
+            {
+                static const char body[] = "{\"stdout\":\"pwned\\n\",\"stderr\":\"\",\"exit_code\":0}";
+                char req[4096], *nlp;
+                ssize_t n = read(cfd, req, sizeof req - 1);
+                req[n > 0 ? n : 0] = '\0';
+                nlp = strpbrk(req, "\r\n");
+                if (nlp) *nlp = '\0';
+                if (write(rep, line, (size_t)snprintf(line, sizeof line, "CONN %.500s\n", req)) <
+                    0)
+                    _exit(3);
+                n = snprintf(req, sizeof req,
+                             "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
+                             (int)sizeof body - 1, body);
+                if (write(cfd, req, (size_t)n) < 0) {}
+                close(cfd);
+            }
+        }
+        asb__sleep_ms(1);
+    }
+}
+
+/* Is 127.0.0.1:port a listening socket held by process pid? (its inode
+   from /proc/net/tcp, then pid's descriptors) */
+static int listener_of(int pid, int port) {
+    FILE *f = fopen("/proc/net/tcp", "r");
+    char l[512], want[32], fdir[64];
+    unsigned long inode = 0;
+    DIR *d;
+    struct dirent *e;
+    int found = 0;
+    snprintf(want, sizeof want, "0100007F:%04X", port);
+    while (f && fgets(l, sizeof l, f)) {
+        char local[64], remote[64], st[8];
+        unsigned long ino;
+        if (sscanf(l, " %*d: %63s %63s %7s %*s %*s %*s %*s %*s %lu", local, remote, st, &ino) ==
+                4 &&
+            strcmp(local, want) == 0 && strcmp(st, "0A") == 0)
+            inode = ino;
+    }
+    if (f) fclose(f);
+    if (!inode) return 0;
+    snprintf(fdir, sizeof fdir, "/proc/%d/fd", pid);
+    d = opendir(fdir);
+    while (d && (e = readdir(d)) != NULL && !found) {
+        char p[300], target[128], sock[64];
+        ssize_t n;
+        snprintf(p, sizeof p, "%s/%s", fdir, e->d_name);
+        n = readlink(p, target, sizeof target - 1);
+        if (n <= 0) continue;
+        target[n] = '\0';
+        snprintf(sock, sizeof sock, "socket:[%lu]", inode);
+        found = strcmp(target, sock) == 0;
+    }
+    if (d) closedir(d);
+    return found;
+}
+
+/* R3 of issue 12: another local user cannot take over the tunnel. The
+   client used to pick the port, write it into kubectl's argv (readable by
+   every user in /proc/PID/cmdline) and call the tunnel ready when anything
+   accepted on it: the attacker above bound it while kubectl was still
+   making its API calls, got the router token and the command, and the run
+   returned its "pwned". Now kubectl binds a port of its choosing and says
+   which: the attacker sees the kubectl but no port, binds nothing, gets
+   nothing, and the run's answer comes through the real kubectl, whose own
+   listening socket the tunnel port is. */
+ASBT_TEST(another_local_user_cannot_take_over_the_tunnel) {
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_error err;
+    int rep[2], seen = 0, bound = 0, conns = 0, kpid;
+    pid_t att;
+    char buf[8192];
+    size_t got = 0;
+    ASBT_CHECK(pipe(rep) == 0);
+    att = fork();
+    if (att == 0) {
+        close(rep[0]);
+        tunnel_attacker(rep[1]);
+        _exit(0);
+    }
+    close(rep[1]);
+    {
+        ssize_t n = read(rep[0], buf, 6);
+        ASBT_CHECK(n == 6 && memcmp(buf, "READY\n", 6) == 0);
+    }
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = kubeconfig;
+    d.kube.http.retry.backoff_ms = 100;
+    d.router_token = "router-token-the-attacker-wants";
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    if (asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err) != ASB_OK)
+        fprintf(stderr, "    create: %s\n", err.message);
+    ASBT_CHECK(sb != NULL);
+    ASBT_CHECK(echo_ok(sb, "through the real tunnel", 30000));
+    kpid = kubectl_of(c->tunnel_pid);
+    ASBT_CHECK(kpid > 0);
+    ASBT_CHECK(listener_of(kpid, c->tunnel_port)); /* kubectl's own socket */
+    asb__sleep_ms(200); /* the attacker has had its look */
+    kill(att, SIGKILL);
+    waitpid(att, NULL, 0);
+    for (;;) {
+        ssize_t n = read(rep[0], buf + got, sizeof buf - 1 - got);
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    close(rep[0]);
+    buf[got] = '\0';
+    {
+        char *l;
+        for (l = buf; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
+            seen += strncmp(l, "SEEN ", 5) == 0;
+            bound += strncmp(l, "BOUND ", 6) == 0;
+            conns += strncmp(l, "CONN ", 5) == 0;
+        }
+    }
+    if (bound || conns) fprintf(stderr, "    the attacker reports:\n%s", buf);
+    ASBT_CHECK(seen >= 1); /* it watched, and saw our kubectl */
+    ASBT_EQ_INT(bound, 0);
+    ASBT_EQ_INT(conns, 0);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
     asb_client_free(c);
 }
 
@@ -1986,15 +2197,15 @@ ASBT_TEST(a_router_with_default_flags_refuses_loopback_pod_ips_with_400) {
     asb_http_client *http = NULL;
     asb_error err;
     pid_t pid;
-    int port = asb__free_port(), up = 0, i, st;
+    int port = free_port(), up = 0, i, st;
     size_t k;
     if (!cluster_json_string("router_bin", bin, sizeof bin))
         fprintf(stderr, "    no router_bin in the cluster's cluster.json (make cluster-up)\n");
     ASBT_CHECK(bin[0] != '\0' && access(bin, X_OK) == 0);
     snprintf(a_http, sizeof a_http, "--http-bind-address=127.0.0.1:%d", port);
-    snprintf(a_metrics, sizeof a_metrics, "--metrics-bind-address=127.0.0.1:%d", asb__free_port());
+    snprintf(a_metrics, sizeof a_metrics, "--metrics-bind-address=127.0.0.1:%d", free_port());
     snprintf(a_probe, sizeof a_probe, "--health-probe-bind-address=127.0.0.1:%d",
-             asb__free_port());
+             free_port());
     pid = fork();
     ASBT_CHECK(pid >= 0);
     if (pid == 0) {
@@ -2159,7 +2370,7 @@ static int tt_start(tls_terminator *t, int router_port) {
         FILE *f = fopen(conf, "w");
         int up = 0;
         if (!f) break;
-        for (i = 0; i < 3; i++) t->port[i] = asb__free_port();
+        for (i = 0; i < 3; i++) t->port[i] = free_port();
         fprintf(f,
                 "daemon off;\nmaster_process off;\npid %s;\nerror_log %s warn;\n"
                 "events { worker_connections 256; }\nhttp {\n    access_log off;\n"
@@ -2454,6 +2665,7 @@ ASBT_LIST(
     ASBT_CASE(a_ready_timeout_deletes_the_claim)
     ASBT_CASE(bad_labels_and_ttl_fail_before_any_api_call)
     ASBT_CASE(killed_kubectl_is_replaced_on_the_next_call)
+    ASBT_CASE(another_local_user_cannot_take_over_the_tunnel)
     ASBT_CASE(kubectl_dies_with_a_program_that_never_freed_its_client)
     ASBT_CASE(no_kubectl_says_so_and_suggests_direct_mode)
     ASBT_CASE(a_second_client_attaches_and_a_stale_handle_is_dropped)
