@@ -481,23 +481,40 @@
    the pod's port 9090): an HTTP/2 client (RFC 9113), gRPC on top, and the
    protobuf wire format by hand. No new dependency.
 
-       asb_h2_desc d = {0};
-       asb_h2_conn *h2;
-       asb_buf req, resp;
-       asb_grpc_call_desc call = {0};
-       asb_error err;
-       d.url = "http://127.0.0.1:9090";            // https://: TLS, ALPN h2
-       if (asb_h2_connect(&d, &h2, &err) != ASB_OK) ...
-       asb_buf_init(&req, NULL);
-       asb_buf_init(&resp, NULL);
-       asb_pb_put_int32(&req, 1, pid);              // WriteStdinRequest
-       asb_pb_put_bytes(&req, 2, "ls\n", 3);
-       call.method = "/process.v1.ProcessService/WriteStdin";
-       call.timeout_ms = 5000;
-       if (asb_grpc_unary(h2, &call, req.ptr, req.len, &resp, &err) != ASB_OK)
-           fprintf(stderr, "%s [%s]\n", err.message, err.reason); // NOT_FOUND
-       ...
-       asb_h2_conn_free(h2);                        // after its streams
+       // One unary call to sandboxd's ProcessService: bytes to a process's stdin.
+       #define AGENTSANDBOX_IMPLEMENTATION
+       #include "agentsandbox.h"
+       #include <stdio.h>
+       #include <string.h>
+
+       int main(void) {
+           asb_h2_desc d;
+           asb_h2_conn *h2;
+           asb_grpc_call_desc call;
+           asb_buf req, resp;
+           asb_error err;
+           asb_result r;
+           memset(&d, 0, sizeof d);
+           memset(&call, 0, sizeof call);
+           d.url = "http://127.0.0.1:9090";        // https://: TLS, ALPN h2
+           if (asb_h2_connect(&d, &h2, &err) != ASB_OK) {
+               fprintf(stderr, "%s\n", err.message);
+               return 1;
+           }
+           asb_buf_init(&req, NULL);
+           asb_buf_init(&resp, NULL);
+           asb_pb_put_int32(&req, 1, 42);           // WriteStdinRequest.pid
+           asb_pb_put_bytes(&req, 2, "ls\n", 3);    // WriteStdinRequest.data
+           call.method = "/process.v1.ProcessService/WriteStdin";
+           call.timeout_ms = 5000;
+           r = asb_grpc_unary(h2, &call, req.ptr, req.len, &resp, &err);
+           if (r != ASB_OK)                         // err.reason: e.g. NOT_FOUND
+               fprintf(stderr, "%s [%s]\n", err.message, err.reason);
+           asb_buf_free(&req);
+           asb_buf_free(&resp);
+           asb_h2_conn_free(h2);                    // after its streams
+           return r == ASB_OK ? 0 : 1;
+       }
 
    Server streaming: asb_grpc_call_start, then asb_grpc_call_run delivers
    each complete message to on_message (user_data, borrowed bytes) and ends
