@@ -64,11 +64,10 @@ ALL_TARGETS += $(TB)/asan/test_cloexec
 
 .PHONY: test-compile-matrix test-symbols test-unit test-asan test-tiny \
         test-json-diff test-fuzz-replay test-fuzz-short test-readme \
-        $(FUZZ_TARGETS:%=fuzz-%) bench-json
+        bench-json
 TEST_TIERS += test-compile-matrix test-symbols test-unit test-json-diff \
               test-asan test-tiny test-fuzz-replay test-fuzz-short test-readme
 BENCH_TIERS += bench-json
-FUZZ_TIERS += $(FUZZ_TARGETS:%=fuzz-%)
 EXTRA_DEPS_TARGETS += deps-locale
 
 # A decimal-comma locale, so the JSON number tests prove locale
@@ -132,6 +131,9 @@ test-json-diff: $(TB)/c/test_json_diff
 # to pick among related entry points (see the comment atop each file).
 FUZZ_TARGETS := json rules http yaml watch sandbox kube kubeconfig proxy
 FUZZ_TARGETS += h2 hpack protobuf
+# (after FUZZ_TARGETS: FUZZ_TIERS is expanded where it is appended to)
+FUZZ_TIERS += $(FUZZ_TARGETS:%=fuzz-%)
+.PHONY: $(FUZZ_TARGETS:%=fuzz-%)
 FUZZ_EXTRA_json := $(JSMN_ASAN_OBJS)
 FUZZ_SEEDS_http := tests/fuzz/seeds_http
 FUZZ_SEEDS_yaml := tests/fuzz/seeds_yaml
