@@ -11071,6 +11071,163 @@ ASB_API asb_result asb_pb_bytes(const asb_pb_field *f, asb_str *out) {
     return ASB_OK;
 }
 
+/* -- process.v1: sandboxd's ProcessService messages --------------------------------
+   Encoders and decoders for the messages of process.proto (agent-sandbox
+   v0.5.6, packages/sandboxd/spec/process/v1), for the sandboxd runtime.
+   Field numbers are the .proto's; a known field with the wrong wire type
+   is ASB_ERR_PROTOBUF_INVALID, unknown fields are skipped, and in a oneof
+   the last field wins, as protobuf says. */
+
+#if defined(__GNUC__) || defined(__clang__)
+#define ASB__MAYBE_UNUSED __attribute__((unused))
+#else
+#define ASB__MAYBE_UNUSED
+#endif
+
+typedef struct asb__pv1_config {
+    const char *const *argv;     /* command, argc entries */
+    size_t argc;
+    const char *const *env_names; /* env_vars, env_count pairs */
+    const char *const *env_values;
+    size_t env_count;
+    const char *cwd;             /* NULL: unset (an optional field) */
+} asb__pv1_config;
+
+/* ProcessConfig as field `field` of the enclosing message. */
+static asb_result asb__pv1_put_config(asb_buf *b, uint32_t field, const asb__pv1_config *c) {
+    size_t m, e, i;
+    asb_result r = asb_pb_begin(b, field, &m);
+    for (i = 0; r == ASB_OK && i < c->argc; i++) r = asb_pb_put_string(b, 1, c->argv[i]);
+    for (i = 0; r == ASB_OK && i < c->env_count; i++) {
+        /* map<string, string>: repeated entries {1: key, 2: value} */
+        r = asb_pb_begin(b, 2, &e);
+        if (r == ASB_OK) r = asb_pb_put_string(b, 1, c->env_names[i]);
+        if (r == ASB_OK) r = asb_pb_put_string(b, 2, c->env_values[i]);
+        if (r == ASB_OK) r = asb_pb_end(b, e);
+    }
+    if (r == ASB_OK && c->cwd) r = asb_pb_put_string(b, 3, c->cwd);
+    if (r == ASB_OK) r = asb_pb_end(b, m);
+    return r;
+}
+
+/* StartRequest{config, pty}: pty only when `pty` is 1 (then even 0x0). */
+static ASB__MAYBE_UNUSED asb_result asb__pv1_start_request(asb_buf *b, const asb__pv1_config *c,
+                                                           int pty, uint32_t cols, uint32_t rows) {
+    asb_result r = asb__pv1_put_config(b, 1, c);
+    if (r == ASB_OK && pty) {
+        size_t m;
+        r = asb_pb_begin(b, 2, &m);
+        if (r == ASB_OK && cols) r = asb_pb_put_varint(b, 1, cols);
+        if (r == ASB_OK && rows) r = asb_pb_put_varint(b, 2, rows);
+        if (r == ASB_OK) r = asb_pb_end(b, m);
+    }
+    return r;
+}
+
+static ASB__MAYBE_UNUSED asb_result asb__pv1_execute_request(asb_buf *b, const asb__pv1_config *c) {
+    return asb__pv1_put_config(b, 1, c);
+}
+
+/* WriteStdinRequest{process_id, oneof payload {input, eof: Empty}}. */
+static ASB__MAYBE_UNUSED asb_result asb__pv1_write_stdin_request(asb_buf *b, int32_t pid,
+                                                                 const void *data, size_t len,
+                                                                 int eof) {
+    asb_result r = pid ? asb_pb_put_int32(b, 1, pid) : ASB_OK;
+    if (r != ASB_OK) return r;
+    if (eof) return asb_pb_put_bytes(b, 3, NULL, 0);
+    return asb_pb_put_bytes(b, 2, data, len); /* set even when empty: a oneof */
+}
+
+static ASB__MAYBE_UNUSED asb_result asb__pv1_send_signal_request(asb_buf *b, int32_t pid,
+                                                                 int32_t sig) {
+    asb_result r = pid ? asb_pb_put_int32(b, 1, pid) : ASB_OK;
+    if (r == ASB_OK && sig) r = asb_pb_put_int32(b, 2, sig);
+    return r;
+}
+
+static ASB__MAYBE_UNUSED asb_result asb__pv1_resize_tty_request(asb_buf *b, int32_t pid,
+                                                                uint32_t cols, uint32_t rows) {
+    asb_result r = pid ? asb_pb_put_int32(b, 1, pid) : ASB_OK;
+    if (r == ASB_OK && cols) r = asb_pb_put_varint(b, 2, cols);
+    if (r == ASB_OK && rows) r = asb_pb_put_varint(b, 3, rows);
+    return r;
+}
+
+enum { ASB__PV1_NONE = 0, ASB__PV1_INIT, ASB__PV1_STDOUT, ASB__PV1_STDERR, ASB__PV1_EXIT };
+
+/* One StartResponse: the event's kind, the process id or exit code, or
+   the output bytes (borrowed from the message). */
+typedef struct asb__pv1_event {
+    int kind;
+    int32_t value;
+    asb_str data;
+} asb__pv1_event;
+
+static asb_result asb__pv1_bad(asb_error *err, const char *what) {
+    return asb__fail(err, ASB_ERR_PROTOBUF_INVALID, "protobuf: %s", what);
+}
+
+/* The int32 field 1 of a nested InitEvent / ExitEvent. */
+static asb_result asb__pv1_int32_of(const asb_pb_field *f, int32_t *out, asb_error *err) {
+    asb_pb_reader r;
+    asb_pb_field g;
+    asb_result res;
+    if (f->wire_type != ASB_PB_LEN) return asb__pv1_bad(err, "an event is not a message");
+    *out = 0;
+    asb_pb_reader_init(&r, f->bytes.ptr, f->bytes.len);
+    while ((res = asb_pb_next(&r, &g, err)) == ASB_OK && g.number)
+        if (g.number == 1 && asb_pb_int32(&g, out) != ASB_OK)
+            return asb__pv1_bad(err, "an event's field 1 is not a varint");
+    return res;
+}
+
+static ASB__MAYBE_UNUSED asb_result asb__pv1_start_response(const char *p, size_t n,
+                                                            asb__pv1_event *ev, asb_error *err) {
+    asb_pb_reader r;
+    asb_pb_field f;
+    asb_result res;
+    memset(ev, 0, sizeof *ev);
+    asb_pb_reader_init(&r, p, n);
+    while ((res = asb_pb_next(&r, &f, err)) == ASB_OK && f.number) {
+        if (f.number < 1 || f.number > 4) continue;
+        memset(ev, 0, sizeof *ev); /* a oneof: the last one wins */
+        if (f.number == 1 || f.number == 4) {
+            res = asb__pv1_int32_of(&f, &ev->value, err);
+            if (res != ASB_OK) return res;
+            ev->kind = f.number == 1 ? ASB__PV1_INIT : ASB__PV1_EXIT;
+        } else {
+            if (asb_pb_bytes(&f, &ev->data) != ASB_OK)
+                return asb__pv1_bad(err, "stdout or stderr is not bytes");
+            ev->kind = f.number == 2 ? ASB__PV1_STDOUT : ASB__PV1_STDERR;
+        }
+    }
+    return res;
+}
+
+typedef struct asb__pv1_exec_result {
+    int32_t exit_code;
+    asb_str out;
+    asb_str errout;
+} asb__pv1_exec_result;
+
+static ASB__MAYBE_UNUSED asb_result asb__pv1_execute_response(const char *p, size_t n,
+                                                              asb__pv1_exec_result *x,
+                                                              asb_error *err) {
+    asb_pb_reader r;
+    asb_pb_field f;
+    asb_result res;
+    memset(x, 0, sizeof *x);
+    asb_pb_reader_init(&r, p, n);
+    while ((res = asb_pb_next(&r, &f, err)) == ASB_OK && f.number) {
+        if (f.number == 1 && asb_pb_int32(&f, &x->exit_code) != ASB_OK)
+            return asb__pv1_bad(err, "exit_code is not a varint");
+        if ((f.number == 2 && asb_pb_bytes(&f, &x->out) != ASB_OK) ||
+            (f.number == 3 && asb_pb_bytes(&f, &x->errout) != ASB_OK))
+            return asb__pv1_bad(err, "stdout or stderr is not bytes");
+    }
+    return res;
+}
+
 /* >>kube ====================================================================
    Credentials (token, token file, basic auth, exec plugins, in-cluster),
    REST calls with Status decoding, and watches. */

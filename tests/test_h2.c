@@ -672,6 +672,40 @@ ASBT_TEST(h2_request_headers_with_uppercase_or_crlf_are_refused) {
     asb_h2_conn_free(h);
 }
 
+ASBT_TEST(process_v1_start_response_is_strict_and_its_oneof_keeps_the_last) {
+    asb__pv1_event ev;
+    asb_error err;
+    /* stdout "hi", then exit{exit_code: 3}: the exit wins */
+    ASBT_EQ_RES(asb__pv1_start_response("\x12\x02hi\x22\x02\x08\x03", 8, &ev, NULL), ASB_OK);
+    ASBT_EQ_INT(ev.kind, ASB__PV1_EXIT);
+    ASBT_EQ_INT(ev.value, 3);
+    /* an empty ExitEvent is exit code 0; an unknown field 9 is skipped */
+    ASBT_EQ_RES(asb__pv1_start_response("\x22\x00\x48\x01", 4, &ev, NULL), ASB_OK);
+    ASBT_EQ_INT(ev.kind, ASB__PV1_EXIT);
+    ASBT_EQ_INT(ev.value, 0);
+    /* stdout as a varint, init as a varint, exit_code as bytes: refused */
+    ASBT_EQ_RES(asb__pv1_start_response("\x10\x01", 2, &ev, &err), ASB_ERR_PROTOBUF_INVALID);
+    ASBT_EQ_RES(asb__pv1_start_response("\x08\x01", 2, &ev, &err), ASB_ERR_PROTOBUF_INVALID);
+    ASBT_EQ_RES(asb__pv1_start_response("\x22\x03\x0a\x01x", 5, &ev, &err),
+                ASB_ERR_PROTOBUF_INVALID);
+    /* a truncated nested message */
+    ASBT_EQ_RES(asb__pv1_start_response("\x0a\x02\x08", 3, &ev, &err), ASB_ERR_PROTOBUF_INVALID);
+}
+
+ASBT_TEST(process_v1_write_stdin_eof_and_empty_input_are_both_present) {
+    asb_buf b;
+    asb_buf_init(&b, NULL);
+    ASBT_EQ_RES(asb__pv1_write_stdin_request(&b, 7, NULL, 0, 1), ASB_OK);
+    ASBT_EQ_MEM(b.ptr, b.len, "\x08\x07\x1a\x00", 4);
+    b.len = 0;
+    ASBT_EQ_RES(asb__pv1_write_stdin_request(&b, 7, NULL, 0, 0), ASB_OK);
+    ASBT_EQ_MEM(b.ptr, b.len, "\x08\x07\x12\x00", 4);
+    b.len = 0;
+    ASBT_EQ_RES(asb__pv1_send_signal_request(&b, 7, 15), ASB_OK);
+    ASBT_EQ_MEM(b.ptr, b.len, "\x08\x07\x10\x0f", 4);
+    asb_buf_free(&b);
+}
+
 ASBT_LIST(ASBT_CASE(hpack_decodes_rfc7541_c3_requests_without_huffman)
           ASBT_CASE(hpack_decodes_rfc7541_c4_requests_with_huffman)
           ASBT_CASE(hpack_decodes_rfc7541_c5_responses_with_eviction)
@@ -684,6 +718,8 @@ ASBT_LIST(ASBT_CASE(hpack_decodes_rfc7541_c3_requests_without_huffman)
           ASBT_CASE(protobuf_writes_and_reads_a_start_request)
           ASBT_CASE(protobuf_skips_unknown_fields_of_every_wire_type)
           ASBT_CASE(protobuf_refuses_malformed_messages)
+          ASBT_CASE(process_v1_start_response_is_strict_and_its_oneof_keeps_the_last)
+          ASBT_CASE(process_v1_write_stdin_eof_and_empty_input_are_both_present)
           ASBT_CASE(grpc_messages_come_whole_whatever_the_chunking)
           ASBT_CASE(grpc_compressed_or_oversized_messages_are_refused)
           ASBT_CASE(grpc_message_is_percent_decoded_and_bad_escapes_kept)

@@ -256,6 +256,7 @@ static int on_event(void *ud, const char *msg, size_t len) {
     while (asb_pb_next(&r, &f, NULL) == ASB_OK && f.number) {
         if (e->exits) e->order_ok = 0;
         if (f.number == 1 || f.number == 4) {
+            *(f.number == 1 ? &e->pid : &e->exit_code) = 0; /* proto3: absent is 0 */
             asb_pb_reader_init(&sub, f.bytes.ptr, f.bytes.len);
             while (asb_pb_next(&sub, &g, NULL) == ASB_OK && g.number)
                 if (g.number == 1) asb_pb_int32(&g, f.number == 1 ? &e->pid : &e->exit_code);
@@ -853,6 +854,152 @@ ASBT_TEST(h2_response_headers_over_the_cap_fail_the_stream_not_the_connection) {
     asb_h2_conn_free(h);
 }
 
+/* -- process.v1 messages, read and written by Python's protobuf ----------------------- */
+
+typedef struct described {
+    asb__pv1_event ev[4];
+    asb_buf text;
+    int n;
+    asb_result bad;
+} described;
+
+static int on_described(void *ud, const char *msg, size_t len) {
+    described *d = (described *)ud;
+    asb__pv1_event ev;
+    asb_result r = asb__pv1_start_response(msg, len, &ev, NULL);
+    if (r != ASB_OK || d->n >= 4) {
+        d->bad = r != ASB_OK ? r : ASB_ERR_TOO_LARGE;
+        return 1;
+    }
+    if (ev.kind == ASB__PV1_STDOUT) asb_buf_append(&d->text, ev.data.ptr, ev.data.len);
+    ev.data.ptr = NULL; /* borrowed: gone after the return */
+    d->ev[d->n++] = ev;
+    return 0;
+}
+
+ASBT_TEST(process_v1_requests_read_by_python_and_its_responses_read_by_us) {
+    asb_h2_conn *h = connect_to("ASB_GRPC_PORT", 0);
+    static const char *const argv[] = {"describe", "a b", "\xc3\xa9"};
+    static const char *const names[] = {"HOME", "LANG"}, *const values[] = {"/root", "C.UTF-8"};
+    asb__pv1_config c;
+    asb_grpc_call_desc cd;
+    asb_grpc_call *call;
+    asb_grpc_handlers hd;
+    asb_buf req, resp;
+    described d;
+    asb__pv1_exec_result x;
+    ASBT_CHECK(h != NULL);
+    memset(&c, 0, sizeof c);
+    c.argv = argv;
+    c.argc = 3;
+    c.env_names = names;
+    c.env_values = values;
+    c.env_count = 2;
+    c.cwd = "";
+    /* Start with a PTY (and an empty but present cwd) */
+    asb_buf_init(&req, NULL);
+    ASBT_EQ_RES(asb__pv1_start_request(&req, &c, 1, 80, 24), ASB_OK);
+    memset(&cd, 0, sizeof cd);
+    cd.method = START;
+    cd.timeout_ms = 10000;
+    ASBT_EQ_RES(asb_grpc_call_start(h, &cd, req.ptr, req.len, &call, NULL), ASB_OK);
+    memset(&d, 0, sizeof d);
+    asb_buf_init(&d.text, NULL);
+    memset(&hd, 0, sizeof hd);
+    hd.on_message = on_described;
+    hd.user_data = &d;
+    ASBT_EQ_RES(asb_grpc_call_run(call, &hd, NULL), ASB_OK);
+    asb_grpc_call_free(call);
+    ASBT_EQ_RES(d.bad, ASB_OK);
+    ASBT_EQ_STR(d.text.ptr, "cmd=describe|a b|\xc3\xa9 env=HOME=/root,LANG=C.UTF-8 cwd= pty=80x24");
+    ASBT_EQ_INT(d.n, 4);
+    ASBT_EQ_INT(d.ev[1].kind, ASB__PV1_STDERR);
+    ASBT_EQ_INT(d.ev[2].kind, ASB__PV1_EXIT);
+    ASBT_EQ_INT(d.ev[2].value, -7); /* a ten-byte varint from Python */
+    ASBT_EQ_INT(d.ev[3].kind, ASB__PV1_INIT);
+    ASBT_EQ_INT(d.ev[3].value, 2147483647);
+    /* Execute without env, cwd unset */
+    c.env_count = 0;
+    c.cwd = NULL;
+    req.len = 0;
+    ASBT_EQ_RES(asb__pv1_execute_request(&req, &c), ASB_OK);
+    cd.method = EXECUTE;
+    asb_buf_init(&resp, NULL);
+    ASBT_EQ_RES(asb_grpc_unary(h, &cd, req.ptr, req.len, &resp, NULL), ASB_OK);
+    ASBT_EQ_RES(asb__pv1_execute_response(resp.ptr, resp.len, &x, NULL), ASB_OK);
+    ASBT_EQ_INT(x.exit_code, -3);
+    ASBT_EQ_MEM(x.out.ptr, x.out.len, "cmd=describe|a b|\xc3\xa9 env= cwd=<unset>", 36);
+    ASBT_EQ_MEM(x.errout.ptr, x.errout.len, "e", 1);
+    asb_buf_free(&req);
+    asb_buf_free(&resp);
+    asb_buf_free(&d.text);
+    asb_h2_conn_free(h);
+}
+
+static void *write_then_eof(void *arg) {
+    stdin_job *j = (stdin_job *)arg;
+    asb_buf req;
+    int i, ok = 1;
+    for (i = 0; i < 10000 && !__atomic_load_n(&j->e->inits, __ATOMIC_SEQ_CST); i++)
+        asb__sleep_ms(1);
+    asb_buf_init(&req, NULL);
+    asb__pv1_write_stdin_request(&req, 43, "line\n", 5, 0);
+    ok &= unary(j->h, "/process.v1.ProcessService/WriteStdin", &req, NULL) == ASB_OK;
+    req.len = 0;
+    asb__pv1_resize_tty_request(&req, 43, 120, 40);
+    ok &= unary(j->h, "/process.v1.ProcessService/ResizeTTY", &req, NULL) == ASB_OK;
+    req.len = 0;
+    asb__pv1_write_stdin_request(&req, 43, NULL, 0, 1);
+    ok &= unary(j->h, "/process.v1.ProcessService/WriteStdin", &req, NULL) == ASB_OK;
+    asb_buf_free(&req);
+    j->ok = ok;
+    return NULL;
+}
+
+ASBT_TEST(process_v1_stdin_eof_ends_the_start_stream_with_exit_zero) {
+    asb_h2_conn *h = connect_to("ASB_GRPC_PORT", 0);
+    static const char *const argv[] = {"cat"};
+    stdin_job j;
+    pthread_t t;
+    events e;
+    asb__pv1_config c;
+    asb_grpc_call_desc cd;
+    asb_grpc_call *call;
+    asb_grpc_handlers hd;
+    asb_buf req;
+    ASBT_CHECK(h != NULL);
+    memset(&e, 0, sizeof e);
+    asb_buf_init(&e.out, NULL);
+    e.order_ok = 1;
+    e.exit_code = -1;
+    memset(&c, 0, sizeof c);
+    c.argv = argv;
+    c.argc = 1;
+    asb_buf_init(&req, NULL);
+    asb__pv1_start_request(&req, &c, 0, 0, 0);
+    memset(&cd, 0, sizeof cd);
+    cd.method = START;
+    cd.timeout_ms = 30000;
+    ASBT_EQ_RES(asb_grpc_call_start(h, &cd, req.ptr, req.len, &call, NULL), ASB_OK);
+    asb_buf_free(&req);
+    j.h = h;
+    j.e = &e;
+    j.ok = 0;
+    pthread_create(&t, NULL, write_then_eof, &j);
+    hd.on_message = on_event;
+    hd.on_done = on_done;
+    hd.user_data = &e;
+    ASBT_EQ_RES(asb_grpc_call_run(call, &hd, NULL), ASB_OK);
+    pthread_join(t, NULL);
+    asb_grpc_call_free(call);
+    ASBT_CHECK(j.ok);
+    ASBT_EQ_MEM(e.out.ptr, e.out.len, "line\n", 5);
+    ASBT_EQ_INT(e.exits, 1);
+    ASBT_EQ_INT(e.exit_code, 0);
+    asb_buf_free(&e.out);
+    asb_h2_conn_free(h);
+}
+
 ASBT_LIST(ASBT_CASE(nghttpd_big_download_through_a_small_window_arrives_intact)
           ASBT_CASE(nghttpd_upload_larger_than_its_windows_waits_for_window_updates)
           ASBT_CASE(nghttpd_six_concurrent_streams_on_one_connection_each_arrive_whole)
@@ -871,6 +1018,8 @@ ASBT_LIST(ASBT_CASE(nghttpd_big_download_through_a_small_window_arrives_intact)
           ASBT_CASE(grpc_unknown_method_is_unimplemented)
           ASBT_CASE(h2_connect_to_a_closed_port_is_a_connect_error)
           ASBT_CASE(grpc_slow_consumer_holds_at_most_one_stream_window)
+          ASBT_CASE(process_v1_requests_read_by_python_and_its_responses_read_by_us)
+          ASBT_CASE(process_v1_stdin_eof_ends_the_start_stream_with_exit_zero)
           ASBT_CASE(h2_response_headers_over_the_cap_fail_the_stream_not_the_connection)
           ASBT_CASE(tls_alpn_h2_big_download_through_a_small_window_arrives_intact)
           ASBT_CASE(tls_server_that_does_not_choose_h2_is_refused_clearly)

@@ -3,7 +3,8 @@
    the same bytes in input-chosen chunks. Properties: the reader never
    reads outside its input, a field's bytes lie inside it, a failed
    reader stays failed; the deframer delivers only whole messages within
-   the cap. */
+   the cap. The process.v1 decoders (sandboxd's StartResponse and
+   ExecuteResponse) read the same bytes; borrowed views stay inside. */
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../../agentsandbox.h"
 #include "fuzz_main.h"
@@ -53,7 +54,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     asb_allocator a;
     size_t i, chunk;
     int count = 0;
+    asb__pv1_event ev;
+    asb__pv1_exec_result x;
     walk(data, size, 0);
+    if (asb__pv1_start_response((const char *)data, size, &ev, NULL) == ASB_OK && ev.data.ptr)
+        FUZZ_REQUIRE((const uint8_t *)ev.data.ptr >= data &&
+                     (const uint8_t *)ev.data.ptr + ev.data.len <= data + size);
+    if (asb__pv1_execute_response((const char *)data, size, &x, NULL) == ASB_OK && x.out.ptr)
+        FUZZ_REQUIRE((const uint8_t *)x.out.ptr >= data &&
+                     (const uint8_t *)x.out.ptr + x.out.len <= data + size);
     if (size < 1) return 0;
     chunk = (size_t)data[0] % 32 + 1;
     asb__allocator_resolve(NULL, &a);

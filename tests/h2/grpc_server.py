@@ -10,10 +10,13 @@ Not a process runner: command[0] picks a behaviour the C tests check.
          fail          aborts NOT_FOUND before any message (trailers-only)
          fail-after    one stdout message, then aborts with ABORTED
          sleep MS      sleeps, then exit
+         describe ...  stdout: the request as Python's protobuf read it;
+                       then stderr "err", exit(-7), init(2147483647)
   Execute              exit_code = total length of the command strings,
                        stdout = the first 64 bytes of command[0];
                        "stats": stdout = "cancelled=N" (Start streams the
-                       client cancelled)
+                       client cancelled); "describe": stdout as above,
+                       stderr "e", exit_code -3
 Prints "port N" once serving on 127.0.0.1.
 Usage: grpc_server.py GEN_DIR [MAX_CONNECTION_AGE_MS]: with an age, each
 connection gets GOAWAY after it, and 20 s of grace for calls in flight.
@@ -32,6 +35,15 @@ import process_pb2_grpc as pbg  # noqa: E402
 lock = threading.Lock()
 cancelled = [0]
 cats = {}  # pid -> queue of bytes | None (EOF) | int (signal)
+
+
+def describe(config, pty=None):
+    env = ",".join("%s=%s" % (k, config.env_vars[k]) for k in sorted(config.env_vars))
+    cwd = config.cwd if config.HasField("cwd") else "<unset>"
+    text = "cmd=%s env=%s cwd=%s" % ("|".join(config.command), env, cwd)
+    if pty is not None:
+        text += " pty=%s" % pty
+    return text.encode()
 
 
 class Service(pbg.ProcessServiceServicer):
@@ -85,6 +97,12 @@ class Service(pbg.ProcessServiceServicer):
         elif what == "fail-after":
             yield pb.StartResponse(stdout=b"partial")
             ctx.abort(grpc.StatusCode.ABORTED, "stopped after one message")
+        elif what == "describe":
+            pty = "%dx%d" % (req.pty.cols, req.pty.rows) if req.HasField("pty") else "<unset>"
+            yield pb.StartResponse(stdout=describe(req.config, pty))
+            yield pb.StartResponse(stderr=b"err")
+            yield pb.StartResponse(exit=pb.ExitEvent(exit_code=-7))
+            yield pb.StartResponse(init=pb.InitEvent(process_id=2147483647))
         elif what == "sleep":
             time.sleep(int(cmd[1]) / 1000.0)
             yield pb.StartResponse(exit=pb.ExitEvent(exit_code=0))
@@ -96,6 +114,8 @@ class Service(pbg.ProcessServiceServicer):
         if cmd and cmd[0] == "stats":
             with lock:
                 return pb.ExecuteResponse(stdout=b"cancelled=%d" % cancelled[0])
+        if cmd and cmd[0] == "describe":
+            return pb.ExecuteResponse(exit_code=-3, stdout=describe(req.config), stderr=b"e")
         total = sum(len(c.encode()) for c in cmd)
         first = cmd[0].encode()[:64] if cmd else b""
         return pb.ExecuteResponse(exit_code=total, stdout=first)
