@@ -384,13 +384,13 @@ test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster \
 	echo "--- test_kube_cluster (last: it restarts the apiserver)" && \
 	$(TB)/asan/test_kube_cluster; rc=$$?; \
 	$(KC_ENV) $(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; [ $$rc = 0 ] || exit $$rc; \
-	echo "--- test_sdk_cluster warm_pool (agent-sandbox v0.5.6, v1beta1)"; \
+	echo "--- test_sdk_cluster warm_pool, v1beta1 (agent-sandbox v0.5.6, v1beta1)"; \
 	$(KC_ENV) $(MAKE) --no-print-directory cluster-up AGENT_SANDBOX=v0.5.6 > $(TB)/cluster-up.log 2>&1 || \
 	  { tail -20 $(TB)/cluster-up.log; $(KC_ENV) $(MAKE) --no-print-directory cluster-down; exit 1; }; \
 	echo "--- upstream Python SDK $(UPSTREAM_PY_SDK_VERSION) on agentsandbox-runtime behind the Go router (beside warm_pool)"; \
 	KUBECONFIG=$(KC_STATE)/kubeconfig/admin.kubeconfig $(UPSTREAM_SDK_VENV)/bin/python \
 	  tests/upstream/python_sdk_long_command.py > $(TB)/python-sdk.log 2>&1 & pypid=$$!; \
-	ASB_AGENT_SANDBOX=v0.5.6 $(TB)/asan/test_sdk_cluster warm_pool; rc=$$?; \
+	ASB_AGENT_SANDBOX=v0.5.6 $(TB)/asan/test_sdk_cluster warm_pool v1beta1; rc=$$?; \
 	wait $$pypid; pyrc=$$?; cat $(TB)/python-sdk.log; [ $$pyrc = 0 ] || rc=1; \
 	$(KC_ENV) $(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; exit $$rc
 

@@ -1715,6 +1715,36 @@ ASBT_TEST(the_tunnel_port_is_the_one_kubectl_announces_and_odd_output_is_refused
     unsetenv("ASB_FAKE_KUBECTL");
 }
 
+/* A Sandbox the controller has not given a Ready condition yet reads as
+   the reference reads it: not ready, "Unknown message". */
+ASBT_TEST(status_without_a_ready_condition_is_not_ready_unknown_message) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client *c;
+    asb_sandbox *sb;
+    asb_error err;
+    asb_sandbox_state st = (asb_sandbox_state)0;
+    char msg[64];
+    ASBT_CHECK(rec != NULL);
+    c = apiserver_client(rec, &err);
+    ASBT_CHECK(c != NULL);
+    sb = asb__new_handle(c, "sandbox-claim-00000001", "sb-1", "default");
+    ASBT_CHECK(sb != NULL);
+    sb->next = c->handles;
+    c->handles = sb;
+    recorder_reply(rec, 200, "{\"kind\":\"Sandbox\",\"status\":{\"conditions\":[{\"type\":\"Other\","
+                             "\"status\":\"True\",\"message\":\"not this one\"}]}}");
+    ASBT_EQ_RES(asb_sandbox_status(sb, &st, msg, sizeof msg, &err), ASB_OK);
+    ASBT_EQ_INT(st, ASB_SANDBOX_NOT_READY);
+    ASBT_EQ_STR(msg, "Unknown message");
+    recorder_reply(rec, 200, "{\"kind\":\"Sandbox\",\"status\":{\"conditions\":[{\"type\":\"Ready\","
+                             "\"status\":\"False\",\"message\":\"pod pending\"}]}}");
+    ASBT_EQ_RES(asb_sandbox_status(sb, &st, msg, sizeof msg, &err), ASB_OK);
+    ASBT_EQ_INT(st, ASB_SANDBOX_NOT_READY);
+    ASBT_EQ_STR(msg, "pod pending");
+    asb_client_free(c);
+    recorder_stop(rec);
+}
+
 ASBT_LIST(
     ASBT_CASE(pod_ip_prefers_ipv4_unmaps_and_skips_invalid_entries)
     ASBT_CASE(a_create_whose_answer_was_lost_deletes_its_claim_by_name)
@@ -1745,5 +1775,6 @@ ASBT_LIST(
     ASBT_CASE(a_named_claim_whose_answer_was_lost_is_never_deleted_blind)
     ASBT_CASE(terminate_is_pinned_to_the_claims_uid)
     ASBT_CASE(the_tunnel_port_is_the_one_kubectl_announces_and_odd_output_is_refused)
+    ASBT_CASE(status_without_a_ready_condition_is_not_ready_unknown_message)
 )
 ASBT_MAIN()

@@ -2659,6 +2659,499 @@ ASBT_TEST(gateway_https_reaches_the_router_through_a_tls_terminator) {
     tt_stop(&t);
 }
 
+/* -- Python SDK 1.0.8 parity: v1beta1 options, named claims, terminal
+   reasons (issue 13) -------------------------------------------------------- */
+
+/* A template (and, on v1beta1, a warm pool of 0 over it) made for one
+   case: `extra` goes into the template's spec (policies), `probe_port`
+   is where its readiness probe looks (8888: the runtime; anything else:
+   never Ready). */
+static int make_template(asb_client *c, const char *name, const char *extra, int probe_port) {
+    char js[2048], av[96];
+    asb_kube_resource tres = {"extensions.agents.x-k8s.io", c->api_version, "sandboxtemplates"};
+    asb_kube_resource pres = {"extensions.agents.x-k8s.io", c->api_version, "sandboxwarmpools"};
+    asb_error err;
+    snprintf(av, sizeof av, "extensions.agents.x-k8s.io/%s", c->api_version);
+    asb_kube_delete(c->kube, &pres, "default", name, NULL);
+    asb_kube_delete(c->kube, &tres, "default", name, NULL);
+    snprintf(js, sizeof js,
+             "{\"apiVersion\":\"%s\",\"kind\":\"SandboxTemplate\",\"metadata\":{\"name\":\"%s\"},"
+             "\"spec\":{%s\"podTemplate\":{\"spec\":{\"containers\":[{\"name\":\"python-runtime\","
+             "\"image\":\"agentsandbox-runtime:local\",\"ports\":[{\"containerPort\":8888}],"
+             "\"readinessProbe\":{\"httpGet\":{\"path\":\"/\",\"port\":%d},\"periodSeconds\":1}}],"
+             "\"restartPolicy\":\"OnFailure\"}}}}",
+             av, name, extra ? extra : "", probe_port);
+    if (asb_kube_create(c->kube, &tres, "default", js, strlen(js), NULL, &err) != ASB_OK) {
+        fprintf(stderr, "    template %s: %s\n", name, err.message);
+        return 0;
+    }
+    if (!is_v05()) return 1;
+    snprintf(js, sizeof js,
+             "{\"apiVersion\":\"%s\",\"kind\":\"SandboxWarmPool\",\"metadata\":{\"name\":\"%s\"},"
+             "\"spec\":{\"replicas\":0,\"sandboxTemplateRef\":{\"name\":\"%s\"}}}",
+             av, name, name);
+    if (asb_kube_create(c->kube, &pres, "default", js, strlen(js), NULL, &err) != ASB_OK) {
+        fprintf(stderr, "    warm pool %s: %s\n", name, err.message);
+        return 0;
+    }
+    return 1;
+}
+
+static void drop_template(asb_client *c, const char *name) {
+    asb_kube_resource tres = {"extensions.agents.x-k8s.io", c->api_version, "sandboxtemplates"};
+    asb_kube_resource pres = {"extensions.agents.x-k8s.io", c->api_version, "sandboxwarmpools"};
+    if (is_v05()) asb_kube_delete(c->kube, &pres, "default", name, NULL);
+    asb_kube_delete(c->kube, &tres, "default", name, NULL);
+}
+
+/* Create options for `name` (a template on v1alpha1, its pool on v1beta1). */
+static const char *target(const char *name, asb_create_opts *o) {
+    memset(o, 0, sizeof *o);
+    if (!is_v05()) return name;
+    o->warm_pool = name;
+    return NULL;
+}
+
+/* A claim (not ours to name: raw, as another program would make it). */
+static int raw_claim(asb_client *c, const char *name, const char *tpl, char *uid, size_t cap) {
+    char js[1024];
+    asb_kube_resource res;
+    asb_buf out;
+    asb_json_doc d;
+    asb_error err;
+    int ok = 0;
+    snprintf(js, sizeof js,
+             "{\"apiVersion\":\"extensions.agents.x-k8s.io/%s\",\"kind\":\"SandboxClaim\","
+             "\"metadata\":{\"name\":\"%s\"},\"spec\":{\"%s\":{\"name\":\"%s\"}}}",
+             c->api_version, name, is_v05() ? "warmPoolRef" : "sandboxTemplateRef", tpl);
+    asb_buf_init(&out, NULL);
+    if (asb_kube_create(c->kube, asb__claims(c, &res), "default", js, strlen(js), &out, &err) ==
+            ASB_OK &&
+        asb_json_doc_parse(&d, out.ptr, out.len, NULL, NULL) == ASB_OK) {
+        ok = asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.uid"), uid, cap, NULL) == ASB_OK;
+        asb_json_doc_free(&d);
+    } else {
+        fprintf(stderr, "    raw claim %s: %s\n", name, err.message);
+    }
+    asb_buf_free(&out);
+    return ok;
+}
+
+/* The claim's UID now ("" when it is gone or on its way out). */
+static void claim_uid(asb_client *c, const char *name, char *uid, size_t cap) {
+    asb_kube_resource res;
+    asb_buf out;
+    asb_json_doc d;
+    uid[0] = '\0';
+    asb_buf_init(&out, NULL);
+    if (asb_kube_get(c->kube, asb__claims(c, &res), "default", name, &out, NULL) == ASB_OK &&
+        asb_json_doc_parse(&d, out.ptr, out.len, NULL, NULL) == ASB_OK) {
+        if (asb_json_find(&d, 0, "metadata.deletionTimestamp") < 0)
+            asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.uid"), uid, cap, NULL);
+        asb_json_doc_free(&d);
+    }
+    asb_buf_free(&out);
+}
+
+/* Deletes a claim by name and waits until it is gone (its finalizers,
+   if any, done), so the name is free again. */
+static void delete_claim_wait(asb_client *c, const char *name) {
+    asb_kube_resource res;
+    int i;
+    asb_kube_delete(c->kube, asb__claims(c, &res), "default", name, NULL);
+    for (i = 0; i < 200 && asb_kube_get(c->kube, &res, "default", name, NULL, NULL) == ASB_OK; i++)
+        asb__sleep_ms(50);
+}
+
+typedef struct bg_create {
+    asb_client *c;
+    const char *tpl;
+    asb_create_opts o;
+    asb_sandbox *sb;
+    asb_error err;
+    asb_result r;
+    int64_t ms;
+} bg_create;
+
+static void *bg_create_run(void *arg) {
+    bg_create *b = (bg_create *)arg;
+    int64_t t0 = asb__now_ms();
+    b->r = asb_client_create_sandbox(b->c, b->tpl, &b->o, &b->sb, &b->err);
+    b->ms = asb__now_ms() - t0;
+    return NULL;
+}
+
+/* v1beta1 options land on the Sandbox and its pod (v0.5.6); a v1alpha1
+   controller (v0.4.6) would drop them, so they are refused before any
+   claim is made. */
+ASBT_TEST(v1beta1_options_reach_the_sandbox_and_its_pod) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *sb = NULL;
+    asb_create_opts o;
+    asb_env_var env[1];
+    asb_label pl[1], pa[1];
+    const char *vct[1];
+    const char *tpl;
+    asb_kube_resource pods = {"", "v1", "pods"}, pvs = {"", "v1", "persistentvolumes"};
+    asb_kube_resource sbs;
+    asb_buf out;
+    asb_json_doc d;
+    char pv[600], want[300];
+    ASBT_CHECK(c != NULL);
+    if (!c) return;
+    ASBT_EQ_RES(asb__api_version(c, &err), ASB_OK);
+    env[0].name = "ASB_MODE";
+    env[0].value = "fast and \"quoted\"";
+    env[0].container_name = NULL;
+    pl[0].key = "sandbox.users.io/asb-test";
+    pl[0].value = "v1beta1";
+    pa[0].key = "asb.example.com/note";
+    pa[0].value = "from the claim";
+    vct[0] = "{\"metadata\":{\"name\":\"data\"},\"spec\":{\"storageClassName\":\"asb-manual\","
+             "\"accessModes\":[\"ReadWriteOnce\"],\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}}}";
+    if (!is_v05()) {
+        memset(&o, 0, sizeof o);
+        o.env = env;
+        o.env_count = 1;
+        ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", &o, &sb, &err),
+                    ASB_ERR_INVALID_ARGUMENT);
+        ASBT_CONTAINS(err.message, "need v1beta1 claims");
+        memset(&o, 0, sizeof o);
+        o.volume_claim_templates = vct;
+        o.volume_claim_template_count = 1;
+        ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", &o, &sb, &err),
+                    ASB_ERR_INVALID_ARGUMENT);
+        ASBT_CHECK(sb == NULL);
+        asb_client_free(c); /* the sweep checks that no claim was made */
+        return;
+    }
+    ASBT_CHECK(make_template(c, "asb-open", "\"envVarsInjectionPolicy\":\"Allowed\","
+                                            "\"volumeClaimTemplatesPolicy\":\"Allowed\",", 8888));
+    /* a volume for the claim's template: the PV binder in the real
+       controller manager binds it (kwok mounts nothing) */
+    snprintf(pv, sizeof pv,
+             "{\"apiVersion\":\"v1\",\"kind\":\"PersistentVolume\",\"metadata\":{\"name\":"
+             "\"asb-pv-%d\"},\"spec\":{\"storageClassName\":\"asb-manual\",\"capacity\":"
+             "{\"storage\":\"1Gi\"},\"accessModes\":[\"ReadWriteOnce\"],\"hostPath\":{\"path\":"
+             "\"/tmp/asb-pv-%d\"}}}",
+             (int)getpid(), (int)getpid());
+    ASBT_EQ_RES(asb_kube_create(c->kube, &pvs, NULL, pv, strlen(pv), NULL, &err), ASB_OK);
+    tpl = target("asb-open", &o);
+    o.env = env;
+    o.env_count = 1;
+    o.pod_labels = pl;
+    o.pod_label_count = 1;
+    o.pod_annotations = pa;
+    o.pod_annotation_count = 1;
+    o.volume_claim_templates = vct;
+    o.volume_claim_template_count = 1;
+    o.ready_timeout_ms = 120000;
+    if (asb_client_create_sandbox(c, tpl, &o, &sb, &err) != ASB_OK)
+        fprintf(stderr, "    %s\n", err.message);
+    ASBT_CHECK(sb != NULL);
+    if (sb) {
+        /* the Sandbox carries them */
+        sbs.group = "agents.x-k8s.io";
+        sbs.version = c->api_version;
+        sbs.plural = "sandboxes";
+        asb_buf_init(&out, NULL);
+        ASBT_EQ_RES(asb_kube_get(c->kube, &sbs, "default", asb_sandbox_name(sb), &out, &err), ASB_OK);
+        ASBT_EQ_RES(asb_json_doc_parse(&d, out.ptr, out.len, NULL, &err), ASB_OK);
+        ASBT_CHECK(asb_json_string_eq(&d, asb_json_find(&d, 0, "spec.volumeClaimTemplates.0.metadata.name"),
+                                      "data", 4));
+        asb_json_doc_free(&d);
+        /* and so does its pod: env, labels, annotations, the claim's volume */
+        out.len = 0;
+        ASBT_EQ_RES(asb_kube_get(c->kube, &pods, "default", asb_sandbox_pod_name(sb), &out, &err),
+                    ASB_OK);
+        ASBT_EQ_RES(asb_json_doc_parse(&d, out.ptr, out.len, NULL, &err), ASB_OK);
+        ASBT_CHECK(asb_json_string_eq(
+            &d, asb_json_find(&d, 0, "metadata.labels.sandbox\\.users\\.io/asb-test"), "v1beta1", 7));
+        ASBT_CHECK(asb_json_string_eq(
+            &d, asb_json_find(&d, 0, "metadata.annotations.asb\\.example\\.com/note"),
+            "from the claim", 14));
+        {
+            asb_json_iter it = asb_json_iter_begin(&d, asb_json_find(&d, 0, "spec.containers.0.env"));
+            int e, found = 0;
+            while (asb_json_iter_next(&d, &it, NULL, &e))
+                if (asb_json_string_eq(&d, asb_json_member(&d, e, "name", 4), "ASB_MODE", 8) &&
+                    asb_json_string_eq(&d, asb_json_member(&d, e, "value", 5), env[0].value,
+                                       strlen(env[0].value)))
+                    found = 1;
+            ASBT_CHECK(found);
+        }
+        snprintf(want, sizeof want, "data-%s", asb_sandbox_name(sb));
+        {
+            asb_json_iter it = asb_json_iter_begin(&d, asb_json_find(&d, 0, "spec.volumes"));
+            int v, found = 0;
+            while (asb_json_iter_next(&d, &it, NULL, &v))
+                if (asb_json_string_eq(&d, asb_json_find(&d, v, "persistentVolumeClaim.claimName"),
+                                       want, strlen(want)))
+                    found = 1;
+            ASBT_CHECK(found);
+        }
+        asb_json_doc_free(&d);
+        asb_buf_free(&out);
+        ASBT_CHECK(echo_ok(sb, "with options", 0));
+        ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    }
+    asb_client_free(c);
+    c = new_client(&err);
+    if (c && asb__api_version(c, &err) == ASB_OK) drop_template(c, "asb-open");
+    snprintf(pv, sizeof pv, "asb-pv-%d", (int)getpid());
+    if (c) asb_kube_delete(c->kube, &pvs, NULL, pv, NULL);
+    asb_client_free(c);
+}
+
+/* The reasons the controller never retries end the wait at once, with its
+   message, and the claim is deleted: the ones the real controller can be
+   made to report here. EnvVarsInjectionRejected, VolumeClaimTemplatesError
+   and InvalidMetadata come from claims the pool's template does not allow
+   (v0.5.6); PodFailed and PodSucceeded from a pod that ends before Ready
+   (its phase written as a kubelet writes it, through pods/status). */
+ASBT_TEST(v1beta1_terminal_reasons_fail_fast_and_delete_the_claim) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_create_opts o;
+    asb_sandbox *sb = NULL;
+    asb_env_var env[1];
+    asb_label pl[1];
+    const char *vct[1];
+    char name[64];
+    int i;
+    ASBT_CHECK(c != NULL);
+    if (!c) return;
+    ASBT_EQ_RES(asb__api_version(c, &err), ASB_OK);
+    env[0].name = "ASB_MODE";
+    env[0].value = "x";
+    env[0].container_name = NULL;
+    pl[0].key = "no-domain";
+    pl[0].value = "x";
+    vct[0] = "{\"metadata\":{\"name\":\"data\"},\"spec\":{\"accessModes\":[\"ReadWriteOnce\"],"
+             "\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}}}";
+    if (is_v05()) {
+        static const char *reasons[] = {"EnvVarsInjectionRejected", "VolumeClaimTemplatesError",
+                                        "InvalidMetadata"};
+        for (i = 0; i < 3; i++) {
+            int64_t t0;
+            asb_result r;
+            char uid[64];
+            memset(&o, 0, sizeof o);
+            o.warm_pool = "python-sandbox-warmpool"; /* its template allows neither */
+            snprintf(name, sizeof name, "asb-terminal-%d-%d", (int)getpid(), i);
+            o.claim_name = name;
+            o.ready_timeout_ms = 120000;
+            if (i == 0) {
+                o.env = env;
+                o.env_count = 1;
+            } else if (i == 1) {
+                o.volume_claim_templates = vct;
+                o.volume_claim_template_count = 1;
+            } else {
+                o.pod_labels = pl;
+                o.pod_label_count = 1;
+            }
+            t0 = asb__now_ms();
+            r = asb_client_create_sandbox(c, NULL, &o, &sb, &err);
+            ASBT_EQ_RES(r, ASB_ERR_CLAIM_FAILED);
+            ASBT_CONTAINS(err.message, reasons[i]);
+            ASBT_CHECK(strlen(err.message) > strlen(reasons[i]) + 30); /* the controller's words too */
+            ASBT_CHECK(asb__now_ms() - t0 < 60000);                    /* not the 120 s deadline */
+            claim_uid(c, name, uid, sizeof uid);
+            ASBT_EQ_STR(uid, "");                                      /* deleted */
+            fprintf(stderr, "    %s in %lld ms: %.160s\n", reasons[i],
+                    (long long)(asb__now_ms() - t0), err.message);
+        }
+    }
+    /* a pod that ends before it is Ready: PodFailed, then PodSucceeded */
+    ASBT_CHECK(make_template(c, "asb-unready", NULL, 8899)); /* its probe never passes */
+    for (i = 0; i < 2; i++) {
+        static const char *phase[] = {"Failed", "Succeeded"};
+        static const char *reason[] = {"PodFailed", "PodSucceeded"};
+        bg_create b;
+        pthread_t th;
+        asb_kube_resource pods = {"", "v1", "pods"}, res;
+        char patch[128], sbname[256] = "", uid[64];
+        int k, patched = 0;
+        memset(&b, 0, sizeof b);
+        b.c = c;
+        b.tpl = target("asb-unready", &b.o);
+        snprintf(name, sizeof name, "asb-podend-%d-%d", (int)getpid(), i);
+        b.o.claim_name = name;
+        b.o.ready_timeout_ms = 120000;
+        ASBT_EQ_INT(pthread_create(&th, NULL, bg_create_run, &b), 0);
+        /* the claim's sandbox, then its pod Running (unready), then the end */
+        for (k = 0; k < 600 && !patched; k++) {
+            asb_buf out;
+            asb_json_doc d;
+            asb__sleep_ms(100);
+            asb_buf_init(&out, NULL);
+            if (!sbname[0] &&
+                asb_kube_get(c->kube, asb__claims(c, &res), "default", name, &out, NULL) == ASB_OK &&
+                asb_json_doc_parse(&d, out.ptr, out.len, NULL, NULL) == ASB_OK) {
+                asb_json_get_string(&d, asb_json_find(&d, 0, "status.sandbox.name"), sbname,
+                                    sizeof sbname, NULL);
+                asb_json_doc_free(&d);
+            }
+            out.len = 0;
+            if (sbname[0] &&
+                asb_kube_get(c->kube, &pods, "default", sbname, &out, NULL) == ASB_OK &&
+                asb_json_doc_parse(&d, out.ptr, out.len, NULL, NULL) == ASB_OK) {
+                int running = asb_json_string_eq(&d, asb_json_find(&d, 0, "status.phase"), "Running", 7);
+                asb_json_doc_free(&d);
+                if (running) {
+                    char path[400];
+                    snprintf(patch, sizeof patch, "{\"status\":{\"phase\":\"%s\"}}", phase[i]);
+                    snprintf(path, sizeof path, "/api/v1/namespaces/default/pods/%s/status", sbname);
+                    if (asb_kube_request(c->kube, "PATCH", path, "application/merge-patch+json", patch,
+                                         strlen(patch), NULL, &err) == ASB_OK)
+                        patched = 1;
+                    else
+                        fprintf(stderr, "    patch: %s\n", err.message);
+                }
+            }
+            asb_buf_free(&out);
+        }
+        ASBT_CHECK(patched);
+        pthread_join(th, NULL);
+        ASBT_EQ_RES(b.r, ASB_ERR_CLAIM_FAILED);
+        ASBT_CONTAINS(b.err.message, reason[i]);
+        ASBT_CHECK(b.ms < 100000);
+        claim_uid(c, name, uid, sizeof uid);
+        ASBT_EQ_STR(uid, "");
+        fprintf(stderr, "    %s: %.160s\n", reason[i], b.err.message);
+        if (b.sb) asb_sandbox_terminate(b.sb, NULL);
+    }
+    drop_template(c, "asb-unready");
+    asb_client_free(c);
+}
+
+/* Named claims: the name is taken (409, how to attach), adopt_existing
+   attaches, a claim deleted and re-created under the name during a wait
+   ends the wait and is never deleted by it, a handle's terminate never
+   deletes the newcomer, get_sandbox moves to the new claim, and
+   cleanup_on_free leaves a named claim alone. */
+ASBT_TEST(v1beta1_named_claims_adopt_and_pin_the_uid) {
+    asb_error err;
+    asb_client *c = new_client(&err), *c2 = new_client(&err);
+    asb_create_opts o;
+    asb_sandbox *sb = NULL, *sb2 = NULL, *again = NULL;
+    const char *pool_or_tpl = is_v05() ? "python-sandbox-warmpool" : "python-sandbox-template";
+    char name[64], uid[64], uid2[64];
+    const char *tpl;
+    ASBT_CHECK(c != NULL && c2 != NULL);
+    if (!c || !c2) return;
+    ASBT_EQ_RES(asb__api_version(c, &err), ASB_OK);
+    snprintf(name, sizeof name, "asb-named-%d.team", (int)getpid());
+    tpl = target(pool_or_tpl, &o);
+    o.claim_name = name;
+    ASBT_EQ_RES(asb_client_create_sandbox(c, tpl, &o, &sb, &err), ASB_OK);
+    ASBT_CHECK(sb != NULL);
+    if (!sb) return;
+    ASBT_EQ_STR(asb_sandbox_claim_name(sb), name);
+    claim_uid(c, name, uid, sizeof uid);
+    ASBT_EQ_STR(sb->uid, uid);
+    /* taken: 409 with the way out; nothing deleted */
+    ASBT_EQ_RES(asb_client_create_sandbox(c2, tpl, &o, &sb2, &err), ASB_ERR_KUBE_API);
+    ASBT_EQ_INT(err.http_status, 409);
+    ASBT_CONTAINS(err.message, "adopt_existing");
+    claim_uid(c, name, uid2, sizeof uid2);
+    ASBT_EQ_STR(uid2, uid);
+    /* adopted: the same claim and sandbox, usable */
+    o.adopt_existing = 1;
+    ASBT_EQ_RES(asb_client_create_sandbox(c2, tpl, &o, &sb2, &err), ASB_OK);
+    ASBT_CHECK(sb2 != NULL && sb2 != sb);
+    if (sb2) {
+        ASBT_EQ_STR(asb_sandbox_name(sb2), asb_sandbox_name(sb));
+        ASBT_EQ_STR(sb2->uid, uid);
+        ASBT_CHECK(echo_ok(sb2, "adopted", 0));
+    }
+    /* adopting it for another template or pool is refused, and it stays */
+    {
+        asb_create_opts w;
+        asb_sandbox *x = NULL;
+        const char *wt = target(is_v05() ? "other-pool" : "other-template", &w);
+        w.claim_name = name;
+        w.adopt_existing = 1;
+        ASBT_EQ_RES(asb_client_create_sandbox(c2, wt, &w, &x, &err), ASB_ERR_INVALID_ARGUMENT);
+        ASBT_CONTAINS(err.message, "not \"other-");
+        claim_uid(c, name, uid2, sizeof uid2);
+        ASBT_EQ_STR(uid2, uid);
+    }
+    /* the claim is deleted and made again under the same name (by someone
+       else): the old handles' terminate leaves the newcomer alone, and
+       get_sandbox moves to it */
+    delete_claim_wait(c, name);
+    ASBT_CHECK(raw_claim(c, name, pool_or_tpl, uid2, sizeof uid2));
+    ASBT_CHECK(strcmp(uid2, uid) != 0);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb2, &err), ASB_OK);
+    claim_uid(c, name, uid, sizeof uid);
+    ASBT_EQ_STR(uid, uid2); /* still there */
+    ASBT_EQ_RES(asb_client_get_sandbox(c, name, NULL, 60000, &again, &err), ASB_OK);
+    ASBT_CHECK(again != NULL && again != sb);
+    ASBT_EQ_INT(asb_sandbox_is_active(sb), 0);
+    if (again) {
+        ASBT_EQ_STR(again->uid, uid2);
+        ASBT_EQ_RES(asb_sandbox_terminate(again, &err), ASB_OK);
+    }
+    delete_claim_wait(c, name);
+    asb_client_free(c2);
+    /* a wait pinned to its UID: deleted and re-created meanwhile */
+    ASBT_CHECK(make_template(c, "asb-unready", NULL, 8899));
+    {
+        bg_create b;
+        pthread_t th;
+        int k;
+        memset(&b, 0, sizeof b);
+        b.c = c;
+        b.tpl = target("asb-unready", &b.o);
+        b.o.claim_name = name;
+        b.o.ready_timeout_ms = 120000;
+        ASBT_EQ_INT(pthread_create(&th, NULL, bg_create_run, &b), 0);
+        for (k = 0; k < 200; k++) {
+            claim_uid(c, name, uid, sizeof uid);
+            if (uid[0]) break;
+            asb__sleep_ms(50);
+        }
+        ASBT_CHECK(uid[0] != '\0');
+        delete_claim_wait(c, name);
+        ASBT_CHECK(raw_claim(c, name, "asb-unready", uid2, sizeof uid2));
+        pthread_join(th, NULL);
+        ASBT_CHECK(b.r == ASB_ERR_METADATA || b.r == ASB_ERR_NOT_FOUND);
+        ASBT_CHECK(b.ms < 100000);
+        fprintf(stderr, "    the wait ended in %lld ms: %.160s\n", (long long)b.ms, b.err.message);
+        claim_uid(c, name, uid, sizeof uid);
+        ASBT_EQ_STR(uid, uid2); /* the newcomer was not deleted */
+        delete_claim_wait(c, name);
+    }
+    drop_template(c, "asb-unready");
+    asb_client_free(c);
+    /* cleanup_on_free deletes generated claims, never named ones */
+    {
+        asb_client_desc d;
+        asb_client *cc = NULL;
+        asb_sandbox *named = NULL;
+        memset(&d, 0, sizeof d);
+        d.kube.kubeconfig.path = kubeconfig;
+        d.cleanup_on_free = 1;
+        ASBT_EQ_RES(asb_client_create(&d, &cc, &err), ASB_OK);
+        tpl = target(pool_or_tpl, &o);
+        o.claim_name = name;
+        ASBT_EQ_RES(asb_client_create_sandbox(cc, tpl, &o, &named, &err), ASB_OK);
+        asb_client_free(cc);
+        c = new_client(&err);
+        ASBT_CHECK(c != NULL);
+        if (c) {
+            ASBT_EQ_RES(asb__api_version(c, &err), ASB_OK);
+            claim_uid(c, name, uid, sizeof uid);
+            ASBT_CHECK(uid[0] != '\0');
+            delete_claim_wait(c, name);
+            asb_client_free(c);
+        }
+    }
+}
+
 ASBT_LIST(
     ASBT_CASE(quick_start_create_run_write_read_exists_terminate)
     ASBT_CASE(missing_template_fails_fast_and_leaves_no_claim)
@@ -2677,6 +3170,9 @@ ASBT_LIST(
     ASBT_CASE(in_cluster_mode_talks_to_the_pod_ip_without_the_router)
     ASBT_CASE(in_cluster_mode_uses_the_service_name_when_the_pod_ip_is_refused)
     ASBT_CASE(warm_pool_claims_match_the_clusters_api_version)
+    ASBT_CASE(v1beta1_options_reach_the_sandbox_and_its_pod)
+    ASBT_CASE(v1beta1_terminal_reasons_fail_fast_and_delete_the_claim)
+    ASBT_CASE(v1beta1_named_claims_adopt_and_pin_the_uid)
     ASBT_CASE(close_connection_keeps_the_claim_and_options_reach_the_router)
     ASBT_CASE(gateway_mode_skips_bad_addresses_and_reaches_the_router)
     ASBT_CASE(router_503s_are_retried_for_gets_and_returned_once_for_posts)
