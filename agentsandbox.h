@@ -2034,7 +2034,9 @@ typedef struct asb_client_desc {
                                       on agent-sandbox v0.4.x, "v1beta1" on
                                       v0.5.x) */
     int cleanup_on_free;           /* default 0. 1: asb_client_free deletes
-                                      the claims of every live handle. For
+                                      the claims of every live handle but
+                                      those created with a claim_name (the
+                                      caller's, as in the Python SDK). For
                                       cleanup at exit, call asb_client_free
                                       from your own atexit() function: the
                                       library registers none (no global
@@ -2155,7 +2157,9 @@ typedef struct asb_create_opts {
                                       502, and a POST is never retried) */
     const char *claim_name;        /* default NULL: "sandbox-claim-" and 8
                                       random hex digits. Else this name (a
-                                      DNS-1123 subdomain, checked first),
+                                      DNS-1123 subdomain, checked first; on
+                                      a v1alpha1 cluster, where the sandbox
+                                      is named after it, a DNS-1123 label),
                                       and the claim is the caller's:
                                       asb_client_free leaves it alone even
                                       with cleanup_on_free */
@@ -14089,6 +14093,15 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
                          "create: env, pod_labels, pod_annotations and volume_claim_templates "
                          "need v1beta1 claims (agent-sandbox v0.5+); this cluster's claims "
                          "are v1alpha1, whose controller would drop them silently");
+    if (opts->claim_name && strcmp(c->api_version, "v1alpha1") == 0 &&
+        asb_dns_label_validate(opts->claim_name, strlen(opts->claim_name), NULL) != ASB_OK)
+        /* v1alpha1 names the Sandbox, its pod and Service after the claim,
+           and the router takes it as a DNS label (X-Sandbox-ID) */
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "create: on a v1alpha1 cluster the claim name is also the sandbox's "
+                         "and must be a DNS-1123 label (no '.', at most 63 characters): "
+                         "\"%.100s\"",
+                         opts->claim_name);
     if (opts->claim_name) {
         snprintf(claim, sizeof claim, "%s", opts->claim_name);
     } else {
