@@ -1416,14 +1416,14 @@ ASBT_TEST(a_named_claim_whose_answer_was_lost_is_never_deleted_blind) {
     c = apiserver_client(rec, &err);
     ASBT_CHECK(c != NULL);
     memset(&o, 0, sizeof o);
-    o.claim_name = "team.my-claim";
+    o.claim_name = "team-my-claim"; /* v1alpha1 (the recorder): a DNS label */
     recorder_drop(rec, 1);
     ASBT_CHECK(asb_client_create_sandbox(c, "tpl", &o, &sb, &err) != ASB_OK);
     ASBT_CHECK(sb == NULL);
     ASBT_EQ_INT(recorder_count(rec), 1);
     ASBT_CHECK(recorder_get(rec, 0, &q));
-    ASBT_CHECK(strstr(q.body, "\"name\":\"team.my-claim\"") != NULL);
-    ASBT_CONTAINS(err.message, "team.my-claim may exist now; it was left as it is");
+    ASBT_CHECK(strstr(q.body, "\"name\":\"team-my-claim\"") != NULL);
+    ASBT_CONTAINS(err.message, "team-my-claim may exist now; it was left as it is");
     recorder_reply(rec, 409, "{\"kind\":\"Status\",\"reason\":\"AlreadyExists\",\"code\":409}");
     ASBT_EQ_RES(asb_client_create_sandbox(c, "tpl", &o, &sb, &err), ASB_ERR_KUBE_API);
     ASBT_EQ_INT(err.http_status, 409);
@@ -1431,6 +1431,12 @@ ASBT_TEST(a_named_claim_whose_answer_was_lost_is_never_deleted_blind) {
     ASBT_EQ_INT(recorder_count(rec), 2); /* no DELETE, no GET */
     /* passing no err at all must not turn a 409 into anything else */
     ASBT_EQ_RES(asb_client_create_sandbox(c, "tpl", &o, &sb, NULL), ASB_ERR_KUBE_API);
+    /* v1alpha1 names the sandbox after the claim: a dotted name is
+       refused before anything is sent */
+    o.claim_name = "team.my-claim";
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "tpl", &o, &sb, &err), ASB_ERR_INVALID_ARGUMENT);
+    ASBT_CONTAINS(err.message, "must be a DNS-1123 label");
+    ASBT_EQ_INT(recorder_count(rec), 3);
     asb_client_free(c);
     recorder_stop(rec);
 }
