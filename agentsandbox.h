@@ -2022,7 +2022,8 @@ typedef struct asb_client_desc {
                                       sandboxes; its TLS and proxy do not
                                       (sandbox_tls below; no proxy) */
     asb_connection_mode mode;      /* default ASB_CONNECT_LOCAL_TUNNEL */
-    const char *direct_url;        /* ASB_CONNECT_DIRECT: the router's URL */
+    const char *direct_url;        /* ASB_CONNECT_DIRECT: the router's URL
+                                      (at most 512 bytes) */
     const char *router_namespace;  /* default "agent-sandbox-system" */
     const char *router_service;    /* default "sandbox-router-svc" */
     int router_port;               /* default 8080 */
@@ -13119,11 +13120,15 @@ static asb_result asb__gateway_base(asb_client *c, asb_error *err) {
     return ASB_OK;
 }
 
+/* The longest direct_url taken (the base URL buffer of a call is 600). */
+#define ASB__DIRECT_URL_MAX 512
+
 /* The base URL of the router, starting or rebuilding the tunnel. */
 static asb_result asb__router_base(asb_client *c, char *out, size_t cap, asb_error *err) {
     asb_result r = ASB_OK;
     if (c->mode == ASB_CONNECT_DIRECT) {
-        snprintf(out, cap, "%s", c->direct_url);
+        if ((size_t)snprintf(out, cap, "%s", c->direct_url) >= cap)
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "client: direct_url too long");
         return ASB_OK;
     }
     if (c->mode == ASB_CONNECT_GATEWAY) {
@@ -13197,6 +13202,11 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
             return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "client: ASB_CONNECT_DIRECT needs direct_url");
         r = asb_url_parse(desc->direct_url, strlen(desc->direct_url), &u, err);
         if (r != ASB_OK) return r;
+        /* each call copies it into a fixed buffer (asb__sb_call): a longer
+           one would be cut, sending calls to a shorter URL than asked */
+        if (strlen(desc->direct_url) > ASB__DIRECT_URL_MAX)
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "client: direct_url is longer than %d bytes", ASB__DIRECT_URL_MAX);
 #if !ASB_TLS
         if (u.is_https)
             return asb__fail(err, ASB_ERR_TLS_UNAVAILABLE,

@@ -80,6 +80,16 @@ ASBT_TEST(client_options_are_checked_before_anything_runs) {
     ASBT_CONTAINS(err.message, "direct_url");
     d.direct_url = "ftp://router";
     ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_ERR_INVALID_ARGUMENT);
+    {
+        /* a call copies the URL into a 600-byte buffer: one that would
+           not fit is refused here, never cut into a shorter URL there */
+        static char longurl[800];
+        memset(longurl, 'a', sizeof longurl - 1);
+        memcpy(longurl, "http://router.example/", 22);
+        d.direct_url = longurl;
+        ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_ERR_INVALID_ARGUMENT);
+        ASBT_CONTAINS(err.message, "direct_url is longer than 512 bytes");
+    }
 #if !ASB_TLS
     /* a TLS-less build says so when the client is made, not at a call */
     d.direct_url = "https://router.example";
