@@ -6655,7 +6655,13 @@ static asb_result asb__hp_parse_head(asb__http_parser *p) {
             p->has_length = 1;
             p->length = l;
         } else if (asb__ieq(line, (size_t)(colon - line), "transfer-encoding")) {
-            /* only "chunked" (the last and only coding we can undo) */
+            /* only "chunked" (the last and only coding we can undo), once:
+               a second line would mean chunked twice, and decoding once
+               would hand the inner framing over as data */
+            if (te_seen) {
+                p->error = "more than one Transfer-Encoding header";
+                return ASB_ERR_HTTP_PROTOCOL;
+            }
             te_seen = 1;
             if ((size_t)(ve - v) == 7 && asb__ieq(v, 7, "chunked"))
                 p->chunked = 1;
