@@ -1970,6 +1970,9 @@ typedef struct asb_watch_opts {
                                      watch then resumes; default 60 */
     int deadline_ms;              /* whole watch; default 0: no deadline */
     size_t max_event_bytes;       /* one event line; default 16 MiB */
+    const asb_cancel *cancel;     /* default NULL. Triggered: the watch
+                                     (waiting for events or pausing before
+                                     a resume) ends with ASB_ERR_CANCELLED */
 } asb_watch_opts;
 
 /* Streams events until the callback stops it, the deadline passes
@@ -2198,6 +2201,13 @@ typedef struct asb_create_opts {
                                       volumeClaimTemplatesPolicy decides
                                       (VolumeClaimTemplatesError if not) */
     size_t volume_claim_template_count;
+    const asb_cancel *cancel;      /* default NULL. Triggered from another
+                                      thread while the create waits for
+                                      Ready (or probes the runtime): it
+                                      returns ASB_ERR_CANCELLED at once, the
+                                      claim it made deleted (that delete is
+                                      not cancelled). The POST itself is
+                                      bounded by the client's timeouts */
 } asb_create_opts;
 
 /* Creates a SandboxClaim for `template_name` (v1alpha1) or for
@@ -12425,6 +12435,7 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
         req.fresh_connection = 1;
         req.read_timeout_ms = (tsec + 30) * 1000; /* watches are silent */
         if (deadline) req.timeout_ms = (int)(deadline - asb__now_ms()) + 1;
+        req.cancel = opts->cancel;
         w.lines.line.len = 0;
         w.gone = 0;
         w.fail = ASB_OK;
@@ -12471,7 +12482,10 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
                               "watch: deadline reached while restarting after 410 Gone");
                 break;
             }
-            asb__sleep_ms(pause);
+            if (asb__sleep_or_cancel(pause, opts->cancel)) {
+                r = asb__fail(err, ASB_ERR_CANCELLED, "watch: cancelled");
+                break;
+            }
             w.rv.len = 0;
             asb_buf_append(&w.rv, "0", 1);
             w.lines.stopped = 0;
@@ -12497,6 +12511,10 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
         } else if (status == 200) {
             refusals = 0; /* the server took the watch: count afresh */
         }
+        if (r == ASB_ERR_CANCELLED) {
+            asb__fail(err, r, "watch: cancelled");
+            break; /* the caller's word: never resumed */
+        }
         if (r == ASB_ERR_KUBE_API || r == ASB_ERR_NOT_FOUND || r == ASB_ERR_CREDENTIALS ||
             r == ASB_ERR_TLS_VERIFY || r == ASB_ERR_TLS_CONFIG || r == ASB_ERR_INVALID_ARGUMENT)
             break; /* the server said no: retrying will not change it */
@@ -12519,7 +12537,10 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
             asb__log(&kc->http_desc.log, ASB_LOG_WARN, "kube.watch.reconnect",
                      "watch %s: %s; resuming from resourceVersion %s in %d ms", base.ptr, last,
                      rvq, pause);
-            asb__sleep_ms(pause);
+            if (asb__sleep_or_cancel(pause, opts->cancel)) {
+                r = asb__fail(err, ASB_ERR_CANCELLED, "watch: cancelled");
+                break;
+            }
             backoff = backoff < 3200 ? backoff * 2 : 5000;
             r = ASB_OK;
             continue;
@@ -13685,7 +13706,8 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
    starting, or the router may not have the new pod): probe GET / until
    anything but a 5xx or a connection failure comes back, or the
    deadline. Any answer at all means the server is up. */
-static asb_result asb__wait_runtime(asb_sandbox *sb, int64_t deadline, asb_error *err) {
+static asb_result asb__wait_runtime(asb_sandbox *sb, int64_t deadline, const asb_cancel *cancel,
+                                    asb_error *err) {
     int64_t pause = 50;
     for (;;) {
         asb_http_request req;
@@ -13696,6 +13718,7 @@ static asb_result asb__wait_runtime(asb_sandbox *sb, int64_t deadline, asb_error
         memset(&once, 0, sizeof once);
         once.max_attempts = 1;
         req.retry = &once;
+        req.cancel = cancel;
         r = asb__sb_call(sb, &req, "/", 0, &resp, err);
         if (r == ASB_OK || r == ASB_ERR_NOT_FOUND ||
             (r == ASB_ERR_HTTP_STATUS && resp.status < 500)) {
@@ -13710,7 +13733,9 @@ static asb_result asb__wait_runtime(asb_sandbox *sb, int64_t deadline, asb_error
             return asb__fail(err, ASB_ERR_TIMEOUT,
                              "sandbox %s is Ready but its runtime did not answer in time (%s)",
                              sb->name, asb_result_str(r));
-        asb__sleep_ms(pause);
+        if (asb__sleep_or_cancel(pause, cancel))
+            return asb__fail(err, ASB_ERR_CANCELLED, "sandbox %s: cancelled while probing its runtime",
+                             sb->name);
         if (pause < 1000) pause *= 2;
     }
 }
@@ -14218,6 +14243,7 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
     wo.field_selector = sel;
     wo.resource_version = rv[0] ? rv : NULL;
     wo.deadline_ms = opts->ready_timeout_ms > 0 ? opts->ready_timeout_ms : 180000;
+    wo.cancel = opts->cancel;
     r = done ? ASB_OK : asb_kube_watch(c->kube, &res, ns, &wo, asb__claim_event, &cw, err);
     if (r == ASB_OK) r = cw.outcome;
     if (r != ASB_OK) {
@@ -14231,6 +14257,9 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
         else if (r == ASB_ERR_TIMEOUT)
             asb__fail(err, r, "sandbox claim %s not ready within %d ms%s%s", claim,
                       wo.deadline_ms, cw.reason[0] ? "; last reason: " : "", cw.reason);
+        else if (r == ASB_ERR_CANCELLED)
+            asb__fail(err, r, "sandbox claim %s: cancelled while waiting for Ready%s", claim,
+                      created ? "; the claim is deleted" : "");
         if (created &&
             asb_kube_delete_uid(c->kube, &res, ns, claim, cw.uid, &derr) != ASB_OK &&
             derr.code != ASB_ERR_NOT_FOUND && derr.http_status != 409 && err) {
@@ -14249,7 +14278,8 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
     }
     snprintf(sb->uid, sizeof sb->uid, "%s", cw.uid);
     sb->named = opts->claim_name != NULL;
-    r = opts->probe_runtime ? asb__wait_runtime(sb, t_start + wo.deadline_ms, err) : ASB_OK;
+    r = opts->probe_runtime ? asb__wait_runtime(sb, t_start + wo.deadline_ms, opts->cancel, err)
+                            : ASB_OK;
     if (r != ASB_OK) {
         if (created) asb_kube_delete_uid(c->kube, &res, ns, claim, cw.uid, NULL); /* no orphan */
         c->alloc.free_fn(sb, c->alloc.user_data);

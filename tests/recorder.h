@@ -50,6 +50,7 @@ typedef struct recorder {
     int delay_ms;                      /* the next request's answer waits
                                           this long (or until the client
                                           hangs up): a slow runtime */
+    int delay_skip;                    /* ... after this many requests */
     int drop;                          /* the next `drop` requests are
                                           read, recorded and answered by a
                                           close: an answer lost on the way */
@@ -159,7 +160,9 @@ static void recorder_serve(recorder *r, int c) {
         free(q);
         return;
     }
-    if (r->delay_ms > 0) {
+    if (r->delay_ms > 0 && r->delay_skip > 0) {
+        r->delay_skip--;
+    } else if (r->delay_ms > 0) {
         struct pollfd p;
         int ms = r->delay_ms;
         r->delay_ms = 0;
@@ -275,6 +278,15 @@ ASBT_UNUSED static void recorder_reply(recorder *r, int status, const char *body
 ASBT_UNUSED static void recorder_delay(recorder *r, int ms) {
     pthread_mutex_lock(&r->lock);
     r->delay_ms = ms;
+    r->delay_skip = 0;
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* The same for the request after the next `skip` ones. */
+ASBT_UNUSED static void recorder_delay_after(recorder *r, int skip, int ms) {
+    pthread_mutex_lock(&r->lock);
+    r->delay_ms = ms;
+    r->delay_skip = skip;
     pthread_mutex_unlock(&r->lock);
 }
 

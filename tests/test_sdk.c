@@ -994,6 +994,59 @@ ASBT_TEST(a_create_whose_answer_was_lost_deletes_its_claim_by_name) {
     recorder_stop(rec);
 }
 
+/* A create waiting for Ready is cancelled from another thread: it returns
+   ASB_ERR_CANCELLED at once and deletes the claim it made (that delete is
+   not cancelled). The recorder stands in for the apiserver: it takes the
+   POST and holds the watch open, as a controller that never binds would. */
+ASBT_TEST(a_create_waiting_for_ready_is_cancelled_and_deletes_its_claim) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client *c;
+    asb_sandbox *sb = NULL;
+    asb_create_opts o;
+    asb_error err;
+    canceller k;
+    pthread_t th;
+    recorder_request q;
+    int64_t latency;
+    char name[64], want[200];
+    asb_result r;
+    ASBT_CHECK(rec != NULL);
+    c = apiserver_client(rec, &err);
+    ASBT_CHECK(c != NULL);
+    recorder_reply(rec, 200, "{\"metadata\":{\"resourceVersion\":\"7\",\"uid\":\"u-1\"}}");
+    recorder_delay_after(rec, 1, 30000); /* the POST answers; the watch waits */
+    memset(&o, 0, sizeof o);
+    memset(&k, 0, sizeof k);
+    ASBT_EQ_RES(asb_cancel_create(NULL, &k.token, &err), ASB_OK);
+    o.cancel = k.token;
+    o.ready_timeout_ms = 60000;
+    k.after_ms = 500;
+    ASBT_CHECK(pthread_create(&th, NULL, cancel_later, &k) == 0);
+    r = asb_client_create_sandbox(c, "tpl", &o, &sb, &err);
+    latency = now_us() - k.at;
+    pthread_join(th, NULL);
+    ASBT_EQ_RES(r, ASB_ERR_CANCELLED);
+    ASBT_CHECK(sb == NULL);
+    ASBT_CONTAINS(err.message, "cancelled while waiting for Ready");
+    fprintf(stderr, "    create cancelled %lld us after the trigger\n", (long long)latency);
+    ASBT_CHECK(latency < 2000000);
+    /* POST, the watch, the DELETE of the claim it named */
+    ASBT_EQ_INT(recorder_count(rec), 3);
+    ASBT_CHECK(recorder_get(rec, 0, &q));
+    posted_claim_name(&q, name, sizeof name);
+    ASBT_CHECK(recorder_get(rec, 1, &q));
+    ASBT_CHECK(strncmp(q.head, "GET ", 4) == 0 && strstr(q.head, "watch=true") != NULL);
+    ASBT_CHECK(recorder_get(rec, 2, &q));
+    snprintf(want, sizeof want,
+             "DELETE /apis/extensions.agents.x-k8s.io/v1alpha1/namespaces/default/"
+             "sandboxclaims/%s HTTP/1.1\r\n", name);
+    if (strncmp(q.head, want, strlen(want)) != 0) fprintf(stderr, "    third:\n%.200s\n", q.head);
+    ASBT_CHECK(strncmp(q.head, want, strlen(want)) == 0);
+    asb_cancel_free(k.token);
+    asb_client_free(c);
+    recorder_stop(rec);
+}
+
 /* close_connection ends a handle's use of the connection, not its claim:
    delete_all deletes the claims of closed handles too. */
 ASBT_TEST(delete_all_deletes_the_claims_of_closed_handles_too) {
@@ -1768,6 +1821,7 @@ ASBT_LIST(
     ASBT_CASE(a_command_past_its_deadline_is_a_timeout_that_names_it)
     ASBT_CASE(cancel_from_another_thread_ends_a_waiting_call_at_once)
     ASBT_CASE(cancel_ends_a_tls_handshake_that_gets_no_answer)
+    ASBT_CASE(a_create_waiting_for_ready_is_cancelled_and_deletes_its_claim)
     ASBT_CASE(delete_all_deletes_the_claims_of_closed_handles_too)
     ASBT_CASE(the_claim_api_version_is_discovered_safely_from_many_threads)
     ASBT_CASE(kubectl_is_never_run_from_the_working_directory)
