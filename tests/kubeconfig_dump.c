@@ -1,6 +1,8 @@
 /* Prints what asb_kubeconfig_load resolves, as JSON, for the kubectl
    oracle test (tests/kubeconfig/oracle_test.py). Usage:
      kubeconfig_dump [--kubeconfig FILE] [--context NAME]
+   With ASB_DUMP_PATHS set, a KUBECONFIG list goes through
+   asb_kubeconfig_desc.paths instead (and KUBECONFIG is unset).
    Exit 0 with {"ok":true,...}, or 1 with {"ok":false,"error":"..."}. */
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
@@ -34,10 +36,22 @@ int main(int argc, char **argv) {
     asb_buf out;
     asb_json_writer w;
     int i;
+    const char *paths[32];
+    char list[8192];
     memset(&d, 0, sizeof d);
     for (i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--kubeconfig") == 0) d.path = argv[i + 1];
         if (strcmp(argv[i], "--context") == 0) d.context = argv[i + 1];
+    }
+    if (getenv("ASB_DUMP_PATHS") && getenv("KUBECONFIG")) {
+        /* the same list through asb_kubeconfig_desc.paths, with KUBECONFIG
+           gone: both must resolve as kubectl does */
+        char *p, *save = NULL;
+        snprintf(list, sizeof list, "%s", getenv("KUBECONFIG"));
+        unsetenv("KUBECONFIG");
+        for (p = strtok_r(list, ":", &save); p && d.path_count < 32; p = strtok_r(NULL, ":", &save))
+            paths[d.path_count++] = p;
+        d.paths = paths;
     }
     asb_buf_init(&out, NULL);
     asb_json_writer_init(&w, &out);

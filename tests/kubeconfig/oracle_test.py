@@ -135,6 +135,15 @@ def check_file(path, env_list=None):
                     origin = os.path.dirname(p)
                     break
         compare(label, expected(view, origin), got)
+        if env_list:
+            # the same list as asb_kubeconfig_desc.paths, no KUBECONFIG
+            penv = dict(env, ASB_DUMP_PATHS="1")
+            prc, pgot = ours(args, penv)
+            if prc != 0:
+                failed += 1
+                print("FAIL %s (paths): ours fails: %s" % (label, pgot.get("error")))
+            else:
+                compare(label + " (paths)", expected(view, origin), pgot)
 
 
 for name in sorted(os.listdir(os.path.join(HERE, "valid"))):
