@@ -9287,6 +9287,20 @@ static void asb__h2_wake(asb_h2_conn *h) {
     }
 }
 
+/* Drops the consumed front of a buffer read from *pos on: all of it when
+   everything was consumed, else by moving the rest down once the front
+   is the larger part (so each byte moves a bounded number of times). */
+static void asb__h2_compact(asb_buf *b, size_t *pos) {
+    if (*pos == 0) return;
+    if (*pos == b->len) {
+        b->len = *pos = 0;
+    } else if (*pos >= b->len - *pos) {
+        memmove(b->ptr, b->ptr + *pos, b->len - *pos);
+        b->len -= *pos;
+        *pos = 0;
+    }
+}
+
 /* Queues one frame (mu held). Out of memory kills the connection. */
 static void asb__h2_put_frame(asb_h2_conn *h, int type, int flags, uint32_t sid,
                               const void *payload, size_t len) {
@@ -9301,7 +9315,7 @@ static void asb__h2_put_frame(asb_h2_conn *h, int type, int flags, uint32_t sid,
     hd[6] = (unsigned char)(sid >> 16);
     hd[7] = (unsigned char)(sid >> 8);
     hd[8] = (unsigned char)sid;
-    if (h->out_pos && h->out_pos == h->out.len) h->out.len = h->out_pos = 0;
+    asb__h2_compact(&h->out, &h->out_pos);
     if (asb_buf_append(&h->out, hd, 9) != ASB_OK ||
         (len && asb_buf_append(&h->out, payload, len) != ASB_OK)) {
         h->dead = ASB_ERR_OUT_OF_MEMORY;
@@ -9621,7 +9635,9 @@ static void asb__h2_on_frame(asb_h2_conn *h, int type, int flags, uint32_t sid,
             }
             s->recv_window -= (int64_t)whole;
             s->consumed += (uint32_t)(whole - len); /* padding is read at once */
-            if (s->data_pos && s->data_pos == s->data.len) s->data.len = s->data_pos = 0;
+            /* what was read is reclaimed: a reader that is never quite
+               drained must not make the buffer grow with the transfer */
+            asb__h2_compact(&s->data, &s->data_pos);
             if (len && asb_buf_append(&s->data, p, len) != ASB_OK) {
                 asb__h2_stream_error(h, s, 2, ASB_ERR_OUT_OF_MEMORY, "out of memory");
                 return;

@@ -706,6 +706,38 @@ ASBT_TEST(process_v1_write_stdin_eof_and_empty_input_are_both_present) {
     asb_buf_free(&b);
 }
 
+ASBT_TEST(h2_a_reader_that_never_drains_fully_keeps_the_buffer_bounded) {
+    /* 16 MiB through a stream whose buffer is never empty when data
+       arrives: what was read must be reclaimed, or memory grows with
+       the whole transfer */
+    asb_h2_conn *h = offline_conn(65536);
+    asb_h2_stream *st = asb__h2_stream_new(h, 1);
+    asb_buf b, blk;
+    static char chunk[16384], sink[16384];
+    size_t n;
+    int i;
+    asb_buf_init(&b, NULL);
+    asb_buf_init(&blk, NULL);
+    asb__hpack_encode(&blk, ":status", "200");
+    frame(&b, ASB__H2_HEADERS, ASB__H2_END_HEADERS, 1, blk.ptr, blk.len);
+    frame(&b, ASB__H2_DATA, 0, 1, chunk, sizeof chunk);
+    asb__h2_on_bytes(h, b.ptr, b.len);
+    for (i = 0; i < 1024; i++) {
+        b.len = 0;
+        frame(&b, ASB__H2_DATA, 0, 1, chunk, sizeof chunk);
+        asb__h2_on_bytes(h, b.ptr, b.len);
+        ASBT_EQ_RES(asb_h2_stream_read(st, sink, sizeof sink, &n, NULL), ASB_OK);
+        ASBT_EQ_INT(n, sizeof sink);
+        h->out.len = h->out_pos = 0; /* the WINDOW_UPDATEs, as if sent */
+    }
+    ASBT_EQ_INT(h->dead, ASB_OK);
+    ASBT_CHECK(st->data.cap <= 4 * 65536);
+    asb_h2_stream_free(st);
+    asb_buf_free(&b);
+    asb_buf_free(&blk);
+    asb_h2_conn_free(h);
+}
+
 ASBT_LIST(ASBT_CASE(hpack_decodes_rfc7541_c3_requests_without_huffman)
           ASBT_CASE(hpack_decodes_rfc7541_c4_requests_with_huffman)
           ASBT_CASE(hpack_decodes_rfc7541_c5_responses_with_eviction)
@@ -726,6 +758,7 @@ ASBT_LIST(ASBT_CASE(hpack_decodes_rfc7541_c3_requests_without_huffman)
           ASBT_CASE(h2_settings_and_ping_are_acknowledged)
           ASBT_CASE(h2_headers_across_continuation_with_padding_then_padded_data)
           ASBT_CASE(h2_reading_gives_the_stream_window_back_in_halves)
+          ASBT_CASE(h2_a_reader_that_never_drains_fully_keeps_the_buffer_bounded)
           ASBT_CASE(h2_connection_errors_send_goaway_with_the_right_code)
           ASBT_CASE(h2_frame_over_our_max_frame_size_is_a_frame_size_error)
           ASBT_CASE(h2_goaway_fails_streams_above_its_last_id_only)
