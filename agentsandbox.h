@@ -334,6 +334,12 @@
                  cert/key, server_name override, insecure}; verification
                  on by default, TLS 1.2 at least, IP-address SANs checked
                  by the library.
+     HTTP/2      asb_h2_connect (h2c or TLS + ALPN h2; one I/O thread per
+                 connection) -> asb_h2_stream_open / _write / _read /
+                 _cancel; flow control, HPACK, GOAWAY.
+     gRPC        asb_grpc_call_start / _run (messages to a callback, one
+                 final call) / _cancel, asb_grpc_unary; asb_pb_* (the
+                 protobuf wire format).
      cancel      asb_cancel: a token any thread (or a signal handler)
                  triggers to end the blocking calls that hold it with
                  ASB_ERR_CANCELLED (asb_http_request.cancel,
