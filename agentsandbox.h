@@ -207,6 +207,12 @@
                                                    aliasing" past it).
      ASB_YAML_MAX_ANCHORS    1024     impl. file   anchors one document may
                                                    define.
+     ASB_PSA_EXTERNAL_RNG    1        impl. file   with an mbedTLS built with
+                                                   MBEDTLS_PSA_CRYPTO_EXTERNAL_RNG,
+                                                   the header defines its
+                                                   mbedtls_psa_external_get_random
+                                                   (getrandom, /dev/urandom);
+                                                   0: you define it.
 
    ===========================================================================
    CONVENTIONS
@@ -476,8 +482,12 @@
    sent; servers addressed by IP are verified against the certificate's
    IP-address SANs with mbedTLS 2.28 and 3.x alike, and get no SNI.
    Large bodies stream both ways (body_read / on_body) in constant memory.
-   getaddrinfo has no timeout of its own: a stuck resolver can outlast
-   connect_timeout_ms (loopback and IP literals never resolve).
+   Name resolution is bounded by connect_timeout_ms (getaddrinfo runs on a
+   helper thread; IP literals never ask a resolver), and with no
+   /etc/resolv.conf the error says so. No TLS is set up until the first
+   https:// connection; the system CA bundle honours SSL_CERT_FILE and
+   SSL_CERT_DIR. No request path needs more than 32 KiB of stack
+   (tests/test_static.c measures it).
 
    ===========================================================================
    HTTP2 AND GRPC
@@ -653,6 +663,19 @@
     !defined(_DEFAULT_SOURCE)
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE 1
+#if defined(__APPLE__) && !defined(_DARWIN_C_SOURCE)
+#define _DARWIN_C_SOURCE 1 /* _POSIX_C_SOURCE alone hides SO_NOSIGPIPE */
+#endif
+#endif
+/* 64-bit time and file offsets on 32-bit glibc too (deadlines and file
+   times past 2038, files over 2 GiB); the public API carries neither
+   time_t nor off_t, so other files may be built without them. glibc wants
+   both or neither; musl and 64-bit targets ignore them. */
+#if defined(AGENTSANDBOX_IMPLEMENTATION) && !defined(_FILE_OFFSET_BITS)
+#define _FILE_OFFSET_BITS 64
+#endif
+#if defined(AGENTSANDBOX_IMPLEMENTATION) && !defined(_TIME_BITS) && _FILE_OFFSET_BITS == 64
+#define _TIME_BITS 64
 #endif
 
 #ifndef AGENTSANDBOX_H
@@ -2570,9 +2593,11 @@ ASB_API const char *asb_tls_backend(void);
 #endif
 
 #if ASB_TLS
+#ifndef ASB_PSA_EXTERNAL_RNG
+#define ASB_PSA_EXTERNAL_RNG 1
+#endif
 #include <mbedtls/version.h>
 #include <mbedtls/ctr_drbg.h>
-#include <mbedtls/entropy.h>
 #include <mbedtls/error.h>
 #include <mbedtls/net_sockets.h> /* only for its MBEDTLS_ERR_NET_* codes */
 #include <mbedtls/pk.h>
@@ -2645,38 +2670,44 @@ static asb_result asb__allocator_resolve(const asb_allocator *in,
     return ASB_OK;
 }
 
-/* Fills buf with bytes from the kernel's CSPRNG. Never falls back to a
-   weaker source: claim names must not collide across processes. */
-static asb_result asb__random_bytes(void *buf, size_t len) {
+/* Fills buf with bytes from the kernel's CSPRNG: the getrandom system call
+   (Linux, no file needed: a static binary in an empty root has no /dev),
+   else /dev/urandom. Never falls back to a weaker source: claim names must
+   not collide across processes, and TLS keys are drawn from it. On
+   failure, why (if not NULL) names each source and its errno. */
+static asb_result asb__random_bytes_why(void *buf, size_t len, char *why, size_t cap) {
     unsigned char *p = (unsigned char *)buf;
+    int gr_err = ENOSYS, fd;
 #if defined(__linux__) && defined(SYS_getrandom)
     while (len > 0) {
         long n = syscall(SYS_getrandom, p, len, 0);
         if (n < 0) {
             if (errno == EINTR) continue;
-            break; /* ENOSYS on old kernels: use the device below */
+            gr_err = errno;
+            break; /* ENOSYS on old kernels, EPERM under seccomp: the device */
         }
         p += n;
         len -= (size_t)n;
     }
     if (len == 0) return ASB_OK;
 #endif
-    {
-        int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-        if (fd < 0) return ASB_ERR_IO;
-        while (len > 0) {
-            ssize_t n = read(fd, p, len);
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) {
-                close(fd);
-                return ASB_ERR_IO;
-            }
-            p += n;
-            len -= (size_t)n;
-        }
-        close(fd);
+    fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    while (fd >= 0 && len > 0) {
+        ssize_t n = read(fd, p, len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        p += n;
+        len -= (size_t)n;
     }
-    return ASB_OK;
+    if (len > 0 && why)
+        snprintf(why, cap, "no random source: getrandom failed (%s) and /dev/urandom %s",
+                 strerror(gr_err), fd < 0 ? strerror(errno) : "gave no bytes");
+    if (fd >= 0) close(fd);
+    return len == 0 ? ASB_OK : ASB_ERR_IO;
+}
+
+static asb_result asb__random_bytes(void *buf, size_t len) {
+    return asb__random_bytes_why(buf, len, NULL, 0);
 }
 
 /* Descriptors are born close-on-exec: a program's other thread may
@@ -5839,15 +5870,24 @@ static asb_result asb__read_file(const asb_allocator *a, const char *path, char 
                                  size_t *len, size_t max) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     asb_buf b;
-    char chunk[16384];
     asb_result r = ASB_OK;
     *out = NULL;
     *len = 0;
     if (fd < 0) return ASB_ERR_IO;
     asb_buf_init(&b, a);
     b.wipe = 1; /* kubeconfigs, token and key files: no copy left behind */
+    /* Read straight into the buffer: no stack copy of a secret to wipe,
+       and no 16 KiB frame on a small thread stack. One byte more than
+       max is asked for, so a file of exactly max bytes is still whole. */
     for (;;) {
-        ssize_t n = read(fd, chunk, sizeof chunk);
+        size_t want = 16384;
+        ssize_t n;
+        if (want > max + 1 - b.len) want = max + 1 - b.len;
+        if (asb_buf_reserve(&b, want) != ASB_OK) {
+            r = ASB_ERR_OUT_OF_MEMORY;
+            break;
+        }
+        n = read(fd, b.ptr + b.len, want);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) {
             r = ASB_ERR_IO;
@@ -5858,13 +5898,9 @@ static asb_result asb__read_file(const asb_allocator *a, const char *path, char 
             r = ASB_ERR_TOO_LARGE;
             break;
         }
-        if (asb_buf_append(&b, chunk, (size_t)n) != ASB_OK) {
-            r = ASB_ERR_OUT_OF_MEMORY;
-            break;
-        }
+        b.len += (size_t)n;
     }
     close(fd);
-    asb__wipe(chunk, sizeof chunk);
     if (r == ASB_OK && asb_buf_reserve(&b, 0) != ASB_OK) r = ASB_ERR_OUT_OF_MEMORY;
     if (r != ASB_OK) {
         asb_buf_free(&b);
@@ -7036,6 +7072,9 @@ static int asb__sleep_or_cancel(int64_t ms, const asb_cancel *t) {
 
 /* -- connections ----------------------------------------------------------------- */
 
+/* A streamed request body goes out in pieces of this size (heap memory). */
+#define ASB__BODY_CHUNK 65536
+
 #define ASB__POOL_KEY_SIZE 300
 
 typedef struct asb__conn {
@@ -7148,6 +7187,124 @@ static int asb__set_cloexec_nonblock(int fd) {
     return 0;
 }
 
+/* -- name resolution, bounded ------------------------------------------------
+   getaddrinfo has no timeout of its own: with no nameserver answering,
+   musl retries for 30 s and glibc for 5-10 s, far past connect_timeout_ms.
+   A host name is therefore resolved on a detached helper thread while the
+   caller waits on a pipe (with the deadline and the cancel token); a
+   lookup that outlives its caller finishes alone and frees its record.
+   The record uses libc's heap, not the client's allocator: it may outlive
+   the client (getaddrinfo allocates with libc anyway). IP literals are
+   resolved inline (AI_NUMERICHOST never asks a resolver). */
+typedef struct asb__lookup {
+    pthread_mutex_t lock;
+    int refs;              /* the caller and the thread */
+    int rc;
+    int fds[2];            /* the caller's read end sees EOF once the
+                              thread, done, closes the write end */
+    struct addrinfo *res;
+    struct addrinfo hints;
+    char host[256], port[8];
+} asb__lookup;
+
+/* Each side closes its own end of the pipe, then lets go of the record. */
+static void asb__lookup_release(asb__lookup *l, int end) {
+    int last;
+    close(l->fds[end]);
+    pthread_mutex_lock(&l->lock);
+    last = --l->refs == 0;
+    pthread_mutex_unlock(&l->lock);
+    if (!last) return;
+    if (l->res) freeaddrinfo(l->res);
+    pthread_mutex_destroy(&l->lock);
+    free(l);
+}
+
+static void *asb__lookup_thread(void *arg) {
+    asb__lookup *l = (asb__lookup *)arg;
+    struct addrinfo *res = NULL;
+    int rc = getaddrinfo(l->host, l->port, &l->hints, &res);
+    pthread_mutex_lock(&l->lock);
+    l->rc = rc;
+    l->res = res;
+    pthread_mutex_unlock(&l->lock);
+    asb__lookup_release(l, 1); /* EOF for the caller: done */
+    return NULL;
+}
+
+/* getaddrinfo within the deadline. Returns 0 or an EAI_* code; *timed_out
+   1 when the deadline passed first, -2 when the cancel token fired. */
+static int asb__resolve(asb__conn *c, const char *host, const char *port,
+                        const struct addrinfo *hints, int64_t deadline,
+                        struct addrinfo **res, int *timed_out) {
+    asb__lookup *l;
+    pthread_t th;
+    pthread_attr_t at;
+    unsigned char ip[16];
+    int rc, started;
+    *res = NULL;
+    *timed_out = 0;
+    if (asb__ip_literal(host, strlen(host), ip) > 0 || strlen(host) >= sizeof l->host)
+        return getaddrinfo(host, port, hints, res);
+    l = (asb__lookup *)calloc(1, sizeof *l);
+    if (!l) return EAI_MEMORY;
+    if (asb__pipe_cloexec(l->fds) != 0) {
+        free(l);
+        return getaddrinfo(host, port, hints, res);
+    }
+    pthread_mutex_init(&l->lock, NULL);
+    l->refs = 2;
+    l->hints = *hints;
+    snprintf(l->host, sizeof l->host, "%s", host);
+    snprintf(l->port, sizeof l->port, "%s", port);
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    /* glibc's resolver wants more than musl's 128 KiB default at times */
+    pthread_attr_setstacksize(&at, 256 * 1024);
+    started = pthread_create(&th, &at, asb__lookup_thread, l) == 0;
+    pthread_attr_destroy(&at);
+    if (!started) {
+        l->refs = 1;
+        close(l->fds[1]);
+        asb__lookup_release(l, 0);
+        return getaddrinfo(host, port, hints, res);
+    }
+    for (;;) {
+        struct pollfd pfd[2];
+        int64_t left = deadline - asb__now_ms();
+        int w;
+        if (left <= 0) {
+            *timed_out = 1;
+            break;
+        }
+        pfd[0].fd = l->fds[0];
+        pfd[0].events = POLLIN;
+        pfd[0].revents = 0;
+        pfd[1].fd = c->cancel ? c->cancel->rfd : -1;
+        pfd[1].events = POLLIN;
+        pfd[1].revents = 0;
+        w = poll(pfd, c->cancel ? 2 : 1, left > INT_MAX ? INT_MAX : (int)left);
+        if (w > 0 && pfd[1].revents) {
+            *timed_out = -2;
+            break;
+        }
+        if (w > 0) break;
+        if (w < 0 && errno != EINTR) {
+            *timed_out = 1;
+            break;
+        }
+    }
+    pthread_mutex_lock(&l->lock);
+    rc = l->rc;
+    if (!*timed_out) {
+        *res = l->res; /* ours now */
+        l->res = NULL;
+    }
+    pthread_mutex_unlock(&l->lock);
+    asb__lookup_release(l, 0);
+    return *timed_out ? EAI_AGAIN : rc;
+}
+
 /* Resolves and connects, trying each address in turn within the timeout.
    The socket is non-blocking and close-on-exec. */
 static asb_result asb__tcp_connect(asb__conn *c, const char *host, int port,
@@ -7163,10 +7320,24 @@ static asb_result asb__tcp_connect(asb__conn *c, const char *host, int port,
     hints.ai_flags = AI_NUMERICSERV;
     snprintf(portstr, sizeof portstr, "%d", port);
     asb__quote(hq, sizeof hq, host, strlen(host), 80);
-    rc = getaddrinfo(host, portstr, &hints, &res);
-    if (rc != 0)
-        return asb__fail(err, ASB_ERR_DNS, "cannot resolve \"%s\": %s", hq,
-                         gai_strerror(rc));
+    rc = asb__resolve(c, host, portstr, &hints, deadline, &res, &timed_out);
+    if (timed_out == -2) {
+        c->cancelled = 1;
+        return asb__fail(err, ASB_ERR_CANCELLED, "resolving \"%s\": cancelled", hq);
+    }
+    if (rc != 0) {
+        /* no resolver configured (a scratch container): say so */
+        int none = access("/etc/resolv.conf", F_OK) != 0;
+        const char *hint = none ? " (no /etc/resolv.conf: no DNS resolver is configured; "
+                                  "use an IP address or list the name in /etc/hosts)"
+                                : "";
+        if (timed_out)
+            return asb__fail(err, ASB_ERR_TIMEOUT,
+                             "cannot resolve \"%s\": no answer within the connect timeout%s",
+                             hq, hint);
+        return asb__fail(err, ASB_ERR_DNS, "cannot resolve \"%s\": %s%s", hq,
+                         gai_strerror(rc), hint);
+    }
     for (ai = res; ai; ai = ai->ai_next) {
         int fd = asb__socket_cloexec(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
         int one = 1;
@@ -7249,10 +7420,10 @@ typedef struct asb__tls {
     mbedtls_x509_crt ca;
     mbedtls_x509_crt cert;
     mbedtls_pk_context key;
-    mbedtls_entropy_context entropy;
-    mbedtls_ctr_drbg_context drbg;
+    mbedtls_ctr_drbg_context drbg; /* seeded from asb__random_bytes */
     pthread_mutex_t rng_lock; /* the DRBG is shared by every connection */
     int has_ca, has_cert, insecure;
+    int ca_from_env;        /* SSL_CERT_FILE / SSL_CERT_DIR were set */
     char *server_name;
     /* Sessions from verified connections, resumed by the next connection
        to the same endpoint: an abbreviated handshake skips the key
@@ -7277,6 +7448,30 @@ static const uint16_t asb__sig_algs[] = {
     MBEDTLS_TLS1_3_SIG_RSA_PKCS1_SHA384,       MBEDTLS_TLS1_3_SIG_RSA_PKCS1_SHA512,
     MBEDTLS_TLS1_3_SIG_RSA_PSS_RSAE_SHA256,    MBEDTLS_TLS1_3_SIG_RSA_PSS_RSAE_SHA384,
     MBEDTLS_TLS1_3_SIG_RSA_PSS_RSAE_SHA512,    MBEDTLS_TLS1_3_SIG_NONE};
+#endif
+
+/* The DRBG's seed: the kernel, never mbedTLS's entropy module (which
+   opens /dev/urandom on musl: absent in a minimal container). */
+static int asb__tls_entropy(void *ctx, unsigned char *out, size_t len) {
+    (void)ctx;
+    return asb__random_bytes(out, len) == ASB_OK ? 0
+                                                 : MBEDTLS_ERR_CTR_DRBG_ENTROPY_SOURCE_FAILED;
+}
+
+#if defined(MBEDTLS_PSA_CRYPTO_EXTERNAL_RNG) && ASB_PSA_EXTERNAL_RNG
+/* An mbedTLS built with MBEDTLS_PSA_CRYPTO_EXTERNAL_RNG (make static builds
+   it so) asks the application for PSA's randomness: here it is the same
+   kernel source, so nothing in mbedTLS needs /dev. Not asb_-prefixed: the
+   name is mbedTLS's; define ASB_PSA_EXTERNAL_RNG 0 to supply your own. */
+psa_status_t mbedtls_psa_external_get_random(mbedtls_psa_external_random_context_t *context,
+                                             uint8_t *output, size_t output_size,
+                                             size_t *output_length) {
+    (void)context;
+    if (asb__random_bytes(output, output_size) != ASB_OK)
+        return PSA_ERROR_INSUFFICIENT_ENTROPY;
+    *output_length = output_size;
+    return PSA_SUCCESS;
+}
 #endif
 
 static int asb__tls_rng(void *ctx, unsigned char *out, size_t len) {
@@ -7351,6 +7546,12 @@ static const char *asb__system_ca_files[] = {
     "/etc/ssl/cert.pem",                  /* macOS, BSDs, Alpine */
     NULL};
 
+static int asb__tls_config_empty(const asb_tls_config *c) {
+    return !c->ca_file && !c->ca_dir && !c->ca_data && !c->client_cert_file &&
+           !c->client_cert_data && !c->client_key_file && !c->client_key_data &&
+           !c->server_name && !c->insecure_skip_verify;
+}
+
 static void asb__tls_free(asb__tls *t, const asb_allocator *a) {
     int i;
     if (!t) return;
@@ -7361,7 +7562,6 @@ static void asb__tls_free(asb__tls *t, const asb_allocator *a) {
     mbedtls_x509_crt_free(&t->cert);
     mbedtls_pk_free(&t->key);
     mbedtls_ctr_drbg_free(&t->drbg);
-    mbedtls_entropy_free(&t->entropy);
     pthread_mutex_destroy(&t->rng_lock);
     if (t->server_name) a->free_fn(t->server_name, a->user_data);
     a->free_fn(t, a->user_data);
@@ -7393,15 +7593,40 @@ static asb_result asb__tls_create(const asb_tls_config *cfg, const asb_allocator
     mbedtls_x509_crt_init(&t->ca);
     mbedtls_x509_crt_init(&t->cert);
     mbedtls_pk_init(&t->key);
-    mbedtls_entropy_init(&t->entropy);
     mbedtls_ctr_drbg_init(&t->drbg);
+    {
+        /* The library's own source first, so its absence is named. */
+        unsigned char probe[16];
+        char why[200];
+        if (asb__random_bytes_why(probe, sizeof probe, why, sizeof why) != ASB_OK) {
+            asb__tls_free(t, a);
+            return asb__fail(err, ASB_ERR_TLS_CONFIG, "tls: %s", why);
+        }
+    }
 #if ASB__MBEDTLS3 && defined(MBEDTLS_PSA_CRYPTO_C)
-    if (psa_crypto_init() != PSA_SUCCESS) {
-        asb__tls_free(t, a);
-        return asb__fail(err, ASB_ERR_TLS_CONFIG, "tls: psa_crypto_init failed");
+    {
+        psa_status_t ps = psa_crypto_init();
+        if (ps != PSA_SUCCESS) {
+            asb__tls_free(t, a);
+#if defined(MBEDTLS_PSA_CRYPTO_EXTERNAL_RNG)
+            return asb__fail(err, ASB_ERR_TLS_CONFIG, "tls: psa_crypto_init failed (PSA %d)",
+                             (int)ps);
+#else
+            /* mbedTLS gathers PSA's entropy itself: getrandom only with
+               glibc, /dev/urandom elsewhere (musl), which an empty root
+               lacks. */
+            return asb__fail(err, ASB_ERR_TLS_CONFIG,
+                             "tls: psa_crypto_init failed (PSA %d): this mbedTLS reads its "
+                             "own entropy (/dev/urandom on musl and without glibc); "
+                             "provide /dev/urandom, or build mbedTLS with "
+                             "MBEDTLS_PSA_CRYPTO_EXTERNAL_RNG so it uses this library's "
+                             "getrandom source",
+                             (int)ps);
+#endif
+        }
     }
 #endif
-    r = mbedtls_ctr_drbg_seed(&t->drbg, mbedtls_entropy_func, &t->entropy,
+    r = mbedtls_ctr_drbg_seed(&t->drbg, asb__tls_entropy, NULL,
                               (const unsigned char *)pers, sizeof pers - 1);
     if (r != 0) {
         asb_result e = asb__tls_fail(err, r, "seeding the random generator");
@@ -7429,13 +7654,36 @@ static asb_result asb__tls_create(const asb_tls_config *cfg, const asb_allocator
         t->has_ca = 1;
     }
     if (!t->has_ca && !t->insecure) {
+        /* SSL_CERT_FILE / SSL_CERT_DIR, the convention of OpenSSL, curl, Go
+           and Python, replace the system locations when set: a minimal
+           container ships its bundle where it likes. The directory may be
+           a colon-separated list, as for OpenSSL. */
+        const char *ef = getenv("SSL_CERT_FILE"), *ed = getenv("SSL_CERT_DIR");
         int k;
-        for (k = 0; asb__system_ca_files[k]; k++) {
-            if (access(asb__system_ca_files[k], R_OK) == 0 &&
-                mbedtls_x509_crt_parse_file(&t->ca, asb__system_ca_files[k]) >= 0 &&
-                t->ca.version != 0) {
+        if ((ef && *ef) || (ed && *ed)) {
+            t->ca_from_env = 1;
+            if (ef && *ef && mbedtls_x509_crt_parse_file(&t->ca, ef) >= 0 &&
+                t->ca.version != 0)
                 t->has_ca = 1;
-                break;
+            while (ed && *ed) {
+                char dir[512];
+                size_t n = strcspn(ed, ":");
+                if (n > 0 && n < sizeof dir) {
+                    memcpy(dir, ed, n);
+                    dir[n] = '\0';
+                    if (mbedtls_x509_crt_parse_path(&t->ca, dir) >= 0 && t->ca.version != 0)
+                        t->has_ca = 1;
+                }
+                ed += n + (ed[n] == ':');
+            }
+        } else {
+            for (k = 0; asb__system_ca_files[k]; k++) {
+                if (access(asb__system_ca_files[k], R_OK) == 0 &&
+                    mbedtls_x509_crt_parse_file(&t->ca, asb__system_ca_files[k]) >= 0 &&
+                    t->ca.version != 0) {
+                    t->has_ca = 1;
+                    break;
+                }
             }
         }
         /* no bundle is not an error yet: only an https request needs one */
@@ -7646,9 +7894,13 @@ static asb_result asb__tls_handshake(asb__conn *c, asb__tls *t, const char *host
     asb__quote(hq, sizeof hq, name, strlen(name), 80);
     if (!t->has_ca && !t->insecure)
         return asb__fail(err, ASB_ERR_TLS_CONFIG,
-                         "tls: no CA certificates to verify %s (no system bundle "
-                         "found; set ca_file, ca_dir or ca_data)",
-                         hq);
+                         "tls: no CA certificates to verify %s (%s; set ca_file, ca_dir "
+                         "or ca_data, or SSL_CERT_FILE or SSL_CERT_DIR)",
+                         hq,
+                         t->ca_from_env ? "SSL_CERT_FILE / SSL_CERT_DIR name no readable "
+                                          "certificate"
+                                        : "no system bundle: /etc/ssl/certs/ca-certificates.crt "
+                                          "and the other usual places are missing");
     mbedtls_ssl_init(&c->ssl);
     c->tls_ready = 1;
     r = mbedtls_ssl_setup(&c->ssl, &t->conf);
@@ -7930,10 +8182,15 @@ ASB_API asb_result asb_http_client_create(const asb_http_client_desc *desc,
         return r;
     }
 #if ASB_TLS
-    r = asb__tls_create(&desc->tls, &a, &cl->tls, err);
-    if (r != ASB_OK) {
-        asb_http_client_free(cl);
-        return r;
+    /* Given TLS settings are checked now (a bad CA file fails here); with
+       none, TLS (PSA, the DRBG, the system bundle) waits for the first
+       https:// connection, so an http://-only client never sets it up. */
+    if (!asb__tls_config_empty(&desc->tls)) {
+        r = asb__tls_create(&desc->tls, &a, &cl->tls, err);
+        if (r != ASB_OK) {
+            asb_http_client_free(cl);
+            return r;
+        }
     }
 #endif
     *out = cl;
@@ -8167,8 +8424,17 @@ static asb_result asb__conn_open(asb_http_client *cl, const asb_url *u, const ch
     }
     if (u->is_https) {
 #if ASB_TLS
+        asb__tls *t;
         c->use_tls = 1;
-        r = asb__tls_handshake(c, cl->tls, host, u->host_is_ip, err);
+        pthread_mutex_lock(&cl->lock);
+        if (!cl->tls) {
+            asb_tls_config none;
+            memset(&none, 0, sizeof none);
+            r = asb__tls_create(&none, &cl->alloc, &cl->tls, err);
+        }
+        t = cl->tls;
+        pthread_mutex_unlock(&cl->lock);
+        r = t ? asb__tls_handshake(c, t, host, u->host_is_ip, err) : r;
         if (r != ASB_OK) {
             asb__conn_close(cl, c);
             return r;
@@ -8438,10 +8704,13 @@ static void asb__attempt_once(asb_http_client *cl, const asb_http_request *req,
         if (r == ASB_OK && req->body) {
             r = asb__conn_write(c, req->body, (size_t)req->body_len);
         } else if (r == ASB_OK && req->body_read) {
-            char chunk[65536];
+            /* On the heap: every request path stays within 32 KiB of stack
+               (musl's default thread stack is 128 KiB, a caller's may be 64). */
+            char *chunk = (char *)cl->alloc.alloc_fn(ASB__BODY_CHUNK, cl->alloc.user_data);
             uint64_t sent = 0;
-            for (;;) {
-                long n = req->body_read(req->body_read_user, chunk, sizeof chunk);
+            if (!chunk) r = ASB_ERR_OUT_OF_MEMORY;
+            for (; chunk;) {
+                long n = req->body_read(req->body_read_user, chunk, ASB__BODY_CHUNK);
                 if (n < 0) {
                     r = ASB_ERR_CANCELLED;
                     asb__describe(err, r, method, u, "the body_read callback aborted");
@@ -8458,6 +8727,10 @@ static void asb__attempt_once(asb_http_client *cl, const asb_http_request *req,
                 if (r != ASB_OK) break;
                 sent += (uint64_t)n;
             }
+            if (chunk)
+                cl->alloc.free_fn(chunk, cl->alloc.user_data);
+            else
+                asb__describe(err, r, method, u, "out of memory for the body");
             if (r == ASB_OK && sent != req->body_len) {
                 r = ASB_ERR_INVALID_ARGUMENT;
                 asb__describe(err, r, method, u,
@@ -12908,7 +13181,14 @@ static void asb__tunnel_supervise(int life, int lifew, int errw, int outw, int e
         if (waitpid(k, &st, WNOHANG) == k)
             _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
         FD_ZERO(&rd);
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic push /* musl's FD_SET shifts by the int descriptor */
+#pragma GCC diagnostic ignored "-Wsign-conversion"
+#endif
         FD_SET(life, &rd);
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
         /* SIGCHLD is blocked except inside pselect: none is lost */
         if (pselect(life + 1, &rd, NULL, NULL, NULL, &none) > 0) break;
     }

@@ -23,7 +23,9 @@
 #ifndef ASBT_SCANALLOC_H
 #define ASBT_SCANALLOC_H
 
-#include <execinfo.h>
+#if defined(__GLIBC__)
+#include <execinfo.h> /* glibc only: musl has no backtrace() */
+#endif
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,11 +67,15 @@ ASBT_UNUSED static void scanalloc_scan(scanalloc *sa, scanalloc_block *b) {
     sa->frees++;
     if (s >= 0) {
         if (sa->hits++ == 0) {
-            void *frames[24];
-            int n = backtrace(frames, 24);
             fprintf(stderr, "    scanalloc: a freed block of %zu bytes still holds secret %d "
                     "(%zu bytes); freed from:\n", b->size, s, sa->secret_len[s]);
-            backtrace_symbols_fd(frames, n, 2);
+#if defined(__GLIBC__)
+            {
+                void *frames[24];
+                int n = backtrace(frames, 24);
+                backtrace_symbols_fd(frames, n, 2);
+            }
+#endif
         }
     }
 }

@@ -388,7 +388,10 @@ ASBT_TEST(get_double_reads_numbers_in_any_locale) {
     /* A locale with a decimal comma, when the machine has one: the parse
        must not change. The Makefile generates de_DE for this test. */
     const char *loc = setlocale(LC_NUMERIC, "de_DE.UTF-8");
+#if defined(__GLIBC__)
+    /* musl accepts the name but always formats with '.': no comma there */
     if (loc) ASBT_EQ_STR(localeconv()->decimal_point, ",");
+#endif
     ASBT_EQ_RES(asb_json_doc_parse(&doc, js, strlen(js), NULL, NULL), ASB_OK);
     ASBT_EQ_RES(asb_json_get_double(&doc, 1, &d), ASB_OK);
     ASBT_EQ_DBL(d, 1.5);

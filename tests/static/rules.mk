@@ -1,0 +1,100 @@
+# Static binaries and other toolchains (issue 16).
+#
+#   make static        the examples fully static with musl-gcc against
+#                      mbedTLS 3.6 built by the same compiler (cached in
+#                      ~/.cache/agentsandbox/mbedtls-3.6-musl), stripped,
+#                      into $(BUILD)/static/; prints each size
+#   make test-static   what a static binary relies on, on glibc and on musl
+#                      (test_static under the HTTP peers, also under a
+#                      64 KiB `ulimit -s`), the unit tests with musl and
+#                      -Werror, the unit tests with -m32, tcc and -Os -flto
+#                      in the compile matrix
+#
+# The empty-root run of the static examples against the local control plane
+# is part of test-kube-cluster (tests/static/empty-root.sh).
+
+ST := $(BUILD)/static
+MUSL_CC ?= musl-gcc
+MUSL_MBEDTLS ?= $(or $(HOME),/root)/.cache/agentsandbox/mbedtls-3.6-musl
+MUSL_TLS_CFLAGS := -I$(MUSL_MBEDTLS)/include
+MUSL_TLS_LIBS := $(MUSL_MBEDTLS)/lib/libmbedtls.a $(MUSL_MBEDTLS)/lib/libmbedx509.a \
+                 $(MUSL_MBEDTLS)/lib/libmbedcrypto.a
+# Size first: -Os, one section per function and data object, unused ones
+# dropped by the linker, symbols stripped.
+STATIC_CFLAGS := -std=c99 -Os -ffunction-sections -fdata-sections $(CFLAGS_WARN)
+STATIC_LDFLAGS := -static -s -Wl,--gc-sections
+
+EXTRA_DEB_PACKAGES += musl-tools gcc-multilib tcc
+
+.PHONY: static mbedtls-musl test-static
+mbedtls-musl: | mbedtls3
+	@tests/static/mbedtls-static.sh $(MUSL_CC) $(MUSL_MBEDTLS)
+$(MUSL_MBEDTLS)/lib/libmbedtls.a:
+	@$(MAKE) --no-print-directory mbedtls-musl
+
+$(ST)/%: examples/%.c agentsandbox.h | $(MUSL_MBEDTLS)/lib/libmbedtls.a
+	@mkdir -p $(@D)
+	$(MUSL_CC) $(STATIC_CFLAGS) $(MUSL_TLS_CFLAGS) $< -o $@ $(STATIC_LDFLAGS) \
+	  $(MUSL_TLS_LIBS) -lm -pthread
+$(ST)/notls/%: examples/%.c agentsandbox.h
+	@mkdir -p $(@D)
+	$(MUSL_CC) $(STATIC_CFLAGS) -DASB_TLS=0 $< -o $@ $(STATIC_LDFLAGS) -lm -pthread
+STATIC_EXAMPLES := $(patsubst examples/%.c,$(ST)/%,$(wildcard examples/*.c))
+
+# deps first (musl-tools, cmake for the source), then the binaries.
+static:
+	@$(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory static-bins
+.PHONY: static-bins
+static-bins: $(STATIC_EXAMPLES) $(ST)/notls/quickstart
+	@echo "static: musl, -Os, gc-sections, stripped (mbedTLS 3.6 from $(MUSL_MBEDTLS)):"; \
+	for f in $(STATIC_EXAMPLES) $(ST)/notls/quickstart; do \
+	  printf '  %-34s %7d bytes (%d KiB)\n' $$f $$(stat -c %s $$f) $$(( $$(stat -c %s $$f) / 1024 )); \
+	done
+
+# --- the tests ----------------------------------------------------------------
+$(TB)/static/glibc/test_static: tests/test_static.c $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O2 -g $(CFLAGS_WARN) $< -o $@ $(LINK)
+$(TB)/static/musl/%: tests/%.c $(TEST_DEPS) tests/scanalloc.h | $(MUSL_MBEDTLS)/lib/libmbedtls.a
+	@mkdir -p $(@D)
+	$(MUSL_CC) -std=c99 -O2 $(CFLAGS_WARN) $(MUSL_TLS_CFLAGS) $< -o $@ -static \
+	  $(MUSL_TLS_LIBS) -lm -pthread
+# No 32-bit mbedTLS on the build host: the -m32 unit tests build without TLS.
+$(TB)/static/m32/%: tests/%.c $(TEST_DEPS) tests/scanalloc.h
+	@mkdir -p $(@D)
+	$(CC) -m32 -std=c99 -O2 $(CFLAGS_WARN) -DASB_TLS=0 $< -o $@ -lm -pthread
+
+$(TB)/static/glibc/test_resolve: tests/static/test_resolve.c $(HDR)
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O2 $(CFLAGS_WARN) $< -o $@ $(LINK)
+$(TB)/static/musl/test_resolve: tests/static/test_resolve.c $(HDR) | $(MUSL_MBEDTLS)/lib/libmbedtls.a
+	@mkdir -p $(@D)
+	$(MUSL_CC) -std=c99 -O2 $(CFLAGS_WARN) $(MUSL_TLS_CFLAGS) $< -o $@ -static \
+	  $(MUSL_TLS_LIBS) -lm -pthread
+
+TEST_TIERS += test-static
+test-static: $(TB)/static/glibc/test_static $(TB)/static/musl/test_static \
+             $(TB)/static/glibc/test_resolve $(TB)/static/musl/test_resolve \
+             $(UNIT_NAMES:%=$(TB)/static/musl/%) $(UNIT_NAMES:%=$(TB)/static/m32/%)
+	@echo "--- name resolution: a silent nameserver, then no /etc/resolv.conf (glibc, musl)"; \
+	tests/static/resolver-test.sh $(TB)/static/glibc/test_resolve $(TB)/static/musl/test_resolve
+	@$(call RUN_UNIT,static/musl)
+	@$(call RUN_UNIT,static/m32)
+	@echo "--- compile matrix: tcc (ASB_TLS=0), gcc -Os -flto, musl-gcc"; \
+	mkdir -p $(TB)/matrix; \
+	printf '#define AGENTSANDBOX_IMPLEMENTATION\n#include "agentsandbox.h"\n' > $(TB)/matrix/impl.c; \
+	tcc -DASB_TLS=0 -I. -Wall -Werror -c $(TB)/matrix/impl.c -o $(TB)/matrix/tcc.o && \
+	tcc -DASB_TLS=0 -Wall -Werror examples/json_lookup.c -o $(TB)/matrix/tcc_json_lookup && \
+	test "$$(printf '{"status":{"sandbox":{"name":"t"}}}' | $(TB)/matrix/tcc_json_lookup)" = "sandbox: t" && \
+	for tls in 0 1; do \
+	  gcc -std=c99 -Os -flto -DASB_TLS=$$tls -I. $(CFLAGS_WARN) -c $(TB)/matrix/impl.c -o $(TB)/matrix/lto.o || exit 1; \
+	done && \
+	$(MUSL_CC) -std=c99 -DASB_TLS=1 $(MUSL_TLS_CFLAGS) -I. $(CFLAGS_WARN) -c $(TB)/matrix/impl.c -o $(TB)/matrix/musl.o && \
+	echo "compile-matrix (static): tcc, gcc -Os -flto, musl-gcc clean"
+	@tests/http/with-peers.sh $(HTTP_PEERS_DIR)-static sh -c '\
+	  echo "--- static/glibc/test_static (mbedTLS 2.28)" && $(TB)/static/glibc/test_static && \
+	  echo "--- static/glibc/test_static under ulimit -s 64" && \
+	    ( ulimit -s 64 && $(TB)/static/glibc/test_static ) && \
+	  echo "--- static/musl/test_static (static, mbedTLS 3.6 built with musl-gcc)" && \
+	    $(TB)/static/musl/test_static'
