@@ -1157,13 +1157,15 @@ ASB_API asb_result asb_gateway_address_validate(const char *addr, size_t len,
 
 /* A claim name the caller chose: a DNS-1123 subdomain (lowercase
    letters, digits, '-' and '.', each dot-separated part starting and
-   ending with a letter or digit), at most 253 bytes. */
+   ending with a letter or digit), at most 253 bytes.
+   Errors: ASB_ERR_INVALID_ARGUMENT, naming the name and the rule. */
 ASB_API asb_result asb_claim_name_validate(const char *name, size_t len,
                                            asb_error *err);
 
 /* An environment variable name as Kubernetes takes it for a claim's
    spec.env: `[-._a-zA-Z][-._a-zA-Z0-9]*`, and not ".", ".." or anything
-   starting with "..". */
+   starting with "..".
+   Errors: ASB_ERR_INVALID_ARGUMENT, naming the name and the rule. */
 ASB_API asb_result asb_env_name_validate(const char *name, size_t len,
                                          asb_error *err);
 
@@ -1611,10 +1613,15 @@ ASB_API int asb_h2_conn_usable(asb_h2_conn *conn);
 ASB_API asb_result asb_h2_stream_open(asb_h2_conn *conn, const asb_h2_request *req,
                                       asb_h2_stream **out, asb_error *err);
 /* Sends body bytes as DATA frames within the peer's windows (it waits for
-   WINDOW_UPDATE, never buffers past them); end_stream 1 ends the body. */
+   WINDOW_UPDATE, never buffers past them); end_stream 1 ends the body.
+   Errors: ASB_ERR_TIMEOUT (the request's deadline, waiting for window),
+   ASB_ERR_CANCELLED, ASB_ERR_CLOSED (the stream or connection is over). */
 ASB_API asb_result asb_h2_stream_write(asb_h2_stream *s, const void *data, size_t len,
                                        int end_stream, asb_error *err);
-/* Waits for the response headers (1xx skipped). */
+/* Waits for the response headers (1xx skipped).
+   Errors: ASB_ERR_TIMEOUT, ASB_ERR_CANCELLED, ASB_ERR_CLOSED (reset,
+   GOAWAY past this stream, or the connection broke; the message says
+   which), ASB_ERR_HTTP_PROTOCOL (the stream ended without headers). */
 ASB_API asb_result asb_h2_stream_wait_headers(asb_h2_stream *s, asb_error *err);
 /* The :status, or 0 before the headers arrived. */
 ASB_API int asb_h2_stream_status(asb_h2_stream *s);
@@ -1624,7 +1631,9 @@ ASB_API int asb_h2_stream_header(asb_h2_stream *s, const char *name, asb_str *va
 ASB_API int asb_h2_stream_trailer(asb_h2_stream *s, const char *name, asb_str *value);
 /* Reads body bytes: ASB_OK with *n > 0, or *n == 0 once the body ended
    (the trailers are then in). Reading is what opens the window again: a
-   reader that stops holds at most desc.stream_window bytes here. */
+   reader that stops holds at most desc.stream_window bytes here.
+   Errors: ASB_ERR_TIMEOUT, ASB_ERR_CANCELLED, ASB_ERR_CLOSED, as for
+   asb_h2_stream_wait_headers. */
 ASB_API asb_result asb_h2_stream_read(asb_h2_stream *s, void *buf, size_t cap,
                                       size_t *n, asb_error *err);
 /* RST_STREAM(CANCEL) unless the stream is over; a waiting read or write on
@@ -1692,7 +1701,8 @@ ASB_API int asb_grpc_call_status(const asb_grpc_call *call);
 ASB_API void asb_grpc_call_free(asb_grpc_call *call);
 
 /* A unary call: exactly one response message, appended to *resp (an
-   initialised asb_buf). Results as for asb_grpc_call_run. */
+   initialised asb_buf). Errors: as asb_grpc_call_run's table.
+   Ownership: resp is the caller's (asb_buf_free), also after a failure. */
 ASB_API asb_result asb_grpc_unary(asb_h2_conn *conn, const asb_grpc_call_desc *desc,
                                   const void *req, size_t req_len, asb_buf *resp,
                                   asb_error *err);
@@ -1952,7 +1962,9 @@ ASB_API asb_result asb_kube_delete(asb_kube_client *kc, const asb_kube_resource 
 ASB_API asb_result asb_kube_delete_uid(asb_kube_client *kc, const asb_kube_resource *res,
                                        const char *ns, const char *name, const char *uid,
                                        asb_error *err);
-/* JSON merge patch (custom resources refuse strategic merge patches). */
+/* JSON merge patch (custom resources refuse strategic merge patches);
+   the patched object's JSON is appended to out (may be NULL).
+   Errors: those of asb_kube_request. */
 ASB_API asb_result asb_kube_patch(asb_kube_client *kc, const asb_kube_resource *res,
                                   const char *ns, const char *name, const char *json,
                                   size_t len, asb_buf *out, asb_error *err);
@@ -2350,7 +2362,9 @@ typedef struct asb_call_opts {
    from any thread). */
 ASB_API asb_result asb_sandbox_run(asb_sandbox *sb, const char *command, int timeout_ms,
                                    asb_run_result *result, asb_error *err);
-/* The same with a deadline and a cancel token; opts NULL: defaults. */
+/* The same with a deadline and a cancel token; opts NULL: defaults.
+   Errors: as asb_sandbox_run (ASB_ERR_TIMEOUT and ASB_ERR_CANCELLED
+   among them). */
 ASB_API asb_result asb_sandbox_run_opts(asb_sandbox *sb, const char *command,
                                         const asb_call_opts *opts, asb_run_result *result,
                                         asb_error *err);
@@ -2369,7 +2383,8 @@ ASB_API asb_result asb_sandbox_read(asb_sandbox *sb, const char *path, asb_buf *
                                     asb_error *err);
 ASB_API asb_result asb_sandbox_exists(asb_sandbox *sb, const char *path, int *exists,
                                       asb_error *err);
-/* The same with a deadline and a cancel token (opts NULL: defaults). */
+/* The same with a deadline and a cancel token (opts NULL: defaults).
+   Errors: as the plain calls, ASB_ERR_TIMEOUT and ASB_ERR_CANCELLED too. */
 ASB_API asb_result asb_sandbox_write_opts(asb_sandbox *sb, const char *path, const void *data,
                                           size_t len, const asb_call_opts *opts,
                                           asb_error *err);
@@ -2439,8 +2454,8 @@ ASB_API asb_result asb_client_delete_sandbox(asb_client *client, const char *cla
 
 /* Terminates every handle whose claim the client still tracks (closed
    ones too: asb_sandbox_close_connection keeps the claim), trying them
-   all: ASB_OK when all went,
-   else the first failure's code with how many failed in the message.
+   all. Errors: ASB_OK when all went, else the first failure's code with
+   how many failed in the message.
    Claims the client does not track are left alone (asb_client_list_all
    finds them). */
 ASB_API asb_result asb_client_delete_all(asb_client *client, asb_error *err);
@@ -2470,7 +2485,8 @@ ASB_API asb_result asb_sandbox_write_from_fd(asb_sandbox *sb, const char *path, 
                                              asb_error *err);
 ASB_API asb_result asb_sandbox_read_to_fd(asb_sandbox *sb, const char *path, int fd,
                                           asb_error *err);
-/* The same four with a deadline and a cancel token (opts NULL: defaults). */
+/* The same four with a deadline and a cancel token (opts NULL: defaults).
+   Errors: as the plain calls, ASB_ERR_TIMEOUT and ASB_ERR_CANCELLED too. */
 ASB_API asb_result asb_sandbox_write_stream_opts(asb_sandbox *sb, const char *path,
                                                  asb_read_fn read, void *user_data,
                                                  uint64_t size, const asb_call_opts *opts,
