@@ -293,6 +293,14 @@
    and installs no signal handlers. Every descriptor it opens is
    close-on-exec.
 
+   Platforms. Tested: Linux with glibc (x86-64; i386 with -m32, without
+   TLS) and musl (x86-64, static), gcc, clang and tcc (ASB_TLS 0), C99,
+   C11 and C++11. Written for but not tested: macOS and FreeBSD (POSIX.1-
+   2008; SO_NOSIGPIPE on macOS, /dev/urandom where getrandom is missing),
+   big-endian targets (wire formats are read byte by byte). Not supported:
+   Windows. Static builds, sizes and the 32 KiB stack figure: the README's
+   "Use in your build".
+
    Reading a declaration. Every public function has a comment right above
    it (or above the run of declarations that share it), in one form: what
    the call does and what its NULL or 0 arguments default to; then, where
@@ -7146,6 +7154,9 @@ static int asb__wait(asb__conn *c, short events, int idle_ms) {
     }
 }
 
+#if !defined(MSG_NOSIGNAL) && !defined(SO_NOSIGPIPE)
+#error "agentsandbox.h: neither MSG_NOSIGNAL nor SO_NOSIGPIPE: a closed peer would raise SIGPIPE"
+#endif
 /* Sends everything or fails; never raises SIGPIPE. */
 static int asb__sock_send(asb__conn *c, const void *buf, size_t len) {
     const char *p = (const char *)buf;

@@ -63,6 +63,18 @@ int main(int argc, char **argv) {
         fprintf(stderr, "run: %s\n", err.message); /* could not reach the URL */
     }
     asb_run_result_free(&run);
+    if (rc == 0) { /* files go the same way */
+        asb_buf file;
+        asb_buf_init(&file, NULL);
+        if (asb_sandbox_write(sb, "direct.txt", "by URL\n", 7, &err) != ASB_OK ||
+            asb_sandbox_read(sb, "direct.txt", &file, &err) != ASB_OK) {
+            fprintf(stderr, "files: %s\n", err.message);
+            rc = 1;
+        } else {
+            printf("read back: %s", file.ptr);
+        }
+        asb_buf_free(&file);
+    }
 
     if (asb_sandbox_terminate(sb, &err) != ASB_OK) {
         fprintf(stderr, "terminate: %s\n", err.message);

@@ -368,6 +368,8 @@ test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster \
 	echo "$$out" && [ "$$(grep -c '^sandbox-claim-[0-9a-f]*: sandbox [12] through the tunnel$$' <<<"$$out")" = 2 ] && \
 	echo "--- examples/direct_url" && out=$$($(EX)/direct_url "http://127.0.0.1:$$ASB_ROUTER_PORT") && \
 	echo "$$out" && grep -qx 'run: exit 0, stdout: hello through the router URL' <<<"$$out" && \
+	echo "--- static musl examples in an empty root (no /dev, no /etc)" && \
+	tests/static/empty-root.sh $(KC_STATE) $(ST) && \
 	echo "--- examples/gateway" && out=$$($(EX)/gateway asb-gw default "$$ASB_GATEWAY_PORT") && \
 	echo "$$out" && grep -qx 'run: exit 0, stdout: hello through the gateway' <<<"$$out" && \
 	echo "--- examples/in_cluster (as a pod: service account, pod IP)" && \

@@ -53,6 +53,9 @@ static-bins: $(STATIC_EXAMPLES) $(ST)/notls/quickstart
 	done
 
 # --- the tests ----------------------------------------------------------------
+# test-kube-cluster runs these in an empty root (tests/static/empty-root.sh).
+test-kube-cluster: $(ST)/direct_url $(ST)/json_lookup
+
 $(TB)/static/glibc/test_static: tests/test_static.c $(TEST_DEPS)
 	@mkdir -p $(@D)
 	$(CC) -std=c99 -O2 -g $(CFLAGS_WARN) $< -o $@ $(LINK)
@@ -73,8 +76,17 @@ $(TB)/static/musl/test_resolve: tests/static/test_resolve.c $(HDR) | $(MUSL_MBED
 	$(MUSL_CC) -std=c99 -O2 $(CFLAGS_WARN) $(MUSL_TLS_CFLAGS) $< -o $@ -static \
 	  $(MUSL_TLS_LIBS) -lm -pthread
 
+$(TB)/static/https_get: tests/static/https_get.c $(HDR) | $(MUSL_MBEDTLS)/lib/libmbedtls.a
+	@mkdir -p $(@D)
+	$(MUSL_CC) $(STATIC_CFLAGS) $(MUSL_TLS_CFLAGS) $< -o $@ $(STATIC_LDFLAGS) \
+	  $(MUSL_TLS_LIBS) -lm -pthread
+$(TB)/static/peak_rss: tests/static/peak_rss.c
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O2 $(CFLAGS_WARN) $< -o $@
+
 TEST_TIERS += test-static
 test-static: $(TB)/static/glibc/test_static $(TB)/static/musl/test_static \
+             $(TB)/static/https_get $(TB)/static/peak_rss \
              $(TB)/static/glibc/test_resolve $(TB)/static/musl/test_resolve \
              $(UNIT_NAMES:%=$(TB)/static/musl/%) $(UNIT_NAMES:%=$(TB)/static/m32/%)
 	@echo "--- name resolution: a silent nameserver, then no /etc/resolv.conf (glibc, musl)"; \
@@ -97,4 +109,7 @@ test-static: $(TB)/static/glibc/test_static $(TB)/static/musl/test_static \
 	  echo "--- static/glibc/test_static under ulimit -s 64" && \
 	    ( ulimit -s 64 && $(TB)/static/glibc/test_static ) && \
 	  echo "--- static/musl/test_static (static, mbedTLS 3.6 built with musl-gcc)" && \
-	    $(TB)/static/musl/test_static'
+	    $(TB)/static/musl/test_static && \
+	  echo "--- one HTTPS GET, static musl ($$(stat -c %s $(TB)/static/https_get) bytes stripped)" && \
+	    $(TB)/static/peak_rss $(TB)/static/https_get \
+	      https://127.0.0.1:$$ASB_PEER_NGINX_HTTPS/small.txt $$ASB_PEER_CERTS_CA'
