@@ -55,6 +55,8 @@ static-bins: $(STATIC_EXAMPLES) $(ST)/notls/quickstart
 # --- the tests ----------------------------------------------------------------
 # test-kube-cluster runs these in an empty root (tests/static/empty-root.sh).
 test-kube-cluster: $(ST)/direct_url $(ST)/json_lookup
+# A cold cluster build shows its progress (the tier logs cluster-up itself).
+test-kube-cluster: cluster-build
 
 $(TB)/static/glibc/test_static: tests/test_static.c $(TEST_DEPS)
 	@mkdir -p $(@D)

@@ -16,6 +16,33 @@ export GOFLAGS="${GOFLAGS:+$GOFLAGS }-p=2 -mod=readonly -trimpath -buildvcs=fals
 
 stamp_ok() { [ -f "$1/.built" ] && [ "$(cat "$1/.built")" = "$2" ]; }
 
+# go build with progress: a cold build prints nothing for minutes
+# otherwise (Kubernetes alone is ~10 min on two cores). The packages go
+# build -v names as it compiles them are counted against `go list -deps`
+# and reported every 30 s.
+#   gob LABEL OUT LDFLAGS PKG...
+gob() {
+  local label=$1 out=$2 ldf=$3 log total n t0 pid rc=0 next=30
+  shift 3
+  t0=$(date +%s); log=$(mktemp)
+  total=$(go list -deps "$@" 2>/dev/null | wc -l) || total="?"
+  echo "build: $label: compiling up to $total packages"
+  go build -v -ldflags "$ldf" -o "$out" "$@" 2>"$log" &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    if [ $(( $(date +%s) - t0 )) -ge $next ]; then
+      n=$(wc -l < "$log")
+      echo "build: $label: $(( ($(date +%s) - t0) / 60 ))m$(( ($(date +%s) - t0) % 60 ))s, $n of $total packages compiled"
+      next=$(( next + 30 ))
+    fi
+  done
+  wait "$pid" || rc=$?
+  if [ $rc -ne 0 ]; then grep -v '^[a-zA-Z0-9._/-]*$' "$log" | tail -40 >&2; fi
+  rm -f "$log"
+  return $rc
+}
+
 build_k8s() {
   local out=$CACHE/k8s-$K8S_VERSION minor ldf="" p
   stamp_ok "$out" "$K8S_VERSION" && return 0
@@ -27,7 +54,7 @@ build_k8s() {
     ldf="$ldf -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
   done
   mkdir -p "$out"; cd "$LC/gomod/k8s"
-  go build -ldflags "-s -w $ldf" -o "$out/" \
+  gob "k8s $K8S_VERSION (apiserver, controller-manager, scheduler)" "$out/" "-s -w $ldf" \
     k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler
@@ -38,7 +65,7 @@ build_etcd() {
   local out=$CACHE/etcd-$ETCD_VERSION
   stamp_ok "$out" "$ETCD_VERSION" && return 0
   mkdir -p "$out"; cd "$LC/gomod/etcd"
-  go build -ldflags "-s -w" -o "$out/etcd" go.etcd.io/etcd/server/v3
+  gob "etcd $ETCD_VERSION" "$out/etcd" "-s -w" go.etcd.io/etcd/server/v3
   echo "$ETCD_VERSION" > "$out/.built"
 }
 
@@ -46,8 +73,7 @@ build_kwok() {
   local out=$CACHE/kwok-$KWOK_VERSION dir
   stamp_ok "$out" "$KWOK_VERSION" && return 0
   mkdir -p "$out"; cd "$LC/gomod/kwok"
-  go build -ldflags "-s -w" \
-    -o "$out/kwok" sigs.k8s.io/kwok/cmd/kwok
+  gob "kwok $KWOK_VERSION" "$out/kwok" "-s -w" sigs.k8s.io/kwok/cmd/kwok
   # kwok's own default stages (what kwokctl feeds it): node fast + lease
   # heartbeat, pod fast.
   dir=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" |
@@ -64,10 +90,11 @@ build_agent_sandbox() { # version
   local v=$1 out=$CACHE/agent-sandbox-$1 dir
   stamp_ok "$out" "$v" && return 0
   mkdir -p "$out"; cd "$LC/gomod/agent-sandbox-$v"
-  go build -ldflags "-s -w" -o "$out/agent-sandbox-controller" \
+  gob "agent-sandbox $v controller" "$out/agent-sandbox-controller" "-s -w" \
     sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller
   if [ "$v" = "$ROUTER_VERSION" ]; then
-    go build -ldflags "-s -w" -o "$out/sandbox-router" sigs.k8s.io/agent-sandbox/sandbox-router/cmd
+    gob "agent-sandbox $v router" "$out/sandbox-router" "-s -w" \
+      sigs.k8s.io/agent-sandbox/sandbox-router/cmd
   fi
   # The release's own CRDs, from the module it was built from.
   dir=$(go mod download -json "sigs.k8s.io/agent-sandbox@$v" |
@@ -94,8 +121,11 @@ fi
 
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(etcd kwok "agent-sandbox-$AGENT_SANDBOX_V04" "agent-sandbox-$AGENT_SANDBOX_V05" k8s)
+i=0
 for t in "${targets[@]}"; do
+  i=$((i + 1))
   start=$(date +%s)
+  echo "build: [$i/${#targets[@]}] $t"
   case $t in
     k8s) build_k8s ;;
     etcd) build_etcd ;;
