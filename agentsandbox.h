@@ -9583,6 +9583,7 @@ struct asb_h2_conn {
     asb_result dead;        /* connection-level failure (ASB_OK: alive) */
     char dead_msg[200];
     asb_h2_stream *streams;
+    int tls_error;          /* the mbedTLS code that ended the connection */
 };
 
 static void asb__h2_wake(asb_h2_conn *h) {
@@ -10255,13 +10256,18 @@ static long asb__h2_read_some(asb_h2_conn *h, char *buf, size_t cap) {
     asb__conn *c = h->c;
 #if ASB_TLS
     if (c->use_tls) {
-        int n = mbedtls_ssl_read(&c->ssl, (unsigned char *)buf, cap > INT_MAX ? INT_MAX : cap);
-        if (n > 0) return n;
-        if (n == MBEDTLS_ERR_SSL_WANT_READ || n == MBEDTLS_ERR_SSL_WANT_WRITE) return 0;
+        for (;;) {
+            int n = mbedtls_ssl_read(&c->ssl, (unsigned char *)buf, cap > INT_MAX ? INT_MAX : cap);
+            if (n > 0) return n;
+            if (n == MBEDTLS_ERR_SSL_WANT_READ || n == MBEDTLS_ERR_SSL_WANT_WRITE) return 0;
 #ifdef MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET
-        if (n == MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET) return 0;
+            /* TLS 1.3: a ticket, not data; records behind it may already
+               be buffered, so read on rather than wait for the socket */
+            if (n == MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET) continue;
 #endif
-        return -1;
+            h->tls_error = n;
+            return -1;
+        }
     }
 #endif
     {
@@ -10286,7 +10292,18 @@ static int asb__h2_write_some(asb_h2_conn *h) {
                 h->tls_pending = len;
                 return 0;
             }
-            if (r <= 0) return -1;
+#ifdef MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET
+            if (r == MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET) {
+                /* mbedTLS 3.x with TLS 1.3 reports a ticket that arrived
+                   while writing: the same write again */
+                h->tls_pending = len;
+                continue;
+            }
+#endif
+            if (r <= 0) {
+                h->tls_error = r;
+                return -1;
+            }
             h->tls_pending = 0;
             n = r;
         } else
@@ -10310,7 +10327,11 @@ static int asb__h2_write_some(asb_h2_conn *h) {
 static void asb__h2_io_failed(asb_h2_conn *h, const char *what) {
     if (!h->dead) {
         h->dead = ASB_ERR_RECV;
-        snprintf(h->dead_msg, sizeof h->dead_msg, "http2: %s", what);
+        if (h->tls_error)
+            snprintf(h->dead_msg, sizeof h->dead_msg, "http2: %s (mbedTLS -0x%04x)", what,
+                     (unsigned)-h->tls_error);
+        else
+            snprintf(h->dead_msg, sizeof h->dead_msg, "http2: %s", what);
         asb__log(&h->log, ASB_LOG_WARN, "http2.closed", "%s", h->dead_msg);
     }
     pthread_cond_broadcast(&h->cv);

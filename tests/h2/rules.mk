@@ -43,6 +43,11 @@ EXTRA_DEPS_TARGETS += h2-venv
 $(H2_TB)/asan/test_h2_peers: tests/test_h2_peers.c agentsandbox.h tests/asbtest.h
 	@mkdir -p $(@D)
 	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) $< -o $@ $(LINK)
+# the TLS cases also against mbedTLS 3.6 (TLS 1.3 with nghttpd)
+$(H2_TB)/asan3/test_h2_peers: tests/test_h2_peers.c agentsandbox.h tests/asbtest.h | mbedtls3
+	@mkdir -p $(@D)
+	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) $(MBEDTLS3_CFLAGS) $< -o $@ \
+	  $(MBEDTLS3_LIBS) -lm -pthread
 # and under ThreadSanitizer: the I/O thread, callers on several threads
 $(H2_TB)/tsan/test_h2_peers: tests/test_h2_peers.c agentsandbox.h tests/asbtest.h
 	@mkdir -p $(@D)
@@ -54,10 +59,11 @@ TEST_TIERS += test-h2 test-h2-peers
 test-h2: $(H2_UNIT)
 	@set -e; for f in c cxx notls asan; do echo "--- $$f/test_h2"; $(H2_TB)/$$f/test_h2; done
 test-h2-peers: $(H2_TB)/asan/test_h2_peers $(H2_TB)/tsan/test_h2_peers \
-               $(H2_DIR)/gen/process_pb2_grpc.py
+               $(H2_TB)/asan3/test_h2_peers $(H2_DIR)/gen/process_pb2_grpc.py
 	@tests/h2/with-peers.sh $(H2_DIR) $(H2_VENV)/bin/python sh -c '\
 	  echo "--- asan/test_h2_peers" && $(H2_TB)/asan/test_h2_peers && \
-	  echo "--- tsan/test_h2_peers" && TSAN_OPTIONS=halt_on_error=1 $(H2_TB)/tsan/test_h2_peers'
+	  echo "--- tsan/test_h2_peers" && TSAN_OPTIONS=halt_on_error=1 $(H2_TB)/tsan/test_h2_peers && \
+	  echo "--- asan3/test_h2_peers tls (mbedTLS 3.6)" && $(H2_TB)/asan3/test_h2_peers tls'
 
 # Fuzz targets (FUZZ_TARGETS names them in tests/rules.mk).
 FUZZ_SEEDS_h2 := tests/fuzz/seeds_h2
