@@ -31,7 +31,8 @@
 
        // Create a sandbox, run a command, write a file, read it back, delete it.
        // Needs a cluster with agent-sandbox, kubectl on PATH and a kubeconfig
-       // ($KUBECONFIG, else ~/.kube/config). Usage: ./quickstart [template]
+       // ($KUBECONFIG, else ~/.kube/config).
+       // Usage: ./quickstart [template | pool:<warm pool> (agent-sandbox v0.5+)]
        #define AGENTSANDBOX_IMPLEMENTATION
        #include "agentsandbox.h"
        #include <stdio.h>
@@ -40,6 +41,7 @@
        int main(int argc, char **argv) {
            const char *tpl = argc > 1 ? argv[1] : "python-sandbox-template";
            asb_client_desc desc;
+           asb_create_opts opts;
            asb_client *client;
            asb_sandbox *sb;
            asb_run_result run;
@@ -48,11 +50,16 @@
            int rc = 1;
 
            memset(&desc, 0, sizeof desc); // defaults: kubeconfig, kubectl tunnel
+           memset(&opts, 0, sizeof opts); // defaults: namespace "default", ...
+           if (strncmp(tpl, "pool:", 5) == 0) {
+               opts.warm_pool = tpl + 5; // v1beta1 claims come from a warm pool
+               tpl = NULL;
+           }
            if (asb_client_create(&desc, &client, &err) != ASB_OK) {
                fprintf(stderr, "client: %s\n", err.message);
                return 1;
            }
-           if (asb_client_create_sandbox(client, tpl, NULL, &sb, &err) != ASB_OK) {
+           if (asb_client_create_sandbox(client, tpl, &opts, &sb, &err) != ASB_OK) {
                fprintf(stderr, "create: %s\n", err.message);
                asb_client_free(client);
                return 1;
@@ -100,8 +107,9 @@
    its sandbox router installed, a SandboxTemplate of that name in the
    "default" namespace, and `kubectl` on PATH (for the tunnel to the
    router). From agent-sandbox v0.5 on, claims come from a SandboxWarmPool
-   instead: pass NULL for the template and set asb_create_opts.warm_pool
-   (TROUBLESHOOTING shows the error otherwise). `make demo` in the repository builds such a cluster on this
+   instead of naming a template: run it as ./quickstart pool:<pool name>
+   (the program then passes NULL for the template and sets
+   asb_create_opts.warm_pool; TROUBLESHOOTING shows the error otherwise). `make demo` in the repository builds such a cluster on this
    machine and runs the program against it. When a call fails, its
    asb_error says why in err.message; the errors a new user meets first
    (no kubeconfig, no kubectl, no router, no template, RBAC, TLS) are

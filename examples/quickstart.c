@@ -1,6 +1,7 @@
 // Create a sandbox, run a command, write a file, read it back, delete it.
 // Needs a cluster with agent-sandbox, kubectl on PATH and a kubeconfig
-// ($KUBECONFIG, else ~/.kube/config). Usage: ./quickstart [template]
+// ($KUBECONFIG, else ~/.kube/config).
+// Usage: ./quickstart [template | pool:<warm pool> (agent-sandbox v0.5+)]
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
 #include <stdio.h>
@@ -9,6 +10,7 @@
 int main(int argc, char **argv) {
     const char *tpl = argc > 1 ? argv[1] : "python-sandbox-template";
     asb_client_desc desc;
+    asb_create_opts opts;
     asb_client *client;
     asb_sandbox *sb;
     asb_run_result run;
@@ -17,11 +19,16 @@ int main(int argc, char **argv) {
     int rc = 1;
 
     memset(&desc, 0, sizeof desc); // defaults: kubeconfig, kubectl tunnel
+    memset(&opts, 0, sizeof opts); // defaults: namespace "default", ...
+    if (strncmp(tpl, "pool:", 5) == 0) {
+        opts.warm_pool = tpl + 5; // v1beta1 claims come from a warm pool
+        tpl = NULL;
+    }
     if (asb_client_create(&desc, &client, &err) != ASB_OK) {
         fprintf(stderr, "client: %s\n", err.message);
         return 1;
     }
-    if (asb_client_create_sandbox(client, tpl, NULL, &sb, &err) != ASB_OK) {
+    if (asb_client_create_sandbox(client, tpl, &opts, &sb, &err) != ASB_OK) {
         fprintf(stderr, "create: %s\n", err.message);
         asb_client_free(client);
         return 1;
