@@ -394,6 +394,8 @@ test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster \
 	  tests/upstream/python_sdk_long_command.py > $(TB)/python-sdk.log 2>&1 & pypid=$$!; \
 	ASB_AGENT_SANDBOX=v0.5.6 $(TB)/asan/test_sdk_cluster warm_pool v1beta1; rc=$$?; \
 	wait $$pypid; pyrc=$$?; cat $(TB)/python-sdk.log; [ $$pyrc = 0 ] || rc=1; \
+	echo "--- examples/quickstart pool:python-sandbox-warmpool (v0.5.6 claims from a warm pool)"; \
+	KUBECONFIG=$(KC_STATE)/kubeconfig/admin.kubeconfig $(EX)/quickstart pool:python-sandbox-warmpool || rc=1; \
 	$(KC_ENV) $(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; exit $$rc
 
 # make demo: the quick start against a local cluster built and started here.
