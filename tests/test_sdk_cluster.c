@@ -3167,6 +3167,44 @@ ASBT_TEST(v1beta1_named_claims_adopt_and_pin_the_uid) {
     }
 }
 
+/* asb_kubeconfig_desc.paths: the client and its kubectl both use the
+   list, whatever the process's KUBECONFIG says (here: a file that does
+   not exist, which kubectl would otherwise fail on). */
+ASBT_TEST(kubeconfig_paths_reach_the_tunnels_kubectl_too) {
+    asb_error err;
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    const char *paths[2];
+    char missing[600];
+    const char *old = getenv("KUBECONFIG");
+    char saved[1024] = "";
+    if (old) snprintf(saved, sizeof saved, "%s", old);
+    snprintf(missing, sizeof missing, "%s.missing", kubeconfig);
+    paths[0] = missing; /* skipped, as kubectl skips it */
+    paths[1] = kubeconfig;
+    setenv("KUBECONFIG", "/nonexistent/asb-kubeconfig", 1);
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.paths = paths;
+    d.kube.kubeconfig.path_count = 2;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    if (c) {
+        ASBT_CHECK(c->kube_env && strstr(c->kube_env, kubeconfig) != NULL);
+        asb_create_opts o;
+        const char *tpl = target(is_v05() ? "python-sandbox-warmpool" : "python-sandbox-template", &o);
+        ASBT_EQ_RES(asb_client_create_sandbox(c, tpl, &o, &sb, &err), ASB_OK);
+        if (sb) {
+            ASBT_CHECK(echo_ok(sb, "through the listed kubeconfig", 0)); /* kubectl's tunnel */
+            ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+        }
+    }
+    asb_client_free(c);
+    if (saved[0])
+        setenv("KUBECONFIG", saved, 1);
+    else
+        unsetenv("KUBECONFIG");
+}
+
 ASBT_LIST(
     ASBT_CASE(quick_start_create_run_write_read_exists_terminate)
     ASBT_CASE(missing_template_fails_fast_and_leaves_no_claim)
@@ -3188,6 +3226,7 @@ ASBT_LIST(
     ASBT_CASE(v1beta1_options_reach_the_sandbox_and_its_pod)
     ASBT_CASE(v1beta1_terminal_reasons_fail_fast_and_delete_the_claim)
     ASBT_CASE(v1beta1_named_claims_adopt_and_pin_the_uid)
+    ASBT_CASE(kubeconfig_paths_reach_the_tunnels_kubectl_too)
     ASBT_CASE(close_connection_keeps_the_claim_and_options_reach_the_router)
     ASBT_CASE(gateway_mode_skips_bad_addresses_and_reaches_the_router)
     ASBT_CASE(router_503s_are_retried_for_gets_and_returned_once_for_posts)
