@@ -2342,8 +2342,8 @@ ASB_API void asb_run_result_free(asb_run_result *r);
    Through the upstream Go sandbox-router two of its flags bound a call
    as well: --response-header-timeout (default 30 s) for the runtime's
    response head, and --proxy-timeout (default 180 s) for the whole
-   request. agentsandbox-runtime sends its head as soon as it accepts a
-   command, so only the second applies; the reference python-runtime
+   request. agentsandbox-runtime sends its head once a command has run for
+   1 s, so only the second applies; the reference python-runtime
    answers only when the command ends, so through that router a command
    past 30 s comes back as a 502, and the error says so.
 

@@ -1576,9 +1576,12 @@ ASBT_TEST(a_hundred_live_sandboxes_share_one_kubectl) {
         asb_run_result rr;
         char want[32];
         char cmd[48];
+        asb_result r;
         snprintf(cmd, sizeof cmd, "echo %d", i);
         snprintf(want, sizeof want, "%d\n", i);
-        ASBT_EQ_RES(asb_sandbox_run(all[i], cmd, 0, &rr, &err), ASB_OK);
+        r = asb_sandbox_run(all[i], cmd, 0, &rr, &err);
+        if (r != ASB_OK) fprintf(stderr, "    sandbox %d: %s\n", i, err.message);
+        ASBT_EQ_RES(r, ASB_OK);
         ASBT_EQ_STR(rr.out.ptr, want); /* each call reached its own sandbox */
         asb_run_result_free(&rr);
     }

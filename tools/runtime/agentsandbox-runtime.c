@@ -2157,7 +2157,15 @@ static struct timespec rt_abs_time(double at)
 /* Runs a command string without a shell, in the base dir, with the
    configured timeout. Always fills res (failures as exit_code 1 plus the
    reason in stderr, as the reference does). */
-static void rt_run_command(const char *cmd, size_t cmd_len, struct rt_exec_result *res)
+/* A command still running after this long gets its response head sent
+   (rt_exec_head) while it runs; quicker ones are answered whole, with a
+   Content-Length, as before. */
+#define RT_EARLY_HEAD_AFTER_S 1.0
+
+static int rt_exec_head(struct rt_conn *c);
+
+static void rt_run_command(const char *cmd, size_t cmd_len, struct rt_exec_result *res, struct rt_conn *c,
+                           int *head_sent)
 {
     char **argv = NULL;
     size_t argc = 0;
@@ -2248,6 +2256,17 @@ static void rt_run_command(const char *cmd, size_t cmd_len, struct rt_exec_resul
             timed_out = 1;
             deadline = rt_now() + 2;
             continue;
+        }
+        if (c && !*head_sent) {
+            double slow = start + RT_EARLY_HEAD_AFTER_S - rt_now();
+            if (slow <= 0) {
+                *head_sent = 1;
+                if (rt_exec_head(c))
+                    c->keep_alive = 0; /* the client is gone; the command runs to its end */
+                continue;
+            }
+            if (slow < left)
+                left = slow;
         }
         pr = poll(pf, 2, (int)(left * 1000) + 1);
         if (pr < 0 && errno != EINTR)
@@ -2367,10 +2386,14 @@ static void rt_out_escaped(struct rt_out *o, const struct rt_buf *src)
     }
 }
 
-/* The head of an /execute answer, sent as soon as the command is
-   accepted, before it runs: a proxy that bounds its wait for a response
-   head (the Go sandbox-router's --response-header-timeout, 30 s) then
-   lets a long command through. The status is known already: whatever the
+/* The head of an /execute answer, sent while a command still runs after
+   RT_EARLY_HEAD_AFTER_S: a proxy that bounds its wait for a response head
+   (the Go sandbox-router's --response-header-timeout, 30 s) then lets a
+   long command through. Quick commands are answered whole, as before: a
+   run of 100 sandboxes through the Go router and kubectl port-forward met
+   a stalled answer now and then when every echo's head went out apart
+   from its body (cause not found; tests/test_sdk_cluster.c
+   a_hundred_live_sandboxes_share_one_kubectl). The status is known already: whatever the
    command does, the answer is 200 (a failure to start is exit_code 1).
    The same JSON body follows when the command ends, as one chunk
    (HTTP/1.1: requests, the Go router and agentsandbox.h parse chunked
@@ -2396,7 +2419,34 @@ static int rt_exec_head(struct rt_conn *c)
     return rt_send_all(c, head, n < 0 ? 0 : (size_t)n, 0);
 }
 
+/* The whole answer of a quick command: head and body, Content-Length. */
 static void rt_respond_exec(struct rt_conn *c, const struct rt_exec_result *res)
+{
+    static const char k_out[] = "{\"stdout\":\"", k_err[] = "\",\"stderr\":\"";
+    char tail[64], head[512];
+    int tl = snprintf(tail, sizeof tail, "\",\"exit_code\":%d}", res->exit_code);
+    unsigned long long body_len = (sizeof k_out - 1) + rt_json_escaped_len(res->out.p, res->out.len) +
+                                  (sizeof k_err - 1) + rt_json_escaped_len(res->err.p, res->err.len) + (size_t)tl;
+    struct rt_out o = {c, NULL, 0, RT_IO_CHUNK, 0};
+    size_t hl = rt_format_head(c, head, sizeof head, 200, "application/json", body_len, NULL);
+    o.b = malloc(o.cap);
+    if (!o.b) {
+        c->keep_alive = 0;
+        return; /* the head is not sent yet: the client sees a closed connection */
+    }
+    rt_out_add(&o, head, hl);
+    rt_out_add(&o, k_out, sizeof k_out - 1);
+    rt_out_escaped(&o, &res->out);
+    rt_out_add(&o, k_err, sizeof k_err - 1);
+    rt_out_escaped(&o, &res->err);
+    rt_out_add(&o, tail, (size_t)tl);
+    rt_out_flush(&o);
+    free(o.b);
+}
+
+/* The body after an early head (rt_exec_head): one chunk, or the bytes
+   up to the close on HTTP/1.0. */
+static void rt_respond_exec_body(struct rt_conn *c, const struct rt_exec_result *res)
 {
     static const char k_out[] = "{\"stdout\":\"", k_err[] = "\",\"stderr\":\"";
     char tail[64], size[32];
@@ -2440,6 +2490,7 @@ static int rt_is_json_type(const char *ct, size_t n)
 
 static void rt_handle_execute(struct rt_conn *c)
 {
+    int head_sent = 0;
     struct rt_buf body = {0}, command = {0};
     struct rt_exec_result res = {{0}, {0}, 0};
     const char *p, *why;
@@ -2476,12 +2527,11 @@ static void rt_handle_execute(struct rt_conn *c)
     rt_buf_free(&body);
     switch (rc) {
     case RT_CMD_OK:
-        if (rt_exec_head(c)) {
-            c->keep_alive = 0; /* the client is gone: nothing to run for */
-            break;
-        }
-        rt_run_command(command.p, command.len, &res);
-        rt_respond_exec(c, &res);
+        rt_run_command(command.p, command.len, &res, c, &head_sent);
+        if (head_sent)
+            rt_respond_exec_body(c, &res);
+        else
+            rt_respond_exec(c, &res);
         break;
     case RT_CMD_BAD_JSON:
         rt_respond_422(c, "json_invalid", "[\"body\",0]", why ? why : "JSON decode error");

@@ -169,11 +169,12 @@ def test_health_answers_ok_to_curl_and_requests(srv):
 
 
 def test_execute_sends_its_head_when_it_accepts_the_command(srv):
-    # The head goes out before the command runs (a proxy bounding its wait
-    # for a head, like the Go sandbox-router's 30 s, lets long commands
-    # through); the body follows when it ends: chunked on HTTP/1.1 (which
-    # requests parses), close-delimited on HTTP/1.0, the same JSON.
-    body = b'{"command": "sleep 2"}'
+    # A command still running after 1 s gets its head sent (a proxy bounding
+    # its wait for a head, like the Go sandbox-router's 30 s, lets long
+    # commands through); the body follows when it ends: chunked on HTTP/1.1
+    # (which requests parses), close-delimited on HTTP/1.0, the same JSON.
+    # A quick command is answered whole, with a Content-Length.
+    body = b'{"command": "sleep 3"}'
     s = socket.create_connection(("127.0.0.1", srv.port))
     s.settimeout(10)
     t0 = time.time()
@@ -191,7 +192,7 @@ def test_execute_sends_its_head_when_it_accepts_the_command(srv):
     t_body = time.time() - t0
     s.close()
     assert head.startswith(b"HTTP/1.1 200 ") and b"Transfer-Encoding: chunked\r\n" in head, head
-    assert t_head < 1.5 <= t_body, (t_head, t_body)
+    assert t_head < 2.5 and t_body >= 3, (t_head, t_body)  # the head after ~1 s
     size, _, data = rest.partition(b"\r\n")
     payload = data[:int(size, 16)]
     assert json.loads(payload) == {"stdout": "", "stderr": "", "exit_code": 0}, rest
@@ -199,11 +200,14 @@ def test_execute_sends_its_head_when_it_accepts_the_command(srv):
     with requests.Session() as sess:
         for i in range(3):
             assert execute(srv, "echo %d" % i, sess)["stdout"] == "%d\n" % i
-    # HTTP/1.0: no chunks; the close ends the body
+    r = requests.post(srv.url + "/execute", json={"command": "echo quick"}, timeout=10)
+    assert r.headers.get("Content-Length") and "Transfer-Encoding" not in r.headers, r.headers
+    # HTTP/1.0, a slow command: no chunks; the close ends the body
+    cmd = b'{"command": "sh -c \'sleep 1.5; echo a\'"}'
     out = raw(srv, b"POST /execute HTTP/1.0\r\nContent-Type: application/json\r\n"
-                   b"Content-Length: 21\r\n\r\n{\"command\": \"echo a\"}")
+                   b"Content-Length: %d\r\n\r\n%s" % (len(cmd), cmd))
     h, _, b = out.partition(b"\r\n\r\n")
-    assert b"Transfer-Encoding" not in h and b"Connection: close" in h, h
+    assert b"Transfer-Encoding" not in h and b"Content-Length" not in h and b"Connection: close" in h, h
     assert json.loads(b) == {"stdout": "a\n", "stderr": "", "exit_code": 0}, out
 
 
