@@ -366,6 +366,8 @@ test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster \
 	echo "--- examples/bigfile" && $(EX)/bigfile 64 && \
 	echo "--- examples/local_tunnel" && out=$$($(EX)/local_tunnel agent-sandbox-system) && \
 	echo "$$out" && [ "$$(grep -c '^sandbox-claim-[0-9a-f]*: sandbox [12] through the tunnel$$' <<<"$$out")" = 2 ] && \
+	echo "--- tools/cli end to end (agentsandbox, tools/cli/tests/e2e.sh)" && \
+	tools/cli/tests/e2e.sh $(CLI_BIN) && \
 	echo "--- examples/direct_url" && out=$$($(EX)/direct_url "http://127.0.0.1:$$ASB_ROUTER_PORT") && \
 	echo "$$out" && grep -qx 'run: exit 0, stdout: hello through the router URL' <<<"$$out" && \
 	echo "--- static musl examples in an empty root (no /dev, no /etc)" && \

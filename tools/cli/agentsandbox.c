@@ -1,0 +1,1193 @@
+/* agentsandbox: a command-line tool for agent sandboxes, built on the public
+   API of agentsandbox.h only (it is the library's first real user: where it
+   had to work around the API, the comment says so).
+
+   Spelled like kubectl on purpose: global flags (--kubeconfig, --context,
+   -n/--namespace, -o, -v) mean what they mean there, so a kubectl user
+   needs no manual. `agentsandbox --help` and `agentsandbox CMD --help`
+   are the manual; tools/cli/README.md has a session and the exit codes. */
+#define AGENTSANDBOX_IMPLEMENTATION
+#include "../../agentsandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Exit codes: documented in usage() and the README; tests check them. */
+enum {
+    EXIT_FAIL = 1,       /* anything not below (RBAC refusal, bad answer) */
+    EXIT_USAGE = 2,      /* bad flags or arguments: nothing was sent */
+    EXIT_NOTFOUND = 3,   /* claim, template, warm pool or file missing */
+    EXIT_TIMEOUT = 4,    /* a deadline (--timeout) passed */
+    EXIT_CONNECT = 5,    /* apiserver, kubeconfig, kubectl or router unreachable */
+    EXIT_CANCELLED = 130 /* SIGINT or SIGTERM; whatever run created is deleted */
+};
+
+#define MAX_LIST 64
+
+typedef struct cli {
+    /* global flags */
+    const char *kubeconfig;
+    const char *context;
+    const char *ns; /* NULL: the context's namespace */
+    const char *connect;
+    const char *router_ns;
+    const char *output; /* NULL (table), "json", "name" */
+    int verbosity;
+    /* per-command flags (shared table; each command reads its own) */
+    asb_label labels[MAX_LIST];
+    size_t label_count;
+    asb_env_var env[MAX_LIST];
+    size_t env_count;
+    const char *selector;
+    const char *name;
+    const char *warm_pool;
+    int64_t ttl_s;
+    int timeout_ms;
+    int all_namespaces;
+    int all;
+    int help;
+    int file_op; /* a file call is in flight: a 404 is about the file */
+    /* positionals, then argv after "--" */
+    char **pos;
+    int npos;
+    char **cmd;
+    int ncmd;
+    /* state */
+    const char *sub;
+    asb_client *client;
+    asb_kube_client *kube;
+    asb_cancel *cancel;
+    char claim_version[16];
+    char url_buf[600];
+    char gw_buf[300];
+} cli;
+
+static volatile sig_atomic_t g_signal;
+static asb_cancel *g_cancel;
+
+static void on_signal(int sig) {
+    g_signal = sig;
+    asb_cancel_trigger(g_cancel); /* one write(2): async-signal-safe */
+}
+
+/* ---- help ------------------------------------------------------------------- */
+
+static const char *const USAGE =
+    "agentsandbox: agent sandboxes (kubernetes-sigs/agent-sandbox) from the shell\n"
+    "\n"
+    "Usage: agentsandbox [global flags] COMMAND [flags] [args]\n"
+    "\n"
+    "Commands:\n"
+    "  create TEMPLATE      create a sandbox claim, wait until Ready, print its name\n"
+    "  get, status CLAIM... show claims and whether their sandbox is Ready\n"
+    "  ls                   list the claims of a namespace (-l selector, -A)\n"
+    "  rm CLAIM...          delete claims (or -l selector, or --all); prints each one\n"
+    "  exec CLAIM -- CMD... run a command, print its output, exit with its code\n"
+    "  cp SRC DST           copy one file; one side is CLAIM:PATH\n"
+    "  cat CLAIM PATH...    print files from the sandbox\n"
+    "  run TEMPLATE -- CMD  create, exec, delete (deleted on Ctrl-C and SIGTERM too)\n"
+    "  version              print the version of the tool and the library\n"
+    "\n"
+    "Global flags (as kubectl spells them):\n"
+    "  --kubeconfig FILE    kubeconfig to use (default $KUBECONFIG, ~/.kube/config)\n"
+    "  --context NAME       kubeconfig context (default: its current-context)\n"
+    "  -n, --namespace NS   namespace (default: the context's, else \"default\")\n"
+    "  --connect MODE       how to reach sandboxes: tunnel (default: kubectl\n"
+    "                       port-forward to the router), direct=URL,\n"
+    "                       gateway=NAME[/NS], in-cluster\n"
+    "  --router-namespace NS  the router's namespace (default agent-sandbox-system)\n"
+    "  -o, --output FORMAT  json or name (default: a table or plain names)\n"
+    "  -v, -v=N, --v=N      log to stderr: 1 lifecycle, 2 every request (no secrets)\n"
+    "  -h, --help           help; `agentsandbox COMMAND --help` for a command\n"
+    "\n"
+    "Exit codes:\n"
+    "  0    success\n"
+    "  1    failure not listed below (e.g. RBAC refused, a bad answer)\n"
+    "  2    usage error: bad flag or argument; nothing was sent\n"
+    "  3    not found: claim, template, warm pool or file\n"
+    "  4    timeout: a deadline (--timeout) passed\n"
+    "  5    connection: kubeconfig, apiserver, kubectl or router unreachable\n"
+    "  130  cancelled by SIGINT or SIGTERM\n"
+    "  exec and run exit with the remote command's own code once it ran.\n";
+
+typedef struct cmd_help {
+    const char *name;
+    const char *text;
+} cmd_help;
+
+static const cmd_help HELPS[] = {
+    {"create",
+     "Usage: agentsandbox create TEMPLATE [flags]\n"
+     "       agentsandbox create --warm-pool POOL [flags]   (agent-sandbox v0.5+)\n"
+     "Creates a SandboxClaim, waits until its sandbox is Ready, prints the claim name.\n"
+     "  --name NAME          the claim's name (default sandbox-claim-XXXXXXXX)\n"
+     "  --label K=V          a label on the claim (repeatable)\n"
+     "  --env K=V            an environment variable in the sandbox (repeatable;\n"
+     "                       v0.5+, the template must allow it)\n"
+     "  --ttl DURATION       delete the sandbox after this long (e.g. 90s, 10m, 2h)\n"
+     "  --timeout DURATION   wait at most this long for Ready (default 3m)\n"
+     "  --warm-pool POOL     v0.5+: claim from this SandboxWarmPool (no TEMPLATE);\n"
+     "                       with a TEMPLATE on v0.4: the warmpool policy\n"
+     "  -o json|name         print an object or sandboxclaim/NAME\n"},
+    {"get",
+     "Usage: agentsandbox get CLAIM... [-o json|name]   (alias: status)\n"
+     "Shows each claim: its sandbox, Ready and why not, template, age.\n"
+     "-o json prints the claim object (a List for several).\n"},
+    {"ls",
+     "Usage: agentsandbox ls [-l SELECTOR] [-A] [-o json|name]\n"
+     "Lists claims in the namespace (-A: every namespace).\n"
+     "  -l, --selector SEL   label selector, e.g. team=a,env!=prod\n"
+     "  -A, --all-namespaces every namespace\n"},
+    {"rm",
+     "Usage: agentsandbox rm CLAIM... | -l SELECTOR | --all\n"
+     "Deletes claims (their sandboxes go with them), printing each one deleted.\n"
+     "A missing claim is reported (exit 3); the others are still deleted.\n"
+     "  -l, --selector SEL   every claim matching the selector\n"
+     "  --all                every claim in the namespace\n"},
+    {"exec",
+     "Usage: agentsandbox exec CLAIM [--timeout DURATION] -- CMD [ARG...]\n"
+     "Runs CMD in the sandbox (arguments kept apart, as a shell would quote them;\n"
+     "use `-- sh -c '...'` for pipes), prints its stdout and stderr and exits\n"
+     "with its exit code.\n"
+     "  --timeout DURATION   the command's deadline (default 60s)\n"},
+    {"cp",
+     "Usage: agentsandbox cp LOCAL CLAIM:PATH\n"
+     "       agentsandbox cp CLAIM:PATH LOCAL     (LOCAL - : stdout)\n"
+     "Copies one file, streamed. A download goes to a temporary file renamed\n"
+     "into place, so a failed copy never leaves a half file.\n"
+     "  --timeout DURATION   the transfer's deadline (default none)\n"},
+    {"cat",
+     "Usage: agentsandbox cat CLAIM PATH...\n"
+     "Writes the files to stdout, streamed.\n"},
+    {"run",
+     "Usage: agentsandbox run TEMPLATE [create flags] -- CMD [ARG...]\n"
+     "Creates a sandbox, runs CMD, deletes the sandbox, exits with CMD's code.\n"
+     "The claim is deleted on SIGINT and SIGTERM too (exit 130).\n"
+     "Flags: those of create; --timeout is the command's deadline.\n"},
+    {"version",
+     "Usage: agentsandbox version [-o json]\n"
+     "Prints the tool's version, the library's and its TLS backend.\n"},
+};
+
+static const char *help_for(const char *sub) {
+    size_t i;
+    if (strcmp(sub, "status") == 0) sub = "get";
+    for (i = 0; i < sizeof HELPS / sizeof HELPS[0]; i++)
+        if (strcmp(HELPS[i].name, sub) == 0) return HELPS[i].text;
+    return NULL;
+}
+
+/* ---- errors ----------------------------------------------------------------- */
+
+static int usage_error(const cli *c, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "agentsandbox: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry 'agentsandbox %s%s--help'.\n", c->sub ? c->sub : "", c->sub ? " " : "");
+    return EXIT_USAGE;
+}
+
+static int exit_code_for(asb_result r, const asb_error *e) {
+    switch (r) {
+    case ASB_OK: return 0;
+    case ASB_ERR_INVALID_ARGUMENT: return EXIT_USAGE;
+    case ASB_ERR_NOT_FOUND:
+    case ASB_ERR_TEMPLATE_NOT_FOUND:
+    case ASB_ERR_WARMPOOL_NOT_FOUND:
+    case ASB_ERR_METADATA: return EXIT_NOTFOUND;
+    case ASB_ERR_HTTP_STATUS: return e && e->http_status == 404 ? EXIT_NOTFOUND : EXIT_FAIL;
+    case ASB_ERR_TIMEOUT: return EXIT_TIMEOUT;
+    case ASB_ERR_CANCELLED: return EXIT_CANCELLED;
+    case ASB_ERR_DNS:
+    case ASB_ERR_CONNECT:
+    case ASB_ERR_SEND:
+    case ASB_ERR_RECV:
+    case ASB_ERR_PROXY:
+    case ASB_ERR_TLS_UNAVAILABLE:
+    case ASB_ERR_TLS_CONFIG:
+    case ASB_ERR_TLS_HANDSHAKE:
+    case ASB_ERR_TLS_VERIFY:
+    case ASB_ERR_KUBECONFIG:
+    case ASB_ERR_CREDENTIALS:
+    case ASB_ERR_PORT_FORWARD:
+    case ASB_ERR_KUBECTL_MISSING: return EXIT_CONNECT;
+    default: return EXIT_FAIL;
+    }
+}
+
+/* What to try next, by what failed. */
+static const char *hint_for(const cli *c, asb_result r, const asb_error *e) {
+    switch (r) {
+    case ASB_ERR_NOT_FOUND:
+        if (c->file_op && e && e->http_status == 404)
+            return "no such file: list the directory with `agentsandbox exec CLAIM -- ls -la DIR`";
+        /* fall through */
+    case ASB_ERR_METADATA:
+        return "list the claims with `agentsandbox ls` (add -n NAMESPACE or -A)";
+    case ASB_ERR_TEMPLATE_NOT_FOUND:
+        return "list templates with `kubectl get sandboxtemplates -n NAMESPACE`";
+    case ASB_ERR_WARMPOOL_NOT_FOUND:
+        return "list pools with `kubectl get sandboxwarmpools -n NAMESPACE`";
+    case ASB_ERR_TIMEOUT: return "raise --timeout, or look at the pod with kubectl describe";
+    case ASB_ERR_KUBECONFIG:
+        return "pass --kubeconfig FILE or set KUBECONFIG; check --context";
+    case ASB_ERR_CREDENTIALS:
+        return "check the kubeconfig user's credentials (kubectl auth whoami)";
+    case ASB_ERR_DNS:
+    case ASB_ERR_CONNECT:
+    case ASB_ERR_SEND:
+    case ASB_ERR_RECV:
+        return "is the cluster up? try `kubectl cluster-info` with the same flags";
+    case ASB_ERR_TLS_HANDSHAKE:
+    case ASB_ERR_TLS_VERIFY:
+    case ASB_ERR_TLS_CONFIG: return "check the CA and certificates in the kubeconfig";
+    case ASB_ERR_KUBECTL_MISSING:
+        return "install kubectl, or reach the router another way: --connect direct=URL";
+    case ASB_ERR_PORT_FORWARD:
+        return c->router_ns ? "check the router Service in --router-namespace"
+                            : "check the router: kubectl -n agent-sandbox-system get svc";
+    case ASB_ERR_CLAIM_FAILED: return "look at the claim: kubectl describe sandboxclaim NAME";
+    case ASB_ERR_KUBE_API:
+        if (e && e->http_status == 403) return "RBAC refused it: ask for the permission";
+        if (e && e->http_status == 409) return "the name is taken: pick another --name";
+        return NULL;
+    case ASB_ERR_HTTP_STATUS:
+        if (e && e->http_status == 404) return "list the directory with `agentsandbox exec CLAIM -- ls DIR`";
+        if (e && (e->http_status == 502 || e->http_status == 503))
+            return "the router could not reach the sandbox: is its pod Ready?";
+        return NULL;
+    default: return NULL;
+    }
+}
+
+/* "agentsandbox: <what> <object>: <message>" then a hint line. */
+static int fail(const cli *c, asb_result r, const asb_error *e, const char *fmt, ...) {
+    va_list ap;
+    const char *hint = hint_for(c, r, e);
+    fprintf(stderr, "agentsandbox: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, ": %s", e && e->message[0] ? e->message : asb_result_str(r));
+    if (e && r == ASB_ERR_HTTP_STATUS && e->http_status)
+        fprintf(stderr, " (HTTP %d)", e->http_status);
+    fprintf(stderr, " [%s]\n", asb_result_str(r));
+    if (hint) fprintf(stderr, "  hint: %s\n", hint);
+    return exit_code_for(r, e);
+}
+
+/* ---- logging ---------------------------------------------------------------- */
+
+static void log_line(void *ud, const asb_log_record *rec) {
+    static const char *const names[] = {"debug", "info", "warn", "error"};
+    (void)ud;
+    /* records never carry a credential (the library's rule) */
+    fprintf(stderr, "agentsandbox: %s %s: %s\n",
+            rec->level <= ASB_LOG_ERROR ? names[rec->level] : "?", rec->id, rec->message);
+}
+
+/* ---- flag parsing ----------------------------------------------------------- */
+
+/* "90", "90s", "1500ms", "10m", "2h" -> milliseconds; -1 when bad. */
+static int64_t parse_duration_ms(const char *s) {
+    char *end;
+    long long v;
+    int64_t mul = 1000;
+    if (!s || !*s || *s == '-' || *s == '+') return -1;
+    errno = 0;
+    v = strtoll(s, &end, 10);
+    if (errno || end == s) return -1;
+    if (strcmp(end, "") == 0 || strcmp(end, "s") == 0) mul = 1000;
+    else if (strcmp(end, "ms") == 0) mul = 1;
+    else if (strcmp(end, "m") == 0) mul = 60000;
+    else if (strcmp(end, "h") == 0) mul = 3600000;
+    else return -1;
+    if (v > (long long)(INT64_MAX / 3600000)) return -1;
+    return (int64_t)v * mul;
+}
+
+static int split_kv(char *s, const char **k, const char **v) {
+    char *eq = strchr(s, '=');
+    if (!eq || eq == s) return -1;
+    *eq = '\0';
+    *k = s;
+    *v = eq + 1;
+    return 0;
+}
+
+/* The value of a flag: "--flag=value" or "--flag value". Returns NULL
+   (and reports) when it is missing. */
+static const char *flag_value(cli *c, char **argv, int argc, int *i, const char *arg, size_t nlen,
+                              int *rc) {
+    if (arg[nlen] == '=') return arg + nlen + 1;
+    if (*i + 1 < argc) return argv[++*i];
+    *rc = usage_error(c, "flag %s needs a value", arg);
+    return NULL;
+}
+
+static int is_flag(const char *arg, const char *name, size_t *nlen) {
+    size_t n = strlen(name);
+    if (strncmp(arg, name, n) != 0 || (arg[n] != '\0' && arg[n] != '=')) return 0;
+    *nlen = n;
+    return 1;
+}
+
+/* Global and command flags may appear anywhere before "--", as in kubectl. */
+static int parse_args(cli *c, int argc, char **argv) {
+    int i, rc = 0;
+    c->pos = (char **)calloc((size_t)argc + 1, sizeof(char *));
+    if (!c->pos) return usage_error(c, "out of memory");
+    for (i = 1; i < argc; i++) {
+        char *a = argv[i];
+        const char *v;
+        size_t n;
+        if (strcmp(a, "--") == 0) {
+            c->cmd = argv + i + 1;
+            c->ncmd = argc - i - 1;
+            break;
+        }
+        if (a[0] != '-' || a[1] == '\0') { /* "-" is a positional (stdout) */
+            if (!c->sub) c->sub = a;
+            else c->pos[c->npos++] = a;
+            continue;
+        }
+#define VALUE(field)                                              \
+    do {                                                          \
+        v = flag_value(c, argv, argc, &i, a, n, &rc);             \
+        if (!v) return rc;                                        \
+        c->field = v;                                             \
+    } while (0)
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) c->help = 1;
+        else if (is_flag(a, "--kubeconfig", &n)) VALUE(kubeconfig);
+        else if (is_flag(a, "--context", &n)) VALUE(context);
+        else if (is_flag(a, "--namespace", &n) || is_flag(a, "-n", &n)) VALUE(ns);
+        else if (is_flag(a, "--connect", &n)) VALUE(connect);
+        else if (is_flag(a, "--router-namespace", &n)) VALUE(router_ns);
+        else if (is_flag(a, "--output", &n) || is_flag(a, "-o", &n)) {
+            VALUE(output);
+            if (strcmp(c->output, "json") != 0 && strcmp(c->output, "name") != 0)
+                return usage_error(c, "-o %s: the formats are json and name", c->output);
+        } else if (strcmp(a, "-v") == 0) c->verbosity = 1;
+        else if (strcmp(a, "-vv") == 0) c->verbosity = 2;
+        else if (strncmp(a, "-v=", 3) == 0 || strncmp(a, "--v=", 4) == 0) {
+            const char *num = strchr(a, '=') + 1;
+            char *end;
+            long lv = strtol(num, &end, 10);
+            if (!*num || *end || lv < 0 || lv > 10)
+                return usage_error(c, "%s: the level is a number from 0 to 10", a);
+            c->verbosity = (int)lv;
+        } else if (is_flag(a, "--selector", &n) || is_flag(a, "-l", &n)) VALUE(selector);
+        else if (is_flag(a, "--name", &n)) VALUE(name);
+        else if (is_flag(a, "--warm-pool", &n)) VALUE(warm_pool);
+        else if (strcmp(a, "-A") == 0 || strcmp(a, "--all-namespaces") == 0) c->all_namespaces = 1;
+        else if (strcmp(a, "--all") == 0) c->all = 1;
+        else if (is_flag(a, "--ttl", &n) || is_flag(a, "--timeout", &n)) {
+            int64_t ms;
+            int is_ttl = a[2] == 't' && a[3] == 't';
+            v = flag_value(c, argv, argc, &i, a, n, &rc);
+            if (!v) return rc;
+            ms = parse_duration_ms(v);
+            if (ms <= 0 || ms > (int64_t)INT32_MAX)
+                return usage_error(c, "%.*s %s: a duration is a positive number with s, m or h "
+                                      "(e.g. 90s, 10m)", (int)n, a, v);
+            if (is_ttl) c->ttl_s = (ms + 999) / 1000;
+            else c->timeout_ms = (int)ms;
+        } else if (is_flag(a, "--label", &n) || is_flag(a, "--env", &n)) {
+            int is_env = a[2] == 'e';
+            const char *k, *val;
+            char *kv;
+            v = flag_value(c, argv, argc, &i, a, n, &rc);
+            if (!v) return rc;
+            kv = (char *)(uintptr_t)v; /* argv strings are ours to edit */
+            if (split_kv(kv, &k, &val) != 0)
+                return usage_error(c, "%.*s %s: expected KEY=VALUE", (int)n, a, v);
+            if ((is_env ? c->env_count : c->label_count) >= MAX_LIST)
+                return usage_error(c, "at most %d %s flags", MAX_LIST, is_env ? "--env" : "--label");
+            if (is_env) {
+                c->env[c->env_count].name = k;
+                c->env[c->env_count].value = val;
+                c->env_count++;
+            } else {
+                c->labels[c->label_count].key = k;
+                c->labels[c->label_count].value = val;
+                c->label_count++;
+            }
+        } else {
+            return usage_error(c, "unknown flag %s", a);
+        }
+#undef VALUE
+    }
+    return 0;
+}
+
+/* ---- clients ---------------------------------------------------------------- */
+
+static void kube_desc(const cli *c, asb_kube_client_desc *kd) {
+    memset(kd, 0, sizeof *kd);
+    kd->kubeconfig.path = c->kubeconfig;
+    kd->kubeconfig.context = c->context;
+    if (c->connect && strcmp(c->connect, "in-cluster") == 0 && !c->kubeconfig) kd->in_cluster = 1;
+}
+
+static void set_logger(const cli *c, asb_logger *lg) {
+    memset(lg, 0, sizeof *lg);
+    if (c->verbosity <= 0) return;
+    lg->fn = log_line;
+    lg->min_level = c->verbosity >= 2 ? ASB_LOG_DEBUG : ASB_LOG_INFO;
+}
+
+/* The Kubernetes client: for the namespace default and for the reads the
+   sandbox client has no call for (a claim's status and labels, every
+   namespace). API friction: asb_client has no accessor for the
+   asb_kube_client it holds, so the tool loads the kubeconfig twice. */
+static int open_kube(cli *c) {
+    asb_kube_client_desc kd;
+    asb_error e;
+    asb_result r;
+    if (c->kube) return 0;
+    /* bad names are usage errors, found before anything is sent */
+    if (c->ns && asb_dns_label_validate(c->ns, strlen(c->ns), &e) != ASB_OK)
+        return usage_error(c, "-n %s: %s", c->ns, e.message);
+    if (c->sub && strcmp(c->sub, "create") != 0 && strcmp(c->sub, "run") != 0) {
+        int i;
+        for (i = 0; i < c->npos && strcmp(c->sub, "cp") != 0; i++)
+            if (i == 0 || strcmp(c->sub, "cat") != 0) /* cat: the rest are paths */
+                if (asb_claim_name_validate(c->pos[i], strlen(c->pos[i]), &e) != ASB_OK)
+                    return usage_error(c, "%s", e.message);
+    }
+    if (c->name && asb_claim_name_validate(c->name, strlen(c->name), &e) != ASB_OK)
+        return usage_error(c, "--name: %s", e.message);
+    kube_desc(c, &kd);
+    set_logger(c, &kd.http.log);
+    r = asb_kube_client_create(&kd, &c->kube, &e);
+    if (r != ASB_OK) return fail(c, r, &e, "cannot load the Kubernetes configuration");
+    if (!c->ns) {
+        const asb_kube_config *kc = asb_kube_client_config(c->kube);
+        c->ns = kc && kc->default_namespace && *kc->default_namespace ? kc->default_namespace
+                                                                      : "default";
+    }
+    return 0;
+}
+
+/* The claim group's served version, found as the library finds it.
+   API friction: asb_client discovers it but does not say which it chose. */
+static int claim_resource(cli *c, asb_kube_resource *res) {
+    asb_buf body;
+    asb_error e;
+    asb_result r;
+    res->group = "extensions.agents.x-k8s.io";
+    res->plural = "sandboxclaims";
+    res->version = c->claim_version;
+    if (c->claim_version[0]) return 0;
+    asb_buf_init(&body, NULL);
+    r = asb_kube_request(c->kube, "GET", "/apis/extensions.agents.x-k8s.io", NULL, NULL, 0,
+                         &body, &e);
+    if (r == ASB_OK) {
+        asb_json_doc d;
+        if (asb_json_doc_parse(&d, body.ptr, body.len, NULL, &e) == ASB_OK) {
+            asb_json_get_string(&d, asb_json_find(&d, 0, "preferredVersion.version"),
+                                c->claim_version, sizeof c->claim_version, NULL);
+            asb_json_doc_free(&d);
+        }
+        if (!c->claim_version[0]) snprintf(c->claim_version, sizeof c->claim_version, "v1alpha1");
+    }
+    asb_buf_free(&body);
+    if (r == ASB_ERR_NOT_FOUND) {
+        fprintf(stderr, "agentsandbox: the cluster serves no SandboxClaims "
+                        "(extensions.agents.x-k8s.io)\n  hint: install agent-sandbox with its "
+                        "extensions, or check --context\n");
+        return EXIT_NOTFOUND;
+    }
+    if (r != ASB_OK) return fail(c, r, &e, "cannot reach the Kubernetes API");
+    return 0;
+}
+
+static int open_client(cli *c) {
+    asb_client_desc d;
+    asb_error e;
+    asb_result r;
+    int rc = open_kube(c);
+    if (rc) return rc;
+    memset(&d, 0, sizeof d);
+    kube_desc(c, &d.kube);
+    set_logger(c, &d.log);
+    d.router_namespace = c->router_ns;
+    if (!c->connect || strcmp(c->connect, "tunnel") == 0) {
+        d.mode = ASB_CONNECT_LOCAL_TUNNEL;
+    } else if (strncmp(c->connect, "direct=", 7) == 0) {
+        d.mode = ASB_CONNECT_DIRECT;
+        d.direct_url = c->connect + 7;
+    } else if (strncmp(c->connect, "gateway=", 8) == 0) {
+        char *slash;
+        snprintf(c->gw_buf, sizeof c->gw_buf, "%s", c->connect + 8);
+        slash = strchr(c->gw_buf, '/');
+        if (slash) {
+            *slash = '\0';
+            d.gateway_namespace = slash + 1;
+        }
+        d.mode = ASB_CONNECT_GATEWAY;
+        d.gateway_name = c->gw_buf;
+    } else if (strcmp(c->connect, "in-cluster") == 0) {
+        d.mode = ASB_CONNECT_IN_CLUSTER;
+    } else {
+        return usage_error(c, "--connect %s: the modes are tunnel, direct=URL, "
+                              "gateway=NAME[/NS] and in-cluster", c->connect);
+    }
+    r = asb_client_create(&d, &c->client, &e);
+    if (r != ASB_OK) return fail(c, r, &e, "cannot make a sandbox client (--connect %s)",
+                                 c->connect ? c->connect : "tunnel");
+    return 0;
+}
+
+static int attach(cli *c, const char *claim, asb_sandbox **sb) {
+    asb_error e;
+    asb_result r;
+    int rc = open_client(c);
+    if (rc) return rc;
+    r = asb_client_get_sandbox(c->client, claim, c->ns, 0, sb, &e);
+    if (r != ASB_OK)
+        return fail(c, r, &e, "cannot attach to claim %s in namespace %s", claim, c->ns);
+    return 0;
+}
+
+/* ---- output helpers --------------------------------------------------------- */
+
+/* The handle's names are never NULL for a live handle; "" keeps printf safe. */
+static const char *nz(const char *s) { return s ? s : ""; }
+
+static void print_json(const asb_buf *b) {
+    fwrite(b->ptr, 1, b->len, stdout);
+    putchar('\n');
+}
+
+static void age(char *out, size_t cap, const char *ts) {
+    struct tm tm;
+    time_t t, now = time(NULL);
+    long long s;
+    memset(&tm, 0, sizeof tm);
+    if (!ts || sscanf(ts, "%4d-%2d-%2dT%2d:%2d:%2dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                      &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6) {
+        snprintf(out, cap, "<unknown>");
+        return;
+    }
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    t = timegm(&tm);
+    s = (long long)difftime(now, t);
+    if (s < 0) s = 0;
+    if (s < 120) snprintf(out, cap, "%llds", s);
+    else if (s < 7200) snprintf(out, cap, "%lldm", s / 60);
+    else if (s < 172800) snprintf(out, cap, "%lldh", s / 3600);
+    else snprintf(out, cap, "%lldd", s / 86400);
+}
+
+static void str_at(const asb_json_doc *d, int from, const char *path, char *out, size_t cap,
+                   const char *dflt) {
+    if (asb_json_get_string(d, asb_json_find(d, from, path), out, cap, NULL) != ASB_OK)
+        snprintf(out, cap, "%s", dflt);
+}
+
+/* One table row from a claim object. */
+static void claim_row(const asb_json_doc *d, int obj, int with_ns) {
+    char name[256], ns[64], sb[256], tpl[256], ready[16] = "Unknown", reason[128] = "", when[64];
+    char ts[64];
+    asb_json_iter it;
+    int cond;
+    str_at(d, obj, "metadata.name", name, sizeof name, "?");
+    str_at(d, obj, "metadata.namespace", ns, sizeof ns, "?");
+    str_at(d, obj, "status.sandbox.name", sb, sizeof sb, "");
+    if (!sb[0]) str_at(d, obj, "status.sandbox.Name", sb, sizeof sb, "<none>");
+    str_at(d, obj, "spec.sandboxTemplateRef.name", tpl, sizeof tpl, "");
+    if (!tpl[0]) str_at(d, obj, "spec.warmPoolRef.name", tpl, sizeof tpl, "<none>");
+    str_at(d, obj, "metadata.creationTimestamp", ts, sizeof ts, "");
+    it = asb_json_iter_begin(d, asb_json_find(d, obj, "status.conditions"));
+    while (asb_json_iter_next(d, &it, NULL, &cond)) {
+        if (!asb_json_string_eq(d, asb_json_find(d, cond, "type"), "Ready", 5)) continue;
+        str_at(d, cond, "status", ready, sizeof ready, "Unknown");
+        str_at(d, cond, "reason", reason, sizeof reason, "");
+    }
+    age(when, sizeof when, ts);
+    if (with_ns) printf("%-20s ", ns);
+    printf("%-32s %-32s %-7s %-24s %-28s %s\n", name, sb,
+           strcmp(ready, "True") == 0 ? "True" : ready, reason[0] ? reason : "-", tpl, when);
+}
+
+static void table_head(int with_ns) {
+    if (with_ns) printf("%-20s ", "NAMESPACE");
+    printf("%-32s %-32s %-7s %-24s %-28s %s\n", "NAME", "SANDBOX", "READY", "REASON",
+           "TEMPLATE", "AGE");
+}
+
+/* ---- commands --------------------------------------------------------------- */
+
+static int cmd_version(cli *c) {
+    if (c->output && strcmp(c->output, "json") == 0) {
+        asb_buf b;
+        asb_json_writer w;
+        asb_buf_init(&b, NULL);
+        asb_json_writer_init(&w, &b);
+        asb_json_object_begin(&w);
+        asb_json_key(&w, "cli");
+        asb_json_string(&w, ASB_VERSION_STRING);
+        asb_json_key(&w, "library");
+        asb_json_string(&w, ASB_VERSION_STRING);
+        asb_json_key(&w, "tls");
+        asb_json_string(&w, asb_tls_backend());
+        asb_json_object_end(&w);
+        if (asb_json_writer_finish(&w) == ASB_OK) print_json(&b);
+        asb_buf_free(&b);
+    } else {
+        printf("agentsandbox %s (agentsandbox.h %s, TLS: %s)\n", ASB_VERSION_STRING,
+               ASB_VERSION_STRING, asb_tls_backend());
+    }
+    return 0;
+}
+
+static int get_claim(cli *c, const char *name, asb_buf *out) {
+    asb_kube_resource res;
+    asb_error e;
+    asb_result r;
+    int rc = claim_resource(c, &res);
+    if (rc) return rc;
+    r = asb_kube_get(c->kube, &res, c->ns, name, out, &e);
+    if (r == ASB_ERR_NOT_FOUND) {
+        fprintf(stderr, "agentsandbox: claim %s not found in namespace %s\n  hint: list the "
+                        "claims with `agentsandbox ls -n %s` (or -A)\n", name, c->ns, c->ns);
+        return EXIT_NOTFOUND;
+    }
+    if (r != ASB_OK) return fail(c, r, &e, "cannot read claim %s in namespace %s", name, c->ns);
+    return 0;
+}
+
+static int cmd_get(cli *c) {
+    int i, rc = 0, json = c->output && strcmp(c->output, "json") == 0, first = 1;
+    int head = 0;
+    if (c->npos < 1) return usage_error(c, "%s needs at least one CLAIM", c->sub);
+    if ((rc = open_kube(c)) != 0) return rc;
+    if (json && c->npos > 1) printf("{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":[");
+    for (i = 0; i < c->npos; i++) {
+        asb_buf b;
+        int one;
+        asb_buf_init(&b, NULL);
+        one = get_claim(c, c->pos[i], &b);
+        if (one) {
+            rc = one;
+        } else if (json) {
+            if (!first) putchar(',');
+            fwrite(b.ptr, 1, b.len, stdout);
+            if (c->npos == 1) putchar('\n');
+            first = 0;
+        } else if (c->output) {
+            printf("sandboxclaim/%s\n", c->pos[i]);
+        } else {
+            asb_json_doc d;
+            asb_error e;
+            if (asb_json_doc_parse(&d, b.ptr, b.len, NULL, &e) == ASB_OK) {
+                if (!head) table_head(0);
+                head = 1;
+                claim_row(&d, 0, 0);
+                asb_json_doc_free(&d);
+            }
+        }
+        asb_buf_free(&b);
+    }
+    if (json && c->npos > 1) printf("]}\n");
+    return rc;
+}
+
+/* Every claim's page as the apiserver sends it (paged, 500 at a time). */
+static int list_claims(cli *c, asb_buf *out) {
+    asb_kube_resource res;
+    asb_kube_list_opts lo;
+    asb_error e;
+    asb_result r;
+    int rc = claim_resource(c, &res);
+    if (rc) return rc;
+    memset(&lo, 0, sizeof lo);
+    lo.label_selector = c->selector;
+    /* ns NULL lists across namespaces (the kube layer's path rule) */
+    r = asb_kube_list(c->kube, &res, c->all_namespaces ? NULL : c->ns, &lo, out, &e);
+    if (r != ASB_OK)
+        return fail(c, r, &e, "cannot list claims in %s%s%s",
+                    c->all_namespaces ? "all namespaces" : "namespace ",
+                    c->all_namespaces ? "" : c->ns, c->selector ? " with that selector" : "");
+    return 0;
+}
+
+static int cmd_ls(cli *c) {
+    asb_buf b;
+    asb_json_doc d;
+    asb_error e;
+    asb_json_iter it;
+    int item, rc;
+    if (c->npos) return usage_error(c, "ls takes no arguments (use -l SELECTOR)");
+    if ((rc = open_kube(c)) != 0) return rc;
+    asb_buf_init(&b, NULL);
+    rc = list_claims(c, &b);
+    if (rc) goto out;
+    if (c->output && strcmp(c->output, "json") == 0) {
+        print_json(&b);
+        goto out;
+    }
+    if (asb_json_doc_parse(&d, b.ptr, b.len, NULL, &e) != ASB_OK) {
+        rc = fail(c, e.code, &e, "the claim list is not JSON");
+        goto out;
+    }
+    it = asb_json_iter_begin(&d, asb_json_find(&d, 0, "items"));
+    if (!c->output) {
+        if (asb_json_iter_begin(&d, asb_json_find(&d, 0, "items")).remaining == 0)
+            fprintf(stderr, "No claims found in %s%s.\n",
+                    c->all_namespaces ? "any namespace" : "namespace ",
+                    c->all_namespaces ? "" : c->ns);
+        else table_head(c->all_namespaces);
+    }
+    while (asb_json_iter_next(&d, &it, NULL, &item)) {
+        if (c->output) {
+            char name[256];
+            str_at(&d, item, "metadata.name", name, sizeof name, "?");
+            printf("sandboxclaim/%s\n", name);
+        } else {
+            claim_row(&d, item, c->all_namespaces);
+        }
+    }
+    asb_json_doc_free(&d);
+out:
+    asb_buf_free(&b);
+    return rc;
+}
+
+static int delete_one(cli *c, const asb_kube_resource *res, const char *ns, const char *name) {
+    asb_error e;
+    asb_result r = asb_kube_delete(c->kube, res, ns, name, &e);
+    if (r == ASB_ERR_NOT_FOUND) {
+        fprintf(stderr, "agentsandbox: claim %s not found in namespace %s\n", name, ns);
+        return EXIT_NOTFOUND;
+    }
+    if (r != ASB_OK) return fail(c, r, &e, "cannot delete claim %s in namespace %s", name, ns);
+    if (c->output && strcmp(c->output, "name") == 0) printf("sandboxclaim/%s\n", name);
+    else printf("sandboxclaim \"%s\" deleted\n", name);
+    fflush(stdout);
+    return 0;
+}
+
+static int cmd_rm(cli *c) {
+    asb_kube_resource res;
+    int i, rc, worst = 0;
+    if (c->npos && (c->selector || c->all))
+        return usage_error(c, "rm takes CLAIM names or -l/--all, not both");
+    if (!c->npos && !c->selector && !c->all)
+        return usage_error(c, "rm needs CLAIM names, -l SELECTOR or --all");
+    if (c->output && strcmp(c->output, "json") == 0)
+        return usage_error(c, "rm prints names: -o name, or no -o");
+    if ((rc = open_kube(c)) != 0) return rc;
+    if ((rc = claim_resource(c, &res)) != 0) return rc;
+    for (i = 0; i < c->npos; i++) {
+        int one = delete_one(c, &res, c->ns, c->pos[i]);
+        if (one && !worst) worst = one;
+    }
+    if (c->selector || c->all) {
+        asb_buf b;
+        asb_json_doc d;
+        asb_error e;
+        asb_json_iter it;
+        int item;
+        asb_buf_init(&b, NULL);
+        rc = list_claims(c, &b);
+        if (!rc && asb_json_doc_parse(&d, b.ptr, b.len, NULL, &e) == ASB_OK) {
+            it = asb_json_iter_begin(&d, asb_json_find(&d, 0, "items"));
+            while (asb_json_iter_next(&d, &it, NULL, &item)) {
+                char name[256], ns[64];
+                int one;
+                str_at(&d, item, "metadata.name", name, sizeof name, "");
+                str_at(&d, item, "metadata.namespace", ns, sizeof ns, c->ns);
+                one = delete_one(c, &res, ns, name);
+                /* gone meanwhile is what we wanted */
+                if (one && one != EXIT_NOTFOUND && !worst) worst = one;
+            }
+            asb_json_doc_free(&d);
+        } else if (!rc) {
+            rc = EXIT_FAIL;
+        }
+        asb_buf_free(&b);
+        if (rc && !worst) worst = rc;
+    }
+    return worst;
+}
+
+/* POSIX shell quoting of each word: the runtime splits a command string
+   as a shell would (shlex), so this keeps every argument whole. */
+static int join_command(char **argv, int n, asb_buf *out) {
+    int i;
+    for (i = 0; i < n; i++) {
+        const char *p;
+        if (i && asb_buf_append(out, " ", 1) != ASB_OK) return -1;
+        if (asb_buf_append(out, "'", 1) != ASB_OK) return -1;
+        for (p = argv[i]; *p; p++) {
+            if (*p == '\'') {
+                if (asb_buf_append(out, "'\\''", 4) != ASB_OK) return -1;
+            } else if (asb_buf_append(out, p, 1) != ASB_OK) {
+                return -1;
+            }
+        }
+        if (asb_buf_append(out, "'", 1) != ASB_OK) return -1;
+    }
+    return asb_buf_append(out, "", 1) == ASB_OK ? 0 : -1; /* NUL, not counted below */
+}
+
+static int write_all(int fd, const char *p, size_t n) {
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Runs the command on a handle and relays its output; the exit code is
+   the command's once it ran. API friction: asb_sandbox_run buffers the
+   whole output, so it arrives at the end, not as it comes. */
+static int run_on(cli *c, asb_sandbox *sb) {
+    asb_buf cmd;
+    asb_call_opts co;
+    asb_run_result res;
+    asb_error e;
+    asb_result r;
+    int rc;
+    asb_buf_init(&cmd, NULL);
+    if (join_command(c->cmd, c->ncmd, &cmd) != 0) {
+        asb_buf_free(&cmd);
+        return usage_error(c, "out of memory");
+    }
+    memset(&co, 0, sizeof co);
+    co.timeout_ms = c->timeout_ms;
+    co.cancel = c->cancel;
+    memset(&res, 0, sizeof res);
+    r = asb_sandbox_run_opts(sb, cmd.ptr, &co, &res, &e);
+    asb_buf_free(&cmd);
+    if (r != ASB_OK) {
+        rc = r == ASB_ERR_CANCELLED
+                 ? (fprintf(stderr, "agentsandbox: exec in claim %s cancelled (the command may "
+                                    "still run until the runtime ends it)\n",
+                            nz(asb_sandbox_claim_name(sb))),
+                    EXIT_CANCELLED)
+                 : fail(c, r, &e, "exec in claim %s (namespace %s)", nz(asb_sandbox_claim_name(sb)),
+                        nz(asb_sandbox_namespace(sb)));
+    } else {
+        fflush(stdout);
+        if (write_all(1, res.out.ptr, res.out.len) != 0 ||
+            write_all(2, res.err.ptr, res.err.len) != 0)
+            rc = EXIT_FAIL;
+        else rc = res.exit_code & 0xff;
+    }
+    asb_run_result_free(&res);
+    return rc;
+}
+
+static int cmd_exec(cli *c) {
+    asb_sandbox *sb;
+    int rc;
+    if (c->npos != 1) return usage_error(c, "exec needs one CLAIM, then -- and the command");
+    if (c->ncmd < 1) return usage_error(c, "exec needs a command after --");
+    if ((rc = attach(c, c->pos[0], &sb)) != 0) return rc;
+    return run_on(c, sb);
+}
+
+/* "CLAIM:PATH" -> claim in claim_out, path pointer; 0 when local. */
+static int remote_spec(const char *s, char *claim_out, size_t cap, const char **path) {
+    const char *colon = strchr(s, ':');
+    size_t n;
+    const char *slash = strchr(s, '/');
+    if (!colon || colon == s) return 0;
+    if (slash && slash < colon) return 0; /* ./a:b is a local file */
+    n = (size_t)(colon - s);
+    if (n >= cap) return 0;
+    memcpy(claim_out, s, n);
+    claim_out[n] = '\0';
+    *path = colon + 1;
+    return 1;
+}
+
+static int cmd_cp(cli *c) {
+    char claim[256];
+    const char *rpath;
+    asb_sandbox *sb;
+    asb_call_opts co;
+    asb_error e;
+    asb_result r;
+    int rc, src_remote, dst_remote;
+    if (c->npos != 2) return usage_error(c, "cp needs SRC and DST; one of them CLAIM:PATH");
+    src_remote = remote_spec(c->pos[0], claim, sizeof claim, &rpath);
+    if (!src_remote) dst_remote = remote_spec(c->pos[1], claim, sizeof claim, &rpath);
+    else dst_remote = 0;
+    if (src_remote && strchr(c->pos[1], ':') && remote_spec(c->pos[1], claim, sizeof claim, &rpath))
+        return usage_error(c, "cp copies between this machine and a sandbox, not sandbox to "
+                              "sandbox");
+    if (!src_remote && !dst_remote)
+        return usage_error(c, "cp: one of SRC and DST must be CLAIM:PATH");
+    if (!*rpath) return usage_error(c, "cp: %s has no PATH after the ':'", claim);
+    memset(&co, 0, sizeof co);
+    co.timeout_ms = c->timeout_ms;
+    co.cancel = c->cancel;
+    if (dst_remote) {
+        struct stat st;
+        int fd = open(c->pos[0], O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            fprintf(stderr, "agentsandbox: cp: cannot open %s: %s\n", c->pos[0], strerror(errno));
+            return errno == ENOENT ? EXIT_NOTFOUND : EXIT_FAIL;
+        }
+        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            close(fd);
+            fprintf(stderr, "agentsandbox: cp: %s is not a regular file (directories need -r, "
+                            "not in this version)\n", c->pos[0]);
+            return EXIT_USAGE;
+        }
+        if ((rc = attach(c, claim, &sb)) != 0) {
+            close(fd);
+            return rc;
+        }
+        c->file_op = 1;
+        r = asb_sandbox_write_from_fd_opts(sb, rpath, fd, &co, &e);
+        close(fd);
+        if (r != ASB_OK)
+            return fail(c, r, &e, "cp %s to %s:%s", c->pos[0], claim, rpath);
+        return 0;
+    }
+    /* download: into a temporary file beside the target, renamed at the end */
+    {
+        const char *dst = c->pos[1];
+        char tmp[4096];
+        int fd, to_stdout = strcmp(dst, "-") == 0;
+        struct stat st;
+        char target[4096];
+        if (!to_stdout && stat(dst, &st) == 0 && S_ISDIR(st.st_mode)) {
+            const char *base = strrchr(rpath, '/');
+            base = base ? base + 1 : rpath;
+            if (!*base) return usage_error(c, "cp: %s:%s names a directory", claim, rpath);
+            if (snprintf(target, sizeof target, "%s/%s", dst, base) >= (int)sizeof target)
+                return usage_error(c, "cp: the path %s is too long", dst);
+        } else if (snprintf(target, sizeof target, "%s", dst) >= (int)sizeof target) {
+            return usage_error(c, "cp: the path %s is too long", dst);
+        }
+        if ((rc = attach(c, claim, &sb)) != 0) return rc;
+        c->file_op = 1;
+        if (to_stdout) {
+            fflush(stdout);
+            r = asb_sandbox_read_to_fd_opts(sb, rpath, 1, &co, &e);
+            return r == ASB_OK ? 0 : fail(c, r, &e, "cp %s:%s", claim, rpath);
+        }
+        if (snprintf(tmp, sizeof tmp, "%s.agentsandbox-XXXXXX", target) >= (int)sizeof tmp)
+            return usage_error(c, "cp: the path %s is too long", target);
+        fd = mkstemp(tmp);
+        if (fd < 0) {
+            fprintf(stderr, "agentsandbox: cp: cannot write beside %s: %s\n", target,
+                    strerror(errno));
+            return EXIT_FAIL;
+        }
+        r = asb_sandbox_read_to_fd_opts(sb, rpath, fd, &co, &e);
+        if (r == ASB_OK && (fchmod(fd, 0644) != 0 || close(fd) != 0)) {
+            r = ASB_ERR_IO;
+            snprintf(e.message, sizeof e.message, "%.400s: %s", tmp, strerror(errno));
+            e.http_status = 0;
+        } else if (r != ASB_OK) {
+            close(fd);
+        }
+        if (r == ASB_OK && rename(tmp, target) != 0) {
+            r = ASB_ERR_IO;
+            snprintf(e.message, sizeof e.message, "rename to %.400s: %s", target,
+                     strerror(errno));
+            e.http_status = 0;
+        }
+        if (r != ASB_OK) {
+            unlink(tmp);
+            return fail(c, r, &e, "cp %s:%s to %s", claim, rpath, target);
+        }
+        return 0;
+    }
+}
+
+static int cmd_cat(cli *c) {
+    asb_sandbox *sb;
+    asb_call_opts co;
+    int i, rc;
+    if (c->npos < 2) return usage_error(c, "cat needs a CLAIM and at least one PATH");
+    if ((rc = attach(c, c->pos[0], &sb)) != 0) return rc;
+    c->file_op = 1;
+    memset(&co, 0, sizeof co);
+    co.timeout_ms = c->timeout_ms;
+    co.cancel = c->cancel;
+    fflush(stdout);
+    for (i = 1; i < c->npos; i++) {
+        asb_error e;
+        asb_result r = asb_sandbox_read_to_fd_opts(sb, c->pos[i], 1, &co, &e);
+        if (r != ASB_OK) {
+            int one = fail(c, r, &e, "cat %s:%s", c->pos[0], c->pos[i]);
+            if (!rc) rc = one;
+            if (r == ASB_ERR_CANCELLED) break;
+        }
+    }
+    return rc;
+}
+
+static int create_on(cli *c, const char *tpl, asb_sandbox **sb) {
+    asb_create_opts o;
+    asb_error e;
+    asb_result r;
+    int rc = open_client(c);
+    if (rc) return rc;
+    memset(&o, 0, sizeof o);
+    o.namespace_name = c->ns;
+    o.labels = c->labels;
+    o.label_count = c->label_count;
+    o.env = c->env_count ? c->env : NULL;
+    o.env_count = c->env_count;
+    o.shutdown_after_seconds = c->ttl_s;
+    o.claim_name = c->name;
+    o.cancel = c->cancel;
+    /* run: --timeout is the command's; create: the wait for Ready */
+    if (strcmp(c->sub, "create") == 0) o.ready_timeout_ms = c->timeout_ms;
+    if (c->warm_pool && tpl) o.warmpool = c->warm_pool; /* v1alpha1 policy */
+    else if (c->warm_pool) o.warm_pool = c->warm_pool;  /* v1beta1 pool ref */
+    r = asb_client_create_sandbox(c->client, tpl, &o, sb, &e);
+    if (r == ASB_ERR_CANCELLED) {
+        fprintf(stderr, "agentsandbox: create cancelled; the claim it made was deleted\n");
+        return EXIT_CANCELLED;
+    }
+    if (r != ASB_OK)
+        return fail(c, r, &e, "cannot create a sandbox from %s %s in namespace %s",
+                    tpl ? "template" : "warm pool", tpl ? tpl : c->warm_pool, c->ns);
+    return 0;
+}
+
+static int cmd_create(cli *c) {
+    asb_sandbox *sb;
+    int rc;
+    const char *tpl = c->npos ? c->pos[0] : NULL;
+    if (c->npos > 1) return usage_error(c, "create takes one TEMPLATE");
+    if (!tpl && !c->warm_pool) return usage_error(c, "create needs a TEMPLATE or --warm-pool");
+    if (c->ncmd) return usage_error(c, "create runs nothing: use run TEMPLATE -- CMD");
+    if ((rc = create_on(c, tpl, &sb)) != 0) return rc;
+    if (c->output && strcmp(c->output, "json") == 0) {
+        asb_buf b;
+        asb_json_writer w;
+        asb_buf_init(&b, NULL);
+        asb_json_writer_init(&w, &b);
+        asb_json_object_begin(&w);
+        asb_json_key(&w, "claim");
+        asb_json_string(&w, nz(asb_sandbox_claim_name(sb)));
+        asb_json_key(&w, "sandbox");
+        asb_json_string(&w, nz(asb_sandbox_name(sb)));
+        asb_json_key(&w, "namespace");
+        asb_json_string(&w, nz(asb_sandbox_namespace(sb)));
+        asb_json_key(&w, "pod");
+        asb_json_string(&w, nz(asb_sandbox_pod_name(sb)));
+        asb_json_object_end(&w);
+        if (asb_json_writer_finish(&w) == ASB_OK) print_json(&b);
+        asb_buf_free(&b);
+    } else if (c->output) {
+        printf("sandboxclaim/%s\n", nz(asb_sandbox_claim_name(sb)));
+    } else {
+        printf("%s\n", nz(asb_sandbox_claim_name(sb)));
+    }
+    /* the sandbox outlives this process: close, never delete */
+    asb_sandbox_close_connection(sb);
+    return 0;
+}
+
+static int cmd_run(cli *c) {
+    asb_sandbox *sb;
+    asb_error e;
+    asb_result r;
+    int rc;
+    const char *tpl = c->npos ? c->pos[0] : NULL;
+    if (c->npos > 1) return usage_error(c, "run takes one TEMPLATE, then -- and the command");
+    if (!tpl && !c->warm_pool) return usage_error(c, "run needs a TEMPLATE or --warm-pool");
+    if (c->ncmd < 1) return usage_error(c, "run needs a command after --");
+    if ((rc = create_on(c, tpl, &sb)) != 0) return rc;
+    if (c->verbosity) fprintf(stderr, "agentsandbox: claim %s created\n", nz(asb_sandbox_claim_name(sb)));
+    rc = run_on(c, sb);
+    r = asb_sandbox_terminate(sb, &e); /* not cancellable: it must happen */
+    if (r != ASB_OK) {
+        int drc = fail(c, r, &e, "cannot delete claim %s (delete it with `agentsandbox rm %s`)",
+                       nz(asb_sandbox_claim_name(sb)), nz(asb_sandbox_claim_name(sb)));
+        if (!rc) rc = drc;
+    }
+    if (g_signal) rc = EXIT_CANCELLED;
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    cli c;
+    asb_error e;
+    struct sigaction sa;
+    int rc;
+    memset(&c, 0, sizeof c);
+    rc = parse_args(&c, argc, argv);
+    if (rc) goto out;
+    if (!c.sub) {
+        if (c.help) {
+            fputs(USAGE, stdout);
+            goto out;
+        }
+        fputs(USAGE, stderr);
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    if (strcmp(c.sub, "help") == 0) {
+        const char *h = c.npos ? help_for(c.pos[0]) : NULL;
+        fputs(h ? h : USAGE, stdout);
+        goto out;
+    }
+    if (!help_for(c.sub)) {
+        const char *unknown = c.sub;
+        c.sub = NULL;
+        rc = usage_error(&c, "unknown command \"%s\"", unknown);
+        goto out;
+    }
+    if (c.help) {
+        fputs(help_for(c.sub), stdout);
+        goto out;
+    }
+    /* Ctrl-C and SIGTERM cancel the call in flight (the library polls the
+       token beside its socket); run then still deletes its claim. */
+    if (asb_cancel_create(NULL, &c.cancel, &e) != ASB_OK) {
+        rc = fail(&c, e.code, &e, "cannot set up cancellation");
+        goto out;
+    }
+    g_cancel = c.cancel;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (strcmp(c.sub, "version") == 0) rc = cmd_version(&c);
+    else if (strcmp(c.sub, "get") == 0 || strcmp(c.sub, "status") == 0) rc = cmd_get(&c);
+    else if (strcmp(c.sub, "ls") == 0) rc = cmd_ls(&c);
+    else if (strcmp(c.sub, "rm") == 0) rc = cmd_rm(&c);
+    else if (strcmp(c.sub, "exec") == 0) rc = cmd_exec(&c);
+    else if (strcmp(c.sub, "cp") == 0) rc = cmd_cp(&c);
+    else if (strcmp(c.sub, "cat") == 0) rc = cmd_cat(&c);
+    else if (strcmp(c.sub, "create") == 0) rc = cmd_create(&c);
+    else if (strcmp(c.sub, "run") == 0) rc = cmd_run(&c);
+out:
+    fflush(stdout);
+    asb_client_free(c.client); /* stops the tunnel; sandboxes keep running */
+    asb_kube_client_free(c.kube);
+    g_cancel = NULL;
+    asb_cancel_free(c.cancel);
+    free(c.pos);
+    return rc;
+}
