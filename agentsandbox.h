@@ -5985,7 +5985,8 @@ static int asb__kc_bool(asb__kc *k, int file, const asb_yaml_node *map, const ch
 /* Finds the stanza `name` in list `list` ("clusters", ...) across the files:
    the first file to define it wins, whole. Sets *file. */
 static const asb_yaml_node *asb__kc_find(asb__kc *k, const char *list, const char *item,
-                                         const char *name, int *file, int *bad) {
+                                         const char *name, size_t name_len, int *file,
+                                         int *bad) {
     int f;
     for (f = 0; f < k->nfiles; f++) {
         const asb_yaml_node *seq = asb_yaml_get(k->docs[f].root, list), *it;
@@ -6007,7 +6008,9 @@ static const asb_yaml_node *asb__kc_find(asb__kc *k, const char *list, const cha
                 return NULL;
             }
             nm = asb_yaml_get(it, "name");
-            if (nm && nm->type == ASB_YAML_SCALAR && strcmp(nm->str, name) == 0) {
+            /* by length: a quoted "ctx\0x" is not the context "ctx" */
+            if (nm && nm->type == ASB_YAML_SCALAR && nm->len == name_len &&
+                memcmp(nm->str, name, name_len) == 0) {
                 const asb_yaml_node *body = asb_yaml_get(it, item);
                 if (body && body->type != ASB_YAML_MAP && body->type != ASB_YAML_NULL) {
                     char m[120];
@@ -6355,7 +6358,10 @@ ASB_API asb_result asb_kubeconfig_load(const asb_kubeconfig_desc *desc,
         goto done;
     }
     out->context = asb__kc_dup(&k, ctx_name, strlen(ctx_name));
-    ctx = asb__kc_find(&k, "contexts", "context", ctx_name, &cf, &bad);
+    ctx = asb__kc_find(&k, "contexts", "context", ctx_name,
+                       ccf >= 0 ? asb_yaml_get(k.docs[ccf].root, "current-context")->len
+                                : strlen(ctx_name),
+                       &cf, &bad);
     if (bad) {
         r = ASB_ERR_KUBECONFIG;
         goto done;
@@ -6399,7 +6405,8 @@ ASB_API asb_result asb_kubeconfig_load(const asb_kubeconfig_desc *desc,
         r = asb__kc_fail_at(&k, cf, ctx, "the context names no cluster");
         goto done;
     }
-    cl = asb__kc_find(&k, "clusters", "cluster", out->cluster, &clf, &bad);
+    cl = asb__kc_find(&k, "clusters", "cluster", out->cluster, asb_yaml_get(ctx, "cluster")->len,
+                      &clf, &bad);
     if (!bad && !cl) {
         /* at the context's line, in the file that defined the context */
         char q[120], cq[120], m[300];
@@ -6423,7 +6430,8 @@ ASB_API asb_result asb_kubeconfig_load(const asb_kubeconfig_desc *desc,
         goto done;
     }
     if (!bad && out->user && *out->user) {
-        us = asb__kc_find(&k, "users", "user", out->user, &uf, &bad);
+        us = asb__kc_find(&k, "users", "user", out->user, asb_yaml_get(ctx, "user")->len, &uf,
+                          &bad);
         if (!bad && !us) {
             char q[120], cq[120], m[300];
             asb__quote(q, sizeof q, out->user, strlen(out->user), 100);

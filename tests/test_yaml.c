@@ -229,6 +229,48 @@ ASBT_TEST(kubeconfig_paths_merge_and_missing_names_point_at_who_named_them) {
     rmdir(dir);
 }
 
+/* Stanza names compare by length, as kubectl compares Go strings: an
+   escaped NUL in a quoted name makes a different name, never a prefix
+   match (here: a context that would send "ctx" to another server). */
+ASBT_TEST(kubeconfig_names_with_an_escaped_nul_match_only_themselves) {
+    char dir[] = "/tmp/asb-kcnul-XXXXXX", a[256];
+    asb_kubeconfig_desc kd;
+    asb_kube_config c;
+    asb_error err;
+    ASBT_CHECK(mkdtemp(dir) != NULL);
+    snprintf(a, sizeof a, "%s/a.yaml", dir);
+    write_file(a, "apiVersion: v1\nkind: Config\ncurrent-context: \"ctx\\0x\"\ncontexts:\n"
+                  "- name: \"ctx\\0x\"\n  context: {cluster: evil, user: u1}\n"
+                  "- name: ctx\n  context: {cluster: c1, user: u1}\n"
+                  "- name: ref\n  context: {cluster: \"c1\\0y\", user: u1}\n"
+                  "- name: refuser\n  context: {cluster: c1, user: \"u1\\0z\"}\n"
+                  "clusters:\n"
+                  "- name: evil\n  cluster: {server: \"https://127.0.0.9:1\"}\n"
+                  "- name: c1\n  cluster: {server: \"https://127.0.0.1:6443\"}\n"
+                  "users:\n- name: u1\n  user: {token: t}\n");
+    memset(&kd, 0, sizeof kd);
+    kd.path = a;
+    kd.context = "ctx";
+    ASBT_EQ_RES(asb_kubeconfig_load(&kd, &c, &err), ASB_OK);
+    ASBT_EQ_STR(c.cluster, "c1");
+    ASBT_EQ_STR(c.server, "https://127.0.0.1:6443");
+    asb_kube_config_free(&c);
+    /* the current-context with its NUL names the first context only */
+    kd.context = NULL;
+    ASBT_EQ_RES(asb_kubeconfig_load(&kd, &c, &err), ASB_OK);
+    ASBT_EQ_STR(c.cluster, "evil");
+    asb_kube_config_free(&c);
+    /* a reference "c1\0y" / "u1\0z" is not the cluster c1 / user u1 */
+    kd.context = "ref";
+    ASBT_EQ_RES(asb_kubeconfig_load(&kd, &c, &err), ASB_ERR_KUBECONFIG);
+    ASBT_CONTAINS(err.message, "of context \"ref\" is not defined in any file");
+    kd.context = "refuser";
+    ASBT_EQ_RES(asb_kubeconfig_load(&kd, &c, &err), ASB_ERR_KUBECONFIG);
+    ASBT_CONTAINS(err.message, "of context \"refuser\" is not defined in any file");
+    unlink(a);
+    rmdir(dir);
+}
+
 /* Anchors and aliases as kubectl reads them; aliases share their
    anchor's nodes, and the nodes all aliases stand for are capped, so a
    "billion laughs" file fails fast instead of exhausting its reader. */
@@ -303,6 +345,7 @@ ASBT_LIST(
     ASBT_CASE(yaml_and_kubeconfig_free_everything_they_allocate)
     ASBT_CASE(kubeconfig_errors_say_what_is_missing_without_secrets)
     ASBT_CASE(kubeconfig_paths_merge_and_missing_names_point_at_who_named_them)
+    ASBT_CASE(kubeconfig_names_with_an_escaped_nul_match_only_themselves)
     ASBT_CASE(anchors_aliases_and_merges_are_read_and_bounded)
 )
 ASBT_MAIN()
