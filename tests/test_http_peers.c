@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <sys/resource.h>
 #include <pthread.h>
+#include <sys/prctl.h>
 
 static const char *env(const char *name) {
     const char *v = getenv(name);
@@ -392,12 +393,16 @@ static int old_tls_server_start(const char *version, pid_t *pid) {
     char line[128];
     size_t n = 0;
     char crt[600], key[600];
+    pid_t parent = getpid();
     snprintf(crt, sizeof crt, "%s/server.crt", env("ASB_PEER_CERTS_DIR"));
     snprintf(key, sizeof key, "%s/server.key", env("ASB_PEER_CERTS_DIR"));
     if (pipe(out) != 0) return -1;
     *pid = fork();
     if (*pid == 0) {
         int null = open("/dev/null", O_RDWR);
+        /* gone with the test, even one that fails before it stops it */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) _exit(1);
         dup2(out[1], 1);
         if (null >= 0) dup2(null, 2);
         close(out[0]);
