@@ -25,3 +25,14 @@ test-cli: $(CLI_BIN)
 
 # The end-to-end script runs inside test-kube-cluster (tests/rules.mk).
 test-kube-cluster: $(CLI_BIN)
+
+# make static: the tool too, fully static with musl like the examples
+# (tests/static/rules.mk), its stripped size printed.
+$(ST)/agentsandbox: $(CLI_DIR)/agentsandbox.c agentsandbox.h | $(MUSL_MBEDTLS)/lib/libmbedtls.a
+	@mkdir -p $(@D)
+	$(MUSL_CC) $(STATIC_CFLAGS) $(MUSL_TLS_CFLAGS) $< -o $@ $(STATIC_LDFLAGS) \
+	  $(MUSL_TLS_LIBS) -lm -pthread
+.PHONY: static-cli
+static-cli: $(ST)/agentsandbox
+	@printf 'static: %-34s %7d bytes (%d KiB; goal 700 KiB)\n' $< $$(stat -c %s $<) $$(( $$(stat -c %s $<) / 1024 ))
+static-bins: static-cli
