@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <dirent.h>
 #include <unistd.h>
 
 /* Exit codes: documented in usage() and the README; tests check them. */
@@ -53,6 +54,7 @@ typedef struct cli {
     int timeout_ms;
     int all_namespaces;
     int all;
+    int recursive;
     int help;
     int file_op; /* a file call is in flight: a 404 is about the file */
     /* positionals, then argv after "--" */
@@ -91,8 +93,10 @@ static const char *const USAGE =
     "  ls                   list the claims of a namespace (-l selector, -A)\n"
     "  rm CLAIM...          delete claims (or -l selector, or --all); prints each one\n"
     "  exec CLAIM -- CMD... run a command, print its output, exit with its code\n"
-    "  cp SRC DST           copy one file; one side is CLAIM:PATH\n"
+    "  cp [-r] SRC DST      copy files; one side is CLAIM:PATH\n"
     "  cat CLAIM PATH...    print files from the sandbox\n"
+    "  ls-files CLAIM [DIR] list a directory in the sandbox\n"
+    "  stat CLAIM PATH      one file's type, size and time\n"
     "  run TEMPLATE -- CMD  create, exec, delete (deleted on Ctrl-C and SIGTERM too)\n"
     "  version              print the version of the tool and the library\n"
     "\n"
@@ -159,11 +163,21 @@ static const cmd_help HELPS[] = {
      "with its exit code.\n"
      "  --timeout DURATION   the command's deadline (default 60s)\n"},
     {"cp",
-     "Usage: agentsandbox cp LOCAL CLAIM:PATH\n"
-     "       agentsandbox cp CLAIM:PATH LOCAL     (LOCAL - : stdout)\n"
-     "Copies one file, streamed. A download goes to a temporary file renamed\n"
-     "into place, so a failed copy never leaves a half file.\n"
-     "  --timeout DURATION   the transfer's deadline (default none)\n"},
+     "Usage: agentsandbox cp [-r] LOCAL CLAIM:PATH\n"
+     "       agentsandbox cp [-r] CLAIM:PATH LOCAL     (LOCAL - : stdout)\n"
+     "Copies a file, or with -r a directory (DST becomes a copy of SRC; empty\n"
+     "directories are not copied up), streamed: a progress bar (bytes, rate,\n"
+     "ETA) on a terminal, nothing when stderr is piped. A download goes to a\n"
+     "temporary file renamed into place, so a failed copy leaves no half file.\n"
+     "  -r, --recursive      copy a directory tree\n"
+     "  --timeout DURATION   each file's deadline (default none)\n"},
+    {"ls-files",
+     "Usage: agentsandbox ls-files CLAIM [PATH] [-o json|name]\n"
+     "Lists a directory in the sandbox (default: its working directory).\n"},
+    {"stat",
+     "Usage: agentsandbox stat CLAIM PATH [-o json]\n"
+     "Shows one file or directory: type, size, modification time (exit 3 if\n"
+     "it is not there).\n"},
     {"cat",
      "Usage: agentsandbox cat CLAIM PATH...\n"
      "Writes the files to stdout, streamed.\n"},
@@ -391,6 +405,7 @@ static int parse_args(cli *c, int argc, char **argv) {
         else if (is_flag(a, "--warm-pool", &n)) VALUE(warm_pool);
         else if (strcmp(a, "-A") == 0 || strcmp(a, "--all-namespaces") == 0) c->all_namespaces = 1;
         else if (strcmp(a, "--all") == 0) c->all = 1;
+        else if (strcmp(a, "-r") == 0 || strcmp(a, "--recursive") == 0) c->recursive = 1;
         else if (is_flag(a, "--ttl", &n) || is_flag(a, "--timeout", &n)) {
             int64_t ms;
             int is_ttl = a[2] == 't' && a[3] == 't';
@@ -461,7 +476,9 @@ static int open_kube(cli *c) {
     if (c->sub && strcmp(c->sub, "create") != 0 && strcmp(c->sub, "run") != 0) {
         int i;
         for (i = 0; i < c->npos && strcmp(c->sub, "cp") != 0; i++)
-            if (i == 0 || strcmp(c->sub, "cat") != 0) /* cat: the rest are paths */
+            /* cat, ls-files, stat: the rest are paths */
+            if (i == 0 || (strcmp(c->sub, "get") == 0 || strcmp(c->sub, "status") == 0 ||
+                           strcmp(c->sub, "rm") == 0))
                 if (asb_claim_name_validate(c->pos[i], strlen(c->pos[i]), &e) != ASB_OK)
                     return usage_error(c, "%s", e.message);
     }
@@ -904,11 +921,246 @@ static int cmd_exec(cli *c) {
     return run_on(c, sb);
 }
 
+/* ---- files: streamed, with a progress bar on a terminal ------------------------ */
+
+typedef struct xfer {
+    int fd;
+    uint64_t done, total; /* total 0: unknown */
+    int show;             /* stderr is a terminal */
+    int64_t start_ms, last_ms;
+    const char *label;
+} xfer;
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void human(char *out, size_t cap, double v) {
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(out, cap, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+}
+
+/* "label  12.0 MiB / 100.0 MiB  35.2 MiB/s  ETA 3s", redrawn at most 10
+   times a second; nothing at all when stderr is not a terminal. */
+static void progress(xfer *x, int final) {
+    char done[32], total[32], rate[32], eta[32] = "";
+    int64_t t;
+    double secs, r;
+    if (!x->show) return;
+    t = now_ms();
+    if (!final && t - x->last_ms < 100) return;
+    x->last_ms = t;
+    secs = (double)(t - x->start_ms) / 1000.0;
+    r = secs > 0 ? (double)x->done / secs : 0;
+    human(done, sizeof done, (double)x->done);
+    human(total, sizeof total, (double)x->total);
+    human(rate, sizeof rate, r);
+    if (x->total && r > 0 && !final)
+        snprintf(eta, sizeof eta, "  ETA %.0fs", (double)(x->total - x->done) / r);
+    fprintf(stderr, "\r\033[K%-40.40s %s%s%s  %s/s%s", x->label, done, x->total ? " / " : "",
+            x->total ? total : "", rate, eta);
+    if (final) fputc('\n', stderr);
+    fflush(stderr);
+}
+
+static long xfer_read(void *ud, char *buf, size_t cap) {
+    xfer *x = (xfer *)ud;
+    ssize_t n;
+    do {
+        n = read(x->fd, buf, cap);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) return -1;
+    x->done += (uint64_t)n;
+    progress(x, 0);
+    return (long)n;
+}
+
+static asb_result xfer_write(void *ud, const char *data, size_t len) {
+    xfer *x = (xfer *)ud;
+    if (write_all(x->fd, data, len) != 0) return ASB_ERR_IO;
+    x->done += len;
+    progress(x, 0);
+    return ASB_OK;
+}
+
+static void xfer_init(xfer *x, int fd, uint64_t total, const char *label) {
+    memset(x, 0, sizeof *x);
+    x->fd = fd;
+    x->total = total;
+    x->label = label;
+    x->show = isatty(2);
+    x->start_ms = x->last_ms = now_ms();
+}
+
+static void call_opts(const cli *c, asb_call_opts *co) {
+    memset(co, 0, sizeof *co);
+    co->timeout_ms = c->timeout_ms;
+    co->cancel = c->cancel;
+}
+
+static int upload_file(cli *c, asb_sandbox *sb, const char *local, const char *remote) {
+    struct stat st;
+    asb_call_opts co;
+    asb_error e;
+    asb_result r;
+    xfer x;
+    int fd = open(local, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int en = errno;
+        fprintf(stderr, "agentsandbox: cp: cannot open %s: %s\n", local, strerror(en));
+        return en == ENOENT ? EXIT_NOTFOUND : EXIT_FAIL;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        fprintf(stderr, "agentsandbox: cp: %s is not a regular file%s\n", local,
+                S_ISDIR(st.st_mode) ? " (a directory: add -r)" : "");
+        return EXIT_USAGE;
+    }
+    call_opts(c, &co);
+    xfer_init(&x, fd, (uint64_t)st.st_size, local);
+    c->file_op = 1;
+    r = asb_sandbox_write_stream_opts(sb, remote, xfer_read, &x, (uint64_t)st.st_size, &co, &e);
+    progress(&x, 1);
+    close(fd);
+    if (r != ASB_OK)
+        return fail(c, r, &e, "cp %s to %s:%s", local, nz(asb_sandbox_claim_name(sb)), remote);
+    return 0;
+}
+
+/* Into a temporary file beside the target, renamed at the end: a failed
+   copy never leaves a half file. */
+static int download_file(cli *c, asb_sandbox *sb, const char *remote, const char *target,
+                         uint64_t size) {
+    char tmp[4096];
+    asb_call_opts co;
+    asb_error e;
+    asb_result r;
+    xfer x;
+    int fd;
+    call_opts(c, &co);
+    c->file_op = 1;
+    if (strcmp(target, "-") == 0) {
+        fflush(stdout);
+        xfer_init(&x, 1, size, remote);
+        r = asb_sandbox_read_stream_opts(sb, remote, xfer_write, &x, &co, &e);
+        progress(&x, 1);
+        return r == ASB_OK ? 0 : fail(c, r, &e, "cp %s:%s", nz(asb_sandbox_claim_name(sb)), remote);
+    }
+    if (snprintf(tmp, sizeof tmp, "%s.agentsandbox-XXXXXX", target) >= (int)sizeof tmp)
+        return usage_error(c, "cp: the path %s is too long", target);
+    fd = mkstemp(tmp);
+    if (fd < 0) {
+        fprintf(stderr, "agentsandbox: cp: cannot write beside %s: %s\n", target, strerror(errno));
+        return EXIT_FAIL;
+    }
+    xfer_init(&x, fd, size, remote);
+    r = asb_sandbox_read_stream_opts(sb, remote, xfer_write, &x, &co, &e);
+    progress(&x, 1);
+    if (r == ASB_OK && (fchmod(fd, 0644) != 0 || close(fd) != 0)) {
+        r = ASB_ERR_IO;
+        snprintf(e.message, sizeof e.message, "%.400s: %s", tmp, strerror(errno));
+        e.http_status = 0;
+    } else if (r != ASB_OK) {
+        close(fd);
+    }
+    if (r == ASB_OK && rename(tmp, target) != 0) {
+        r = ASB_ERR_IO;
+        snprintf(e.message, sizeof e.message, "rename to %.400s: %s", target, strerror(errno));
+        e.http_status = 0;
+    }
+    if (r != ASB_OK) {
+        unlink(tmp);
+        return fail(c, r, &e, "cp %s:%s to %s", nz(asb_sandbox_claim_name(sb)), remote, target);
+    }
+    return 0;
+}
+
+static int join_path(char *out, size_t cap, const char *a, const char *b) {
+    size_t n = strlen(a);
+    int w = n && a[n - 1] == '/' ? snprintf(out, cap, "%s%s", a, b)
+                                 : snprintf(out, cap, "%s/%s", a, b);
+    return w < 0 || (size_t)w >= cap ? -1 : 0;
+}
+
+/* cp -r up: every regular file below `local` to the same place below
+   `remote`. API friction: there is no mkdir, so an empty directory is
+   not copied (the runtime makes parents on upload). */
+static int upload_tree(cli *c, asb_sandbox *sb, const char *local, const char *remote) {
+    DIR *d = opendir(local);
+    struct dirent *de;
+    int rc = 0;
+    if (!d) {
+        fprintf(stderr, "agentsandbox: cp: cannot read directory %s: %s\n", local, strerror(errno));
+        return errno == ENOENT ? EXIT_NOTFOUND : EXIT_FAIL;
+    }
+    while (!rc && (de = readdir(d)) != NULL) {
+        char lp[4096], rp[4096];
+        struct stat st;
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+        if (join_path(lp, sizeof lp, local, de->d_name) || join_path(rp, sizeof rp, remote, de->d_name)) {
+            rc = usage_error(c, "cp: a path below %s is too long", local);
+            break;
+        }
+        if (lstat(lp, &st) != 0) continue; /* gone meanwhile */
+        if (S_ISDIR(st.st_mode)) rc = upload_tree(c, sb, lp, rp);
+        else if (S_ISREG(st.st_mode)) rc = upload_file(c, sb, lp, rp);
+        else fprintf(stderr, "agentsandbox: cp: skipping %s (not a file or directory)\n", lp);
+        if (g_signal) rc = EXIT_CANCELLED;
+    }
+    closedir(d);
+    return rc;
+}
+
+static int download_tree(cli *c, asb_sandbox *sb, const char *remote, const char *local) {
+    asb_file_list fl;
+    asb_call_opts co;
+    asb_error e;
+    asb_result r;
+    size_t i;
+    int rc = 0;
+    call_opts(c, &co);
+    c->file_op = 1;
+    r = asb_sandbox_list_opts(sb, remote, &fl, &co, &e);
+    if (r != ASB_OK)
+        return fail(c, r, &e, "cp: list %s:%s", nz(asb_sandbox_claim_name(sb)), remote);
+    if (mkdir(local, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "agentsandbox: cp: cannot make directory %s: %s\n", local, strerror(errno));
+        asb_file_list_free(&fl);
+        return EXIT_FAIL;
+    }
+    for (i = 0; !rc && i < fl.count; i++) {
+        char lp[4096], rp[4096];
+        const char *nm = fl.entries[i].name;
+        if (!nm || !*nm || strchr(nm, '/') || strcmp(nm, ".") == 0 || strcmp(nm, "..") == 0) {
+            /* never let a listing write outside the target */
+            fprintf(stderr, "agentsandbox: cp: skipping the entry \"%s\" of %s\n", nm ? nm : "",
+                    remote);
+            continue;
+        }
+        if (join_path(lp, sizeof lp, local, nm) || join_path(rp, sizeof rp, remote, nm)) {
+            rc = usage_error(c, "cp: a path below %s is too long", remote);
+            break;
+        }
+        rc = fl.entries[i].is_dir ? download_tree(c, sb, rp, lp)
+                                  : download_file(c, sb, rp, lp, fl.entries[i].size);
+        if (g_signal) rc = EXIT_CANCELLED;
+    }
+    asb_file_list_free(&fl);
+    return rc;
+}
+
 /* "CLAIM:PATH" -> claim in claim_out, path pointer; 0 when local. */
 static int remote_spec(const char *s, char *claim_out, size_t cap, const char **path) {
     const char *colon = strchr(s, ':');
-    size_t n;
     const char *slash = strchr(s, '/');
+    size_t n;
     if (!colon || colon == s) return 0;
     if (slash && slash < colon) return 0; /* ./a:b is a local file */
     n = (size_t)(colon - s);
@@ -920,101 +1172,184 @@ static int remote_spec(const char *s, char *claim_out, size_t cap, const char **
 }
 
 static int cmd_cp(cli *c) {
-    char claim[256];
-    const char *rpath;
+    char claim[256], other[256];
+    const char *rpath = NULL, *ignored;
     asb_sandbox *sb;
-    asb_call_opts co;
-    asb_error e;
-    asb_result r;
     int rc, src_remote, dst_remote;
     if (c->npos != 2) return usage_error(c, "cp needs SRC and DST; one of them CLAIM:PATH");
     src_remote = remote_spec(c->pos[0], claim, sizeof claim, &rpath);
-    if (!src_remote) dst_remote = remote_spec(c->pos[1], claim, sizeof claim, &rpath);
-    else dst_remote = 0;
-    if (src_remote && strchr(c->pos[1], ':') && remote_spec(c->pos[1], claim, sizeof claim, &rpath))
+    dst_remote = remote_spec(c->pos[1], src_remote ? other : claim,
+                             src_remote ? sizeof other : sizeof claim, src_remote ? &ignored : &rpath);
+    if (src_remote && dst_remote)
         return usage_error(c, "cp copies between this machine and a sandbox, not sandbox to "
                               "sandbox");
     if (!src_remote && !dst_remote)
         return usage_error(c, "cp: one of SRC and DST must be CLAIM:PATH");
-    if (!*rpath) return usage_error(c, "cp: %s has no PATH after the ':'", claim);
-    memset(&co, 0, sizeof co);
-    co.timeout_ms = c->timeout_ms;
-    co.cancel = c->cancel;
+    if (!rpath || !*rpath) return usage_error(c, "cp: %s has no PATH after the ':'", claim);
+    if (asb_claim_name_validate(claim, strlen(claim), NULL) != ASB_OK)
+        return usage_error(c, "cp: \"%s\" is not a claim name", claim);
     if (dst_remote) {
         struct stat st;
-        int fd = open(c->pos[0], O_RDONLY | O_CLOEXEC);
-        if (fd < 0) {
+        if (stat(c->pos[0], &st) != 0) {
             fprintf(stderr, "agentsandbox: cp: cannot open %s: %s\n", c->pos[0], strerror(errno));
             return errno == ENOENT ? EXIT_NOTFOUND : EXIT_FAIL;
         }
-        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-            close(fd);
-            fprintf(stderr, "agentsandbox: cp: %s is not a regular file (directories need -r, "
-                            "not in this version)\n", c->pos[0]);
+        if (S_ISDIR(st.st_mode) && !c->recursive) {
+            fprintf(stderr, "agentsandbox: cp: %s is a directory\n  hint: add -r\n", c->pos[0]);
             return EXIT_USAGE;
         }
-        if ((rc = attach(c, claim, &sb)) != 0) {
-            close(fd);
-            return rc;
-        }
-        c->file_op = 1;
-        r = asb_sandbox_write_from_fd_opts(sb, rpath, fd, &co, &e);
-        close(fd);
-        if (r != ASB_OK)
-            return fail(c, r, &e, "cp %s to %s:%s", c->pos[0], claim, rpath);
-        return 0;
+        if ((rc = attach(c, claim, &sb)) != 0) return rc;
+        return S_ISDIR(st.st_mode) ? upload_tree(c, sb, c->pos[0], rpath)
+                                   : upload_file(c, sb, c->pos[0], rpath);
     }
-    /* download: into a temporary file beside the target, renamed at the end */
     {
         const char *dst = c->pos[1];
-        char tmp[4096];
-        int fd, to_stdout = strcmp(dst, "-") == 0;
         struct stat st;
         char target[4096];
-        if (!to_stdout && stat(dst, &st) == 0 && S_ISDIR(st.st_mode)) {
+        if ((rc = attach(c, claim, &sb)) != 0) return rc;
+        if (c->recursive) {
+            if (strcmp(dst, "-") == 0) return usage_error(c, "cp -r cannot write to stdout");
+            return download_tree(c, sb, rpath, dst);
+        }
+        if (strcmp(dst, "-") != 0 && stat(dst, &st) == 0 && S_ISDIR(st.st_mode)) {
             const char *base = strrchr(rpath, '/');
             base = base ? base + 1 : rpath;
-            if (!*base) return usage_error(c, "cp: %s:%s names a directory", claim, rpath);
-            if (snprintf(target, sizeof target, "%s/%s", dst, base) >= (int)sizeof target)
+            if (!*base) return usage_error(c, "cp: %s:%s names a directory (add -r)", claim, rpath);
+            if (join_path(target, sizeof target, dst, base))
                 return usage_error(c, "cp: the path %s is too long", dst);
         } else if (snprintf(target, sizeof target, "%s", dst) >= (int)sizeof target) {
             return usage_error(c, "cp: the path %s is too long", dst);
         }
-        if ((rc = attach(c, claim, &sb)) != 0) return rc;
-        c->file_op = 1;
-        if (to_stdout) {
-            fflush(stdout);
-            r = asb_sandbox_read_to_fd_opts(sb, rpath, 1, &co, &e);
-            return r == ASB_OK ? 0 : fail(c, r, &e, "cp %s:%s", claim, rpath);
-        }
-        if (snprintf(tmp, sizeof tmp, "%s.agentsandbox-XXXXXX", target) >= (int)sizeof tmp)
-            return usage_error(c, "cp: the path %s is too long", target);
-        fd = mkstemp(tmp);
-        if (fd < 0) {
-            fprintf(stderr, "agentsandbox: cp: cannot write beside %s: %s\n", target,
-                    strerror(errno));
-            return EXIT_FAIL;
-        }
-        r = asb_sandbox_read_to_fd_opts(sb, rpath, fd, &co, &e);
-        if (r == ASB_OK && (fchmod(fd, 0644) != 0 || close(fd) != 0)) {
-            r = ASB_ERR_IO;
-            snprintf(e.message, sizeof e.message, "%.400s: %s", tmp, strerror(errno));
-            e.http_status = 0;
-        } else if (r != ASB_OK) {
-            close(fd);
-        }
-        if (r == ASB_OK && rename(tmp, target) != 0) {
-            r = ASB_ERR_IO;
-            snprintf(e.message, sizeof e.message, "rename to %.400s: %s", target,
-                     strerror(errno));
-            e.http_status = 0;
-        }
-        if (r != ASB_OK) {
-            unlink(tmp);
-            return fail(c, r, &e, "cp %s:%s to %s", claim, rpath, target);
-        }
-        return 0;
+        return download_file(c, sb, rpath, target, 0);
     }
+}
+
+/* Entries of a directory: a table, -o json (an array) or -o name. */
+static void print_entries(const cli *c, const asb_file_entry *en, size_t n) {
+    size_t i;
+    if (c->output && strcmp(c->output, "json") == 0) {
+        asb_buf b;
+        asb_json_writer w;
+        asb_buf_init(&b, NULL);
+        asb_json_writer_init(&w, &b);
+        w.replace_invalid_utf8 = 1;
+        asb_json_array_begin(&w);
+        for (i = 0; i < n; i++) {
+            asb_json_object_begin(&w);
+            asb_json_key(&w, "name");
+            asb_json_string(&w, nz(en[i].name));
+            asb_json_key(&w, "type");
+            asb_json_string(&w, en[i].is_dir ? "directory" : "file");
+            asb_json_key(&w, "size");
+            asb_json_int64(&w, (int64_t)en[i].size);
+            asb_json_key(&w, "mod_time");
+            asb_json_double(&w, en[i].mod_time);
+            asb_json_object_end(&w);
+        }
+        asb_json_array_end(&w);
+        if (asb_json_writer_finish(&w) == ASB_OK) print_json(&b);
+        asb_buf_free(&b);
+        return;
+    }
+    for (i = 0; i < n; i++) {
+        if (c->output) {
+            printf("%s%s\n", nz(en[i].name), en[i].is_dir ? "/" : "");
+        } else {
+            char when[32] = "-";
+            time_t t = (time_t)en[i].mod_time;
+            struct tm tm;
+            if (gmtime_r(&t, &tm)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+            printf("%-9s %12llu  %s  %s%s\n", en[i].is_dir ? "directory" : "file",
+                   (unsigned long long)en[i].size, when, nz(en[i].name), en[i].is_dir ? "/" : "");
+        }
+    }
+}
+
+static int cmd_ls_files(cli *c) {
+    asb_sandbox *sb;
+    asb_file_list fl;
+    asb_call_opts co;
+    asb_error e;
+    asb_result r;
+    int rc;
+    const char *path;
+    if (c->npos < 1 || c->npos > 2) return usage_error(c, "ls-files needs a CLAIM and a PATH");
+    path = c->npos == 2 ? c->pos[1] : ".";
+    if ((rc = attach(c, c->pos[0], &sb)) != 0) return rc;
+    call_opts(c, &co);
+    c->file_op = 1;
+    r = asb_sandbox_list_opts(sb, path, &fl, &co, &e);
+    if (r != ASB_OK) return fail(c, r, &e, "ls-files %s:%s", c->pos[0], path);
+    print_entries(c, fl.entries, fl.count);
+    asb_file_list_free(&fl);
+    return 0;
+}
+
+/* API friction: no stat call; the parent directory is listed instead. */
+static int cmd_stat(cli *c) {
+    asb_sandbox *sb;
+    asb_file_list fl;
+    asb_call_opts co;
+    asb_error e;
+    asb_result r;
+    char parent[4096];
+    const char *base, *path;
+    size_t i;
+    int rc;
+    if (c->npos != 2) return usage_error(c, "stat needs a CLAIM and a PATH");
+    path = c->pos[1];
+    if (snprintf(parent, sizeof parent, "%s", path) >= (int)sizeof parent)
+        return usage_error(c, "stat: the path is too long");
+    while (strlen(parent) > 1 && parent[strlen(parent) - 1] == '/') parent[strlen(parent) - 1] = '\0';
+    base = strrchr(parent, '/');
+    if (base) {
+        parent[base - parent] = '\0';
+        base = path + (base - parent) + 1;
+        if (!parent[0]) snprintf(parent, sizeof parent, ".");
+    } else {
+        base = path;
+        snprintf(parent, sizeof parent, ".");
+    }
+    if ((rc = attach(c, c->pos[0], &sb)) != 0) return rc;
+    call_opts(c, &co);
+    c->file_op = 1;
+    r = asb_sandbox_list_opts(sb, parent, &fl, &co, &e);
+    if (r != ASB_OK) return fail(c, r, &e, "stat %s:%s", c->pos[0], path);
+    for (i = 0; i < fl.count; i++) {
+        size_t bl = strcspn(base, "/");
+        if (fl.entries[i].name && strlen(fl.entries[i].name) == bl &&
+            strncmp(fl.entries[i].name, base, bl) == 0) {
+            if (c->output && strcmp(c->output, "json") == 0) {
+                /* one object, not an array */
+                asb_buf b;
+                asb_json_writer w;
+                asb_buf_init(&b, NULL);
+                asb_json_writer_init(&w, &b);
+                w.replace_invalid_utf8 = 1;
+                asb_json_object_begin(&w);
+                asb_json_key(&w, "name");
+                asb_json_string(&w, fl.entries[i].name);
+                asb_json_key(&w, "type");
+                asb_json_string(&w, fl.entries[i].is_dir ? "directory" : "file");
+                asb_json_key(&w, "size");
+                asb_json_int64(&w, (int64_t)fl.entries[i].size);
+                asb_json_key(&w, "mod_time");
+                asb_json_double(&w, fl.entries[i].mod_time);
+                asb_json_object_end(&w);
+                if (asb_json_writer_finish(&w) == ASB_OK) print_json(&b);
+                asb_buf_free(&b);
+            } else {
+                print_entries(c, &fl.entries[i], 1);
+            }
+            asb_file_list_free(&fl);
+            return 0;
+        }
+    }
+    asb_file_list_free(&fl);
+    fprintf(stderr, "agentsandbox: stat %s:%s: no such file or directory\n  hint: list the "
+                    "directory with `agentsandbox ls-files %s %s`\n",
+            c->pos[0], path, c->pos[0], parent);
+    return EXIT_NOTFOUND;
 }
 
 static int cmd_cat(cli *c) {
@@ -1180,6 +1515,8 @@ int main(int argc, char **argv) {
     else if (strcmp(c.sub, "exec") == 0) rc = cmd_exec(&c);
     else if (strcmp(c.sub, "cp") == 0) rc = cmd_cp(&c);
     else if (strcmp(c.sub, "cat") == 0) rc = cmd_cat(&c);
+    else if (strcmp(c.sub, "ls-files") == 0) rc = cmd_ls_files(&c);
+    else if (strcmp(c.sub, "stat") == 0) rc = cmd_stat(&c);
     else if (strcmp(c.sub, "create") == 0) rc = cmd_create(&c);
     else if (strcmp(c.sub, "run") == 0) rc = cmd_run(&c);
 out:

@@ -98,6 +98,32 @@ t 3 cat-missing "$B" cat cli-e2e-one a.txt nope.txt b.txt
 ok cat-missing-goes-on out_is ab
 ok cat-missing-says-which has_err 'cli-e2e-one:nope.txt'
 
+# --- cp -r, ls-files, stat, progress ------------------------------------------------
+mkdir -p "$OUT/tree/sub/deeper"
+head -c 104857600 /dev/urandom >"$OUT/tree/sub/big.bin" # 100 MiB
+printf 'top\n' >"$OUT/tree/top.txt"
+printf 'spaced\n' >"$OUT/tree/sub/deeper/with space.txt"
+t 2 cp-dir-without-r "$B" cp "$OUT/tree" cli-e2e-one:tree
+ok cp-dir-without-r-hint has_err 'add -r'
+t 0 cp-r-up "$B" cp -r "$OUT/tree" cli-e2e-one:tree
+ok cp-r-up-silent-when-piped eval '[ ! -s "$OUT/e" ]'
+t 0 ls-files-json "$B" ls-files cli-e2e-one tree/sub -o json
+ok ls-files-json-entries py 'sorted((e["name"], e["type"]) for e in d) == [("big.bin", "file"), ("deeper", "directory")] and [e["size"] for e in d if e["name"] == "big.bin"] == [104857600]'
+t 0 ls-files-name "$B" ls-files cli-e2e-one tree -o name
+ok ls-files-name-lists eval '[ "$(sort "$OUT/o" | tr "\n" " ")" = "sub/ top.txt " ]'
+t 0 stat-json "$B" stat cli-e2e-one "tree/sub/deeper/with space.txt" -o json
+ok stat-json-object py 'd["name"] == "with space.txt" and d["type"] == "file" and d["size"] == 7 and d["mod_time"] > 0'
+t 3 stat-missing "$B" stat cli-e2e-one tree/nope
+ok stat-missing-hint has_err 'ls-files cli-e2e-one tree'
+t 0 cp-r-down "$B" cp -r cli-e2e-one:tree "$OUT/back"
+ok cp-r-round-trip-identical diff -r "$OUT/tree" "$OUT/back"
+# A progress bar on a terminal (script(1) gives a pseudo-terminal), with
+# bytes, rate and the total; none when stderr is piped (checked above).
+script -q -e -c "'$B' cp -r cli-e2e-one:tree/sub '$OUT/back2'" "$OUT/typescript" >/dev/null 2>&1
+ok cp-progress-on-a-terminal grep -q 'big.bin .*100.0 MiB / 100.0 MiB .*/s' "$OUT/typescript"
+ok cp-progress-copy-identical cmp -s "$OUT/tree/sub/big.bin" "$OUT/back2/big.bin"
+rm -rf "$OUT/tree" "$OUT/back" "$OUT/back2"
+
 # --- rm --------------------------------------------------------------------------
 t 0 create-third "$B" create "$TPL" --label "$L" --label role=third --name cli-e2e-three
 t 3 rm-several "$B" rm cli-e2e-one cli-e2e-nope

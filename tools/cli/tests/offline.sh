@@ -10,7 +10,7 @@ B=$(realpath "$1")
 t 0 help "$B" --help
 ok help-lists-exit-codes has_out 'Exit codes'
 ok help-lists-commands has_out 'run TEMPLATE -- CMD'
-for sub in create get status ls rm exec cp cat run version; do
+for sub in create get status ls rm exec cp cat ls-files stat run version; do
     t 0 "help-$sub" "$B" "$sub" --help
     ok "help-$sub-usage" has_out "Usage: agentsandbox"
     t 0 "help-word-$sub" "$B" help "$sub"
