@@ -398,6 +398,8 @@ test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster \
 	wait $$pypid; pyrc=$$?; cat $(TB)/python-sdk.log; [ $$pyrc = 0 ] || rc=1; \
 	echo "--- examples/quickstart pool:python-sandbox-warmpool (v0.5.6 claims from a warm pool)"; \
 	KUBECONFIG=$(KC_STATE)/kubeconfig/admin.kubeconfig $(EX)/quickstart pool:python-sandbox-warmpool || rc=1; \
+	echo "--- tools/cli end to end on v1beta1 (tools/cli/tests/e2e-v1beta1.sh)"; \
+	KUBECONFIG=$(KC_STATE)/kubeconfig/admin.kubeconfig tools/cli/tests/e2e-v1beta1.sh $(CLI_BIN) || rc=1; \
 	$(KC_ENV) $(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; exit $$rc
 
 # make demo: the quick start against a local cluster built and started here.

@@ -99,6 +99,7 @@ static const char *const USAGE =
     "  stat CLAIM PATH      one file's type, size and time\n"
     "  run TEMPLATE -- CMD  create, exec, delete (deleted on Ctrl-C and SIGTERM too)\n"
     "  version              print the version of the tool and the library\n"
+    "  completion bash|zsh  print a shell completion script\n"
     "\n"
     "Global flags (as kubectl spells them):\n"
     "  --kubeconfig FILE    kubeconfig to use (default $KUBECONFIG, ~/.kube/config)\n"
@@ -186,6 +187,11 @@ static const cmd_help HELPS[] = {
      "Creates a sandbox, runs CMD, deletes the sandbox, exits with CMD's code.\n"
      "The claim is deleted on SIGINT and SIGTERM too (exit 130).\n"
      "Flags: those of create; --timeout is the command's deadline.\n"},
+    {"completion",
+     "Usage: agentsandbox completion bash|zsh\n"
+     "Prints a completion script: commands, flags, and claim names from the\n"
+     "cluster. bash: source <(agentsandbox completion bash)\n"
+     "zsh:  source <(agentsandbox completion zsh)\n"},
     {"version",
      "Usage: agentsandbox version [-o json]\n"
      "Prints the tool's version, the library's and its TLS backend.\n"},
@@ -270,7 +276,13 @@ static const char *hint_for(const cli *c, asb_result r, const asb_error *e) {
     case ASB_ERR_PORT_FORWARD:
         return c->router_ns ? "check the router Service in --router-namespace"
                             : "check the router: kubectl -n agent-sandbox-system get svc";
-    case ASB_ERR_CLAIM_FAILED: return "look at the claim: kubectl describe sandboxclaim NAME";
+    case ASB_ERR_CLAIM_FAILED:
+        return "the controller refused the claim (it was deleted): see the reason above";
+    case ASB_ERR_INVALID_ARGUMENT:
+        if (e && strstr(e->message, "v1beta1 claims name a warm pool"))
+            return "agent-sandbox v0.5+ claims from a pool: use --warm-pool POOL "
+                   "(kubectl get sandboxwarmpools)";
+        return NULL;
     case ASB_ERR_KUBE_API:
         if (e && e->http_status == 403) return "RBAC refused it: ask for the permission";
         if (e && e->http_status == 409) return "the name is taken: pick another --name";
@@ -1462,6 +1474,58 @@ static int cmd_run(cli *c) {
     return rc;
 }
 
+/* ---- shell completion ------------------------------------------------------------ */
+
+/* Commands and flags from the tables above; claim names from a live
+   `agentsandbox ls -o name` (with the same -n/--context/--kubeconfig). */
+static const char *const COMPLETION_BASH =
+    "_agentsandbox() {\n"
+    "    local cur prev words cword i sub= flags=()\n"
+    "    cur=${COMP_WORDS[COMP_CWORD]}; prev=${COMP_WORDS[COMP_CWORD-1]}\n"
+    "    for ((i = 1; i < COMP_CWORD; i++)); do\n"
+    "        case ${COMP_WORDS[i]} in\n"
+    "            --) return 0 ;;\n"
+    "            -n|--namespace|--context|--kubeconfig) flags+=(\"${COMP_WORDS[i]}\" \"${COMP_WORDS[i+1]}\"); i=$((i+1)) ;;\n"
+    "            --connect|--router-namespace|-o|--output|-l|--selector|--label|--env|--ttl|--timeout|--name|--warm-pool) i=$((i+1)) ;;\n"
+    "            -*) ;;\n"
+    "            *) [ -z \"$sub\" ] && sub=${COMP_WORDS[i]} ;;\n"
+    "        esac\n"
+    "    done\n"
+    "    case $prev in\n"
+    "        -o|--output) COMPREPLY=($(compgen -W 'json name' -- \"$cur\")); return 0 ;;\n"
+    "        --connect) COMPREPLY=($(compgen -W 'tunnel direct= gateway= in-cluster' -- \"$cur\")); return 0 ;;\n"
+    "        --kubeconfig) COMPREPLY=($(compgen -f -- \"$cur\")); return 0 ;;\n"
+    "        -n|--namespace|--context|--router-namespace|-l|--selector|--label|--env|--ttl|--timeout|--name|--warm-pool) return 0 ;;\n"
+    "    esac\n"
+    "    if [ -z \"$sub\" ]; then\n"
+    "        COMPREPLY=($(compgen -W 'create get status ls rm exec cp cat ls-files stat run version completion help --kubeconfig --context --namespace --connect --router-namespace --output --help' -- \"$cur\"))\n"
+    "        return 0\n"
+    "    fi\n"
+    "    case $cur in -*)\n"
+    "        COMPREPLY=($(compgen -W '--label --env --ttl --timeout --warm-pool --name --selector --all-namespaces --all --recursive --output --namespace --help' -- \"$cur\"))\n"
+    "        return 0 ;;\n"
+    "    esac\n"
+    "    case $sub in\n"
+    "        get|status|rm|exec|cat|ls-files|stat)\n"
+    "            COMPREPLY=($(compgen -W \"$(\"${COMP_WORDS[0]}\" \"${flags[@]}\" ls -o name 2>/dev/null | sed 's|^sandboxclaim/||')\" -- \"$cur\")) ;;\n"
+    "        cp) COMPREPLY=($(compgen -f -- \"$cur\")) ;;\n"
+    "        completion) COMPREPLY=($(compgen -W 'bash zsh' -- \"$cur\")) ;;\n"
+    "    esac\n"
+    "    return 0\n"
+    "}\n"
+    "complete -F _agentsandbox agentsandbox\n";
+
+static int cmd_completion(cli *c) {
+    if (c->npos != 1 || (strcmp(c->pos[0], "bash") != 0 && strcmp(c->pos[0], "zsh") != 0))
+        return usage_error(c, "completion needs a shell: bash or zsh");
+    /* zsh runs the bash function through its bashcompinit layer */
+    if (strcmp(c->pos[0], "zsh") == 0)
+        fputs("autoload -U +X compinit && compinit\nautoload -U +X bashcompinit && bashcompinit\n",
+              stdout);
+    fputs(COMPLETION_BASH, stdout);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     cli c;
     asb_error e;
@@ -1516,6 +1580,7 @@ int main(int argc, char **argv) {
     else if (strcmp(c.sub, "cp") == 0) rc = cmd_cp(&c);
     else if (strcmp(c.sub, "cat") == 0) rc = cmd_cat(&c);
     else if (strcmp(c.sub, "ls-files") == 0) rc = cmd_ls_files(&c);
+    else if (strcmp(c.sub, "completion") == 0) rc = cmd_completion(&c);
     else if (strcmp(c.sub, "stat") == 0) rc = cmd_stat(&c);
     else if (strcmp(c.sub, "create") == 0) rc = cmd_create(&c);
     else if (strcmp(c.sub, "run") == 0) rc = cmd_run(&c);

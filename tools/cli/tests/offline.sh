@@ -10,7 +10,7 @@ B=$(realpath "$1")
 t 0 help "$B" --help
 ok help-lists-exit-codes has_out 'Exit codes'
 ok help-lists-commands has_out 'run TEMPLATE -- CMD'
-for sub in create get status ls rm exec cp cat ls-files stat run version; do
+for sub in create get status ls rm exec cp cat ls-files stat run version completion; do
     t 0 "help-$sub" "$B" "$sub" --help
     ok "help-$sub-usage" has_out "Usage: agentsandbox"
     t 0 "help-word-$sub" "$B" help "$sub"
@@ -81,5 +81,16 @@ ok bad-namespace-named has_err 'Bad_NS'
 t 2 bad-claim-name "$B" --kubeconfig "$OUT/kc" get Not_A_Name
 ok bad-claim-name-named has_err 'Not_A_Name'
 t 2 bad-create-name "$B" --kubeconfig "$OUT/kc" create tpl --name UPPER
+
+# Completion: bash runs the function; the zsh script is the same function
+# behind zsh's bashcompinit (no zsh on the test machine to run it).
+t 0 completion-bash "$B" completion bash
+cp "$OUT/o" "$OUT/comp.bash"
+ok completion-commands eval "[ \"\$(bash -c 'source \"$OUT/comp.bash\"; COMP_WORDS=(agentsandbox ex); COMP_CWORD=1; _agentsandbox; echo \"\${COMPREPLY[*]}\"')\" = exec ]"
+ok completion-output-formats eval "[ \"\$(bash -c 'source \"$OUT/comp.bash\"; COMP_WORDS=(agentsandbox ls -o j); COMP_CWORD=3; _agentsandbox; echo \"\${COMPREPLY[*]}\"')\" = json ]"
+ok completion-flags eval "bash -c 'source \"$OUT/comp.bash\"; COMP_WORDS=(agentsandbox cp --rec); COMP_CWORD=2; _agentsandbox; echo \"\${COMPREPLY[*]}\"' | grep -qx -- --recursive"
+t 0 completion-zsh "$B" completion zsh
+ok completion-zsh-uses-bashcompinit has_out 'bashcompinit'
+t 2 completion-unknown-shell "$B" completion fish
 
 finish "test-cli (offline)"
