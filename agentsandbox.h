@@ -5265,6 +5265,10 @@ static asb_yaml_node *asb__yp_flow_scalar(asb__yp *p) {
     if (p->s[p->pos] == '"') return asb__yp_double(p);
     if (p->s[p->pos] == '\'') return asb__yp_single(p);
     if (!asb__yp_plain_start_ok(p)) return NULL;
+    /* "- " is a block entry, never plain text; go-yaml refuses it here */
+    if (p->s[p->pos] == '-' &&
+        (p->pos + 1 >= p->n || strchr(" \t\r\n", p->s[p->pos + 1])))
+        return ASB__YFAIL(p, "a block sequence entry (\"- \") inside a flow collection");
     e = asb__yp_plain_end(p, 1);
     if (e == p->pos) return ASB__YFAIL(p, "expected a value");
     p->tmp.len = 0;
@@ -5443,6 +5447,10 @@ static asb_yaml_node *asb__yp_block_scalar(asb__yp *p, int parent) {
         if (chomp > 0)
             while (trailing-- > 0)
                 if (!asb__yp_put(p, "\n", 1)) return NULL;
+    } else if (p->tmp.len == 0 && chomp > 0) {
+        /* keep with only empty lines: their breaks are the value */
+        while (trailing-- > 0)
+            if (!asb__yp_put(p, "\n", 1)) return NULL;
     }
     if (p->pos < p->n) p->pos = p->line_start;
     return asb__yp_scalar(p, line, col, 0);
@@ -5497,7 +5505,8 @@ static asb_yaml_node *asb__yp_plain_value(asb__yp *p, int parent) {
         ce = asb__yp_plain_end(p, 0);
         if (ce < p->n && p->s[ce] == ':')
             return ASB__YFAIL(p, "a key inside a multi-line value (bad indentation?)");
-        if (!asb__yp_plain_start_ok(p)) return NULL;
+        /* no start check here: a continuation line is any plain text
+           ("{u", ">-", "@x"), as in YAML's ns-plain-char and go-yaml */
         /* one line break folds to a space; each blank line between is a
            newline */
         gap = p->line - last_line - 1;
