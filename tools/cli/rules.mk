@@ -36,3 +36,17 @@ $(ST)/agentsandbox: $(CLI_DIR)/agentsandbox.c agentsandbox.h | $(MUSL_MBEDTLS)/l
 static-cli: $(ST)/agentsandbox
 	@printf 'static: %-34s %7d bytes (%d KiB; goal 700 KiB)\n' $< $$(stat -c %s $<) $$(( $$(stat -c %s $<) / 1024 ))
 static-bins: static-cli
+
+# make bench: the tool against the upstream Python SDK (tools/cli/tests/bench.sh),
+# on a v0.5.6 cluster of its own (state and pod range apart from the tiers').
+CLI_BENCH_STATE := $(abspath $(BUILD))/localcluster-clibench
+CLI_BENCH_ENV := LC_STATE_DIR=$(CLI_BENCH_STATE) LC_POD_CIDR=127.1.66.0/24 LC_SERVICE_CIDR=127.2.66.0/24
+BENCH_TIERS += bench-cli
+.PHONY: bench-cli
+bench-cli: $(CLI_BIN) $(UPSTREAM_SDK_STAMP)
+	@$(CLI_BENCH_ENV) $(MAKE) --no-print-directory cluster-up AGENT_SANDBOX=v0.5.6 > $(BUILD)/cli-bench-cluster.log 2>&1 || \
+	  { tail -20 $(BUILD)/cli-bench-cluster.log; $(CLI_BENCH_ENV) $(MAKE) --no-print-directory cluster-down; exit 1; }; \
+	KUBECONFIG=$(CLI_BENCH_STATE)/kubeconfig/admin.kubeconfig $(CLI_DIR)/tests/bench.sh $(CLI_BIN) \
+	  $(UPSTREAM_SDK_VENV)/bin/python \
+	  $$(python3 -c "import json;print(json.load(open('$(CLI_BENCH_STATE)/cluster.json'))['ports']['router'])"); \
+	rc=$$?; $(CLI_BENCH_ENV) $(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; exit $$rc
