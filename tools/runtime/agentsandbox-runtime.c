@@ -2159,7 +2159,8 @@ static struct timespec rt_abs_time(double at)
    reason in stderr, as the reference does). */
 /* A command still running after this long gets its response head sent
    (rt_exec_head) while it runs; quicker ones are answered whole, with a
-   Content-Length, as before. */
+   Content-Length. Not 0: a head sent at once races the Go router (see
+   rt_exec_head). */
 #define RT_EARLY_HEAD_AFTER_S 1.0
 
 static int rt_exec_head(struct rt_conn *c);
@@ -2389,15 +2390,29 @@ static void rt_out_escaped(struct rt_out *o, const struct rt_buf *src)
 /* The head of an /execute answer, sent while a command still runs after
    RT_EARLY_HEAD_AFTER_S: a proxy that bounds its wait for a response head
    (the Go sandbox-router's --response-header-timeout, 30 s) then lets a
-   long command through. Quick commands are answered whole, as before: a
-   run of 100 sandboxes through the Go router and kubectl port-forward met
-   a stalled answer now and then when every echo's head went out apart
-   from its body (cause not found; tests/test_sdk_cluster.c
-   a_hundred_live_sandboxes_share_one_kubectl). The status is known already: whatever the
-   command does, the answer is 200 (a failure to start is exit_code 1).
-   The same JSON body follows when the command ends, as one chunk
-   (HTTP/1.1: requests, the Go router and agentsandbox.h parse chunked
-   bodies), or closed at its end for HTTP/1.0, which has no chunks. */
+   long command through. Not at once, though: a head that comes back within
+   moments of the request body races the Go router's own request handling
+   (net/http, golang/go#40747). Its transport, having copied the body's
+   Content-Length bytes to us, reads the inbound body once more to see it
+   end; the router meanwhile forwards our head, and writing a head makes its
+   HTTP server drain and close that inbound body. When the close wins, the
+   transport's read fails ("invalid Read on closed Body"), it tears down
+   its connection to us, our body lands on a closed socket (RST), the
+   router aborts its answer after the head ("ReverseProxy read error during
+   body copy: use of closed network connection"), and a client behind
+   kubectl port-forward never sees that close: it waits for its deadline.
+   Seen with every head sent at once: a_hundred_live_sandboxes_share_one_kubectl
+   (tests/test_sdk_cluster.c) timed out on one echo in 6 of 7 runs, the
+   wire showing the router's FIN 0.3-0.5 ms after our head. Our framing is not
+   involved (one chunk and the 0-chunk, or the close on HTTP/1.0). The
+   window is the router's scheduling delay, which nothing on the wire tells
+   us about, so the head waits until the command has run 1 s: a quick
+   command is answered whole, as the reference answers everything. The
+   status is known already: whatever the command does, the answer is 200
+   (a failure to start is exit_code 1). The same JSON body follows when the
+   command ends, as one chunk (HTTP/1.1: requests, the Go router and
+   agentsandbox.h parse chunked bodies), or closed at its end for HTTP/1.0,
+   which has no chunks. */
 static int rt_exec_head(struct rt_conn *c)
 {
     char head[512];
