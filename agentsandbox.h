@@ -8353,6 +8353,15 @@ static asb_result asb__conn_write(asb__conn *c, const void *buf, size_t len) {
         while (len > 0) {
             int n = mbedtls_ssl_write(&c->ssl, p, len);
             if (n == MBEDTLS_ERR_SSL_WANT_READ || n == MBEDTLS_ERR_SSL_WANT_WRITE) continue;
+#ifdef MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET
+            if (n == MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET) {
+                /* TLS 1.3 (mbedTLS 3.x): a write that finished a pending
+                   handshake step may report a ticket; the same write again,
+                   as asb__conn_read and the http2 layer do */
+                c->session_saved = 0;
+                continue;
+            }
+#endif
             if (n <= 0) return asb__io_failure(c, ASB_ERR_SEND);
             p += n;
             len -= (size_t)n;

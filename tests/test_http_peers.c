@@ -388,7 +388,15 @@ ASBT_TEST(tls12_and_tls13_servers) {
    ciphers OpenSSL 3 keeps for them (SECLEVEL=0), on a port it picks (its
    "ACCEPT 127.0.0.1:N" line says which); -www answers a GET with a page
    naming the protocol. Returns the port, or -1. */
+static int tls_server_start(const char *version, const char *extra, const char *extra_arg,
+                            pid_t *pid);
 static int old_tls_server_start(const char *version, pid_t *pid) {
+    return tls_server_start(version, NULL, NULL, pid);
+}
+
+/* The same, with one more option and its argument (NULL: none). */
+static int tls_server_start(const char *version, const char *extra, const char *extra_arg,
+                            pid_t *pid) {
     int out[2], port = -1;
     char line[128];
     size_t n = 0;
@@ -408,7 +416,8 @@ static int old_tls_server_start(const char *version, pid_t *pid) {
         close(out[0]);
         close(out[1]);
         execlp("openssl", "openssl", "s_server", "-accept", "127.0.0.1:0", "-cert", crt, "-key",
-               key, version, "-cipher", "DEFAULT@SECLEVEL=0", "-www", (char *)NULL);
+               key, version, "-cipher", "DEFAULT@SECLEVEL=0", "-www", extra, extra_arg,
+               (char *)NULL);
         _exit(127);
     }
     close(out[1]);
@@ -490,6 +499,34 @@ ASBT_TEST(tls_1_0_and_1_1_servers_are_refused) {
         old_tls_server_stop(pid);
         free(f);
     }
+}
+
+/* openssl s_server with TLS 1.3 sends its session tickets right after
+   the handshake, ahead of the response: with mbedTLS 3.6 each one is
+   MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET from a read or a write,
+   which is news, not a lost connection. The next connection resumes with
+   one of them (the page says "Reused"). */
+ASBT_TEST(tls_1_3_session_tickets_from_openssl_are_not_errors) {
+#if defined(MBEDTLS_SSL_PROTO_TLS1_3)
+    fixture *f = fx_new();
+    pid_t pid = 0;
+    int i, port = tls_server_start("-tls1_3", "-num_tickets", "8", &pid);
+    ASBT_CHECK(port > 0);
+    f->d.tls.ca_file = env("ASB_PEER_CERTS_CA");
+    f->d.retry.max_attempts = 1;
+    f->d.max_idle_connections = -1; /* -www closes: a new connection each time */
+    ASBT_EQ_RES(fx_open(f), ASB_OK);
+    for (i = 0; i < 3; i++) {
+        asb_result r = fx_get(f, url("https://localhost:%d/", port));
+        if (r != ASB_OK) fprintf(stderr, "    request %d: %s\n", i, f->err.message);
+        ASBT_EQ_RES(r, ASB_OK);
+        ASBT_CONTAINS(f->resp.body.ptr, "TLSv1.3");
+        if (i > 0) ASBT_CONTAINS(f->resp.body.ptr, "Reused");
+    }
+    ASBT_EQ_INT(fx_close(f), 0);
+    old_tls_server_stop(pid);
+    free(f);
+#endif
 }
 
 /* A new connection to an endpoint resumes the last verified session:
@@ -1231,6 +1268,7 @@ ASBT_LIST(
     ASBT_CASE(mutual_tls_with_rsa_and_ec_client_certificates)
     ASBT_CASE(tls12_and_tls13_servers)
     ASBT_CASE(tls_1_0_and_1_1_servers_are_refused)
+    ASBT_CASE(tls_1_3_session_tickets_from_openssl_are_not_errors)
     ASBT_CASE(new_connections_resume_the_tls_session)
     ASBT_CASE(chunked_body_sent_byte_by_byte_with_extensions_and_trailers)
     ASBT_CASE(broken_framing_is_an_error_never_partial_data)
