@@ -301,12 +301,12 @@
    and installs no signal handlers. Every descriptor it opens is
    close-on-exec.
 
-   Platforms. Tested: Linux with glibc (x86-64; i386 with -m32, without
-   TLS) and musl (x86-64, static), gcc, clang and tcc (ASB_TLS 0), C99,
-   C11 and C++11. Written for but not tested: macOS and FreeBSD (POSIX.1-
-   2008; SO_NOSIGPIPE on macOS, /dev/urandom where getrandom is missing),
-   big-endian targets (wire formats are read byte by byte). Not supported:
-   Windows. Static builds, sizes and the 32 KiB stack figure: the README's
+   Platforms. Tested: Linux with glibc on x86-64 and i386, with musl
+   (x86-64, static); gcc, clang and tcc (ASB_TLS 0), C99, C11 and C++11.
+   make test-cross runs the unit tests under qemu-user on aarch64, armhf
+   and big-endian s390x (with TLS). Written for but not tested: macOS and FreeBSD (POSIX.1-
+   2008; SO_NOSIGPIPE on macOS, /dev/urandom where getrandom is
+   missing). Not supported: Windows. Static builds, sizes and the 32 KiB stack figure: the README's
    "Use in your build".
 
    Reading a declaration. Every public function has a comment right above

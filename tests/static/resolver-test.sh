@@ -9,7 +9,7 @@ if [ -z "${ASB_IN_NS:-}" ]; then
 fi
 ip link set lo up
 tmp=$(mktemp -d)
-trap 'kill $dns 2>/dev/null; umount /etc 2>/dev/null; umount /etc/resolv.conf 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'kill $dns 2>/dev/null || true; umount /etc 2>/dev/null || true; umount /etc/resolv.conf 2>/dev/null || true; rm -rf "$tmp"' EXIT
 python3 - <<'PY' &
 import socket, select
 u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("127.0.0.1", 53))

@@ -24,7 +24,7 @@ MUSL_TLS_LIBS := $(MUSL_MBEDTLS)/lib/libmbedtls.a $(MUSL_MBEDTLS)/lib/libmbedx50
 STATIC_CFLAGS := -std=c99 -Os -ffunction-sections -fdata-sections $(CFLAGS_WARN)
 STATIC_LDFLAGS := -static -s -Wl,--gc-sections
 
-EXTRA_DEB_PACKAGES += musl-tools gcc-multilib tcc
+EXTRA_DEB_PACKAGES += musl-tools gcc-i686-linux-gnu libc6-dev-i386-cross tcc
 
 .PHONY: static mbedtls-musl test-static
 mbedtls-musl: | mbedtls3
@@ -65,10 +65,13 @@ $(TB)/static/musl/%: tests/%.c $(TEST_DEPS) tests/scanalloc.h | $(MUSL_MBEDTLS)/
 	@mkdir -p $(@D)
 	$(MUSL_CC) -std=c99 -O2 $(CFLAGS_WARN) $(MUSL_TLS_CFLAGS) $< -o $@ -static \
 	  $(MUSL_TLS_LIBS) -lm -pthread
-# No 32-bit mbedTLS on the build host: the -m32 unit tests build without TLS.
+# 32-bit x86 with Debian's i686 cross compiler (gcc -m32 needs gcc-multilib,
+# which Debian will not install beside the cross compilers of test-cross),
+# static, run natively; no 32-bit mbedTLS here, so without TLS.
+M32_CC ?= i686-linux-gnu-gcc
 $(TB)/static/m32/%: tests/%.c $(TEST_DEPS) tests/scanalloc.h
 	@mkdir -p $(@D)
-	$(CC) -m32 -std=c99 -O2 $(CFLAGS_WARN) -DASB_TLS=0 $< -o $@ -lm -pthread
+	$(M32_CC) -std=c99 -O2 $(CFLAGS_WARN) -DASB_TLS=0 $< -o $@ -static -lm -pthread
 
 $(TB)/static/glibc/test_resolve: tests/static/test_resolve.c $(HDR)
 	@mkdir -p $(@D)
@@ -115,3 +118,45 @@ test-static: $(TB)/static/glibc/test_static $(TB)/static/musl/test_static \
 	  echo "--- one HTTPS GET, static musl ($$(stat -c %s $(TB)/static/https_get) bytes stripped)" && \
 	    $(TB)/static/peak_rss $(TB)/static/https_get \
 	      https://127.0.0.1:$$ASB_PEER_NGINX_HTTPS/small.txt $$ASB_PEER_CERTS_CA'
+
+# --- cross builds under qemu-user -----------------------------------------------
+# The unit tests built by cross compilers (static, so qemu-user needs no
+# sysroot) and run under qemu: aarch64 and armhf (32-bit) without TLS,
+# s390x (big-endian) with TLS against mbedTLS 3.6 built by the same cross
+# compiler into the cache.
+CROSS_TARGETS := aarch64 armhf s390x
+CROSS_CC_aarch64 := aarch64-linux-gnu-gcc
+CROSS_CC_armhf := arm-linux-gnueabihf-gcc
+CROSS_CC_s390x := s390x-linux-gnu-gcc
+CROSS_QEMU_aarch64 := qemu-aarch64
+CROSS_QEMU_armhf := qemu-arm
+CROSS_QEMU_s390x := qemu-s390x
+CROSS_MBEDTLS_s390x := $(or $(HOME),/root)/.cache/agentsandbox/mbedtls-3.6-s390x
+CROSS_TLS_aarch64 := -DASB_TLS=0
+CROSS_TLS_armhf := -DASB_TLS=0
+CROSS_TLS_s390x := -I$(CROSS_MBEDTLS_s390x)/include
+CROSS_LIBS_s390x := $(CROSS_MBEDTLS_s390x)/lib/libmbedtls.a $(CROSS_MBEDTLS_s390x)/lib/libmbedx509.a \
+                    $(CROSS_MBEDTLS_s390x)/lib/libmbedcrypto.a
+EXTRA_DEB_PACKAGES += qemu-user gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf gcc-s390x-linux-gnu \
+                      libc6-dev-arm64-cross libc6-dev-armhf-cross libc6-dev-s390x-cross
+
+$(CROSS_MBEDTLS_s390x)/lib/libmbedtls.a: | mbedtls3
+	@tests/static/mbedtls-static.sh $(CROSS_CC_s390x) $(CROSS_MBEDTLS_s390x)
+
+define CROSS_RULES
+$(TB)/cross/$(1)/%: tests/%.c $(TEST_DEPS) tests/scanalloc.h $(if $(CROSS_LIBS_$(1)),| $(CROSS_MBEDTLS_$(1))/lib/libmbedtls.a)
+	@mkdir -p $$(@D)
+	$(CROSS_CC_$(1)) -std=c99 -O2 $(CFLAGS_WARN) $(CROSS_TLS_$(1)) $$< -o $$@ -static \
+	  $(CROSS_LIBS_$(1)) -lm -pthread
+endef
+$(foreach t,$(CROSS_TARGETS),$(eval $(call CROSS_RULES,$(t))))
+
+.PHONY: test-cross
+# Not in TEST_TIERS yet: its run time under CI is not measured.
+test-cross: $(foreach t,$(CROSS_TARGETS),$(UNIT_NAMES:%=$(TB)/cross/$(t)/%))
+	@set -e; for t in $(CROSS_TARGETS); do \
+	  case $$t in aarch64) q=$(CROSS_QEMU_aarch64);; armhf) q=$(CROSS_QEMU_armhf);; s390x) q=$(CROSS_QEMU_s390x);; esac; \
+	  for u in $(UNIT_NAMES); do echo "--- cross/$$t/$$u (under $$q)"; \
+	    ASBT_REQUIRE_LOCALE=1 $$q $(TB)/cross/$$t/$$u | tail -1; \
+	    test "$${PIPESTATUS[0]}" = 0; \
+	  done; done
