@@ -2207,16 +2207,19 @@ typedef struct asb_create_opts {
                                       a template; pass template_name NULL */
     int probe_runtime;             /* default 0: Ready is the controller's
                                       word (the pod's readiness probe has
-                                      passed). 1: also wait, within the
-                                      ready timeout, until the runtime
-                                      answers GET / through the connection:
-                                      for templates without a readiness
-                                      probe behind a router that does not
-                                      retry its dial, and for routers that
-                                      find pods in a cache of their own,
-                                      which can lag Ready by a moment under
-                                      load (a command sent then meets a
-                                      502, and a POST is never retried) */
+                                      passed), and through a router (every
+                                      mode but in-cluster) GET / is sent
+                                      until the router places it: the Go
+                                      sandbox-router finds pods in a cache
+                                      of its own, which can lag Ready by a
+                                      moment under load (a command sent
+                                      then meets a 502, and a POST is never
+                                      retried); only its 502/503/504 are
+                                      waited out, within the ready timeout.
+                                      1: also wait, within the ready
+                                      timeout, until the runtime answers
+                                      GET / with no 5xx: for templates
+                                      without a readiness probe */
     const char *claim_name;        /* default NULL: "sandbox-claim-" and 8
                                       random hex digits. Else this name (a
                                       DNS-1123 subdomain, checked first; on
@@ -14090,9 +14093,16 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
    answers (a template without a readiness probe: the server may still be
    starting, or the router may not have the new pod): probe GET / until
    anything but a 5xx or a connection failure comes back, or the
-   deadline. Any answer at all means the server is up. */
+   deadline. Any answer at all means the server is up.
+   route_only (every create through a router): the Go sandbox-router finds
+   pods in a cache its own pod watch fills, which can learn of the Ready
+   pod after the claim's watch did; a request it cannot place meets a 502
+   (after its DNS fallback and dial retries), and the first call is often
+   a POST that must not be sent twice. So GET / (idempotent) is sent
+   until the router places it: only its 502/503/504 are waited out; any
+   other answer or failure is the first call's to report, as before. */
 static asb_result asb__wait_runtime(asb_sandbox *sb, int64_t deadline, const asb_cancel *cancel,
-                                    asb_error *err) {
+                                    int route_only, asb_error *err) {
     int64_t pause = 50;
     for (;;) {
         asb_http_request req;
@@ -14106,7 +14116,8 @@ static asb_result asb__wait_runtime(asb_sandbox *sb, int64_t deadline, const asb
         req.cancel = cancel;
         r = asb__sb_call(sb, &req, "/", 0, &resp, err);
         if (r == ASB_OK || r == ASB_ERR_NOT_FOUND ||
-            (r == ASB_ERR_HTTP_STATUS && resp.status < 500)) {
+            (r == ASB_ERR_HTTP_STATUS && resp.status < 500) ||
+            (route_only && (r != ASB_ERR_HTTP_STATUS || resp.status < 502 || resp.status > 504))) {
             asb_http_response_free(&resp);
             return ASB_OK;
         }
@@ -14116,7 +14127,10 @@ static asb_result asb__wait_runtime(asb_sandbox *sb, int64_t deadline, const asb
             return r; /* not "still starting" (a timeout already spent its wait) */
         if (asb__now_ms() + pause >= deadline)
             return asb__fail(err, ASB_ERR_TIMEOUT,
-                             "sandbox %s is Ready but its runtime did not answer in time (%s)",
+                             route_only ? "sandbox %s is Ready but the router could not reach it "
+                                          "in time (%s)"
+                                        : "sandbox %s is Ready but its runtime did not answer "
+                                          "in time (%s)",
                              sb->name, asb_result_str(r));
         if (asb__sleep_or_cancel(pause, cancel))
             return asb__fail(err, ASB_ERR_CANCELLED, "sandbox %s: cancelled while probing its runtime",
@@ -14663,8 +14677,9 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
     }
     snprintf(sb->uid, sizeof sb->uid, "%s", cw.uid);
     sb->named = opts->claim_name != NULL;
-    r = opts->probe_runtime ? asb__wait_runtime(sb, t_start + wo.deadline_ms, opts->cancel, err)
-                            : ASB_OK;
+    r = opts->probe_runtime || c->mode != ASB_CONNECT_IN_CLUSTER
+            ? asb__wait_runtime(sb, t_start + wo.deadline_ms, opts->cancel, !opts->probe_runtime, err)
+            : ASB_OK;
     if (r != ASB_OK) {
         if (created) asb_kube_delete_uid(c->kube, &res, ns, claim, cw.uid, NULL); /* no orphan */
         c->alloc.free_fn(sb, c->alloc.user_data);
