@@ -303,8 +303,8 @@
 
    Platforms. Tested: Linux with glibc on x86-64 and i386, with musl
    (x86-64, static); gcc, clang and tcc (ASB_TLS 0), C99, C11 and C++11.
-   make test-cross runs the unit tests under qemu-user on aarch64, armhf
-   and big-endian s390x (with TLS). Written for but not tested: macOS and FreeBSD (POSIX.1-
+   Under qemu-user (make test-cross): aarch64, armhf and big-endian s390x
+   (with TLS). Written for but not tested: macOS and FreeBSD (POSIX.1-
    2008; SO_NOSIGPIPE on macOS, /dev/urandom where getrandom is
    missing). Not supported: Windows. Static builds, sizes and the 32 KiB stack figure: the README's
    "Use in your build".

@@ -152,10 +152,17 @@ endef
 $(foreach t,$(CROSS_TARGETS),$(eval $(call CROSS_RULES,$(t))))
 
 .PHONY: test-cross
-# Not in TEST_TIERS yet: its run time under CI is not measured.
+# Measured on this 2-core machine under load: about 7 minutes cold (the
+# s390x mbedTLS 2 min, 15 cross builds, the runs), 1m40s warm.
+TEST_TIERS += test-cross
+# The host's locale archive is little-endian: s390x gets its own de_DE
+# (localedef --big-endian), found through LOCPATH.
 test-cross: $(foreach t,$(CROSS_TARGETS),$(UNIT_NAMES:%=$(TB)/cross/$(t)/%))
-	@set -e; for t in $(CROSS_TARGETS); do \
-	  case $$t in aarch64) q=$(CROSS_QEMU_aarch64);; armhf) q=$(CROSS_QEMU_armhf);; s390x) q=$(CROSS_QEMU_s390x);; esac; \
+	@set -e; loc=$(TB)/cross/s390x/locale; \
+	[ -d $$loc/de_DE.UTF-8 ] || { mkdir -p $$loc && localedef --big-endian -i de_DE -f UTF-8 $$loc/de_DE.UTF-8; }; \
+	for t in $(CROSS_TARGETS); do \
+	  case $$t in aarch64) q=$(CROSS_QEMU_aarch64);; armhf) q=$(CROSS_QEMU_armhf);; \
+	    s390x) q=$(CROSS_QEMU_s390x); export LOCPATH=$$loc;; esac; \
 	  for u in $(UNIT_NAMES); do echo "--- cross/$$t/$$u (under $$q)"; \
 	    ASBT_REQUIRE_LOCALE=1 $$q $(TB)/cross/$$t/$$u | tail -1; \
 	    test "$${PIPESTATUS[0]}" = 0; \
