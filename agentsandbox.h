@@ -306,8 +306,8 @@
    Under qemu-user (make test-cross): aarch64, armhf and big-endian s390x
    (with TLS). Written for but not tested: macOS and FreeBSD (POSIX.1-
    2008; SO_NOSIGPIPE on macOS, /dev/urandom where getrandom is
-   missing). Not supported: Windows. Static builds, sizes and the 32 KiB stack figure: the README's
-   "Use in your build".
+   missing). Not supported: Windows. Static builds, sizes and the 32 KiB
+   stack figure: the README's "Use in your build".
 
    Reading a declaration. Every public function has a comment right above
    it (or above the run of declarations that share it), in one form: what
