@@ -215,6 +215,9 @@
                                                    aliasing" past it).
      ASB_YAML_MAX_ANCHORS    1024     impl. file   anchors one document may
                                                    define.
+     ASB_H2_MAX_QUEUED_REPLIES 1000   impl. file   unsent PING/SETTINGS ACKs and
+                                                   RST_STREAMs before an HTTP/2
+                                                   peer counts as flooding.
      ASB_PSA_EXTERNAL_RNG    1        impl. file   with an mbedTLS built with
                                                    MBEDTLS_PSA_CRYPTO_EXTERNAL_RNG,
                                                    the header defines its
@@ -9545,6 +9548,16 @@ enum {
 /* Bytes queued for the socket beyond which writers wait for the I/O
    thread: a big upload is paced by the socket, not buffered. */
 #define ASB__H2_OUT_CAP ((size_t)1 << 20)
+/* Replies the peer makes us queue (PING and SETTINGS ACKs, RST_STREAM)
+   that are still unsent: past this the peer is flooding without reading
+   (CVE-2019-9512/9515) and the connection ends with ENHANCE_YOUR_CALM.
+   nghttp2 uses the same order of magnitude. */
+#ifndef ASB_H2_MAX_QUEUED_REPLIES
+#define ASB_H2_MAX_QUEUED_REPLIES 1000
+#endif
+/* Bytes the I/O thread reads per wake-up before it writes, lets callers
+   take the lock and looks at `stopping` again. */
+#define ASB__H2_READ_BURST ((size_t)256 << 10)
 /* The connection window we grant: streams are what bound buffering (each
    to its stream window), so the connection's is given back as soon as
    data arrives and only has to be large enough not to throttle. */
@@ -9599,6 +9612,8 @@ struct asb_h2_conn {
     int wake_pending;
     asb_buf out;            /* bytes for the socket, from out_pos on */
     size_t out_pos;
+    int replies_queued;     /* control replies queued since the last time */
+    size_t replies_end;     /* ... out_pos passed replies_end (all sent) */
     size_t tls_pending;     /* an mbedtls_ssl_write to repeat with this length */
     asb_buf in;             /* incoming bytes: whole frames are taken off */
     size_t in_pos;
@@ -9637,10 +9652,13 @@ static void asb__h2_wake(asb_h2_conn *h) {
    is the larger part (so each byte moves a bounded number of times). */
 static void asb__h2_compact(asb_buf *b, size_t *pos) {
     if (*pos == 0) return;
+    /* the consumed bytes are wiped: they may hold an authorization header */
     if (*pos == b->len) {
+        memset(b->ptr, 0, b->len);
         b->len = *pos = 0;
     } else if (*pos >= b->len - *pos) {
         memmove(b->ptr, b->ptr + *pos, b->len - *pos);
+        memset(b->ptr + (b->len - *pos), 0, *pos);
         b->len -= *pos;
         *pos = 0;
     }
@@ -9660,7 +9678,11 @@ static void asb__h2_put_frame(asb_h2_conn *h, int type, int flags, uint32_t sid,
     hd[6] = (unsigned char)(sid >> 16);
     hd[7] = (unsigned char)(sid >> 8);
     hd[8] = (unsigned char)sid;
-    asb__h2_compact(&h->out, &h->out_pos);
+    {
+        size_t was = h->out_pos;
+        asb__h2_compact(&h->out, &h->out_pos);
+        if (was && !h->out_pos) h->replies_end = h->replies_end > was ? h->replies_end - was : 0;
+    }
     if (asb_buf_append(&h->out, hd, 9) != ASB_OK ||
         (len && asb_buf_append(&h->out, payload, len) != ASB_OK)) {
         h->dead = ASB_ERR_OUT_OF_MEMORY;
@@ -9708,6 +9730,26 @@ static void asb__h2_conn_error(asb_h2_conn *h, uint32_t code, const char *what) 
     pthread_cond_broadcast(&h->cv);
 }
 
+/* Queues a frame the peer asked for by sending one. A peer that sends
+   them faster than it reads our answers would grow `out` without end:
+   past ASB_H2_MAX_QUEUED_REPLIES unsent ones the connection ends. */
+static void asb__h2_put_reply(asb_h2_conn *h, int type, int flags, uint32_t sid,
+                              const void *payload, size_t len) {
+    char what[120];
+    if (h->dead) return;
+    if (h->out_pos >= h->replies_end) h->replies_queued = 0; /* all sent */
+    if (++h->replies_queued > ASB_H2_MAX_QUEUED_REPLIES) {
+        snprintf(what, sizeof what,
+                 "flood: more than %d PING/SETTINGS/RST_STREAM replies queued while the peer "
+                 "does not read",
+                 ASB_H2_MAX_QUEUED_REPLIES);
+        asb__h2_conn_error(h, 0xb, what);
+        return;
+    }
+    asb__h2_put_frame(h, type, flags, sid, payload, len);
+    h->replies_end = h->out.len;
+}
+
 static void asb__h2_uncount(asb_h2_conn *h, asb_h2_stream *s) {
     if (s->counted) {
         s->counted = 0;
@@ -9724,7 +9766,9 @@ static void asb__h2_stream_error(asb_h2_conn *h, asb_h2_stream *s, uint32_t code
                  what);
     }
     if (!(s->local_closed && s->remote_closed) && !s->reset_by_peer && !s->cancelled) {
-        asb__h2_rst(h, s->id, code);
+        unsigned char b[4];
+        asb__h2_put_u32(b, code);
+        asb__h2_put_reply(h, ASB__H2_RST_STREAM, 0, s->id, b, 4);
         s->cancelled = 1; /* nothing more goes out on it */
     }
     asb__h2_uncount(h, s);
@@ -9915,7 +9959,7 @@ static void asb__h2_apply_settings(asb_h2_conn *h, const unsigned char *p, size_
         /* 1 (header table size): our encoder never indexes; 6 (max header
            list size): advisory; others: unknown, ignored as required */
     }
-    asb__h2_put_frame(h, ASB__H2_SETTINGS, ASB__H2_ACK, 0, NULL, 0);
+    asb__h2_put_reply(h, ASB__H2_SETTINGS, ASB__H2_ACK, 0, NULL, 0);
     pthread_cond_broadcast(&h->cv);
 }
 
@@ -10091,7 +10135,7 @@ static void asb__h2_on_frame(asb_h2_conn *h, int type, int flags, uint32_t sid,
             asb__h2_conn_error(h, sid ? 1 : 6, "bad PING");
             return;
         }
-        if (!(flags & ASB__H2_ACK)) asb__h2_put_frame(h, ASB__H2_PING, ASB__H2_ACK, 0, p, 8);
+        if (!(flags & ASB__H2_ACK)) asb__h2_put_reply(h, ASB__H2_PING, ASB__H2_ACK, 0, p, 8);
         return;
     case ASB__H2_GOAWAY:
         if (sid != 0 || len < 8) {
@@ -10357,7 +10401,8 @@ static int asb__h2_write_some(asb_h2_conn *h) {
         }
         h->out_pos += (size_t)n;
     }
-    h->out.len = h->out_pos = 0;
+    if (h->out.len) memset(h->out.ptr, 0, h->out.len); /* sent headers may hold credentials */
+    h->out.len = h->out_pos = h->replies_end = 0;
     return 0;
 }
 
@@ -10377,19 +10422,25 @@ static void asb__h2_io_failed(asb_h2_conn *h, const char *what) {
 static void *asb__h2_io(void *arg) {
     asb_h2_conn *h = (asb_h2_conn *)arg;
     char *buf = (char *)h->alloc.alloc_fn(65536, h->alloc.user_data);
+    int more_in = 0; /* a burst ended early: bytes may wait (also inside TLS) */
     pthread_mutex_lock(&h->mu);
     if (!buf) asb__h2_io_failed(h, "out of memory");
     while (!h->stopping && buf) {
         struct pollfd pfd[2];
         int want_out = h->out.len > h->out_pos, closed = 0;
+        /* no reading while the peer does not take what we queued (the
+           writers' cap is ASB__H2_OUT_CAP; twice that is never normal),
+           nor once the connection failed: only our GOAWAY goes out */
+        int want_in = !h->dead && h->out.len - h->out_pos <= 2 * ASB__H2_OUT_CAP;
+        size_t burst = 0;
         pthread_mutex_unlock(&h->mu);
         pfd[0].fd = h->c->fd;
-        pfd[0].events = (short)(POLLIN | (want_out ? POLLOUT : 0));
+        pfd[0].events = (short)((want_in ? POLLIN : 0) | (want_out ? POLLOUT : 0));
         pfd[0].revents = 0;
         pfd[1].fd = h->wake[0];
         pfd[1].events = POLLIN;
         pfd[1].revents = 0;
-        if (poll(pfd, 2, -1) < 0 && errno != EINTR) {
+        if (poll(pfd, 2, want_in && more_in ? 0 : -1) < 0 && errno != EINTR) {
             pthread_mutex_lock(&h->mu);
             asb__h2_io_failed(h, "poll failed");
             break;
@@ -10402,16 +10453,20 @@ static void *asb__h2_io(void *arg) {
             h->wake_pending = 0;
         }
         if (h->stopping) break;
-        if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-            for (;;) {
+        if (want_in && (more_in || (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)))) {
+            /* a bounded burst: a peer that keeps the socket full must not
+               keep the lock (and our answers) from everyone else */
+            while (burst < ASB__H2_READ_BURST && !h->dead && !h->stopping) {
                 long n = asb__h2_read_some(h, buf, 65536);
                 if (n == 0) break;
                 if (n < 0) {
                     closed = 1;
                     break;
                 }
+                burst += (size_t)n;
                 asb__h2_on_bytes(h, buf, (size_t)n);
             }
+            more_in = burst >= ASB__H2_READ_BURST;
         }
         /* after a connection error our GOAWAY still goes out */
         if (h->out.len > h->out_pos && asb__h2_write_some(h) != 0) {

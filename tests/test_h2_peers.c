@@ -1001,6 +1001,178 @@ ASBT_TEST(process_v1_stdin_eof_ends_the_start_stream_with_exit_zero) {
     asb_h2_conn_free(h);
 }
 
+/* -- a hostile peer: control-frame floods (scripted: no real server floods) ------- */
+
+/* Counts the library's heap in bytes and refuses past a ceiling, so a
+   flood the client does not stop fails here instead of eating the machine. */
+typedef struct flood_heap {
+    pthread_mutex_t mu;
+    size_t live, peak, ceiling;
+} flood_heap;
+
+static void *flood_alloc(size_t n, void *ud) {
+    flood_heap *fh = (flood_heap *)ud;
+    size_t *p = NULL;
+    pthread_mutex_lock(&fh->mu);
+    if (fh->live + n <= fh->ceiling) {
+        p = (size_t *)malloc(n + sizeof(size_t) * 2);
+        if (p) {
+            p[0] = n;
+            fh->live += n;
+            if (fh->live > fh->peak) fh->peak = fh->live;
+        }
+    }
+    pthread_mutex_unlock(&fh->mu);
+    return p ? p + 2 : NULL;
+}
+static void flood_free(void *q, void *ud) {
+    flood_heap *fh = (flood_heap *)ud;
+    size_t *p;
+    if (!q) return;
+    p = (size_t *)q - 2;
+    pthread_mutex_lock(&fh->mu);
+    fh->live -= p[0];
+    pthread_mutex_unlock(&fh->mu);
+    free(p);
+}
+static void *flood_realloc(void *q, size_t n, void *ud) {
+    void *r;
+    size_t old;
+    if (!q) return flood_alloc(n, ud);
+    old = ((size_t *)q - 2)[0];
+    r = flood_alloc(n, ud);
+    if (!r) return NULL;
+    memcpy(r, q, old < n ? old : n);
+    flood_free(q, ud);
+    return r;
+}
+
+typedef struct flood_peer {
+    int lfd, fd;
+    int type; /* ASB__H2_PING or ASB__H2_SETTINGS */
+} flood_peer;
+
+/* On the accepted connection: its SETTINGS, then frames of one type until
+   shutdown() ends the sending, never reading what the client sends back. */
+static void *flood_serve(void *arg) {
+    flood_peer *fp = (flood_peer *)arg;
+    static unsigned char frames[17 * 1000];
+    unsigned char settings[9] = {0, 0, 0, 4, 0, 0, 0, 0, 0};
+    size_t i, len = fp->type == ASB__H2_PING ? 17 : 9;
+    int small = 1 << 16;
+    setsockopt(fp->fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    for (i = 0; i < 1000; i++) {
+        unsigned char *f = frames + len * i;
+        memset(f, 0, len);
+        f[2] = fp->type == ASB__H2_PING ? 8 : 0;
+        f[3] = (unsigned char)fp->type;
+    }
+    if (send(fp->fd, settings, 9, MSG_NOSIGNAL) != 9) return NULL;
+    while (send(fp->fd, frames, len * 1000, MSG_NOSIGNAL) >= 0) {
+    }
+    return NULL;
+}
+
+typedef struct flood_watch {
+    asb_h2_conn *h;
+    pthread_mutex_t mu;
+    int done;
+    asb_result open_res;
+    asb_error err;
+} flood_watch;
+
+/* Another caller of the connection: it must get the lock and learn the
+   connection is over, then opening a stream says why. */
+static void *flood_watch_run(void *arg) {
+    flood_watch *w = (flood_watch *)arg;
+    asb_h2_request rq;
+    asb_h2_stream *s = NULL;
+    while (asb_h2_conn_usable(w->h)) usleep(10000);
+    memset(&rq, 0, sizeof rq);
+    rq.end_stream = 1;
+    w->open_res = asb_h2_stream_open(w->h, &rq, &s, &w->err);
+    if (s) asb_h2_stream_free(s);
+    pthread_mutex_lock(&w->mu);
+    w->done = 1;
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static void flood_case(int type) {
+    flood_heap fh;
+    flood_peer fp;
+    flood_watch w;
+    asb_allocator a;
+    asb_h2_desc d;
+    asb_h2_conn *h = NULL;
+    asb_error err;
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    pthread_t srv, watcher;
+    int i, done = 0;
+    memset(&fh, 0, sizeof fh);
+    pthread_mutex_init(&fh.mu, NULL);
+    fh.ceiling = (size_t)64 << 20;
+    a.alloc_fn = flood_alloc;
+    a.realloc_fn = flood_realloc;
+    a.free_fn = flood_free;
+    a.user_data = &fh;
+    memset(&fp, 0, sizeof fp);
+    fp.type = type;
+    fp.fd = -1;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(0x7f000001);
+    fp.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    ASBT_CHECK(fp.lfd >= 0);
+    ASBT_CHECK(bind(fp.lfd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    ASBT_CHECK(listen(fp.lfd, 1) == 0);
+    ASBT_CHECK(getsockname(fp.lfd, (struct sockaddr *)&sa, &sl) == 0);
+    snprintf(url_buf, sizeof url_buf, "http://127.0.0.1:%d", ntohs(sa.sin_port));
+    memset(&d, 0, sizeof d);
+    d.url = url_buf;
+    d.allocator = &a;
+    ASBT_EQ_RES(asb_h2_connect(&d, &h, &err), ASB_OK); /* (the backlog took it) */
+    fp.fd = accept(fp.lfd, NULL, NULL);
+    ASBT_CHECK(fp.fd >= 0);
+    ASBT_CHECK(pthread_create(&srv, NULL, flood_serve, &fp) == 0);
+    memset(&w, 0, sizeof w);
+    w.h = h;
+    pthread_mutex_init(&w.mu, NULL);
+    ASBT_CHECK(pthread_create(&watcher, NULL, flood_watch_run, &w) == 0);
+    /* a hang guard, not a speed check: before the fix it never returned */
+    for (i = 0; i < 1000 && !done; i++) {
+        usleep(10000);
+        pthread_mutex_lock(&w.mu);
+        done = w.done;
+        pthread_mutex_unlock(&w.mu);
+    }
+    shutdown(fp.fd, SHUT_RDWR);
+    ASBT_CHECK(done); /* (on failure the threads stay stuck: the run ends) */
+    pthread_join(watcher, NULL);
+    pthread_join(srv, NULL);
+    ASBT_EQ_RES(w.open_res, ASB_ERR_HTTP_PROTOCOL);
+    ASBT_CONTAINS(w.err.message, "ENHANCE_YOUR_CALM");
+    ASBT_CONTAINS(w.err.message, "flood");
+    /* bounded: the replies queued, the input buffer and the connection;
+       before the fix this reached the 64 MiB ceiling */
+    ASBT_CHECK(fh.peak < ((size_t)4 << 20));
+    asb_h2_conn_free(h);
+    ASBT_EQ_INT((long)fh.live, 0);
+    close(fp.fd);
+    close(fp.lfd);
+    pthread_mutex_destroy(&w.mu);
+    pthread_mutex_destroy(&fh.mu);
+}
+
+ASBT_TEST(h2_ping_flood_without_reading_ends_the_connection_enhance_your_calm) {
+    flood_case(ASB__H2_PING);
+}
+
+ASBT_TEST(h2_settings_flood_without_reading_ends_the_connection_enhance_your_calm) {
+    flood_case(ASB__H2_SETTINGS);
+}
+
 ASBT_LIST(ASBT_CASE(nghttpd_big_download_through_a_small_window_arrives_intact)
           ASBT_CASE(nghttpd_upload_larger_than_its_windows_waits_for_window_updates)
           ASBT_CASE(nghttpd_six_concurrent_streams_on_one_connection_each_arrive_whole)
@@ -1025,5 +1197,7 @@ ASBT_LIST(ASBT_CASE(nghttpd_big_download_through_a_small_window_arrives_intact)
           ASBT_CASE(tls_alpn_h2_big_download_through_a_small_window_arrives_intact)
           ASBT_CASE(tls_server_that_does_not_choose_h2_is_refused_clearly)
           ASBT_CASE(tls_certificate_from_an_unknown_ca_is_refused)
-          ASBT_CASE(grpc_goaway_stops_new_streams_while_the_call_in_flight_finishes))
+          ASBT_CASE(grpc_goaway_stops_new_streams_while_the_call_in_flight_finishes)
+          ASBT_CASE(h2_ping_flood_without_reading_ends_the_connection_enhance_your_calm)
+          ASBT_CASE(h2_settings_flood_without_reading_ends_the_connection_enhance_your_calm))
 ASBT_MAIN()
