@@ -5,8 +5,8 @@
    URL. Properties:
    - a proxy URL that is refused fails with ASB_ERR_PROXY and a message
      that never holds the password of its user info, nor any of it: the
-     URL with every letter and digit of its user info changed gives the
-     same outcome and the same message;
+     URL with every byte of its user info changed gives the same outcome
+     and the same message;
    - an accepted one keeps "host:port" equal to what asb_url_parse reads
      from the URL once the user info (up to the authority's last '@', as
      RFC 3986 reads it) is taken out, and the Basic credentials are
@@ -32,17 +32,6 @@
         }                                                                    \
     } while (0)
 
-static size_t count_of(const char *hay, const char *needle) {
-    size_t c = 0, n = strlen(needle);
-    const char *p = hay;
-    if (!n) return 0;
-    while ((p = strstr(p, needle)) != NULL) {
-        c++;
-        p++;
-    }
-    return c;
-}
-
 /* The outcome of a client create with this proxy URL. */
 static asb_result create(const char *url, asb_http_client **cl, asb_error *err) {
     asb_http_client_desc d;
@@ -59,7 +48,7 @@ static void fuzz_proxy_url(const char *url) {
     asb_error err;
     asb_result r;
     const char *hs = strstr(url, "://"), *ae, *at = NULL, *k;
-    char userinfo[1024] = "", password[1024] = "", rest[2048];
+    char userinfo[1024] = "", rest[2048];
     hs = hs ? hs + 3 : url;
     /* the authority ends at the first '/', '?' or '#'; its user info at
        its last '@' */
@@ -67,26 +56,27 @@ static void fuzz_proxy_url(const char *url) {
     for (k = hs; k < ae; k++)
         if (*k == '@') at = k;
     if (at) {
-        const char *colon = (const char *)memchr(hs, ':', (size_t)(at - hs));
         snprintf(userinfo, sizeof userinfo, "%.*s", (int)(at - hs), hs);
-        if (colon) snprintf(password, sizeof password, "%.*s", (int)(at - colon - 1), colon + 1);
     }
     snprintf(rest, sizeof rest, "%.*s%s", (int)(hs - url), url, at ? at + 1 : hs);
 
     r = create(url, &cl, &err);
     if (at) {
-        /* the same URL with every letter and digit of its user info
-           changed (so its shape stays): the same outcome and the same
-           message, else the message showed some of the credentials */
+        /* the same URL with every byte of its user info changed to a
+           different letter (the user info is opaque: only its last '@'
+           is read, and no letter is '/', '?', '#' or '@'): the same
+           outcome and the same message, else the message showed some of
+           the credentials. (A check that the password's text is absent
+           from the message gave false alarms: a password "http:" is in
+           the fixed text "only http:// ...".) */
         char *url2 = strdup(url);
         asb_http_client *cl2 = NULL;
         asb_error err2;
         size_t i;
         for (i = (size_t)(hs - url); i < (size_t)(at - url); i++) {
-            char c = url2[i];
-            if (c >= '0' && c <= '9') url2[i] = (char)('0' + (c - '0' + 1) % 10);
-            else if (c >= 'a' && c <= 'z') url2[i] = (char)('a' + (c - 'a' + 1) % 26);
-            else if (c >= 'A' && c <= 'Z') url2[i] = (char)('A' + (c - 'A' + 1) % 26);
+            char c = (char)('a' + (unsigned char)url2[i] % 26);
+            if (c == url2[i]) c = c == 'z' ? 'a' : (char)(c + 1);
+            url2[i] = c;
         }
         FUZZ_REQUIRE(create(url2, &cl2, &err2) == r);
         if (r != ASB_OK) FUZZ_REQUIRE(strcmp(err.message, err2.message) == 0);
@@ -96,9 +86,6 @@ static void fuzz_proxy_url(const char *url) {
     }
     if (r != ASB_OK) {
         FUZZ_REQUIRE(r == ASB_ERR_PROXY && err.code == r && err.message[0]);
-        /* a password that shows nowhere else in the URL never shows */
-        if (strlen(password) >= 4 && count_of(url, password) == 1)
-            FUZZ_REQUIRE(strstr(err.message, password) == NULL);
         FUZZ_REQUIRE(cl == NULL);
         return;
     }
