@@ -7637,6 +7637,7 @@ static asb_result asb__tls_create(const asb_tls_config *cfg, const asb_allocator
                                   asb__tls **out, asb_error *err) {
     asb__tls *t;
     int r;
+    const char *ca_src = "the CA data"; /* named in the error: which input is bad */
     static const char pers[] = "agentsandbox.h";
     *out = NULL;
     t = (asb__tls *)a->alloc_fn(sizeof *t, a->user_data);
@@ -7699,11 +7700,13 @@ static asb_result asb__tls_create(const asb_tls_config *cfg, const asb_allocator
         t->has_ca = 1;
     }
     if (cfg->ca_file) {
+        ca_src = cfg->ca_file;
         r = mbedtls_x509_crt_parse_file(&t->ca, cfg->ca_file);
         if (r != 0) goto bad_ca;
         t->has_ca = 1;
     }
     if (cfg->ca_dir) {
+        ca_src = cfg->ca_dir;
         r = mbedtls_x509_crt_parse_path(&t->ca, cfg->ca_dir);
         if (r < 0) goto bad_ca;
         if (r > 0 && t->ca.version == 0) {
@@ -7760,7 +7763,12 @@ static asb_result asb__tls_create(const asb_tls_config *cfg, const asb_allocator
                                       cfg->client_cert_data_len, a)
                 : mbedtls_x509_crt_parse_file(&t->cert, cfg->client_cert_file);
         if (r != 0) {
-            asb_result e = asb__tls_fail(err, r, "cannot read the client certificate");
+            char what[300];
+            asb_result e;
+            snprintf(what, sizeof what, "cannot read the client certificate%s%.256s",
+                     cfg->client_cert_data ? "" : " ",
+                     cfg->client_cert_data ? "" : cfg->client_cert_file);
+            e = asb__tls_fail(err, r, what);
             asb__tls_free(t, a);
             return e;
         }
@@ -7774,7 +7782,12 @@ static asb_result asb__tls_create(const asb_tls_config *cfg, const asb_allocator
             r = mbedtls_pk_parse_keyfile(&t->key, cfg->client_key_file, NULL);
 #endif
         if (r != 0) {
-            asb_result e = asb__tls_fail(err, r, "cannot read the client key");
+            char what[300];
+            asb_result e;
+            snprintf(what, sizeof what, "cannot read the client key%s%.256s",
+                     cfg->client_key_data ? "" : " ",
+                     cfg->client_key_data ? "" : cfg->client_key_file);
+            e = asb__tls_fail(err, r, what);
             asb__tls_free(t, a);
             return e;
         }
@@ -7836,7 +7849,10 @@ static asb_result asb__tls_create(const asb_tls_config *cfg, const asb_allocator
     *out = t;
     return ASB_OK;
 bad_ca : {
-    asb_result e = asb__tls_fail(err, r, "cannot read the CA certificates");
+    char what[300];
+    asb_result e;
+    snprintf(what, sizeof what, "cannot read the CA certificates from %.256s", ca_src);
+    e = asb__tls_fail(err, r, what);
     asb__tls_free(t, a);
     return e;
 }
@@ -14578,8 +14594,7 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
     if (!opts->warm_pool && strcmp(c->api_version, "v1alpha1") != 0)
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
                          "create: %s claims name a warm pool, not a template: set "
-                         "opts.warm_pool (or claim_api_version \"v1alpha1\" on a cluster "
-                         "that converts it)",
+                         "opts.warm_pool to a SandboxWarmPool's name",
                          c->api_version);
     v1beta1_opts = opts->env_count || opts->pod_label_count || opts->pod_annotation_count ||
                    opts->volume_claim_template_count;

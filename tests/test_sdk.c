@@ -1102,6 +1102,8 @@ ASBT_TEST(sandbox_tls_is_read_by_client_create_and_gateway_https_defaults_to_443
     ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_ERR_TLS_CONFIG);
     ASBT_CHECK(c == NULL);
     ASBT_CONTAINS(err.message, "sandbox_tls: tls: cannot read the CA certificates");
+    /* the message names the file that could not be read */
+    ASBT_CONTAINS(err.message, "/nonexistent/router-ca.crt");
     d.sandbox_tls.ca_file = NULL;
     d.sandbox_tls.client_key_file = "/nonexistent/client.key";
     ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_ERR_TLS_CONFIG);
