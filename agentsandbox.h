@@ -666,7 +666,7 @@
          create, get, watch, delete on sandboxclaims, get on sandboxes,
          and for the tunnel get on services, get and list on pods, create
          on pods/portforward in the router's namespace.
-     tls: the certificate of <host> is not trusted: unknown CA: ...
+     tls: the certificate of <host>:<port> is not trusted: unknown CA: ...
          ASB_ERR_TLS_VERIFY: the kubeconfig's CA did not sign the API
          server's certificate (a stale or foreign kubeconfig): get a fresh
          one. Other reasons in that place: expired, not yet valid, name
@@ -7961,12 +7961,15 @@ static void asb__tls_session_save(asb__tls *t, asb__conn *c) {
 }
 
 static asb_result asb__tls_handshake(asb__conn *c, asb__tls *t, const char *host,
-                                     int host_is_ip, asb_error *err) {
+                                     int port, int host_is_ip, asb_error *err) {
     int r, offered;
     uint32_t flags;
     const char *name = t->server_name ? t->server_name : host;
-    char hq[96];
-    asb__quote(hq, sizeof hq, name, strlen(name), 80);
+    char hq[112], nq[96];
+    /* errors name the endpoint as host:port: two servers on one host are
+       told apart (an IPv6 address in brackets) */
+    asb__quote(nq, sizeof nq, name, strlen(name), 80);
+    snprintf(hq, sizeof hq, strchr(nq, ':') ? "[%s]:%d" : "%s:%d", nq, port);
     if (!t->has_ca && !t->insecure)
         return asb__fail(err, ASB_ERR_TLS_CONFIG,
                          "tls: no CA certificates to verify %s (%s; set ca_file, ca_dir "
@@ -8518,7 +8521,7 @@ static asb_result asb__conn_open(asb_http_client *cl, const asb_url *u, const ch
         }
         t = cl->tls;
         pthread_mutex_unlock(&cl->lock);
-        r = t ? asb__tls_handshake(c, t, host, u->host_is_ip, err) : r;
+        r = t ? asb__tls_handshake(c, t, host, u->port, u->host_is_ip, err) : r;
         if (r != ASB_OK) {
             asb__conn_close(cl, c);
             return r;
@@ -10566,7 +10569,7 @@ ASB_API asb_result asb_h2_connect(const asb_h2_desc *desc, asb_h2_conn **out, as
             mbedtls_ssl_conf_alpn_protocols(&h->tls->conf, h2_alpn);
             snprintf(h->c->key, sizeof h->c->key, "h2:%.280s", h->authority);
             h->c->use_tls = 1;
-            r = asb__tls_handshake(h->c, h->tls, host, u.host_is_ip, err);
+            r = asb__tls_handshake(h->c, h->tls, host, u.port, u.host_is_ip, err);
             if (r == ASB_ERR_TLS_HANDSHAKE && err) {
                 /* the usual cause here: a server refusing ALPN h2 */
                 size_t l = strlen(err->message);
