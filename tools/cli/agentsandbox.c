@@ -205,13 +205,109 @@ static const char *help_for(const char *sub) {
     return NULL;
 }
 
+/* ---- untrusted text ----------------------------------------------------------- */
+
+/* Names, reasons and messages come from the apiserver, the controller and
+   the sandbox itself; a hostile sandbox names a file "\033]0;...\007" and
+   whoever runs ls-files has their terminal retitled, recoloured or worse.
+   So everything the tool prints that it did not write itself goes through
+   safe(): C0 controls, DEL, bytes that are not UTF-8 (a raw 0x9b is CSI
+   on a terminal in an 8-bit mode) become \xHH; UTF-8-encoded C1 controls
+   (U+0080..U+009F, CSI as U+009B) and the bidirectional overrides that
+   reorder what is shown (U+202A..U+202E, U+2066..U+2069) become \uHHHH.
+   Printable UTF-8 is kept, a backslash too: the point is a terminal that
+   stays inert, not a name that round-trips (the library's own messages
+   already show a path's control bytes as \xHH; -o json has the exact
+   bytes). Applied on terminals and pipes alike: a script reading the
+   output gets the same line a person sees (-o json is escaped as JSON
+   instead: print_json). */
+
+/* Length of the UTF-8 sequence at p (shortest form, no surrogates, at
+   most U+10FFFF) and its code point; 0 when it is not one. */
+static size_t utf8_seq(const unsigned char *p, size_t n, uint32_t *cp) {
+    size_t len, i;
+    uint32_t v;
+    if (p[0] < 0x80) return (*cp = p[0]), 1;
+    if (p[0] >= 0xc2 && p[0] <= 0xdf) len = 2, v = p[0] & 0x1fu;
+    else if (p[0] >= 0xe0 && p[0] <= 0xef) len = 3, v = p[0] & 0x0fu;
+    else if (p[0] >= 0xf0 && p[0] <= 0xf4) len = 4, v = p[0] & 0x07u;
+    else return 0;
+    if (n < len) return 0;
+    for (i = 1; i < len; i++) {
+        if ((p[i] & 0xc0) != 0x80) return 0;
+        v = (v << 6) | (p[i] & 0x3fu);
+    }
+    if ((len == 3 && v < 0x800) || (len == 4 && (v < 0x10000 || v > 0x10ffff)) ||
+        (v >= 0xd800 && v <= 0xdfff))
+        return 0;
+    *cp = v;
+    return len;
+}
+
+/* The escaped text of s[0, n) into out (always NUL-terminated; cut at a
+   whole escape when it does not fit). Returns out. */
+static char *safe_text_to(char *out, size_t cap, const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, o = 0;
+    if (!cap) return out;
+    while (s && i < n) {
+        char esc[16];
+        uint32_t cp = 0;
+        size_t len = utf8_seq(u + i, n - i, &cp), elen;
+        if (len == 1 && cp >= 0x20 && cp < 0x7f) {
+            esc[0] = (char)cp;
+            elen = 1;
+        } else if (len == 1 || len == 0) { /* C0, DEL, not UTF-8 */
+            elen = (size_t)snprintf(esc, sizeof esc, "\\x%02x", u[i]);
+            len = 1;
+        } else if ((cp >= 0x80 && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) ||
+                   (cp >= 0x2066 && cp <= 0x2069)) {
+            elen = (size_t)snprintf(esc, sizeof esc, "\\u%04x", (unsigned)cp);
+        } else {
+            memcpy(esc, s + i, len);
+            elen = len;
+        }
+        if (o + elen >= cap) break;
+        memcpy(out + o, esc, elen);
+        o += elen;
+        i += len;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* safe_text of a NUL-terminated string, in one of eight rotating buffers
+   (the tool is single-threaded): enough for every argument of one printf.
+   NULL prints as "". */
+static const char *safe(const char *s) {
+    static char *ring[8];
+    static size_t caps[8];
+    static unsigned next;
+    unsigned k = next++ % 8;
+    size_t n = s ? strlen(s) : 0, need = n * 6 + 1; /* \u009b: 6 from 2 bytes; \x: 4 from 1 */
+    if (caps[k] < need) {
+        char *p = (char *)realloc(ring[k], need);
+        if (!p) return "<out of memory>";
+        ring[k] = p;
+        caps[k] = need;
+    }
+    return safe_text_to(ring[k], caps[k], s, n);
+}
+
 /* ---- errors ----------------------------------------------------------------- */
+
+/* vprintf into a buffer, so the whole line (arguments from the cluster
+   among them) goes through safe(). Longer lines are cut. */
+static const char *safe_vfmt(const char *fmt, va_list ap) {
+    char line[2048];
+    vsnprintf(line, sizeof line, fmt, ap);
+    return safe(line);
+}
 
 static int usage_error(const cli *c, const char *fmt, ...) {
     va_list ap;
-    fprintf(stderr, "agentsandbox: ");
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "agentsandbox: %s", safe_vfmt(fmt, ap));
     va_end(ap);
     fprintf(stderr, "\nTry 'agentsandbox %s%s--help'.\n", c->sub ? c->sub : "", c->sub ? " " : "");
     return EXIT_USAGE;
@@ -300,11 +396,11 @@ static const char *hint_for(const cli *c, asb_result r, const asb_error *e) {
 static int fail(const cli *c, asb_result r, const asb_error *e, const char *fmt, ...) {
     va_list ap;
     const char *hint = hint_for(c, r, e);
-    fprintf(stderr, "agentsandbox: ");
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "agentsandbox: %s", safe_vfmt(fmt, ap));
     va_end(ap);
-    fprintf(stderr, ": %s", e && e->message[0] ? e->message : asb_result_str(r));
+    /* the message may quote the server (a Status message, a body) */
+    fprintf(stderr, ": %s", e && e->message[0] ? safe(e->message) : asb_result_str(r));
     if (e && r == ASB_ERR_HTTP_STATUS && e->http_status)
         fprintf(stderr, " (HTTP %d)", e->http_status);
     fprintf(stderr, " [%s]\n", asb_result_str(r));
@@ -316,10 +412,15 @@ static int fail(const cli *c, asb_result r, const asb_error *e, const char *fmt,
 
 static void log_line(void *ud, const asb_log_record *rec) {
     static const char *const names[] = {"debug", "info", "warn", "error"};
+    /* records never carry a credential (the library's rule); they may
+       quote the server. Local buffers, not safe()'s ring: the library may
+       log from its own threads (HTTP/2 I/O). */
+    char id[128], msg[4096];
     (void)ud;
-    /* records never carry a credential (the library's rule) */
     fprintf(stderr, "agentsandbox: %s %s: %s\n",
-            rec->level <= ASB_LOG_ERROR ? names[rec->level] : "?", rec->id, rec->message);
+            rec->level <= ASB_LOG_ERROR ? names[rec->level] : "?",
+            safe_text_to(id, sizeof id, rec->id, rec->id ? strlen(rec->id) : 0),
+            safe_text_to(msg, sizeof msg, rec->message, rec->message ? strlen(rec->message) : 0));
 }
 
 /* ---- flag parsing ----------------------------------------------------------- */
@@ -594,9 +695,50 @@ static int attach(cli *c, const char *claim, asb_sandbox **sb) {
 /* The handle's names are never NULL for a live handle; "" keeps printf safe. */
 static const char *nz(const char *s) { return s ? s : ""; }
 
+/* JSON text to stdout as it is, except what a terminal would act on:
+   JSON allows DEL, the UTF-8 C1 controls and the bidi overrides raw in a
+   string, so they are written as \u escapes (the same value to any JSON
+   reader). s is valid JSON (parsed, or from the writer), where those
+   bytes occur only inside strings; a C0 byte can only be whitespace there
+   (raw ones inside a string fail the parse) and any other is escaped too. */
+static void write_json_text(const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, run = 0;
+    while (i < n) {
+        uint32_t cp = 0;
+        size_t len = utf8_seq(u + i, n - i, &cp);
+        int bad = len == 0 || cp == 0x7f || (cp < 0x20 && cp != '\n' && cp != '\t' && cp != '\r') ||
+                  (cp >= 0x80 && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) ||
+                  (cp >= 0x2066 && cp <= 0x2069);
+        if (!len) len = 1; /* not UTF-8: the parser refuses it; never raw */
+        if (!bad) {
+            run += len;
+            i += len;
+            continue;
+        }
+        fwrite(s + i - run, 1, run, stdout);
+        run = 0;
+        printf("\\u%04x", (unsigned)(cp ? cp : u[i]));
+        i += len;
+    }
+    fwrite(s + i - run, 1, run, stdout);
+}
+
 static void print_json(const asb_buf *b) {
-    fwrite(b->ptr, 1, b->len, stdout);
+    write_json_text(b->ptr, b->len);
     putchar('\n');
+}
+
+/* An answer of the apiserver, printed only once it parses as JSON. */
+static int print_server_json(const cli *c, const asb_buf *b, int newline) {
+    asb_json_doc d;
+    asb_error e;
+    if (asb_json_doc_parse(&d, b->ptr, b->len, NULL, &e) != ASB_OK)
+        return fail(c, e.code, &e, "the apiserver's answer is not JSON");
+    asb_json_doc_free(&d);
+    write_json_text(b->ptr, b->len);
+    if (newline) putchar('\n');
+    return 0;
 }
 
 static void age(char *out, size_t cap, const char *ts) {
@@ -646,9 +788,9 @@ static void claim_row(const asb_json_doc *d, int obj, int with_ns) {
         str_at(d, cond, "reason", reason, sizeof reason, "");
     }
     age(when, sizeof when, ts);
-    if (with_ns) printf("%-20s ", ns);
-    printf("%-32s %-32s %-7s %-24s %-28s %s\n", name, sb,
-           strcmp(ready, "True") == 0 ? "True" : ready, reason[0] ? reason : "-", tpl, when);
+    if (with_ns) printf("%-20s ", safe(ns));
+    printf("%-32s %-32s %-7s %-24s %-28s %s\n", safe(name), safe(sb), safe(ready),
+           reason[0] ? safe(reason) : "-", safe(tpl), when);
 }
 
 static void table_head(int with_ns) {
@@ -691,7 +833,7 @@ static int get_claim(cli *c, const char *name, asb_buf *out) {
     r = asb_kube_get(c->kube, &res, c->ns, name, out, &e);
     if (r == ASB_ERR_NOT_FOUND) {
         fprintf(stderr, "agentsandbox: claim %s not found in namespace %s\n  hint: list the "
-                        "claims with `agentsandbox ls -n %s` (or -A)\n", name, c->ns, c->ns);
+                        "claims with `agentsandbox ls -n %s` (or -A)\n", safe(name), safe(c->ns), safe(c->ns));
         return EXIT_NOTFOUND;
     }
     if (r != ASB_OK) return fail(c, r, &e, "cannot read claim %s in namespace %s", name, c->ns);
@@ -713,11 +855,11 @@ static int cmd_get(cli *c) {
             rc = one;
         } else if (json) {
             if (!first) putchar(',');
-            fwrite(b.ptr, 1, b.len, stdout);
-            if (c->npos == 1) putchar('\n');
+            one = print_server_json(c, &b, c->npos == 1);
+            if (one) rc = one;
             first = 0;
         } else if (c->output) {
-            printf("sandboxclaim/%s\n", c->pos[i]);
+            printf("sandboxclaim/%s\n", safe(c->pos[i]));
         } else {
             asb_json_doc d;
             asb_error e;
@@ -765,7 +907,7 @@ static int cmd_ls(cli *c) {
     rc = list_claims(c, &b);
     if (rc) goto out;
     if (c->output && strcmp(c->output, "json") == 0) {
-        print_json(&b);
+        rc = print_server_json(c, &b, 1);
         goto out;
     }
     if (asb_json_doc_parse(&d, b.ptr, b.len, NULL, &e) != ASB_OK) {
@@ -777,14 +919,14 @@ static int cmd_ls(cli *c) {
         if (asb_json_iter_begin(&d, asb_json_find(&d, 0, "items")).remaining == 0)
             fprintf(stderr, "No claims found in %s%s.\n",
                     c->all_namespaces ? "any namespace" : "namespace ",
-                    c->all_namespaces ? "" : c->ns);
+                    c->all_namespaces ? "" : safe(c->ns));
         else table_head(c->all_namespaces);
     }
     while (asb_json_iter_next(&d, &it, NULL, &item)) {
         if (c->output) {
             char name[256];
             str_at(&d, item, "metadata.name", name, sizeof name, "?");
-            printf("sandboxclaim/%s\n", name);
+            printf("sandboxclaim/%s\n", safe(name));
         } else {
             claim_row(&d, item, c->all_namespaces);
         }
@@ -799,12 +941,12 @@ static int delete_one(cli *c, const asb_kube_resource *res, const char *ns, cons
     asb_error e;
     asb_result r = asb_kube_delete(c->kube, res, ns, name, &e);
     if (r == ASB_ERR_NOT_FOUND) {
-        fprintf(stderr, "agentsandbox: claim %s not found in namespace %s\n", name, ns);
+        fprintf(stderr, "agentsandbox: claim %s not found in namespace %s\n", safe(name), safe(ns));
         return EXIT_NOTFOUND;
     }
     if (r != ASB_OK) return fail(c, r, &e, "cannot delete claim %s in namespace %s", name, ns);
-    if (c->output && strcmp(c->output, "name") == 0) printf("sandboxclaim/%s\n", name);
-    else printf("sandboxclaim \"%s\" deleted\n", name);
+    if (c->output && strcmp(c->output, "name") == 0) printf("sandboxclaim/%s\n", safe(name));
+    else printf("sandboxclaim \"%s\" deleted\n", safe(name));
     fflush(stdout);
     return 0;
 }
@@ -839,6 +981,15 @@ static int cmd_rm(cli *c) {
                 int one;
                 str_at(&d, item, "metadata.name", name, sizeof name, "");
                 str_at(&d, item, "metadata.namespace", ns, sizeof ns, c->ns);
+                if (asb_claim_name_validate(name, strlen(name), NULL) != ASB_OK ||
+                    asb_dns_label_validate(ns, strlen(ns), NULL) != ASB_OK) {
+                    /* the apiserver's answer, not the user's argument */
+                    fprintf(stderr, "agentsandbox: skipping \"%s\" in namespace \"%s\" from the "
+                                    "apiserver's list: not a valid claim name\n",
+                            safe(name), safe(ns));
+                    if (!worst) worst = EXIT_FAIL;
+                    continue;
+                }
                 one = delete_one(c, &res, ns, name);
                 /* gone meanwhile is what we wanted */
                 if (one && one != EXIT_NOTFOUND && !worst) worst = one;
@@ -909,7 +1060,7 @@ static int run_on(cli *c, asb_sandbox *sb) {
         rc = r == ASB_ERR_CANCELLED
                  ? (fprintf(stderr, "agentsandbox: exec in claim %s cancelled (the command may "
                                     "still run until the runtime ends it)\n",
-                            nz(asb_sandbox_claim_name(sb))),
+                            safe(asb_sandbox_claim_name(sb))),
                     EXIT_CANCELLED)
                  : fail(c, r, &e, "exec in claim %s (namespace %s)", nz(asb_sandbox_claim_name(sb)),
                         nz(asb_sandbox_namespace(sb)));
@@ -940,7 +1091,7 @@ typedef struct xfer {
     uint64_t done, total; /* total 0: unknown */
     int show;             /* stderr is a terminal */
     int64_t start_ms, last_ms;
-    const char *label;
+    char label[256]; /* a path, maybe from the sandbox's listing: safe() */
 } xfer;
 
 static int64_t now_ms(void) {
@@ -1006,7 +1157,7 @@ static void xfer_init(xfer *x, int fd, uint64_t total, const char *label) {
     memset(x, 0, sizeof *x);
     x->fd = fd;
     x->total = total;
-    x->label = label;
+    safe_text_to(x->label, sizeof x->label, label, strlen(label));
     x->show = isatty(2);
     x->start_ms = x->last_ms = now_ms();
 }
@@ -1026,12 +1177,12 @@ static int upload_file(cli *c, asb_sandbox *sb, const char *local, const char *r
     int fd = open(local, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int en = errno;
-        fprintf(stderr, "agentsandbox: cp: cannot open %s: %s\n", local, strerror(en));
+        fprintf(stderr, "agentsandbox: cp: cannot open %s: %s\n", safe(local), strerror(en));
         return en == ENOENT ? EXIT_NOTFOUND : EXIT_FAIL;
     }
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        fprintf(stderr, "agentsandbox: cp: %s is not a regular file%s\n", local,
+        fprintf(stderr, "agentsandbox: cp: %s is not a regular file%s\n", safe(local),
                 S_ISDIR(st.st_mode) ? " (a directory: add -r)" : "");
         return EXIT_USAGE;
     }
@@ -1069,7 +1220,7 @@ static int download_file(cli *c, asb_sandbox *sb, const char *remote, const char
         return usage_error(c, "cp: the path %s is too long", target);
     fd = mkstemp(tmp);
     if (fd < 0) {
-        fprintf(stderr, "agentsandbox: cp: cannot write beside %s: %s\n", target, strerror(errno));
+        fprintf(stderr, "agentsandbox: cp: cannot write beside %s: %s\n", safe(target), strerror(errno));
         return EXIT_FAIL;
     }
     xfer_init(&x, fd, size, remote);
@@ -1109,7 +1260,7 @@ static int upload_tree(cli *c, asb_sandbox *sb, const char *local, const char *r
     struct dirent *de;
     int rc = 0;
     if (!d) {
-        fprintf(stderr, "agentsandbox: cp: cannot read directory %s: %s\n", local, strerror(errno));
+        fprintf(stderr, "agentsandbox: cp: cannot read directory %s: %s\n", safe(local), strerror(errno));
         return errno == ENOENT ? EXIT_NOTFOUND : EXIT_FAIL;
     }
     while (!rc && (de = readdir(d)) != NULL) {
@@ -1123,7 +1274,7 @@ static int upload_tree(cli *c, asb_sandbox *sb, const char *local, const char *r
         if (lstat(lp, &st) != 0) continue; /* gone meanwhile */
         if (S_ISDIR(st.st_mode)) rc = upload_tree(c, sb, lp, rp);
         else if (S_ISREG(st.st_mode)) rc = upload_file(c, sb, lp, rp);
-        else fprintf(stderr, "agentsandbox: cp: skipping %s (not a file or directory)\n", lp);
+        else fprintf(stderr, "agentsandbox: cp: skipping %s (not a file or directory)\n", safe(lp));
         if (g_signal) rc = EXIT_CANCELLED;
     }
     closedir(d);
@@ -1136,24 +1287,31 @@ static int download_tree(cli *c, asb_sandbox *sb, const char *remote, const char
     asb_error e;
     asb_result r;
     size_t i;
-    int rc = 0;
+    int rc = 0, skipped = 0;
     call_opts(c, &co);
     c->file_op = 1;
     r = asb_sandbox_list_opts(sb, remote, &fl, &co, &e);
     if (r != ASB_OK)
         return fail(c, r, &e, "cp: list %s:%s", nz(asb_sandbox_claim_name(sb)), remote);
     if (mkdir(local, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "agentsandbox: cp: cannot make directory %s: %s\n", local, strerror(errno));
+        fprintf(stderr, "agentsandbox: cp: cannot make directory %s: %s\n", safe(local), strerror(errno));
         asb_file_list_free(&fl);
         return EXIT_FAIL;
     }
     for (i = 0; !rc && i < fl.count; i++) {
         char lp[4096], rp[4096];
         const char *nm = fl.entries[i].name;
-        if (!nm || !*nm || strchr(nm, '/') || strcmp(nm, ".") == 0 || strcmp(nm, "..") == 0) {
-            /* never let a listing write outside the target */
-            fprintf(stderr, "agentsandbox: cp: skipping the entry \"%s\" of %s\n", nm ? nm : "",
-                    remote);
+        const char *p;
+        int ctl = 0;
+        for (p = nm; p && *p; p++) ctl |= (unsigned char)*p < 0x20 || *p == 0x7f;
+        if (!nm || !*nm || strchr(nm, '/') || strcmp(nm, ".") == 0 || strcmp(nm, "..") == 0 ||
+            ctl) {
+            /* never let a listing write outside the target; a name with
+               control bytes cannot be asked for (the library refuses such
+               paths): the rest is copied, and the exit code says 1 */
+            fprintf(stderr, "agentsandbox: cp: skipping the entry \"%s\" of %s%s\n", safe(nm),
+                    safe(remote), ctl ? " (control characters in its name)" : "");
+            skipped = 1;
             continue;
         }
         if (join_path(lp, sizeof lp, local, nm) || join_path(rp, sizeof rp, remote, nm)) {
@@ -1165,7 +1323,7 @@ static int download_tree(cli *c, asb_sandbox *sb, const char *remote, const char
         if (g_signal) rc = EXIT_CANCELLED;
     }
     asb_file_list_free(&fl);
-    return rc;
+    return rc ? rc : skipped ? EXIT_FAIL : 0;
 }
 
 /* "CLAIM:PATH" -> claim in claim_out, path pointer; 0 when local. */
@@ -1203,11 +1361,11 @@ static int cmd_cp(cli *c) {
     if (dst_remote) {
         struct stat st;
         if (stat(c->pos[0], &st) != 0) {
-            fprintf(stderr, "agentsandbox: cp: cannot open %s: %s\n", c->pos[0], strerror(errno));
+            fprintf(stderr, "agentsandbox: cp: cannot open %s: %s\n", safe(c->pos[0]), strerror(errno));
             return errno == ENOENT ? EXIT_NOTFOUND : EXIT_FAIL;
         }
         if (S_ISDIR(st.st_mode) && !c->recursive) {
-            fprintf(stderr, "agentsandbox: cp: %s is a directory\n  hint: add -r\n", c->pos[0]);
+            fprintf(stderr, "agentsandbox: cp: %s is a directory\n  hint: add -r\n", safe(c->pos[0]));
             return EXIT_USAGE;
         }
         if ((rc = attach(c, claim, &sb)) != 0) return rc;
@@ -1265,14 +1423,14 @@ static void print_entries(const cli *c, const asb_file_entry *en, size_t n) {
     }
     for (i = 0; i < n; i++) {
         if (c->output) {
-            printf("%s%s\n", nz(en[i].name), en[i].is_dir ? "/" : "");
+            printf("%s%s\n", safe(en[i].name), en[i].is_dir ? "/" : "");
         } else {
             char when[32] = "-";
             time_t t = (time_t)en[i].mod_time;
             struct tm tm;
             if (gmtime_r(&t, &tm)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
             printf("%-9s %12llu  %s  %s%s\n", en[i].is_dir ? "directory" : "file",
-                   (unsigned long long)en[i].size, when, nz(en[i].name), en[i].is_dir ? "/" : "");
+                   (unsigned long long)en[i].size, when, safe(en[i].name), en[i].is_dir ? "/" : "");
         }
     }
 }
@@ -1360,7 +1518,7 @@ static int cmd_stat(cli *c) {
     asb_file_list_free(&fl);
     fprintf(stderr, "agentsandbox: stat %s:%s: no such file or directory\n  hint: list the "
                     "directory with `agentsandbox ls-files %s %s`\n",
-            c->pos[0], path, c->pos[0], parent);
+            safe(c->pos[0]), safe(path), safe(c->pos[0]), safe(parent));
     return EXIT_NOTFOUND;
 }
 
@@ -1443,9 +1601,9 @@ static int cmd_create(cli *c) {
         if (asb_json_writer_finish(&w) == ASB_OK) print_json(&b);
         asb_buf_free(&b);
     } else if (c->output) {
-        printf("sandboxclaim/%s\n", nz(asb_sandbox_claim_name(sb)));
+        printf("sandboxclaim/%s\n", safe(asb_sandbox_claim_name(sb)));
     } else {
-        printf("%s\n", nz(asb_sandbox_claim_name(sb)));
+        printf("%s\n", safe(asb_sandbox_claim_name(sb)));
     }
     /* the sandbox outlives this process: close, never delete */
     asb_sandbox_close_connection(sb);
@@ -1462,7 +1620,7 @@ static int cmd_run(cli *c) {
     if (!tpl && !c->warm_pool) return usage_error(c, "run needs a TEMPLATE or --warm-pool");
     if (c->ncmd < 1) return usage_error(c, "run needs a command after --");
     if ((rc = create_on(c, tpl, &sb)) != 0) return rc;
-    if (c->verbosity) fprintf(stderr, "agentsandbox: claim %s created\n", nz(asb_sandbox_claim_name(sb)));
+    if (c->verbosity) fprintf(stderr, "agentsandbox: claim %s created\n", safe(asb_sandbox_claim_name(sb)));
     rc = run_on(c, sb);
     r = asb_sandbox_terminate(sb, &e); /* not cancellable: it must happen */
     if (r != ASB_OK) {

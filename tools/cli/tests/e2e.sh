@@ -124,6 +124,36 @@ ok cp-progress-on-a-terminal grep -q 'big.bin .*100.0 MiB / 100.0 MiB .*/s' "$OU
 ok cp-progress-copy-identical cmp -s "$OUT/tree/sub/big.bin" "$OUT/back2/big.bin"
 rm -rf "$OUT/tree" "$OUT/back" "$OUT/back2"
 
+# --- names from a hostile sandbox: escaped, never raw on a terminal -----------------
+# A file named with an OSC title sequence, BEL, a colour CSI, a UTF-8 C1
+# CSI (U+009B) and a bidi override (U+202E). Plain output shows \xHH and
+# \uHHHH escapes; -o json keeps the exact name, JSON-escaped.
+evil=$(printf 'evil\033]0;pwned\007\033[31mred\302\233x\342\200\256')
+raw_free() { ! LC_ALL=C grep -q "$(printf '\033\|\007\|\302\233\|\342\200\256')" "$@"; }
+t 0 hostile-file-made "$B" exec cli-e2e-one -- sh -c 'mkdir -p hostile && cd hostile && printf x > "$1" && printf y > plain' sh "$evil"
+t 0 hostile-ls-files "$B" ls-files cli-e2e-one hostile
+ok hostile-ls-files-no-raw-controls raw_free "$OUT/o" "$OUT/e"
+ok hostile-ls-files-escaped has_out 'evil\\x1b]0;pwned\\x07\\x1b\[31mred\\u009bx\\u202e$'
+t 0 hostile-ls-files-name "$B" ls-files cli-e2e-one hostile -o name
+ok hostile-ls-files-name-no-raw-controls raw_free "$OUT/o"
+t 0 hostile-ls-files-json "$B" ls-files cli-e2e-one hostile -o json
+ok hostile-ls-files-json-no-raw-controls raw_free "$OUT/o"
+ok hostile-ls-files-json-exact-name py '"evil\x1b]0;pwned\x07\x1b[31mred\x9bx\u202e" in [e["name"] for e in d]'
+t 0 hostile-stat "$B" stat cli-e2e-one "hostile/$evil"
+ok hostile-stat-no-raw-controls raw_free "$OUT/o"
+# the library refuses a path with control bytes (exit 2, nothing sent);
+# the message quotes it escaped
+t 2 hostile-cat-refused "$B" cat cli-e2e-one "hostile/$evil"
+ok hostile-error-no-raw-controls raw_free "$OUT/e"
+ok hostile-error-escaped has_err 'evil\\x1b'
+# cp -r skips the name it cannot ask for (exit 1) and copies the rest; on
+# a terminal the warning is escaped too
+script -q -e -c "'$B' cp -r cli-e2e-one:hostile '$OUT/hostile'" "$OUT/typescript" >/dev/null 2>&1
+ok hostile-cp-r-exit-1 eval "grep -q 'COMMAND_EXIT_CODE=\"1\"' '$OUT/typescript'"
+ok hostile-cp-r-skip-escaped grep -q 'skipping the entry "evil\\x1b\]0;pwned.*control characters' "$OUT/typescript"
+ok hostile-cp-r-no-raw-title eval "! LC_ALL=C grep -q \"\$(printf '\\033]0;')\" '$OUT/typescript'"
+ok hostile-cp-r-copies-the-rest eval '[ "$(cat "$OUT/hostile/plain")" = y ]'
+
 # --- rm --------------------------------------------------------------------------
 t 0 create-third "$B" create "$TPL" --label "$L" --label role=third --name cli-e2e-three
 t 3 rm-several "$B" rm cli-e2e-one cli-e2e-nope

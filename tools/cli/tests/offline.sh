@@ -82,6 +82,62 @@ t 2 bad-claim-name "$B" --kubeconfig "$OUT/kc" get Not_A_Name
 ok bad-claim-name-named has_err 'Not_A_Name'
 t 2 bad-create-name "$B" --kubeconfig "$OUT/kc" create tpl --name UPPER
 
+# A hostile apiserver (tools/cli/tests/hostile_apiserver.py: a scripted
+# peer, as no real apiserver sends these): claim names, reasons, labels and
+# a Status message carrying an OSC title, BEL, colour CSI, UTF-8 C1 CSI
+# and a bidi override. Nothing reaches stdout or stderr raw; -o json keeps
+# the exact strings, JSON-escaped. The bearer token goes over the wire
+# (the peer records it) and never into the output, at any -v.
+mkdir -p "$OUT/hostile"
+python3 "$(dirname "$0")/hostile_apiserver.py" "$OUT/hostile" & hpid=$!
+trap 'kill $hpid 2>/dev/null; rm -rf "$OUT"' EXIT
+for i in $(seq 1 100); do [ -s "$OUT/hostile/port" ] && break; sleep 0.1; done
+hport=$(cat "$OUT/hostile/port")
+htoken="cli-hostile-token-$RANDOM$RANDOM"
+cat >"$OUT/hkc" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: "http://127.0.0.1:$hport"}
+users:
+- name: u
+  user: {token: "$htoken"}
+contexts:
+- name: x
+  context: {cluster: c, user: u, namespace: team-a}
+current-context: x
+KC
+raw_free() { ! LC_ALL=C grep -q "$(printf '\033\|\007\|\302\233\|\342\200\256')" "$@"; }
+evil='evil\\x1b]0;pwned\\x07\\x1b\[31mred\\u009bx\\u202e'
+t 0 hostile-ls "$B" --kubeconfig "$OUT/hkc" ls
+ok hostile-ls-no-raw-controls raw_free "$OUT/o" "$OUT/e"
+ok hostile-ls-name-escaped has_out "^one-$evil "
+ok hostile-ls-reason-escaped has_out " R$evil "
+ok hostile-ls-template-escaped has_out " tpl-$evil "
+ok hostile-ls-context-namespace eval "grep -q '/namespaces/team-a/sandboxclaims ' '$OUT/hostile/requests'"
+t 0 hostile-ls-name "$B" --kubeconfig "$OUT/hkc" ls -o name
+ok hostile-ls-name-no-raw-controls raw_free "$OUT/o"
+t 0 hostile-ls-json "$B" --kubeconfig "$OUT/hkc" ls -A -o json
+ok hostile-ls-json-no-raw-controls raw_free "$OUT/o"
+ok hostile-ls-json-exact py 'd["items"][0]["metadata"]["name"] == "one-evil\x1b]0;pwned\x07\x1b[31mred\x9bx\u202e"'
+t 1 hostile-get-refused "$B" --kubeconfig "$OUT/hkc" get x
+ok hostile-get-no-raw-controls raw_free "$OUT/e"
+ok hostile-get-says-refused has_err '403 Forbidden: denied: evil'
+# rm --all deletes the valid name, reports the other (exit 1), escaped
+t 1 hostile-rm-all "$B" --kubeconfig "$OUT/hkc" rm --all
+ok hostile-rm-no-raw-controls raw_free "$OUT/o" "$OUT/e"
+ok hostile-rm-deletes-the-valid-one out_is 'sandboxclaim "two" deleted'
+ok hostile-rm-skips-escaped has_err "skipping \"one-$evil\""
+for v in -v -v=2 -v=10; do
+    : >"$OUT/hostile/requests"
+    t 0 "hostile-ls$v" "$B" --kubeconfig "$OUT/hkc" "$v" ls -A
+    t 1 "hostile-get$v" "$B" --kubeconfig "$OUT/hkc" "$v" get x
+    t 3 "hostile-rm$v" "$B" --kubeconfig "$OUT/hkc" "$v" rm gone
+    ok "hostile$v-token-sent" grep -q "Bearer $htoken\$" "$OUT/hostile/requests"
+    ok "hostile$v-token-never-printed" eval "! grep -q '$htoken' '$OUT/o' '$OUT/e'"
+done
+
 # Completion: bash runs the function; the zsh script is the same function
 # behind zsh's bashcompinit (no zsh on the test machine to run it).
 t 0 completion-bash "$B" completion bash

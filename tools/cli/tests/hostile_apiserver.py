@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""A scripted, hostile Kubernetes apiserver for tools/cli/tests/offline.sh.
+
+A real apiserver validates names and never sends terminal escapes; this
+one does on purpose (a compromised or malicious endpoint the kubeconfig
+points at), to show the tool prints none of them raw. It also records the
+Authorization header of every request, so the test knows the bearer token
+really went over the wire while checking it never reaches the output.
+
+    hostile_apiserver.py STATEDIR
+Listens on 127.0.0.1 (a port the kernel picks), writes the port to
+STATEDIR/port once it accepts, appends each request's "METHOD PATH
+AUTHORIZATION" to STATEDIR/requests, and serves until killed.
+
+  GET  /apis/extensions.agents.x-k8s.io           discovery: v1alpha1
+  GET  .../namespaces/NS/sandboxclaims            a list of two claims whose
+  GET  .../sandboxclaims                          name, reason and template
+                                                  carry escapes (see EVIL)
+  GET  .../sandboxclaims/NAME                     403, a Status whose message
+                                                  carries the escapes
+  DELETE .../sandboxclaims/NAME                   404 for "gone", else 200
+  anything else                                   404 Status
+"""
+import json
+import os
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+# OSC window title + BEL, a colour CSI, a UTF-8 C1 CSI (U+009B) and a
+# bidi override (U+202E): each would act on a terminal if printed raw.
+EVIL = "evil\x1b]0;pwned\x07\x1b[31mred\u009bx\u202e"
+CLAIMS = "/apis/extensions.agents.x-k8s.io/v1alpha1"
+
+
+def claim(name, ns):
+    return {
+        "apiVersion": "extensions.agents.x-k8s.io/v1alpha1",
+        "kind": "SandboxClaim",
+        "metadata": {"name": name, "namespace": ns,
+                     "creationTimestamp": "2026-01-01T00:00:00Z",
+                     "labels": {"team": EVIL}},
+        "spec": {"sandboxTemplateRef": {"name": "tpl-" + EVIL}},
+        "status": {"sandbox": {"Name": name},
+                   "conditions": [{"type": "Ready", "status": "False",
+                                   "reason": "R" + EVIL, "message": "m" + EVIL}]},
+    }
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def send_json(self, code, obj):
+        body = json.dumps(obj, ensure_ascii=False).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def status(self, code, reason):
+        self.send_json(code, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                              "reason": reason, "code": code,
+                              "message": "denied: " + EVIL})
+
+    def record(self):
+        with open(os.path.join(sys.argv[1], "requests"), "a") as f:
+            f.write("%s %s %s\n" % (self.command, self.path,
+                                    self.headers.get("Authorization", "-")))
+
+    def do_GET(self):
+        self.record()
+        path = self.path.split("?")[0]
+        if path == "/apis/extensions.agents.x-k8s.io":
+            self.send_json(200, {"kind": "APIGroup", "name": "extensions.agents.x-k8s.io",
+                                 "preferredVersion": {"groupVersion":
+                                                      "extensions.agents.x-k8s.io/v1alpha1",
+                                                      "version": "v1alpha1"}})
+        elif path.startswith(CLAIMS) and path.endswith("/sandboxclaims"):
+            parts = path.split("/")
+            ns = parts[parts.index("namespaces") + 1] if "namespaces" in parts else "team-a"
+            self.send_json(200, {"kind": "SandboxClaimList", "apiVersion":
+                                 "extensions.agents.x-k8s.io/v1alpha1", "metadata": {},
+                                 "items": [claim("one-" + EVIL, ns), claim("two", ns)]})
+        elif path.startswith(CLAIMS) and "/sandboxclaims/" in path:
+            self.status(403, "Forbidden")
+        else:
+            self.status(404, "NotFound")
+
+    def do_DELETE(self):
+        self.record()
+        if self.path.split("?")[0].endswith("/sandboxclaims/gone"):
+            self.status(404, "NotFound")
+        else:
+            self.send_json(200, {"kind": "Status", "status": "Success"})
+
+
+def main():
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    tmp = os.path.join(sys.argv[1], "port.tmp")
+    with open(tmp, "w") as f:
+        f.write(str(srv.server_address[1]))
+    os.rename(tmp, os.path.join(sys.argv[1], "port"))
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
