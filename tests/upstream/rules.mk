@@ -1,4 +1,4 @@
-# The upstream Python SDK 1.0.8 (PyPI k8s-agent-sandbox, the release issue
+# The upstream Python SDK 1.0.8 (PyPI k8s-agent-sandbox[grpc], the release issue
 # 13 compares with) in a venv under build/, installed by this rule; nothing
 # of it is committed. test-kube-cluster runs
 # tests/upstream/python_sdk_long_command.py with it on the v0.5.6 cluster
@@ -6,7 +6,9 @@
 UPSTREAM_PY_SDK_VERSION := 1.0.8
 UPSTREAM_SDK_DIR        := $(BUILD)/python-sdk-$(UPSTREAM_PY_SDK_VERSION)
 UPSTREAM_SDK_VENV       := $(UPSTREAM_SDK_DIR)/venv
-UPSTREAM_SDK_STAMP      := $(UPSTREAM_SDK_VENV)/.k8s-agent-sandbox-$(UPSTREAM_PY_SDK_VERSION)
+# With the [grpc] extra: its sandboxd runtime (gRPC ProcessService) is what
+# tools/localcluster's sandboxd proof test and bench-sandboxd drive.
+UPSTREAM_SDK_STAMP      := $(UPSTREAM_SDK_VENV)/.k8s-agent-sandbox-grpc-$(UPSTREAM_PY_SDK_VERSION)
 
 EXTRA_DEB_PACKAGES += python3-venv
 
@@ -15,7 +17,7 @@ $(UPSTREAM_SDK_STAMP):
 	@rm -rf $(UPSTREAM_SDK_VENV)
 	/usr/bin/python3 -m venv $(UPSTREAM_SDK_VENV)
 	$(UPSTREAM_SDK_VENV)/bin/pip install --quiet --disable-pip-version-check \
-	  k8s-agent-sandbox==$(UPSTREAM_PY_SDK_VERSION)
+	  'k8s-agent-sandbox[grpc]==$(UPSTREAM_PY_SDK_VERSION)'
 	@$(UPSTREAM_SDK_VENV)/bin/pip freeze --disable-pip-version-check > $(UPSTREAM_SDK_DIR)/pip-freeze.txt
 	@touch $@
 
@@ -24,6 +26,8 @@ upstream-sdk-venv: $(UPSTREAM_SDK_STAMP)
 
 # (read after tests/rules.mk: a prerequisite added to its target here)
 test-kube-cluster: $(UPSTREAM_SDK_STAMP)
+# cluster-e2e's sandboxd proof (tools/localcluster/tests/test_sandboxd_pysdk.py)
+cluster-e2e: $(UPSTREAM_SDK_STAMP)
 
 # File names with quotes, backslashes, spaces, % and unicode, written and
 # read back by the library against agentsandbox-runtime and against the

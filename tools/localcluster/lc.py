@@ -20,11 +20,14 @@ Environment:
   LC_RUNTIME_BIN       runtime server started for each sandbox pod
                        (default <repo>/build/runtime/agentsandbox-runtime)
   LC_RUNTIME_PORT      port the runtime listens on in each pod (default 8888)
+  LC_SANDBOXD_BIN      sandboxd started, in a network namespace of its own, for
+                       each sandboxd pod (default: the cache's sandboxd-<version>)
   LC_SERVICE_CIDR      service range, must be loopback (default 127.2.0.0/24)
   LC_NO_DNS_ISOLATION  set: run daemons without the private loopback-only resolv.conf
 """
 
 import base64
+import ctypes
 import http.client
 import ipaddress
 import json
@@ -80,6 +83,16 @@ RUNTIME_PORT = int(os.environ.get("LC_RUNTIME_PORT") or "8888")
 # Service is headless) and nothing dials it, but no address we hand out
 # should point off the machine.
 SERVICE_CIDR = os.environ.get("LC_SERVICE_CIDR") or "127.2.0.0/24"
+# sandboxd (KEP-539.2), built unmodified from the pinned release, for pods of
+# the sandboxd template (pod_runtime). It always binds 127.0.0.1, so each
+# such pod gets a network namespace of its own.
+SANDBOXD_BIN = os.path.abspath(os.environ.get("LC_SANDBOXD_BIN") or os.path.join(
+    CACHE, "sandboxd-" + VERSIONS["SANDBOXD_VERSION"], "sandboxd"))
+SANDBOXD_TEMPLATE = "sandboxd-template"
+SANDBOXD_WARMPOOL = "sandboxd-warmpool"
+POD_RELAY = os.path.join(LC, "pod-relay.sh")
+KWOK_PORTFORWARD_CRD = os.path.join(CACHE, "kwok-" + VERSIONS["KWOK_VERSION"], "crds",
+                                    "kwok.x-k8s.io_portforwards.yaml")
 NODE_NAME = "kwok-node-0"
 ROUTER_NS = "agent-sandbox-system"
 TEMPLATE = "python-sandbox-template"
@@ -556,7 +569,10 @@ def cmd_up(version):
     asb = os.path.join(CACHE, "agent-sandbox-" + version)
     need = [binpath(c) for c in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
                                  "kwok", "sandbox-router")]
-    need += [os.path.join(asb, "agent-sandbox-controller"), os.path.join(asb, "crds")]
+    need += [os.path.join(asb, "agent-sandbox-controller"), os.path.join(asb, "crds"), KWOK_PORTFORWARD_CRD]
+    with_sandboxd = version == VERSIONS["SANDBOXD_VERSION"]
+    if with_sandboxd:
+        need.append(SANDBOXD_BIN)
     missing = [n for n in need if not os.path.exists(n)]
     if missing:
         die("missing build outputs (run `make cluster-build`): " + ", ".join(missing))
@@ -578,7 +594,10 @@ def cmd_up(version):
             "runtime_port": RUNTIME_PORT,
             "router_bin": binpath("sandbox-router"),
             "router_namespace": ROUTER_NS, "template": TEMPLATE,
-            "warmpool": WARMPOOL if version == VERSIONS["AGENT_SANDBOX_V05"] else None}
+            "warmpool": WARMPOOL if version == VERSIONS["AGENT_SANDBOX_V05"] else None,
+            "sandboxd_bin": SANDBOXD_BIN if with_sandboxd else None,
+            "sandboxd_template": SANDBOXD_TEMPLATE if with_sandboxd else None,
+            "sandboxd_warmpool": SANDBOXD_WARMPOOL if with_sandboxd else None}
     with open(p("cluster.json"), "w") as f:
         json.dump(info, f, indent=2)
     log("state in %s; agent-sandbox %s; k8s %s" % (STATE, version, VERSIONS["K8S_VERSION"]))
@@ -685,13 +704,20 @@ def cmd_up(version):
                  "forwards": [{"ports": [8080], "target": {"address": "127.0.0.1", "port": ports["router"]}}]}})
     with open(p("kwok.yaml"), "w") as f:
         yaml.safe_dump_all(kwok_docs, f, default_flow_style=False)
+    # PortForward objects come from the apiserver (--enable-crds): the pod
+    # runner declares one per sandboxd pod, naming the process that holds the
+    # pod's network namespace. kwok watches them, so the CRD comes first.
+    apply_docs(load_yaml_docs(KWOK_PORTFORWARD_CRD), server_side=True)
+    wait_until("kwok PortForward CRD established", lambda: kubectl(
+        "wait", "--for=condition=Established", "--timeout=10s", "crd/portforwards.kwok.x-k8s.io",
+        check=False).returncode == 0, 60, "kube-apiserver")
     start("kwok", [
         binpath("kwok"), "--config=" + p("kwok.yaml"), "--kubeconfig=" + kc("kwok"),
         "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
         "--node-name=" + NODE_NAME, "--node-ip=127.0.0.1", "--cidr=" + POD_CIDR,
         "--node-port=%d" % ports["kwok"], "--server-address=127.0.0.1:%d" % ports["kwok"],
         "--tls-cert-file=" + p("pki", "kwok-serving.crt"), "--tls-private-key-file=" + p("pki", "kwok-serving.key"),
-        "--node-lease-duration-seconds=40"])
+        "--node-lease-duration-seconds=40", "--enable-crds=PortForward"])
 
     # Objects that need only the apiserver.
     docs = [
@@ -782,7 +808,8 @@ def cmd_up(version):
         "--access-log=true"])
 
     start("podrunner", [sys.executable, os.path.abspath(__file__), "podrunner"],
-          env={"LC_STATE_DIR": STATE, "LC_RUNTIME_BIN": RUNTIME_BIN, "LC_RUNTIME_PORT": str(RUNTIME_PORT)})
+          env={"LC_STATE_DIR": STATE, "LC_RUNTIME_BIN": RUNTIME_BIN, "LC_RUNTIME_PORT": str(RUNTIME_PORT),
+               "LC_SANDBOXD_BIN": SANDBOXD_BIN})
 
     # Router pod + Service (the kwok port-forward rule sends its port 8080 to the real router).
     apply_docs(load_yaml_docs(os.path.join(LC, "manifests", "router.yaml")))
@@ -802,10 +829,17 @@ def cmd_up(version):
         if d["kind"] == "SandboxWarmPool" and api != "v1beta1":
             continue
         tdocs.append(d)
+    if with_sandboxd:
+        # The sandboxd template and its warm pool, beside the legacy ones.
+        tdocs += load_yaml_docs(os.path.join(LC, "manifests", "sandboxd-template.yaml"))
     apply_docs(tdocs)
     if api == "v1beta1":
         # Controller is reconciling: the warm pool's sandboxes come up Ready.
         wait_until("warm pool %s ready" % WARMPOOL, lambda: warmpool_ready(), 90, "agent-sandbox-controller")
+    if with_sandboxd:
+        # ... and a sandboxd pod passed its /v1/health probe in its own namespace.
+        wait_until("warm pool %s ready" % SANDBOXD_WARMPOOL, lambda: warmpool_ready(SANDBOXD_WARMPOOL), 90,
+                   "podrunner")
     else:
         # Controller is reconciling: a probe Sandbox becomes Ready, then is collected.
         probe_sandbox(api)
@@ -831,8 +865,8 @@ def node_ready():
     return has_condition(api_get("/api/v1/nodes/" + NODE_NAME), "Ready")
 
 
-def warmpool_ready():
-    pool = api_get("/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/default/sandboxwarmpools/" + WARMPOOL)
+def warmpool_ready(name=WARMPOOL):
+    pool = api_get("/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/default/sandboxwarmpools/" + name)
     return ((pool or {}).get("status") or {}).get("readyReplicas", 0) >= 1
 
 
@@ -893,8 +927,9 @@ def cmd_status():
         if fn.endswith(".json"):
             d = json.load(open(p("podrunner", fn)))
             pid = read_pidfile(p("podrunner", fn[:-5] + ".pid"))
-            print("  runtime %-18s %s:%d %s" % (d["pod"], d["ip"], d["port"],
-                                                ("pid %d" % pid) if pid else "NOT RUNNING"))
+            where = ("sandboxd, own network namespace, 127.0.0.1:%s" % ",".join(str(x) for x in d["ports"])
+                     if d.get("runtime") == "sandboxd" else "%s:%d" % (d["ip"], d["port"]))
+            print("  runtime %-18s %s %s" % (d["pod"], where, ("pid %d" % pid) if pid else "NOT RUNNING"))
     print("  apiserver https://127.0.0.1:%d   router 127.0.0.1:%d" % (info["ports"]["apiserver"],
                                                                       info["ports"]["router"]))
     print("export KUBECONFIG=%s" % p("kubeconfig", "admin.kubeconfig"))
@@ -994,6 +1029,52 @@ def pod_ready(pod):
     return has_condition(pod, "Ready")
 
 
+# ---------------------------------------------------------------- sandboxd pods
+
+SANDBOXD_ENV = ("SANDBOXD_REST_ADDR", "SANDBOXD_GRPC_ADDR")
+
+
+def sandboxd_container(pod):
+    """The container of a sandboxd pod that stands for sandboxd, or None for
+    a legacy runtime pod: one named `sandboxd`, else the first that declares
+    SANDBOXD_REST_ADDR or SANDBOXD_GRPC_ADDR (what SDKs detect the runtime by)."""
+    ctrs = (pod.get("spec") or {}).get("containers") or []
+    for c in ctrs:
+        if c.get("name") == "sandboxd":
+            return c
+    for c in ctrs:
+        if any(e.get("name") in SANDBOXD_ENV for e in c.get("env") or []):
+            return c
+    return None
+
+
+def addr_port(addr, default):
+    """The port of a host:port address, or default when there is none."""
+    if not addr or ":" not in addr:
+        return default
+    port = addr.rsplit(":", 1)[1]
+    return int(port) if port.isdigit() and 0 < int(port) < 65536 else default
+
+
+CLONE_NEWNET = 0x40000000
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def enter_netns(pid, inode):
+    """Move the calling thread (only it: a network namespace is per thread)
+    into the network namespace of pid, which must still be inode. Python
+    3.11 has no os.setns."""
+    fd = os.open("/proc/%d/ns/net" % pid, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if os.fstat(fd).st_ino != inode:
+            raise OSError("pid %d is no longer in the pod's network namespace" % pid)
+        if _LIBC.setns(fd, CLONE_NEWNET) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, "setns: " + os.strerror(e))
+    finally:
+        os.close(fd)
+
+
 class PodRunner:
     """Starts the runtime server for each Running sandbox pod, on the pod's
     loopback IP, and stops it when the pod goes away. For a pod with a
@@ -1015,6 +1096,7 @@ class PodRunner:
         self.status_q = queue.Queue()  # uids whose Ready condition may need writing
         self.restart_at = {}  # uid -> when the reaper restarts its exited runtime
         self.conn = None  # the status writer's connection to the apiserver
+        self.api_lock = threading.Lock()  # for self.conn
         self.lock = threading.Lock()
         self.stopping = False
 
@@ -1058,26 +1140,129 @@ class PodRunner:
         base = p("pods", "%s_%s_%s" % (md["namespace"], md["name"], uid[:8]))
         os.makedirs(base, exist_ok=True)
         logf = open(p("logs", "runtime-%s_%s.log" % (md["namespace"], md["name"])), "ab")
-        argv = [RUNTIME_BIN, "--listen", ip, "--port", str(RUNTIME_PORT), "--base-dir", base]
+        sbd = sandboxd_container(pod)
+        if sbd is None:
+            kind, env, port, ports = "legacy", None, RUNTIME_PORT, [RUNTIME_PORT]
+            argv = [RUNTIME_BIN, "--listen", ip, "--port", str(RUNTIME_PORT), "--base-dir", base]
+        else:
+            kind, argv, env, ports = "sandboxd", *self.sandboxd_argv(pod, sbd, base)
+            port = ports[0]
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                                start_new_session=True, cwd=base)
+                                start_new_session=True, cwd=base, env=env)
         logf.close()
         write_pidfile(p("podrunner", uid + ".pid"), proc.pid)
-        meta = {"pod": "%s/%s" % (md["namespace"], md["name"]), "uid": uid, "ip": ip,
-                "port": RUNTIME_PORT, "base_dir": base, "pid": proc.pid, "started": time.time()}
+        meta = {"pod": "%s/%s" % (md["namespace"], md["name"]), "uid": uid, "ip": ip, "runtime": kind,
+                "port": port, "ports": ports, "base_dir": base, "pid": proc.pid, "started": time.time()}
+        self.procs[uid] = (proc, meta)
+        if kind == "sandboxd":
+            # Its network namespace must exist before anything enters it (the
+            # relay and the prober refuse the host's), and kwok must know the
+            # forward before the probe can make the pod Ready.
+            try:
+                meta["netns"] = self.wait_netns(proc)
+                meta["starttime"] = proc_starttime(proc.pid)
+                meta["portforward_uid"] = self.declare_portforward(pod, proc.pid, meta["starttime"], ports)
+            except Exception as e:  # noqa: BLE001 - the reaper restarts it
+                self.rlog("cannot set up sandboxd for %s: %r; stopping it" % (meta["pod"], e))
+                stop_pid(proc.pid, "sandboxd " + meta["pod"], grace=0.5)
+                return
         with open(p("podrunner", uid + ".json"), "w") as f:
             json.dump(meta, f)
-        self.procs[uid] = (proc, meta)
-        self.rlog("started runtime for %s at %s:%d (pid %d, base %s)" % (meta["pod"], ip, RUNTIME_PORT,
-                                                                        proc.pid, base))
+        if kind == "sandboxd":
+            self.rlog("started sandboxd for %s in its own network namespace (127.0.0.1:%s; pid %d, %s)" % (
+                meta["pod"], " 127.0.0.1:".join(str(x) for x in ports), proc.pid, argv[argv.index(SANDBOXD_BIN) + 1]))
+        else:
+            self.rlog("started runtime for %s at %s:%d (pid %d, base %s)" % (meta["pod"], ip, RUNTIME_PORT,
+                                                                            proc.pid, base))
         if probe_gated(pod):
             threading.Thread(target=self.prober, args=(uid, proc), daemon=True).start()
+
+    def sandboxd_argv(self, pod, ctr, base):
+        """(argv, env, [rest port, grpc port]) for the pod's sandboxd: in a
+        network namespace of its own with lo up (sandboxd binds 127.0.0.1,
+        like every pod's own loopback) and a PID namespace whose end, when
+        sandboxd exits or unshare is killed, takes every process it started
+        with it. unshare stays the parent (and the pid the pod runner keeps):
+        SIGTERM to the process group reaches sandboxd, which shuts down
+        gracefully. The environment is the container's (literal values), as
+        a kubelet would set it, not the pod runner's."""
+        md = pod["metadata"]
+        env_decl = {e["name"]: str(e["value"]) for e in ctr.get("env") or [] if "value" in e}
+        rest = addr_port(env_decl.get("SANDBOXD_REST_ADDR"), 8080)
+        grpc = addr_port(env_decl.get("SANDBOXD_GRPC_ADDR"), 9090)
+        root = os.path.join(base, "workspace")
+        argv = ["unshare", "--net", "--pid", "--fork", "--kill-child", "--", "/bin/sh", "-c",
+                'ip link set lo up && exec "$0" "$@"', SANDBOXD_BIN, "--root-dir=" + root,
+                "--rest-port=%d" % rest, "--grpc-port=%d" % grpc, "--shutdown-timeout=3s"]
+        env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": root,
+               "HOSTNAME": md["name"]}
+        env.update(env_decl)
+        return argv, env, [rest, grpc]
+
+    def wait_netns(self, proc, timeout=10.0):
+        """The inode of proc's network namespace once unshare has made it."""
+        own = os.stat("/proc/self/ns/net").st_ino
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise OSError("exited with %s before its network namespace was made" % proc.returncode)
+            try:
+                ino = os.stat("/proc/%d/ns/net" % proc.pid).st_ino
+                if ino != own:
+                    return ino
+            except OSError:
+                pass
+            time.sleep(0.002)
+        raise OSError("no network namespace after %.0fs" % timeout)
+
+    def declare_portforward(self, pod, pid, starttime, ports):
+        """kwok's PortForward for the pod (server-side apply, owned by the
+        pod so the garbage collector removes it with the pod): each port
+        relayed by pod-relay.sh into the namespace of pid. The uid of the
+        object is returned, for a delete that never hits a successor."""
+        md = pod["metadata"]
+        body = {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "PortForward",
+                "metadata": {"name": md["name"], "namespace": md["namespace"],
+                             "labels": {"app.kubernetes.io/managed-by": "lc-podrunner"},
+                             "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": md["name"],
+                                                  "uid": md["uid"]}]},
+                "spec": {"forwards": [{"ports": [port], "command": [POD_RELAY, str(pid), str(starttime), str(port)]}
+                                      for port in ports]}}
+        code, answer = self.api_call("PATCH", "/apis/kwok.x-k8s.io/v1alpha1/namespaces/%s/portforwards/%s"
+                                     "?fieldManager=lc-podrunner&force=true" % (md["namespace"], md["name"]),
+                                     body, "application/apply-patch+yaml")
+        if code not in (200, 201):
+            raise OSError("PortForward %s/%s: %s %s" % (md["namespace"], md["name"], code, answer[:200]))
+        return json.loads(answer)["metadata"]["uid"]
+
+    def delete_portforward(self, meta):
+        ns, name = meta["pod"].split("/", 1)
+        try:
+            code, answer = self.api_call("DELETE", "/apis/kwok.x-k8s.io/v1alpha1/namespaces/%s/portforwards/%s" % (
+                ns, name), {"preconditions": {"uid": meta["portforward_uid"]}}, "application/json")
+        except Exception as e:  # noqa: BLE001 - the garbage collector removes it with the pod
+            code, answer = None, repr(e)
+        if code not in (200, 404, 409):
+            self.rlog("deleting PortForward %s failed: %s %s" % (meta["pod"], code, answer[:200]))
 
     def prober(self, uid, proc):
         """Probe the runtime proc serves for pod uid until every readiness
         probe of the pod has passed once; then have Ready written."""
         t0 = time.monotonic()
         passed, attempts, why, slow = set(), 0, "", False
+        with self.lock:
+            meta = self.procs.get(uid, (None, {}))[1]
+        probe_ip = None
+        if meta.get("runtime") == "sandboxd":
+            # A kubelet probes the pod IP; sandboxd answers only on the pod's
+            # own 127.0.0.1, so this thread probes from inside the pod's
+            # network namespace, as a prober in the pod would.
+            try:
+                enter_netns(proc.pid, meta["netns"])
+            except (OSError, KeyError) as e:
+                self.rlog("cannot probe %s: %r" % (meta.get("pod"), e))
+                return
+            probe_ip = "127.0.0.1"
         while True:
             with self.lock:
                 pod = self.pods.get(uid)
@@ -1091,7 +1276,8 @@ class PodRunner:
                 if elapsed < probe.get("initialDelaySeconds", 0):
                     continue
                 attempts += 1
-                ok, why = probe_once(pod["status"]["podIP"], c, probe, float(probe.get("timeoutSeconds", 1)))
+                ok, why = probe_once(probe_ip or pod["status"]["podIP"], c, probe,
+                                     float(probe.get("timeoutSeconds", 1)))
                 if ok:
                     passed.add(c["name"])
             if all(c["name"] in passed for c in pending):
@@ -1153,8 +1339,13 @@ class PodRunner:
                 pod = fresh
 
     def api_call(self, method, path, body=None, content_type=None):
-        """(status, body text) over one kept-alive connection (status writer
-        thread only): a fresh TLS handshake would cost more than the write."""
+        """(status, body text) over one kept-alive connection (the status
+        writer's, also used for PortForward writes, hence the lock): a fresh
+        TLS handshake would cost more than the write."""
+        with self.api_lock:
+            return self.api_call_locked(method, path, body, content_type)
+
+    def api_call_locked(self, method, path, body, content_type):
         headers = {"Accept": "application/json", "User-Agent": "lc-podrunner"}
         data = None
         if body is not None:
@@ -1202,8 +1393,13 @@ class PodRunner:
             self.rlog("set %s/%s Ready=%s" % (md["namespace"], md["name"], ready))
         return code, answer
 
-    def stop_runtime(self, uid):
+    def stop_runtime(self, uid, shutting_down=False):
         proc, meta = self.procs.pop(uid)
+        if meta.get("portforward_uid") and not shutting_down:
+            # First, so no new connection is relayed to a stopping sandboxd.
+            # (Not at shutdown: the signal may have come while the lock of
+            # the connection was held; the cluster goes down anyway.)
+            self.delete_portforward(meta)
         code = stop_pid(proc.pid, "runtime " + meta["pod"], grace=5)
         if proc.poll() is None:
             proc.wait()
@@ -1307,7 +1503,7 @@ class PodRunner:
         # Runs in the signal handler, possibly while another frame holds the
         # lock: do not take it.
         for uid in list(self.procs):
-            self.stop_runtime(uid)
+            self.stop_runtime(uid, shutting_down=True)
         os._exit(0)
 
 

@@ -18,6 +18,9 @@ LC_RUNTIME_BIN ?= $(BUILD)/runtime/agentsandbox-runtime
 export LC_RUNTIME_BIN := $(abspath $(LC_RUNTIME_BIN))
 
 EXTRA_DEB_PACKAGES += python3-yaml openssl curl iproute2
+# sandboxd pods: kwok relays each port-forward connection into the pod's
+# network namespace (pod-relay.sh: nsenter from util-linux, socat).
+EXTRA_DEB_PACKAGES += socat util-linux
 # The e2e tier: from a clean clone with empty Go caches it builds everything
 # (about 14 min on this 2-core machine), then runs both releases (about 1 min).
 TEST_TIERS += cluster-e2e
@@ -47,4 +50,4 @@ cluster-e2e: cluster-build cluster-runtime
 	@mkdir -p $(BUILD); echo "--- cluster DNS against dnspython"; \
 	  if $(LC_PYTHON) $(LC_DIR)/tests/test_clusterdns.py > $(BUILD)/clusterdns.log 2>&1; \
 	  then tail -1 $(BUILD)/clusterdns.log; else cat $(BUILD)/clusterdns.log; exit 1; fi
-	@$(LC_DIR)/tests/run-e2e.sh $(LC_RELEASES)
+	@LC_PYSDK_PYTHON=$(abspath $(UPSTREAM_SDK_VENV))/bin/python $(LC_DIR)/tests/run-e2e.sh $(LC_RELEASES)

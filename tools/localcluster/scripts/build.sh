@@ -4,7 +4,7 @@
 # Each component lands in a directory named after its pinned version, so a
 # version bump never reuses a stale binary and a warm cache costs nothing.
 #
-#   build.sh [k8s|etcd|kwok|agent-sandbox-vX.Y.Z ...]   (default: all)
+#   build.sh [k8s|etcd|kwok|agent-sandbox-vX.Y.Z|sandboxd ...]   (default: all)
 set -euo pipefail
 LC=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck disable=SC1091
@@ -69,9 +69,25 @@ build_etcd() {
   echo "$ETCD_VERSION" > "$out/.built"
 }
 
+# kwok's PortForward CRD: the pod runner declares one PortForward per sandboxd
+# pod (its command enters the pod's network namespace). Copied apart from the
+# stamped build so a cache built before it was needed gains it without a
+# rebuild, and clones that do not use it see the same stamp.
+kwok_crds() {
+  local out=$CACHE/kwok-$KWOK_VERSION dir
+  [ -f "$out/crds/kwok.x-k8s.io_portforwards.yaml" ] && return 0
+  cd "$LC/gomod/kwok"
+  dir=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" |
+        python3 -c 'import json,sys;print(json.load(sys.stdin)["Dir"])')
+  mkdir -p "$out/crds.tmp"
+  cp "$dir/kustomize/crd/bases/kwok.x-k8s.io_portforwards.yaml" "$out/crds.tmp/"
+  chmod u+w "$out"/crds.tmp/*.yaml
+  rm -rf "$out/crds"; mv "$out/crds.tmp" "$out/crds"
+}
+
 build_kwok() {
   local out=$CACHE/kwok-$KWOK_VERSION dir
-  stamp_ok "$out" "$KWOK_VERSION" && return 0
+  stamp_ok "$out" "$KWOK_VERSION" && { kwok_crds; return 0; }
   mkdir -p "$out"; cd "$LC/gomod/kwok"
   gob "kwok $KWOK_VERSION" "$out/kwok" "-s -w" sigs.k8s.io/kwok/cmd/kwok
   # kwok's own default stages (what kwokctl feeds it): node fast + lease
@@ -83,6 +99,7 @@ build_kwok() {
      "$dir/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml" \
      "$dir"/kustomize/stage/pod/fast/pod-*.yaml "$out/stages/"
   chmod u+w "$out"/stages/*.yaml
+  kwok_crds
   echo "$KWOK_VERSION" > "$out/.built"
 }
 
@@ -109,6 +126,20 @@ build_agent_sandbox() { # version
   echo "$v" > "$out/.built"
 }
 
+# sandboxd, the KEP-539.2 runtime daemon, built unmodified from the pinned
+# release (it lives in the agent-sandbox module, so the same wrapper module
+# pins it). Its own directory and stamp: the controller's cache entry stays
+# valid. The version variable is the one upstream's Makefile stamps, so
+# `sandboxd --version` names the release.
+build_sandboxd() {
+  local v=$SANDBOXD_VERSION out=$CACHE/sandboxd-$SANDBOXD_VERSION
+  stamp_ok "$out" "$v" && return 0
+  mkdir -p "$out"; cd "$LC/gomod/agent-sandbox-$v"
+  gob "sandboxd $v" "$out/sandboxd" "-s -w -X sigs.k8s.io/agent-sandbox/internal/version.gitVersion=$v" \
+    sigs.k8s.io/agent-sandbox/packages/sandboxd/cmd/sandboxd
+  echo "$v" > "$out/.built"
+}
+
 # One build at a time per cache: two clones (or a test and a demo) running
 # make at once would otherwise compile Kubernetes twice on two cores, and
 # one could see the other's half-written binary before its .built stamp.
@@ -120,7 +151,7 @@ if ! flock -n 8; then
 fi
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(etcd kwok "agent-sandbox-$AGENT_SANDBOX_V04" "agent-sandbox-$AGENT_SANDBOX_V05" k8s)
+[ ${#targets[@]} -gt 0 ] || targets=(etcd kwok "agent-sandbox-$AGENT_SANDBOX_V04" "agent-sandbox-$AGENT_SANDBOX_V05" sandboxd k8s)
 i=0
 for t in "${targets[@]}"; do
   i=$((i + 1))
@@ -130,6 +161,7 @@ for t in "${targets[@]}"; do
     k8s) build_k8s ;;
     etcd) build_etcd ;;
     kwok) build_kwok ;;
+    sandboxd) build_sandboxd ;;
     agent-sandbox-v*) build_agent_sandbox "${t#agent-sandbox-}" ;;
     *) echo "build.sh: unknown target $t" >&2; exit 2 ;;
   esac

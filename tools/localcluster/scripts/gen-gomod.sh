@@ -66,6 +66,7 @@ for t in "${targets[@]}"; do
       v=${t#agent-sandbox-}
       pkgs=(sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller)
       [ "$v" = "$ROUTER_VERSION" ] && pkgs+=(sigs.k8s.io/agent-sandbox/sandbox-router/cmd)
+      [ "$v" = "$SANDBOXD_VERSION" ] && pkgs+=(sigs.k8s.io/agent-sandbox/packages/sandboxd/cmd/sandboxd)
       gen_simple "$t" sigs.k8s.io/agent-sandbox "$v" "${pkgs[@]}" ;;
     *) echo "unknown target $t" >&2; exit 2 ;;
   esac

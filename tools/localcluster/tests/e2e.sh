@@ -23,7 +23,8 @@ sv=$(kubectl version -o json 2>/dev/null | jqp 'd["serverVersion"]["gitVersion"]
 check "kubectl version reports server $sv (want $K8S_VERSION)" test "$sv" = "$K8S_VERSION"
 
 # 2. The four agent-sandbox CRDs.
-crds=$(kubectl get crd -o name | sort | tr '\n' ' ')
+# (kwok's own PortForward CRD is there too: the pod runner declares one per sandboxd pod)
+crds=$(kubectl get crd -o name | grep 'agents\.x-k8s\.io$' | sort | tr '\n' ' ')
 want="customresourcedefinition.apiextensions.k8s.io/sandboxclaims.extensions.agents.x-k8s.io customresourcedefinition.apiextensions.k8s.io/sandboxes.agents.x-k8s.io customresourcedefinition.apiextensions.k8s.io/sandboxtemplates.extensions.agents.x-k8s.io customresourcedefinition.apiextensions.k8s.io/sandboxwarmpools.extensions.agents.x-k8s.io "
 check "kubectl get crd lists the four agent-sandbox CRDs" test "$crds" = "$want"
 if [ "$REL" = "$AGENT_SANDBOX_V05" ]; then api=v1beta1; else api=v1alpha1; fi
@@ -176,6 +177,25 @@ bad_listen=$(ss -Hltnp | grep -E "pid=($re)," | awk '{print $4}' | grep -vE '^(1
 check "no listener of ours outside loopback ${bad_listen:+: $bad_listen}" test -z "$bad_listen"
 bad_peer=$(ss -Htnp state established | grep -E "pid=($re)," | awk '{print $4}' | grep -vE '^(127\.[0-9.]+|\[::1\]|\[::ffff:127\.[0-9.]+\]):' || true)
 check "no connection of ours outside loopback ${bad_peer:+: $bad_peer}" test -z "$bad_peer"
+
+# 8. The real sandboxd (v0.5.x): a sandboxd-template pod driven by the upstream
+# Python SDK 1.0.8 [grpc] through its pod tunnel (test_sandboxd_pysdk.py; the
+# venv comes from tests/upstream/rules.mk, named by LC_PYSDK_PYTHON).
+if [ "$REL" = "$SANDBOXD_VERSION" ]; then
+  if [ -z "${LC_PYSDK_PYTHON:-}" ] || [ ! -x "${LC_PYSDK_PYTHON:-}" ]; then
+    bad "sandboxd: no Python SDK 1.0.8 venv (LC_PYSDK_PYTHON=${LC_PYSDK_PYTHON:-unset}; make cluster-e2e sets it)"
+  else
+    out=$("$LC_PYSDK_PYTHON" "$LC/tests/test_sandboxd_pysdk.py" "$STATE" 2>&1); rc=$?
+    echo "$out" | grep -E '^(ok|FAIL) - ' | sed 's/^/  sandboxd: /'
+    n=$(echo "$out" | grep -c '^ok - ')
+    if [ $rc -eq 0 ] && [ "$n" -ge 20 ]; then
+      ok "sandboxd: the Python SDK 1.0.8 [grpc] proof passed ($n checks)"
+    else
+      echo "$out" | grep -vE '^(ok|FAIL) - ' | tail -15
+      bad "sandboxd: the Python SDK 1.0.8 [grpc] proof failed (exit $rc after $n checks)"
+    fi
+  fi
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -6,4 +6,5 @@ package tools
 import (
 	_ "sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller"
 	_ "sigs.k8s.io/agent-sandbox/sandbox-router/cmd"
+	_ "sigs.k8s.io/agent-sandbox/packages/sandboxd/cmd/sandboxd"
 )
