@@ -277,6 +277,8 @@
      gateway.address_rejected  WARN an address that is not an IP or host
      kube.watch.reconnect  WARN a watch resumes after a drop or a 5xx/429
      kube.watch.gone  INFO 410 Gone: the watch starts again from "0"
+     kube.informer    DEBUG a namespace's shared watch lists and starts;
+                      INFO it met 410 Gone and lists afresh
      kube.exec        DEBUG an exec credential plugin runs (base name only)
      kube.credentials.refresh  INFO a 401: the plugin runs again
      http.retry       WARN a request is retried (status or error, attempt)
@@ -2034,6 +2036,18 @@ typedef struct asb_watch_opts {
     const asb_cancel *cancel;     /* default NULL. Triggered: the watch
                                      (waiting for events or pausing before
                                      a resume) ends with ASB_ERR_CANCELLED */
+    int gone_ends_watch;          /* default 0: after 410 Gone the watch
+                                     starts again from "0" (the current
+                                     state arrives as ADDED events; what
+                                     was deleted in the gap is not seen).
+                                     1: the watch ends with
+                                     ASB_ERR_KUBE_API, err->http_status
+                                     410, so the caller can list afresh
+                                     and compare, as an informer does */
+    int bookmarks_to_callback;    /* default 0: BOOKMARK events only move
+                                     the resume point. 1: fn gets them too
+                                     (their resource_version is where a
+                                     later watch may resume) */
 } asb_watch_opts;
 
 /* Streams events until the callback stops it, the deadline passes
@@ -11743,6 +11757,8 @@ struct asb_kube_client {
     int exec_have;           /* a credential is cached */
     int64_t exec_expiry;     /* epoch seconds, 0: none */
     unsigned exec_gen;       /* bumps on every plugin run */
+    struct asb__informer *informers; /* one shared watch per resource and
+                                        namespace (under lock) */
 };
 
 ASB_API const asb_kube_config *asb_kube_client_config(const asb_kube_client *kc) {
@@ -12418,9 +12434,12 @@ ASB_API asb_result asb_kube_client_create(const asb_kube_client_desc *desc,
     return ASB_OK;
 }
 
+static void asb__informers_free(asb_kube_client *kc);
+
 ASB_API void asb_kube_client_free(asb_kube_client *kc) {
     if (!kc) return;
     /* no call is running (the caller's promise): these are the last */
+    asb__informers_free(kc);
     asb__kube_http_release(kc, kc->replaced);
     asb__kube_http_release(kc, kc->http);
     asb_kube_config_free(&kc->cfg);
@@ -12762,6 +12781,7 @@ typedef struct asb__watch_ctx {
     void *user;
     asb_buf rv;        /* last resourceVersion seen */
     int gone;          /* an ERROR event said 410 */
+    int bookmarks;     /* opts->bookmarks_to_callback */
     int events;
     asb_result fail;
     asb_allocator alloc;
@@ -12809,7 +12829,7 @@ static int asb__watch_line(void *ctx, const char *line, size_t len) {
     ev.object = obj;
     ev.resource_version = rvbuf;
     w->events++;
-    if (ev.type != ASB_WATCH_BOOKMARK) rc = w->fn(w->user, &ev);
+    if (ev.type != ASB_WATCH_BOOKMARK || w->bookmarks) rc = w->fn(w->user, &ev);
     asb_json_doc_free(&doc);
     if (rc < 0) w->fail = (asb_result)rc;
     return rc;
@@ -12850,6 +12870,7 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
     w.lines.max = opts->max_event_bytes ? opts->max_event_bytes : (size_t)16 << 20;
     w.lines.emit = asb__watch_line;
     w.lines.ctx = &w;
+    w.bookmarks = opts->bookmarks_to_callback;
     if (opts->resource_version) asb_buf_append(&w.rv, opts->resource_version, strlen(opts->resource_version));
     deadline = opts->deadline_ms > 0 ? asb__now_ms() + opts->deadline_ms : 0;
     asb_buf_init(&base, &kc->alloc);
@@ -12910,6 +12931,21 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
                                                          ? "an event is larger than max_event_bytes"
                                                          : "an event is not valid JSON");
             asb_http_response_free(&resp);
+            break;
+        }
+        if ((w.gone || resp.status == 410) && opts->gone_ends_watch) {
+            /* the caller lists afresh (it learns what was deleted in the
+               gap, which a restart from "0" would not show) */
+            asb_http_response_free(&resp);
+            char rvq[80];
+            asb__quote(rvq, sizeof rvq, w.rv.len ? w.rv.ptr : "(none)", w.rv.len ? w.rv.len : 6,
+                       60);
+            r = asb__fail(err, ASB_ERR_KUBE_API, "watch %s: resourceVersion %s is gone (410)",
+                          base.ptr, rvq);
+            if (err) {
+                err->http_status = 410;
+                snprintf(err->reason, sizeof err->reason, "Expired");
+            }
             break;
         }
         if (w.gone || resp.status == 410) {
@@ -13027,6 +13063,625 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
     asb_buf_free(&w.rv);
     asb_buf_free(&w.lines.line);
     return r;
+}
+
+/* -- informer: one shared watch per resource and namespace --------------------
+
+   Threads that each wait for "their" object (a claim turning Ready) would
+   cost the apiserver one watch each: O(sandboxes). Instead the kube client
+   keeps, per resource and namespace, one informer: a thread that lists the
+   namespace once, then watches all of it from the list's resourceVersion
+   (bookmarks on), and hands each event to the waiter registered under the
+   object's name. The apiserver sees O(namespaces) watches per client.
+
+   Waiters register *before* their object exists (a create knows its name
+   before the POST): no event about it can slip past between the create's
+   answer and the registration. Until the waiter is armed (its create
+   answered, with the object's UID) only its newest event is kept; arming
+   replays it when it is of that UID. After a 410 Gone the informer lists
+   afresh (gone_ends_watch): a waiter armed before that list began whose
+   object is not in it was deleted in the gap, and gets a DELETED event
+   (its wait fails at once, not at its deadline). Other drops resume from
+   the last resourceVersion, so DELETED events are replayed by the server.
+
+   Lifetime: the thread runs while waiters exist and lingers
+   ASB__INFORMER_LINGER_MS after the last one leaves (its watch stopped,
+   its resourceVersion kept), so a burst of creates one after another
+   shares one list; then it ends. asb_kube_client_free ends it at once.
+   A failure the watch does not recover from (403, credentials) fails every
+   current waiter with that error and ends the thread; the next waiter
+   starts a fresh one. */
+
+#define ASB__INFORMER_BUCKETS 64
+#ifndef ASB__INFORMER_LINGER_MS
+#define ASB__INFORMER_LINGER_MS 2000
+#endif
+
+typedef struct asb__waiter {
+    struct asb__waiter *next; /* in its bucket */
+    struct asb__informer *inf;
+    char name[254];
+    char uid[64];       /* set when armed */
+    asb_watch_fn fn;    /* runs on the informer's thread, under its lock */
+    void *user;
+    int armed;          /* the object exists: events go to fn */
+    int own_seen;       /* an event of our UID arrived: another UID now
+                           means the object was replaced */
+    int judged;         /* armed before the running list began */
+    int listed;         /* found by the running (or last) list */
+    unsigned reg_gen;   /* lists started before it registered */
+    char arm_rv[128];   /* the resourceVersion it was armed with */
+    int done;           /* fn ended the wait (or the informer failed) */
+    int gap;            /* found missing by a relist after 410 Gone */
+    asb_result outcome; /* fn's negative code, or the informer's failure */
+    asb_error err;      /* the informer's failure */
+    asb_buf pending;    /* newest event line before armed */
+    pthread_cond_t cond;
+} asb__waiter;
+
+typedef struct asb__informer {
+    struct asb__informer *next;
+    asb_kube_client *kc;
+    char group[254], version[64], plural[64], ns[64];
+    asb_kube_resource res; /* points into the arrays above */
+    pthread_mutex_t lock;
+    asb__waiter *buckets[ASB__INFORMER_BUCKETS];
+    int waiters;
+    int running;        /* the thread is alive */
+    int joinable;       /* a thread was started and not joined */
+    int stop;           /* the kube client is being freed */
+    pthread_t thread;
+    pthread_cond_t idle;  /* the lingering thread waits on it */
+    asb_cancel *cancel;   /* ends the watch when the waiters are gone */
+    char rv[128];         /* where the watch resumes; "" lists first */
+    unsigned list_gen;    /* lists started */
+    int listing;          /* one runs now */
+    char list_rv[128];    /* the resourceVersion of the last complete one */
+    /* for tests and logs */
+    unsigned lists, watches, relists, gap_deletes, threads;
+} asb__informer;
+
+static unsigned asb__name_hash(const char *s) {
+    unsigned h = 2166136261u;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return h % ASB__INFORMER_BUCKETS;
+}
+
+static asb__waiter *asb__informer_find(asb__informer *inf, const char *name) {
+    asb__waiter *w = inf->buckets[asb__name_hash(name)];
+    while (w && strcmp(w->name, name) != 0) w = w->next;
+    return w;
+}
+
+/* The event's type and object token, from a parsed event line. */
+static int asb__event_decode(const asb_json_doc *d, asb_watch_event *ev, char *rv, size_t rvcap) {
+    int type = asb_json_find(d, 0, "type");
+    memset(ev, 0, sizeof *ev);
+    ev->doc = d;
+    ev->object = asb_json_find(d, 0, "object");
+    if (asb_json_string_eq(d, type, "ADDED", 5)) ev->type = ASB_WATCH_ADDED;
+    else if (asb_json_string_eq(d, type, "MODIFIED", 8)) ev->type = ASB_WATCH_MODIFIED;
+    else if (asb_json_string_eq(d, type, "DELETED", 7)) ev->type = ASB_WATCH_DELETED;
+    rv[0] = '\0';
+    asb_json_get_string(d, asb_json_find(d, ev->object, "metadata.resourceVersion"), rv, rvcap,
+                        NULL);
+    ev->resource_version = rv;
+    return ev->type && ev->object >= 0;
+}
+
+static void asb__waiter_finish(asb__waiter *w, int rc) {
+    w->done = 1;
+    if (rc < 0) w->outcome = (asb_result)rc;
+    pthread_cond_signal(&w->cond);
+}
+
+/* One event for one waiter, the informer's lock held. `authoritative`: a
+   relist's state of an object armed before the list began. */
+static void asb__waiter_deliver(asb__waiter *w, const asb_watch_event *ev, int authoritative) {
+    char uid[64] = "";
+    int rc;
+    if (w->done) return;
+    if (!w->armed) { /* keep the newest: arming replays it */
+        w->pending.len = 0;
+        if (asb_buf_append(&w->pending, ev->doc->js, ev->doc->len) != ASB_OK) w->pending.len = 0;
+        return;
+    }
+    asb_json_get_string(ev->doc, asb_json_find(ev->doc, ev->object, "metadata.uid"), uid,
+                        sizeof uid, NULL);
+    if (w->uid[0] && uid[0]) {
+        if (strcmp(uid, w->uid) == 0) w->own_seen = 1;
+        else if (!w->own_seen && !authoritative)
+            return; /* an older object of that name, from before ours */
+    }
+    rc = w->fn(w->user, ev);
+    if (rc != 0) asb__waiter_finish(w, rc);
+}
+
+/* The watch's callback, on the informer's thread. */
+static int asb__informer_event(void *ud, const asb_watch_event *ev) {
+    asb__informer *inf = (asb__informer *)ud;
+    char name[254];
+    size_t n = 0;
+    pthread_mutex_lock(&inf->lock);
+    if (ev->resource_version[0] && strlen(ev->resource_version) < sizeof inf->rv)
+        snprintf(inf->rv, sizeof inf->rv, "%s", ev->resource_version);
+    if (ev->type != ASB_WATCH_BOOKMARK && ev->type != ASB_WATCH_ERROR &&
+        asb_json_get_string(ev->doc, asb_json_find(ev->doc, ev->object, "metadata.name"), name,
+                            sizeof name, &n) == ASB_OK &&
+        n == strlen(name)) {
+        asb__waiter *w = asb__informer_find(inf, name);
+        if (w) asb__waiter_deliver(w, ev, 0);
+    }
+    pthread_mutex_unlock(&inf->lock);
+    return 0;
+}
+
+/* A DELETED event made up for a waiter whose object a relist did not
+   find: the same callback path as a real one. */
+static void asb__waiter_gone(asb__waiter *w, const asb_allocator *a) {
+    asb_buf line;
+    asb_json_writer jw;
+    asb_json_doc d;
+    asb_watch_event ev;
+    char rv[8];
+    asb_buf_init(&line, a);
+    asb_json_writer_init(&jw, &line);
+    asb_json_object_begin(&jw);
+    asb_json_key(&jw, "type");
+    asb_json_string(&jw, "DELETED");
+    asb_json_key(&jw, "object");
+    asb_json_object_begin(&jw);
+    asb_json_key(&jw, "metadata");
+    asb_json_object_begin(&jw);
+    asb_json_key(&jw, "name");
+    asb_json_string(&jw, w->name);
+    asb_json_key(&jw, "uid");
+    asb_json_string(&jw, w->uid);
+    asb_json_object_end(&jw);
+    asb_json_object_end(&jw);
+    asb_json_object_end(&jw);
+    w->gap = 1;
+    if (asb_json_writer_finish(&jw) == ASB_OK &&
+        asb_json_doc_parse(&d, line.ptr, line.len, a, NULL) == ASB_OK) {
+        if (asb__event_decode(&d, &ev, rv, sizeof rv)) asb__waiter_deliver(w, &ev, 1);
+        asb_json_doc_free(&d);
+    }
+    /* whatever fn made of it, the object is gone: the wait is over */
+    if (!w->done) asb__waiter_finish(w, ASB_ERR_NOT_FOUND);
+    asb_buf_free(&line);
+}
+
+/* a <= b for two resourceVersions, when both are decimal numbers (as
+   every etcd-backed apiserver makes them; the API calls them opaque, so
+   anything else is "cannot tell": 0). */
+static int asb__rv_le(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b), i;
+    if (!la || !lb || la > 20 || lb > 20) return 0;
+    for (i = 0; i < la; i++)
+        if (a[i] < '0' || a[i] > '9') return 0;
+    for (i = 0; i < lb; i++)
+        if (b[i] < '0' || b[i] > '9') return 0;
+    while (la > 1 && *a == '0') a++, la--;
+    while (lb > 1 && *b == '0') b++, lb--;
+    return la != lb ? la < lb : strcmp(a, b) <= 0;
+}
+
+/* Whether a complete list that began after w registered shows that w's
+   object is gone: it is not in the list, yet it existed before the list
+   began (armed then) or at a resourceVersion the list covers. Such an
+   object was deleted before the list's snapshot, and the watch that
+   follows the list will never mention it. Lock held. */
+static int asb__waiter_missed(const asb__waiter *w, unsigned gen, const char *list_rv) {
+    if (w->done || w->listed || !w->armed || w->reg_gen >= gen) return 0;
+    return w->judged || asb__rv_le(w->arm_rv, list_rv);
+}
+
+/* Lists the namespace (pages of 500) and hands each waited-for object's
+   state to its waiter; a waiter armed before the list began whose object
+   is missing was deleted while no watch ran. Sets inf->rv. */
+static asb_result asb__informer_list(asb__informer *inf, asb_error *err) {
+    asb_kube_list_opts lo;
+    asb_buf page, cont;
+    asb_result r;
+    char rv[128] = "";
+    int b, restarts = 0;
+    asb__waiter *w;
+    memset(&lo, 0, sizeof lo);
+    lo.limit = 500;
+    asb_buf_init(&page, &inf->kc->alloc);
+    asb_buf_init(&cont, &inf->kc->alloc);
+again:
+    pthread_mutex_lock(&inf->lock);
+    for (b = 0; b < ASB__INFORMER_BUCKETS; b++)
+        for (w = inf->buckets[b]; w; w = w->next) {
+            w->judged = w->armed;
+            w->listed = 0;
+        }
+    inf->lists++;
+    inf->list_gen++;
+    inf->listing = 1;
+    pthread_mutex_unlock(&inf->lock);
+    cont.len = 0;
+    rv[0] = '\0';
+    for (;;) {
+        asb_json_doc d;
+        asb_json_iter it;
+        int item;
+        page.len = 0;
+        lo.continue_token = cont.len ? cont.ptr : NULL;
+        r = asb_kube_list(inf->kc, &inf->res, inf->ns, &lo, &page, err);
+        if (r == ASB_ERR_KUBE_API && err && err->http_status == 410 && restarts++ < 3)
+            goto again; /* the continue token expired: from the top */
+        if (r != ASB_OK) break;
+        if (asb_json_doc_parse(&d, page.ptr, page.len, &inf->kc->alloc, NULL) != ASB_OK) {
+            r = asb__fail(err, ASB_ERR_JSON_INVALID, "list %s: the answer is not JSON",
+                          inf->res.plural);
+            break;
+        }
+        if (!rv[0])
+            asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.resourceVersion"), rv,
+                                sizeof rv, NULL);
+        cont.len = 0;
+        {
+            char c[4096];
+            size_t n = 0;
+            if (asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.continue"), c, sizeof c,
+                                    &n) == ASB_OK && n)
+                asb_buf_append(&cont, c, n);
+        }
+        it = asb_json_iter_begin(&d, asb_json_find(&d, 0, "items"));
+        pthread_mutex_lock(&inf->lock);
+        while (asb_json_iter_next(&d, &it, NULL, &item)) {
+            char name[254];
+            size_t n = 0;
+            if (asb_json_get_string(&d, asb_json_find(&d, item, "metadata.name"), name,
+                                    sizeof name, &n) != ASB_OK || n != strlen(name))
+                continue;
+            w = asb__informer_find(inf, name);
+            if (w && !w->done) {
+                /* handed over as an event line of its own, so fn sees the
+                   same shape as from the watch (and pending keeps it) */
+                asb_buf line;
+                asb_json_doc ed;
+                asb_watch_event ev;
+                char erv[128];
+                asb_buf_init(&line, &inf->kc->alloc);
+                asb_buf_append(&line, "{\"type\":\"ADDED\",\"object\":", 25);
+                asb_buf_append(&line, d.js + d.toks[item].start,
+                               (size_t)(d.toks[item].end - d.toks[item].start));
+                if (asb_buf_append(&line, "}", 1) == ASB_OK &&
+                    asb_json_doc_parse(&ed, line.ptr, line.len, &inf->kc->alloc, NULL) == ASB_OK) {
+                    if (asb__event_decode(&ed, &ev, erv, sizeof erv)) {
+                        w->listed = 1;
+                        asb__waiter_deliver(w, &ev, w->judged);
+                    }
+                    asb_json_doc_free(&ed);
+                }
+                asb_buf_free(&line);
+            }
+        }
+        pthread_mutex_unlock(&inf->lock);
+        asb_json_doc_free(&d);
+        if (!cont.len) break;
+    }
+    pthread_mutex_lock(&inf->lock);
+    inf->listing = 0;
+    if (r == ASB_OK) {
+        snprintf(inf->list_rv, sizeof inf->list_rv, "%s", rv);
+        for (b = 0; b < ASB__INFORMER_BUCKETS; b++)
+            for (w = inf->buckets[b]; w; w = w->next)
+                if (asb__waiter_missed(w, inf->list_gen, inf->list_rv)) {
+                    inf->gap_deletes++;
+                    asb__waiter_gone(w, &inf->kc->alloc);
+                }
+        snprintf(inf->rv, sizeof inf->rv, "%s", rv[0] ? rv : "0");
+    } else {
+        inf->list_rv[0] = '\0';
+    }
+    pthread_mutex_unlock(&inf->lock);
+    asb_buf_free(&page);
+    asb_buf_free(&cont);
+    return r;
+}
+
+/* Every current waiter fails with the informer's error. Lock held. */
+static void asb__informer_fail_all(asb__informer *inf, asb_result r, const asb_error *e) {
+    int b;
+    asb__waiter *w;
+    for (b = 0; b < ASB__INFORMER_BUCKETS; b++)
+        for (w = inf->buckets[b]; w; w = w->next)
+            if (!w->done) {
+                w->err = *e;
+                w->err.code = r;
+                asb__waiter_finish(w, r);
+            }
+}
+
+static void *asb__informer_main(void *arg) {
+    asb__informer *inf = (asb__informer *)arg;
+    asb_kube_client *kc = inf->kc;
+    pthread_mutex_lock(&inf->lock);
+    for (;;) {
+        asb_watch_opts wo;
+        asb_error e;
+        asb_result r = ASB_OK;
+        char rv[128];
+        if (!inf->stop && inf->waiters == 0) {
+            /* linger: a create right after the last one needs no list */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += ASB__INFORMER_LINGER_MS / 1000;
+            ts.tv_nsec += (long)(ASB__INFORMER_LINGER_MS % 1000) * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            while (!inf->stop && inf->waiters == 0)
+                if (pthread_cond_timedwait(&inf->idle, &inf->lock, &ts) == ETIMEDOUT) break;
+        }
+        if (inf->stop || inf->waiters == 0) break;
+        asb_cancel_reset(inf->cancel); /* under the lock, as every trigger */
+        snprintf(rv, sizeof rv, "%s", inf->rv);
+        pthread_mutex_unlock(&inf->lock);
+        memset(&e, 0, sizeof e);
+        if (!rv[0]) {
+            asb__log(&kc->http_desc.log, ASB_LOG_DEBUG, "kube.informer",
+                     "%s in %s: listing, then one watch for every waiter", inf->res.plural,
+                     inf->ns);
+            r = asb__informer_list(inf, &e);
+            pthread_mutex_lock(&inf->lock);
+            snprintf(rv, sizeof rv, "%s", inf->rv);
+            pthread_mutex_unlock(&inf->lock);
+        }
+        if (r == ASB_OK) {
+            memset(&wo, 0, sizeof wo);
+            wo.resource_version = rv;
+            wo.cancel = inf->cancel;
+            wo.gone_ends_watch = 1;
+            wo.bookmarks_to_callback = 1;
+            pthread_mutex_lock(&inf->lock);
+            inf->watches++;
+            pthread_mutex_unlock(&inf->lock);
+            r = asb_kube_watch(kc, &inf->res, inf->ns, &wo, asb__informer_event, inf, &e);
+        }
+        pthread_mutex_lock(&inf->lock);
+        if (r == ASB_ERR_CANCELLED) continue; /* no waiters left (or stop) */
+        if (r == ASB_ERR_KUBE_API && e.http_status == 410) {
+            inf->rv[0] = '\0'; /* list again: what was deleted meanwhile shows */
+            inf->relists++;
+            asb__log(&kc->http_desc.log, ASB_LOG_INFO, "kube.informer",
+                     "%s in %s: 410 Gone, listing afresh", inf->res.plural, inf->ns);
+            continue;
+        }
+        /* not recoverable here (the watch resumes on its own from drops,
+           429 and 5xx): the waiters get the error, the thread ends */
+        asb__informer_fail_all(inf, r == ASB_OK ? ASB_ERR_KUBE_API : r, &e);
+        inf->rv[0] = '\0';
+        break;
+    }
+    inf->running = 0;
+    pthread_mutex_unlock(&inf->lock);
+    return NULL;
+}
+
+/* Registers a waiter for `name` under the shared watch of (res, ns),
+   starting the informer's thread when none runs; uid non-NULL: an object
+   that exists already, armed at once (asb__informer_arm otherwise, once
+   it exists). fn runs on that thread,
+   under the informer's lock, for each event of the object once armed; its
+   1 ends the wait with ASB_OK, a negative code with that code.
+   Ownership: *out is released with asb__informer_leave. */
+static ASB__MAYBE_UNUSED asb_result asb__informer_join(asb_kube_client *kc, const asb_kube_resource *res,
+                                     const char *ns, const char *name, const char *uid,
+                                     asb_watch_fn fn, void *user, asb__waiter **out,
+                                     asb_error *err) {
+    asb__informer *inf;
+    asb__waiter *w;
+    const char *g = res->group ? res->group : "";
+    unsigned h;
+    *out = NULL;
+    if (strlen(name) >= sizeof w->name || strlen(g) >= sizeof inf->group ||
+        strlen(res->version) >= sizeof inf->version ||
+        strlen(res->plural) >= sizeof inf->plural || strlen(ns) >= sizeof inf->ns)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "watch: name too long");
+    pthread_mutex_lock(&kc->lock);
+    for (inf = kc->informers; inf; inf = inf->next)
+        if (strcmp(inf->group, g) == 0 && strcmp(inf->version, res->version) == 0 &&
+            strcmp(inf->plural, res->plural) == 0 && strcmp(inf->ns, ns) == 0)
+            break;
+    if (!inf) {
+        inf = (asb__informer *)kc->alloc.alloc_fn(sizeof *inf, kc->alloc.user_data);
+        if (!inf || asb_cancel_create(&kc->alloc, &(inf->cancel), err) != ASB_OK) {
+            if (inf) kc->alloc.free_fn(inf, kc->alloc.user_data);
+            pthread_mutex_unlock(&kc->lock);
+            return asb__fail(err, inf ? ASB_ERR_IO : ASB_ERR_OUT_OF_MEMORY,
+                             "watch: cannot set up the shared watch");
+        }
+        {
+            asb_cancel *cancel = inf->cancel;
+            memset(inf, 0, sizeof *inf);
+            inf->cancel = cancel;
+        }
+        inf->kc = kc;
+        snprintf(inf->group, sizeof inf->group, "%s", g);
+        snprintf(inf->version, sizeof inf->version, "%s", res->version);
+        snprintf(inf->plural, sizeof inf->plural, "%s", res->plural);
+        snprintf(inf->ns, sizeof inf->ns, "%s", ns);
+        inf->res.group = inf->group;
+        inf->res.version = inf->version;
+        inf->res.plural = inf->plural;
+        pthread_mutex_init(&inf->lock, NULL);
+        pthread_cond_init(&inf->idle, NULL);
+        inf->next = kc->informers;
+        kc->informers = inf;
+    }
+    pthread_mutex_unlock(&kc->lock);
+    w = (asb__waiter *)kc->alloc.alloc_fn(sizeof *w, kc->alloc.user_data);
+    if (!w) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "watch: out of memory");
+    memset(w, 0, sizeof *w);
+    w->inf = inf;
+    snprintf(w->name, sizeof w->name, "%s", name);
+    w->fn = fn;
+    w->user = user;
+    if (uid) { /* the object exists already: armed from the start */
+        snprintf(w->uid, sizeof w->uid, "%s", uid);
+        w->armed = 1;
+    }
+    asb_buf_init(&w->pending, &kc->alloc);
+    pthread_cond_init(&w->cond, NULL);
+    h = asb__name_hash(name);
+    pthread_mutex_lock(&inf->lock);
+    w->reg_gen = inf->list_gen;
+    w->next = inf->buckets[h];
+    inf->buckets[h] = w;
+    inf->waiters++;
+    if (inf->running) {
+        pthread_cond_signal(&inf->idle); /* a lingering thread resumes */
+    } else {
+        pthread_attr_t at;
+        sigset_t all, old;
+        int rc;
+        if (inf->joinable) { /* ended: it only returns after unlocking */
+            pthread_join(inf->thread, NULL);
+            inf->joinable = 0;
+        }
+        pthread_attr_init(&at);
+        pthread_attr_setstacksize(&at, 512 * 1024);
+        sigfillset(&all); /* the program's signals go to its own threads */
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        rc = pthread_create(&inf->thread, &at, asb__informer_main, inf);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_attr_destroy(&at);
+        if (rc != 0) {
+            inf->buckets[h] = w->next;
+            inf->waiters--;
+            pthread_mutex_unlock(&inf->lock);
+            pthread_cond_destroy(&w->cond);
+            kc->alloc.free_fn(w, kc->alloc.user_data);
+            return asb__fail(err, ASB_ERR_IO, "watch: cannot start its thread: %s",
+                             strerror(rc));
+        }
+        inf->running = inf->joinable = 1;
+        inf->threads++;
+    }
+    pthread_mutex_unlock(&inf->lock);
+    *out = w;
+    return ASB_OK;
+}
+
+/* The waiter's object exists now with this UID (uid NULL or "": not
+   known), as of resourceVersion rv (the create's answer; NULL: not
+   known): events go to fn from here on, the newest one kept so far
+   first. */
+static ASB__MAYBE_UNUSED void asb__informer_arm(asb__waiter *w, const char *uid,
+                                                 const char *rv) {
+    asb__informer *inf = w->inf;
+    pthread_mutex_lock(&inf->lock);
+    snprintf(w->uid, sizeof w->uid, "%s", uid ? uid : "");
+    if (rv && strlen(rv) < sizeof w->arm_rv) snprintf(w->arm_rv, sizeof w->arm_rv, "%s", rv);
+    w->armed = 1;
+    if (w->pending.len && !w->done) {
+        asb_json_doc d;
+        asb_watch_event ev;
+        char erv[128], puid[64] = "";
+        if (asb_json_doc_parse(&d, w->pending.ptr, w->pending.len, &inf->kc->alloc, NULL) ==
+            ASB_OK) {
+            if (asb__event_decode(&d, &ev, erv, sizeof erv)) {
+                asb_json_get_string(&d, asb_json_find(&d, ev.object, "metadata.uid"), puid,
+                                    sizeof puid, NULL);
+                if (!w->uid[0] || strcmp(puid, w->uid) == 0) asb__waiter_deliver(w, &ev, 0);
+            }
+            asb_json_doc_free(&d);
+        }
+    }
+    w->pending.len = 0;
+    /* a list that ran since it registered did not have it, though it
+       existed at a version the list covers: deleted before the list */
+    if (!inf->listing && asb__waiter_missed(w, inf->list_gen, inf->list_rv)) {
+        inf->gap_deletes++;
+        asb__waiter_gone(w, &inf->kc->alloc);
+    }
+    pthread_mutex_unlock(&inf->lock);
+}
+
+/* Waits until fn ends the wait, the deadline (monotonic ms, 0: none:
+   ASB_ERR_TIMEOUT) or the token (ASB_ERR_CANCELLED). Returns ASB_OK when
+   fn returned 1, fn's negative code, ASB_ERR_NOT_FOUND for an object
+   found missing after a watch gap that fn did not end, or the informer's
+   own failure (its detail in err). *gap tells the gap case apart. */
+static ASB__MAYBE_UNUSED asb_result asb__informer_wait(asb__waiter *w, int64_t deadline, const asb_cancel *cancel,
+                                     int *gap, asb_error *err) {
+    asb__informer *inf = w->inf;
+    asb_result r = ASB_OK;
+    pthread_mutex_lock(&inf->lock);
+    while (!w->done) {
+        int64_t now = asb__now_ms(), wake = deadline ? deadline : now + 3600000;
+        struct timespec ts;
+        if (deadline && now >= deadline) {
+            r = ASB_ERR_TIMEOUT;
+            break;
+        }
+        if (cancel && wake > now + 50) wake = now + 50; /* the token is a pipe: looked at */
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += (time_t)((wake - now) / 1000);
+        ts.tv_nsec += (long)((wake - now) % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&w->cond, &inf->lock, &ts);
+        if (!w->done && cancel && asb_cancel_is_triggered(cancel)) {
+            r = ASB_ERR_CANCELLED;
+            break;
+        }
+    }
+    if (w->done) {
+        r = w->outcome;
+        if (r != ASB_OK && w->err.code == r && err) *err = w->err;
+    }
+    if (gap) *gap = w->gap;
+    pthread_mutex_unlock(&inf->lock);
+    return r;
+}
+
+/* Unregisters and frees the waiter; the last one out stops the watch
+   (the thread lingers a while before it ends). NULL is harmless. */
+static ASB__MAYBE_UNUSED void asb__informer_leave(asb__waiter *w) {
+    asb__informer *inf;
+    asb__waiter **pp;
+    if (!w) return;
+    inf = w->inf;
+    pthread_mutex_lock(&inf->lock);
+    for (pp = &inf->buckets[asb__name_hash(w->name)]; *pp; pp = &(*pp)->next)
+        if (*pp == w) {
+            *pp = w->next;
+            break;
+        }
+    if (--inf->waiters == 0) asb_cancel_trigger(inf->cancel);
+    pthread_mutex_unlock(&inf->lock);
+    pthread_cond_destroy(&w->cond);
+    asb_buf_free(&w->pending);
+    inf->kc->alloc.free_fn(w, inf->kc->alloc.user_data);
+}
+
+/* Ends every informer's thread and frees them (asb_kube_client_free: no
+   waiter is left, by the caller's promise). */
+static void asb__informers_free(asb_kube_client *kc) {
+    asb__informer *inf = kc->informers, *next;
+    for (; inf; inf = next) {
+        next = inf->next;
+        pthread_mutex_lock(&inf->lock);
+        inf->stop = 1;
+        asb_cancel_trigger(inf->cancel);
+        pthread_cond_broadcast(&inf->idle);
+        pthread_mutex_unlock(&inf->lock);
+        if (inf->joinable) pthread_join(inf->thread, NULL);
+        pthread_cond_destroy(&inf->idle);
+        pthread_mutex_destroy(&inf->lock);
+        asb_cancel_free(inf->cancel);
+        kc->alloc.free_fn(inf, kc->alloc.user_data);
+    }
+    kc->informers = NULL;
 }
 
 /* >>tunnel ==================================================================

@@ -8,6 +8,8 @@
 #include "asbtest.h"
 #include "logsink.h"
 
+#include <dirent.h>
+
 static const asb_kube_resource templates = {"extensions.agents.x-k8s.io", "v1alpha1",
                                             "sandboxtemplates"};
 static char prefix[64];
@@ -305,6 +307,278 @@ ASBT_TEST(watch_ends_at_its_deadline_without_spinning) {
     asb_kube_client_free(kc);
 }
 
+/* -- the shared watch (informer): one watch for many waiters ------------------ */
+
+static asb__informer *informer_of(asb_kube_client *kc) {
+    asb__informer *inf;
+    pthread_mutex_lock(&kc->lock);
+    inf = kc->informers;
+    pthread_mutex_unlock(&kc->lock);
+    return inf;
+}
+
+/* The waiter's callback: Ready once labelled team=ready; its object
+   deleted ends the wait with ASB_ERR_METADATA. */
+static int until_team_ready(void *ud, const asb_watch_event *ev) {
+    int *deleted = (int *)ud;
+    if (ev->type == ASB_WATCH_DELETED) {
+        *deleted = 1;
+        return ASB_ERR_METADATA;
+    }
+    return asb_json_string_eq(ev->doc, asb_json_find(ev->doc, ev->object, "metadata.labels.team"),
+                              "ready", 5)
+               ? 1
+               : 0;
+}
+
+/* The namespaced WATCHes of sandboxtemplates open on the apiserver now
+   (every client's: the controller's are cluster-scoped), from its /metrics. */
+static int namespaced_watches(asb_kube_client *kc, const char *resource) {
+    asb_buf m;
+    asb_error err;
+    const char *p;
+    int total = 0;
+    char key[200];
+    asb_buf_init(&m, NULL);
+    if (asb_kube_request(kc, "GET", "/metrics", NULL, NULL, 0, &m, &err) != ASB_OK) {
+        fprintf(stderr, "    /metrics: %s\n", err.message);
+        asb_buf_free(&m);
+        return -1;
+    }
+    snprintf(key, sizeof key, "resource=\"%s\",scope=\"namespace\",subresource=\"\",verb=\"WATCH\"",
+             resource);
+    for (p = m.ptr; (p = strstr(p, "apiserver_longrunning_requests{")) != NULL; p++) {
+        const char *eol = strchr(p, '\n'), *k = strstr(p, key), *sp;
+        if (!eol || !k || k > eol) continue;
+        sp = strchr(k, '}');
+        if (sp && sp < eol) total += atoi(sp + 2);
+    }
+    asb_buf_free(&m);
+    return total;
+}
+
+typedef struct shared_waiter {
+    asb_kube_client *kc;
+    int i;
+    asb_result created, waited;
+    int deleted;
+} shared_waiter;
+
+/* One "create": register, create the object, arm with its UID, wait. */
+static void *shared_wait_one(void *arg) {
+    shared_waiter *sw = (shared_waiter *)arg;
+    asb__waiter *w = NULL;
+    asb_buf b, out;
+    asb_error err;
+    asb_json_doc d;
+    char name[128], uid[64] = "", rv[32] = "";
+    snprintf(name, sizeof name, "%s-sh%d", prefix, sw->i);
+    asb_buf_init(&b, NULL);
+    asb_buf_init(&out, NULL);
+    template_json(&b, name, "new");
+    sw->created = asb__informer_join(sw->kc, &templates, "default", name, NULL, until_team_ready,
+                                     &sw->deleted, &w, &err);
+    if (sw->created == ASB_OK)
+        sw->created = asb_kube_create(sw->kc, &templates, "default", b.ptr, b.len, &out, &err);
+    if (sw->created == ASB_OK && asb_json_doc_parse(&d, out.ptr, out.len, NULL, NULL) == ASB_OK) {
+        asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.uid"), uid, sizeof uid, NULL);
+        asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.resourceVersion"), rv, sizeof rv,
+                            NULL);
+        asb_json_doc_free(&d);
+    }
+    if (sw->created == ASB_OK) {
+        asb__informer_arm(w, uid, rv);
+        sw->waited = asb__informer_wait(w, asb__now_ms() + 60000, NULL, NULL, &err);
+    }
+    asb__informer_leave(w);
+    asb_buf_free(&b);
+    asb_buf_free(&out);
+    return NULL;
+}
+
+#define SHARED_WAITERS 40
+
+static int count_dir(const char *path) {
+    DIR *d = opendir(path);
+    struct dirent *e;
+    int n = 0;
+    if (!d) return -1;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n - (strcmp(path, "/proc/self/fd") == 0); /* opendir's own */
+}
+
+ASBT_TEST(shared_watch_serves_many_waiters_with_one_watch) {
+    asb_error err;
+    asb_kube_client *kc, *admin = connect_as("admin", &err);
+    shared_waiter sw[SHARED_WAITERS];
+    pthread_t th[SHARED_WAITERS];
+    int i, ready = 0, before, during = -1, fds0 = count_dir("/proc/self/fd"),
+           tasks0 = count_dir("/proc/self/task");
+    asb__informer *inf;
+    const char *patch = "{\"metadata\":{\"labels\":{\"team\":\"ready\"}}}";
+    ASBT_CHECK(admin != NULL);
+    kc = connect_as("token", &err);
+    ASBT_CHECK(kc != NULL);
+    before = namespaced_watches(admin, "sandboxtemplates");
+    for (i = 0; i < SHARED_WAITERS; i++) {
+        memset(&sw[i], 0, sizeof sw[i]);
+        sw[i].kc = kc;
+        sw[i].i = i;
+        sw[i].waited = ASB_ERR_TIMEOUT;
+        pthread_create(&th[i], NULL, shared_wait_one, &sw[i]);
+    }
+    /* once all exist, mark them ready one by one; the waiters are parked */
+    for (i = 0; i < SHARED_WAITERS; i++) {
+        char name[128];
+        int tries;
+        snprintf(name, sizeof name, "%s-sh%d", prefix, i);
+        for (tries = 0; tries < 200; tries++) {
+            if (asb_kube_patch(admin, &templates, "default", name, patch, strlen(patch), NULL,
+                               &err) == ASB_OK)
+                break;
+            asb__sleep_ms(50);
+        }
+        if (i == SHARED_WAITERS / 2) during = namespaced_watches(admin, "sandboxtemplates");
+    }
+    for (i = 0; i < SHARED_WAITERS; i++) {
+        pthread_join(th[i], NULL);
+        ready += sw[i].created == ASB_OK && sw[i].waited == ASB_OK;
+    }
+    ASBT_EQ_INT(ready, SHARED_WAITERS);
+    inf = informer_of(kc);
+    ASBT_CHECK(inf != NULL);
+    /* one list and one watch for all of them, on our side and the server's */
+    ASBT_EQ_INT((int)inf->lists, 1);
+    ASBT_EQ_INT((int)inf->watches, 1);
+    ASBT_EQ_INT((int)inf->threads, 1);
+    fprintf(stderr, "    namespaced template watches on the apiserver: %d before, %d with %d "
+                    "waiters\n", before, during, SHARED_WAITERS);
+    ASBT_CHECK(before >= 0 && during == before + 1);
+    for (i = 0; i < SHARED_WAITERS; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "%s-sh%d", prefix, i);
+        asb_kube_delete(admin, &templates, "default", name, &err);
+    }
+    asb_kube_client_free(kc);
+    /* its thread joined and its descriptors closed */
+    ASBT_EQ_INT(count_dir("/proc/self/task"), tasks0);
+    asb_kube_client_free(admin);
+    ASBT_EQ_INT(count_dir("/proc/self/fd"), fds0);
+}
+
+/* A watch gap with a 410: the informer resumes from a resourceVersion the
+   server no longer has, lists afresh, and the waiter whose object was
+   deleted meanwhile fails at once (not at its 60 s deadline); a waiter
+   whose object lives on is still served by the watch after the list. */
+ASBT_TEST(shared_watch_lists_again_after_410_and_fails_a_waiter_deleted_in_the_gap) {
+    asb_error err;
+    asb_kube_client *kc = connect_as("admin", &err);
+    asb__waiter *w0 = NULL, *wa = NULL, *wb = NULL;
+    asb__informer *inf;
+    asb_buf b, out;
+    asb_json_doc d;
+    char a[128], bname[128], uida[64] = "", uidb[64] = "";
+    static int dead_a, dead_b; /* the informer's thread writes them */
+    int gap = 0;
+    int64_t t0;
+    const char *patch = "{\"metadata\":{\"labels\":{\"team\":\"ready\"}}}";
+    ASBT_CHECK(kc != NULL);
+    asb_buf_init(&b, NULL);
+    asb_buf_init(&out, NULL);
+    snprintf(a, sizeof a, "%s-gap-a", prefix);
+    snprintf(bname, sizeof bname, "%s-gap-b", prefix);
+    /* an informer that ran once and lingers with its watch stopped */
+    ASBT_EQ_RES(asb__informer_join(kc, &templates, "default", "never-there", NULL,
+                                   until_team_ready, &dead_a, &w0, &err), ASB_OK);
+    asb__sleep_ms(300);
+    asb__informer_leave(w0);
+    inf = informer_of(kc);
+    ASBT_CHECK(inf != NULL);
+    /* both objects made, then A deleted, while no watch runs */
+    template_json(&b, a, "new");
+    ASBT_EQ_RES(asb_kube_create(kc, &templates, "default", b.ptr, b.len, &out, &err), ASB_OK);
+    ASBT_EQ_RES(asb_json_doc_parse(&d, out.ptr, out.len, NULL, NULL), ASB_OK);
+    asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.uid"), uida, sizeof uida, NULL);
+    asb_json_doc_free(&d);
+    out.len = 0;
+    template_json(&b, bname, "new");
+    ASBT_EQ_RES(asb_kube_create(kc, &templates, "default", b.ptr, b.len, &out, &err), ASB_OK);
+    ASBT_EQ_RES(asb_json_doc_parse(&d, out.ptr, out.len, NULL, NULL), ASB_OK);
+    asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.uid"), uidb, sizeof uidb, NULL);
+    asb_json_doc_free(&d);
+    ASBT_EQ_RES(asb_kube_delete(kc, &templates, "default", a, &err), ASB_OK);
+    /* the resume point is long compacted: the next watch meets 410 */
+    pthread_mutex_lock(&inf->lock);
+    snprintf(inf->rv, sizeof inf->rv, "1");
+    pthread_mutex_unlock(&inf->lock);
+    t0 = asb__now_ms();
+    ASBT_EQ_RES(asb__informer_join(kc, &templates, "default", a, uida, until_team_ready, &dead_a,
+                                   &wa, &err), ASB_OK);
+    ASBT_EQ_RES(asb__informer_join(kc, &templates, "default", bname, uidb, until_team_ready,
+                                   &dead_b, &wb, &err), ASB_OK);
+    ASBT_EQ_RES(asb__informer_wait(wa, t0 + 60000, NULL, &gap, &err), ASB_ERR_METADATA);
+    ASBT_CHECK(gap && dead_a);
+    ASBT_CHECK(asb__now_ms() - t0 < 30000); /* at once, not at the deadline */
+    ASBT_EQ_RES(asb_kube_patch(kc, &templates, "default", bname, patch, strlen(patch), NULL, &err),
+                ASB_OK);
+    ASBT_EQ_RES(asb__informer_wait(wb, t0 + 60000, NULL, &gap, &err), ASB_OK);
+    ASBT_CHECK(!gap && !dead_b);
+    ASBT_CHECK(inf->relists >= 1);
+    ASBT_EQ_INT((int)inf->gap_deletes, 1);
+    asb__informer_leave(wa);
+    asb__informer_leave(wb);
+    asb_kube_delete(kc, &templates, "default", bname, &err);
+    asb_buf_free(&b);
+    asb_buf_free(&out);
+    asb_kube_client_free(kc);
+}
+
+/* A waiter whose object is deleted while the watch runs gets the DELETED
+   event; one whose deadline passes gets ASB_ERR_TIMEOUT; one whose token
+   is triggered, ASB_ERR_CANCELLED. */
+ASBT_TEST(shared_watch_reports_deletes_deadlines_and_cancels) {
+    asb_error err;
+    asb_kube_client *kc = connect_as("admin", &err);
+    asb__waiter *w = NULL, *wt = NULL;
+    asb_buf b, out;
+    asb_json_doc d;
+    asb_cancel *cancel;
+    char name[128], uid[64] = "", rv[32] = "";
+    static int dead, dead2; /* the informer's thread writes them */
+    ASBT_CHECK(kc != NULL);
+    asb_buf_init(&b, NULL);
+    asb_buf_init(&out, NULL);
+    snprintf(name, sizeof name, "%s-del", prefix);
+    template_json(&b, name, "new");
+    ASBT_EQ_RES(asb__informer_join(kc, &templates, "default", name, NULL, until_team_ready, &dead,
+                                   &w, &err), ASB_OK);
+    ASBT_EQ_RES(asb_kube_create(kc, &templates, "default", b.ptr, b.len, &out, &err), ASB_OK);
+    ASBT_EQ_RES(asb_json_doc_parse(&d, out.ptr, out.len, NULL, NULL), ASB_OK);
+    asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.uid"), uid, sizeof uid, NULL);
+    asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.resourceVersion"), rv, sizeof rv, NULL);
+    asb_json_doc_free(&d);
+    asb__informer_arm(w, uid, rv);
+    ASBT_EQ_RES(asb_kube_delete(kc, &templates, "default", name, &err), ASB_OK);
+    ASBT_EQ_RES(asb__informer_wait(w, asb__now_ms() + 60000, NULL, NULL, &err), ASB_ERR_METADATA);
+    ASBT_CHECK(dead);
+    asb__informer_leave(w);
+    ASBT_EQ_RES(asb__informer_join(kc, &templates, "default", "never-made", NULL,
+                                   until_team_ready, &dead2, &wt, &err), ASB_OK);
+    asb__informer_arm(wt, NULL, NULL);
+    ASBT_EQ_RES(asb__informer_wait(wt, asb__now_ms() + 300, NULL, NULL, &err), ASB_ERR_TIMEOUT);
+    ASBT_EQ_RES(asb_cancel_create(NULL, &cancel, &err), ASB_OK);
+    asb_cancel_trigger(cancel);
+    ASBT_EQ_RES(asb__informer_wait(wt, asb__now_ms() + 60000, cancel, NULL, &err),
+                ASB_ERR_CANCELLED);
+    asb_cancel_free(cancel);
+    asb__informer_leave(wt);
+    asb_buf_free(&b);
+    asb_buf_free(&out);
+    asb_kube_client_free(kc);
+}
+
 /* The apiserver goes away mid-stream and comes back (lc.py restart-apiserver
    stops it with SIGTERM and starts it again on the same port): the watch
    reconnects on its own, waits as long as the restarting server's
@@ -368,11 +642,24 @@ static void *restart_then_patch(void *arg) {
     return NULL;
 }
 
+static int until_team_after(void *ud, const asb_watch_event *ev) {
+    (void)ud;
+    if (ev->type == ASB_WATCH_DELETED) return ASB_ERR_METADATA;
+    return asb_json_string_eq(ev->doc, asb_json_find(ev->doc, ev->object, "metadata.labels.team"),
+                              "after", 5)
+               ? 1
+               : 0;
+}
+
 ASBT_TEST(watch_survives_an_apiserver_restart) {
     asb_error err;
     asbt_log wlog, plog;
     asb_kube_client *kc = connect_logged("admin", &wlog, &err);
     asb_kube_client *writer = connect_logged("admin", &plog, &err);
+    asb_kube_client *shared = connect_as("admin", &err);
+    asb__waiter *w = NULL;
+    asb_buf out;
+    char uid[64] = "";
     restart_state s;
     pthread_t th;
     asb_watch_opts wo;
@@ -387,8 +674,18 @@ ASBT_TEST(watch_survives_an_apiserver_restart) {
     pthread_cond_init(&s.cv, NULL);
     snprintf(s.name, sizeof s.name, "%s-restart", prefix);
     asb_buf_init(&b, NULL);
+    asb_buf_init(&out, NULL);
     template_json(&b, s.name, "before");
-    ASBT_EQ_RES(asb_kube_create(writer, &templates, "default", b.ptr, b.len, NULL, &err), ASB_OK);
+    ASBT_EQ_RES(asb_kube_create(writer, &templates, "default", b.ptr, b.len, &out, &err), ASB_OK);
+    {
+        asb_json_doc d;
+        ASBT_EQ_RES(asb_json_doc_parse(&d, out.ptr, out.len, NULL, NULL), ASB_OK);
+        asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.uid"), uid, sizeof uid, NULL);
+        asb_json_doc_free(&d);
+    }
+    /* the shared watch (informer) waits through the same restart */
+    ASBT_EQ_RES(asb__informer_join(shared, &templates, "default", s.name, uid, until_team_after,
+                                   NULL, &w, &err), ASB_OK);
     memset(&wo, 0, sizeof wo);
     snprintf(sel, sizeof sel, "metadata.name=%s", s.name);
     wo.field_selector = sel;
@@ -403,8 +700,14 @@ ASBT_TEST(watch_survives_an_apiserver_restart) {
     ASBT_EQ_RES(r, ASB_OK);
     ASBT_EQ_INT(s.restarted, 0);
     ASBT_CHECK(s.modified_after);
+    r = asb__informer_wait(w, asb__now_ms() + 120000, NULL, NULL, &err);
+    if (r != ASB_OK) fprintf(stderr, "    shared watch: %s\n", err.message);
+    ASBT_EQ_RES(r, ASB_OK);
+    asb__informer_leave(w);
+    asb_kube_client_free(shared);
     ASBT_EQ_RES(asb_kube_delete(writer, &templates, "default", s.name, &err), ASB_OK);
     asb_buf_free(&b);
+    asb_buf_free(&out);
     pthread_mutex_destroy(&s.mu);
     pthread_cond_destroy(&s.cv);
     asb_kube_client_free(writer);
@@ -420,6 +723,9 @@ ASBT_LIST(
     ASBT_CASE(watch_sees_added_modified_deleted)
     ASBT_CASE(watch_from_a_compacted_version_recovers_from_410)
     ASBT_CASE(watch_ends_at_its_deadline_without_spinning)
+    ASBT_CASE(shared_watch_serves_many_waiters_with_one_watch)
+    ASBT_CASE(shared_watch_lists_again_after_410_and_fails_a_waiter_deleted_in_the_gap)
+    ASBT_CASE(shared_watch_reports_deletes_deadlines_and_cancels)
     ASBT_CASE(watch_survives_an_apiserver_restart)
 )
 
