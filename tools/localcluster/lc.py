@@ -6,6 +6,10 @@
   lc.py status                               what runs
   lc.py restart-apiserver                    stop kube-apiserver and start it again
                                              with the same arguments (watch tests)
+  lc.py pod-exec NS/POD -- COMMAND...        run COMMAND beside sandboxd in a sandboxd pod:
+                                             in its network namespace, with its container's
+                                             env, in its root dir (a sidecar, as kubectl exec
+                                             into a second container would; no API involved)
   lc.py podrunner                            (internal) the pod runner daemon
 
 Everything is real and built from Go modules (scripts/build.sh): etcd,
@@ -1153,6 +1157,9 @@ class PodRunner:
         write_pidfile(p("podrunner", uid + ".pid"), proc.pid)
         meta = {"pod": "%s/%s" % (md["namespace"], md["name"]), "uid": uid, "ip": ip, "runtime": kind,
                 "port": port, "ports": ports, "base_dir": base, "pid": proc.pid, "started": time.time()}
+        if kind == "sandboxd":
+            meta["env"] = env  # for pod-exec: what a container beside it would see
+            meta["root_dir"] = os.path.join(base, "workspace")
         self.procs[uid] = (proc, meta)
         if kind == "sandboxd":
             # Its network namespace must exist before anything enters it (the
@@ -1702,6 +1709,29 @@ def cmd_podrunner():
     PodRunner().run()
 
 
+def cmd_pod_exec(pod, argv):
+    """Exec argv as a sidecar of the sandboxd pod: in its network namespace
+    (so SANDBOXD_REST_ADDR / SANDBOXD_GRPC_ADDR, on the pod's 127.0.0.1,
+    reach its sandboxd), with the container's environment, in its root dir."""
+    for fn in sorted(os.listdir(p("podrunner"))) if os.path.isdir(p("podrunner")) else []:
+        if not fn.endswith(".json"):
+            continue
+        with open(p("podrunner", fn)) as f:
+            meta = json.load(f)
+        if meta["pod"] != pod:
+            continue
+        if meta.get("runtime") != "sandboxd" or not meta.get("netns"):
+            die("%s is not a sandboxd pod (runtime %s): it has no namespace of its own" % (pod, meta.get("runtime")))
+        if read_pidfile(p("podrunner", fn[:-5] + ".pid")) != meta["pid"]:
+            die("the sandboxd of %s is not running" % pod)
+        enter_netns(meta["pid"], meta["netns"])
+        if proc_starttime(meta["pid"]) != meta["starttime"]:
+            die("the sandboxd of %s was replaced meanwhile; try again" % pod)
+        os.chdir(meta["root_dir"])
+        os.execvpe(argv[0], argv, meta["env"])
+    die("no sandboxd pod %s in %s (see lc.py status)" % (pod, STATE))
+
+
 def main(argv):
     if len(argv) < 2 or argv[1] in ("-h", "--help"):
         print(__doc__)
@@ -1730,6 +1760,10 @@ def main(argv):
         cmd_restart_apiserver()
     elif cmd == "podrunner":
         cmd_podrunner()
+    elif cmd == "pod-exec":
+        if len(argv) < 5 or argv[3] != "--":
+            die("usage: lc.py pod-exec NAMESPACE/POD -- COMMAND...")
+        cmd_pod_exec(argv[2], argv[4:])
     else:
         die("unknown command %r" % cmd)
     return 0

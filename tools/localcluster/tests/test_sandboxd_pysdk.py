@@ -127,6 +127,12 @@ def main():
         with open(os.path.join(state, "logs", "runtime-%s_%s.log" % (NS, pod))) as f:
             log = f.read()
         check('"msg":"sandboxd listening","version":"v0.5.6"' in log, "its log says sandboxd v0.5.6 is listening")
+        lc = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lc.py")
+        r = subprocess.run(["/usr/bin/python3", lc, "pod-exec", "%s/%s" % (NS, pod), "--", "sh", "-c",
+                            'curl -sS --max-time 5 "http://$SANDBOXD_REST_ADDR/v1/health"'],
+                           capture_output=True, text=True, timeout=30, env=dict(os.environ, LC_STATE_DIR=state))
+        check(r.returncode == 0 and '"status":"ok"' in r.stdout,
+              "lc.py pod-exec: a sidecar reaches sandboxd on $SANDBOXD_REST_ADDR: %s" % (r.stdout or r.stderr).strip()[:90])
         r = in_netns(pid, ["ss", "-Hltn"])
         listen = sorted(line.split()[3] for line in r.stdout.splitlines() if line.strip())
         check(listen == ["127.0.0.1:8080", "127.0.0.1:9090"],

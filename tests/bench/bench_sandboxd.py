@@ -1,0 +1,161 @@
+"""make bench-sandboxd, the upstream Python SDK's side (k8s-agent-sandbox[grpc]
+1.0.8, the venv of tests/upstream/rules.mk), and the report of both sides.
+
+    bench_sandboxd.py workload RUNS        the same workload as bench_sandboxd.c
+    bench_sandboxd.py report OURS THEIRS BASELINE
+                                           compare the result files
+
+Same cluster (KUBECONFIG, agent-sandbox v0.5.6), warm pool (sandboxd-warmpool
+in `default`, the real sandboxd in every pod) and connection as
+bench_sandboxd.c: the sandboxd pod tunnel (`kubectl port-forward pod/<pod>
+:8080 :9090`), commands over gRPC, files over REST. Results go to stdout as
+"result <name> <value>" lines.
+
+The first-output measure: our SDK streams a process's output as it comes;
+1.0.8 has only the unary Execute, so its first output is its run()'s
+result. Measured for `echo first` (where the two mean the same thing) and
+for `echo first; sleep 1` (a process that goes on working after its first
+line, where they do not: the report says which is which)."""
+import os
+import resource
+import statistics
+import sys
+import time
+
+WARMPOOL = "sandboxd-warmpool"
+FILE_BYTES = 64 << 20
+FILE_REPS = 3  # the report takes the median
+FIRST_REPS = 5
+
+
+def result(name, value):
+    print("result %s %s" % (name, value), flush=True)
+
+
+def peak_rss_kib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def cpu_ms():
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return (ru.ru_utime + ru.ru_stime) * 1e3
+
+
+def workload(runs):
+    from k8s_agent_sandbox import SandboxClient
+    from k8s_agent_sandbox.models import SandboxdPodTunnelConnectionConfig
+
+    data = os.urandom(FILE_BYTES)  # made before timing, as bench_sandboxd.c does
+    client = SandboxClient(connection_config=SandboxdPodTunnelConnectionConfig())
+    sandbox = None
+    try:
+        sandbox = client.create_sandbox(WARMPOOL, sandbox_ready_timeout=120)
+        t0 = time.monotonic()  # the first call starts the pod tunnel: timed apart
+        r = sandbox.commands.run("true")
+        result("first_run_ms", "%.3f" % ((time.monotonic() - t0) * 1e3))
+        if r.exit_code != 0:
+            raise RuntimeError('run("true") exited %d' % r.exit_code)
+        lat = []
+        for _ in range(runs):
+            t0 = time.monotonic()
+            r = sandbox.commands.run("true")
+            lat.append((time.monotonic() - t0) * 1e3)
+            if r.exit_code != 0:
+                raise RuntimeError('run("true") exited %d' % r.exit_code)
+        result("runs", runs)
+        result("run_true_median_ms", "%.3f" % statistics.median(lat))
+        result("run_true_best_ms", "%.3f" % min(lat))
+
+        for _ in range(FILE_REPS):
+            t0 = time.monotonic()
+            sandbox.files.write("bench-64m.bin", data)
+            tw = (time.monotonic() - t0) * 1e3
+            t0 = time.monotonic()
+            back = sandbox.files.read("bench-64m.bin")
+            tr = (time.monotonic() - t0) * 1e3
+            if back != data:
+                raise RuntimeError("read back %d bytes, not what was written" % len(back))
+            del back
+            result("write_64m_ms", "%.3f" % tw)
+            result("read_64m_ms", "%.3f" % tr)
+            result("write_read_64m_ms", "%.3f" % (tw + tr))
+
+        for key, cmd in (("first_output_echo_ms", "echo first"),
+                         ("first_output_echo_sleep_ms", "echo first; sleep 1")):
+            for _ in range(FIRST_REPS):
+                t0 = time.monotonic()
+                r = sandbox.commands.run(cmd)
+                ms = (time.monotonic() - t0) * 1e3
+                if r.exit_code != 0 or r.stdout != "first\n":
+                    raise RuntimeError("%r: exit %d, stdout %r" % (cmd, r.exit_code, r.stdout))
+                result(key, "%.3f" % ms)
+    finally:
+        if sandbox is not None:
+            sandbox.terminate()
+    result("peak_rss_kib", peak_rss_kib())
+    result("cpu_ms", "%.3f" % cpu_ms())
+    return 0
+
+
+def load(path):
+    out = {}
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 3 and parts[0] == "result":
+                out.setdefault(parts[1], []).append(float(parts[2]))
+    return out
+
+
+def report(ours_path, theirs_path, baseline):
+    ours, theirs = load(ours_path), load(theirs_path)
+
+    def one(d, key):
+        v = d.get(key)
+        if not v:
+            raise SystemExit("bench-sandboxd: no %s in the results" % key)
+        return statistics.median(v)
+
+    runs = int(one(ours, "runs"))
+    procs = len(ours.get("runs", []))
+    reps = len(ours.get("write_read_64m_ms", []))
+    firsts = len(ours.get("first_output_echo_ms", []))
+    lines = [
+        ('sandboxd run("true") latency, median of %d processes x %d' % (procs, runs),
+         "run_true_median_ms", "ms", "faster"),
+        ('sandboxd run("true") latency, best of %d (median of processes)' % runs,
+         "run_true_best_ms", "ms", "faster"),
+        ('sandboxd first run("true") of a process (starts the pod tunnel), median of %d' % procs,
+         "first_run_ms", "ms", "none"),
+        ("sandboxd 64 MiB write + read, median of %d" % reps, "write_read_64m_ms", "ms", "faster"),
+        ("sandboxd 64 MiB write, median of %d" % reps, "write_64m_ms", "ms", "none, part of write + read"),
+        ("sandboxd 64 MiB read, median of %d" % reps, "read_64m_ms", "ms", "none, part of write + read"),
+        ("sandboxd first output of `echo first` (ours: streaming start to first stdout chunk; "
+         "theirs: run), median of %d" % firsts, "first_output_echo_ms", "ms", "faster"),
+        ("sandboxd first output of `echo first; sleep 1` (ours: streaming; theirs: run, which "
+         "returns at exit), median of %d" % firsts, "first_output_echo_sleep_ms", "ms",
+         "none; shows what streaming gives"),
+        ("sandboxd peak RSS (workload process, 64 MiB files), median of %d" % procs,
+         "peak_rss_kib", "KiB", "smaller"),
+        ("sandboxd CPU time user+sys (workload process), median of %d" % procs, "cpu_ms", "ms", "none"),
+    ]
+    for name, key, unit, goal in lines:
+        a, b = one(ours, key), one(theirs, key)
+        ratio = b / a if a > 0 else float("inf")
+        fmt = "%.0f" if unit == "KiB" else "%.2f"
+        print("bench: %s: %s %s vs %s %s %s = %.1fx (goal %s)" % (
+            name, fmt % a, unit, baseline, fmt % b, unit, ratio, goal))
+    return 0
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == "workload":
+        return workload(int(argv[2]))
+    if len(argv) == 5 and argv[1] == "report":
+        return report(argv[2], argv[3], argv[4])
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
