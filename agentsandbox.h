@@ -2753,7 +2753,7 @@ static asb_result asb__random_bytes_why(void *buf, size_t len, char *why, size_t
         len -= (size_t)n;
     }
     if (len > 0 && why)
-        snprintf(why, cap, "no random source: getrandom failed (%s) and /dev/urandom %s",
+        snprintf(why, cap, "no random source: getrandom failed (%s) and /dev/urandom: %s",
                  strerror(gr_err), fd < 0 ? strerror(errno) : "gave no bytes");
     if (fd >= 0) close(fd);
     return len == 0 ? ASB_OK : ASB_ERR_IO;
@@ -4297,11 +4297,10 @@ ASB_API asb_result asb_claim_name_generate(char out[ASB_CLAIM_NAME_SIZE],
                                            asb_error *err) {
     static const char hex[] = "0123456789abcdef";
     unsigned char rnd[4];
+    char why[200];
     int i;
-    if (asb__random_bytes(rnd, sizeof rnd) != ASB_OK)
-        return asb__fail(err, ASB_ERR_IO,
-                         "claim name: the OS random source failed (errno %d)",
-                         errno);
+    if (asb__random_bytes_why(rnd, sizeof rnd, why, sizeof why) != ASB_OK)
+        return asb__fail(err, ASB_ERR_IO, "claim name: %s", why);
     memcpy(out, "sandbox-claim-", 14);
     for (i = 0; i < 4; i++) {
         out[14 + 2 * i] = hex[rnd[i] >> 4];

@@ -1,14 +1,20 @@
 # Static binaries and other toolchains (issue 16).
 #
-#   make static        the examples fully static with musl-gcc against
-#                      mbedTLS 3.6 built by the same compiler (cached in
+#   make static        the examples, the CLI and the runtime server fully
+#                      static with musl-gcc against mbedTLS 3.6 built by
+#                      the same compiler (cached in
 #                      ~/.cache/agentsandbox/mbedtls-3.6-musl), stripped,
 #                      into $(BUILD)/static/; prints each size
 #   make test-static   what a static binary relies on, on glibc and on musl
 #                      (test_static under the HTTP peers, also under a
-#                      64 KiB `ulimit -s`), the unit tests with musl and
-#                      -Werror, the unit tests with -m32, tcc and -Os -flto
+#                      64 KiB `ulimit -s`), its entropy with getrandom alone
+#                      and with no source at all (entropy-test.sh), the
+#                      static runtime server in an empty root and under its
+#                      quick suite, the unit tests with musl and -Werror,
+#                      the unit tests on i686 with TLS, tcc and -Os -flto
 #                      in the compile matrix
+#   make test-cross    the unit tests under qemu-user on aarch64, armhf and
+#                      s390x, each with TLS, and one HTTPS GET from each
 #
 # The empty-root run of the static examples against the local control plane
 # is part of test-kube-cluster (tests/static/empty-root.sh).
@@ -67,11 +73,17 @@ $(TB)/static/musl/%: tests/%.c $(TEST_DEPS) tests/scanalloc.h | $(MUSL_MBEDTLS)/
 	  $(MUSL_TLS_LIBS) -lm -pthread
 # 32-bit x86 with Debian's i686 cross compiler (gcc -m32 needs gcc-multilib,
 # which Debian will not install beside the cross compilers of test-cross),
-# static, run natively; no 32-bit mbedTLS here, so without TLS.
+# static, run natively, with TLS against mbedTLS 3.6 built by the same
+# compiler into the cache (the rule is with the other cross targets below).
 M32_CC ?= i686-linux-gnu-gcc
-$(TB)/static/m32/%: tests/%.c $(TEST_DEPS) tests/scanalloc.h
+M32_MBEDTLS ?= $(or $(HOME),/root)/.cache/agentsandbox/mbedtls-3.6-i686
+$(TB)/static/m32/%: tests/%.c $(TEST_DEPS) tests/scanalloc.h | $(M32_MBEDTLS)/lib/libmbedtls.a
 	@mkdir -p $(@D)
-	$(M32_CC) -std=c99 -O2 $(CFLAGS_WARN) -DASB_TLS=0 $< -o $@ -static -lm -pthread
+	$(M32_CC) -std=c99 -O2 $(CFLAGS_WARN) -I$(M32_MBEDTLS)/include $< -o $@ -static \
+	  $(M32_MBEDTLS)/lib/libmbedtls.a $(M32_MBEDTLS)/lib/libmbedx509.a \
+	  $(M32_MBEDTLS)/lib/libmbedcrypto.a -lm -pthread
+$(M32_MBEDTLS)/lib/libmbedtls.a: | mbedtls3
+	@tests/static/mbedtls-static.sh $(M32_CC) $(M32_MBEDTLS)
 
 $(TB)/static/glibc/test_resolve: tests/static/test_resolve.c $(HDR)
 	@mkdir -p $(@D)
@@ -85,6 +97,12 @@ $(TB)/static/https_get: tests/static/https_get.c $(HDR) | $(MUSL_MBEDTLS)/lib/li
 	@mkdir -p $(@D)
 	$(MUSL_CC) $(STATIC_CFLAGS) $(MUSL_TLS_CFLAGS) $< -o $@ $(STATIC_LDFLAGS) \
 	  $(MUSL_TLS_LIBS) -lm -pthread
+$(TB)/static/glibc/https_get: tests/static/https_get.c $(HDR)
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O2 $(CFLAGS_WARN) $< -o $@ $(LINK)
+$(TB)/static/no_getrandom: tests/static/no_getrandom.c
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O2 $(CFLAGS_WARN) $< -o $@
 $(TB)/static/peak_rss: tests/static/peak_rss.c
 	@mkdir -p $(@D)
 	$(CC) -std=c99 -O2 $(CFLAGS_WARN) $< -o $@
@@ -92,10 +110,16 @@ $(TB)/static/peak_rss: tests/static/peak_rss.c
 TEST_TIERS += test-static
 test-static: $(TB)/static/glibc/test_static $(TB)/static/musl/test_static \
              $(TB)/static/https_get $(TB)/static/peak_rss \
+             $(TB)/static/glibc/https_get $(TB)/static/no_getrandom \
              $(TB)/static/glibc/test_resolve $(TB)/static/musl/test_resolve \
              $(UNIT_NAMES:%=$(TB)/static/musl/%) $(UNIT_NAMES:%=$(TB)/static/m32/%)
 	@echo "--- name resolution: a silent nameserver, then no /etc/resolv.conf (glibc, musl)"; \
 	tests/static/resolver-test.sh $(TB)/static/glibc/test_resolve $(TB)/static/musl/test_resolve
+	@echo "--- the static musl runtime server in an empty root, then its quick suite"; \
+	tests/static/runtime-empty-root.sh $(ST)/agentsandbox-runtime && \
+	python3 tools/runtime/tests/test_runtime.py --binary $(ST)/agentsandbox-runtime --quick \
+	  > $(TB)/static/runtime-quick.log 2>&1 && tail -1 $(TB)/static/runtime-quick.log || \
+	  { cat $(TB)/static/runtime-quick.log; exit 1; }
 	@$(call RUN_UNIT,static/musl)
 	@$(call RUN_UNIT,static/m32)
 	@echo "--- compile matrix: tcc (ASB_TLS=0), gcc -Os -flto, musl-gcc"; \
@@ -117,13 +141,16 @@ test-static: $(TB)/static/glibc/test_static $(TB)/static/musl/test_static \
 	    $(TB)/static/musl/test_static && \
 	  echo "--- one HTTPS GET, static musl ($$(stat -c %s $(TB)/static/https_get) bytes stripped)" && \
 	    $(TB)/static/peak_rss $(TB)/static/https_get \
-	      https://127.0.0.1:$$ASB_PEER_NGINX_HTTPS/small.txt $$ASB_PEER_CERTS_CA'
+	      https://127.0.0.1:$$ASB_PEER_NGINX_HTTPS/small.txt $$ASB_PEER_CERTS_CA && \
+	  echo "--- entropy: getrandom alone in an empty root, then no source at all" && \
+	    tests/static/entropy-test.sh $(TB)/static/no_getrandom $(TB)/static/https_get \
+	      $(TB)/static/glibc/https_get $$ASB_PEER_NGINX_HTTP $$ASB_PEER_NGINX_HTTPS $$ASB_PEER_CERTS_CA'
 
 # --- cross builds under qemu-user -----------------------------------------------
 # The unit tests built by cross compilers (static, so qemu-user needs no
-# sysroot) and run under qemu: aarch64 and armhf (32-bit) without TLS,
-# s390x (big-endian) with TLS against mbedTLS 3.6 built by the same cross
-# compiler into the cache.
+# sysroot) and run under qemu, each with TLS against mbedTLS 3.6 built by
+# the same cross compiler into the cache: aarch64, armhf (32-bit ARM) and
+# s390x (big-endian).
 CROSS_TARGETS := aarch64 armhf s390x
 CROSS_CC_aarch64 := aarch64-linux-gnu-gcc
 CROSS_CC_armhf := arm-linux-gnueabihf-gcc
@@ -131,23 +158,17 @@ CROSS_CC_s390x := s390x-linux-gnu-gcc
 CROSS_QEMU_aarch64 := qemu-aarch64
 CROSS_QEMU_armhf := qemu-arm
 CROSS_QEMU_s390x := qemu-s390x
-CROSS_MBEDTLS_s390x := $(or $(HOME),/root)/.cache/agentsandbox/mbedtls-3.6-s390x
-CROSS_TLS_aarch64 := -DASB_TLS=0
-CROSS_TLS_armhf := -DASB_TLS=0
-CROSS_TLS_s390x := -I$(CROSS_MBEDTLS_s390x)/include
-CROSS_LIBS_s390x := $(CROSS_MBEDTLS_s390x)/lib/libmbedtls.a $(CROSS_MBEDTLS_s390x)/lib/libmbedx509.a \
-                    $(CROSS_MBEDTLS_s390x)/lib/libmbedcrypto.a
+CROSS_MBEDTLS = $(or $(HOME),/root)/.cache/agentsandbox/mbedtls-3.6-$(1)
 EXTRA_DEB_PACKAGES += qemu-user gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf gcc-s390x-linux-gnu \
                       libc6-dev-arm64-cross libc6-dev-armhf-cross libc6-dev-s390x-cross
 
-$(CROSS_MBEDTLS_s390x)/lib/libmbedtls.a: | mbedtls3
-	@tests/static/mbedtls-static.sh $(CROSS_CC_s390x) $(CROSS_MBEDTLS_s390x)
-
 define CROSS_RULES
-$(TB)/cross/$(1)/%: tests/%.c $(TEST_DEPS) tests/scanalloc.h $(if $(CROSS_LIBS_$(1)),| $(CROSS_MBEDTLS_$(1))/lib/libmbedtls.a)
+$(call CROSS_MBEDTLS,$(1))/lib/libmbedtls.a: | mbedtls3
+	@tests/static/mbedtls-static.sh $(CROSS_CC_$(1)) $(call CROSS_MBEDTLS,$(1))
+$(TB)/cross/$(1)/%: tests/%.c $(TEST_DEPS) tests/scanalloc.h | $(call CROSS_MBEDTLS,$(1))/lib/libmbedtls.a
 	@mkdir -p $$(@D)
-	$(CROSS_CC_$(1)) -std=c99 -O2 $(CFLAGS_WARN) $(CROSS_TLS_$(1)) $$< -o $$@ -static \
-	  $(CROSS_LIBS_$(1)) -lm -pthread
+	$(CROSS_CC_$(1)) -std=c99 -O2 $(CFLAGS_WARN) -I$(call CROSS_MBEDTLS,$(1))/include $$< -o $$@ -static \
+	  $(foreach l,mbedtls mbedx509 mbedcrypto,$(call CROSS_MBEDTLS,$(1))/lib/lib$(l).a) -lm -pthread
 endef
 $(foreach t,$(CROSS_TARGETS),$(eval $(call CROSS_RULES,$(t))))
 

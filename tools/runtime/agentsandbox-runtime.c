@@ -2171,7 +2171,7 @@ static void rt_run_command(const char *cmd, size_t cmd_len, struct rt_exec_resul
     char **argv = NULL;
     size_t argc = 0;
     const char *why;
-    int outp[2] = {-1, -1}, errp[2] = {-1, -1};
+    int inp[2] = {-1, -1}, outp[2] = {-1, -1}, errp[2] = {-1, -1};
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     sigset_t none, all;
@@ -2196,8 +2196,16 @@ static void rt_run_command(const char *cmd, size_t cmd_len, struct rt_exec_resul
         rt_exec_fail(res, "embedded null byte");
         return;
     }
-    if (pipe2(outp, O_CLOEXEC) || pipe2(errp, O_CLOEXEC)) {
+    /* stdin: a pipe whose write end is closed at once, so the command
+       reads end-of-file as from /dev/null, which a scratch image or an
+       empty root may not have (posix_spawn would then fail with ENOENT,
+       reported as if the command were missing). */
+    if (pipe2(inp, O_CLOEXEC) || pipe2(outp, O_CLOEXEC) || pipe2(errp, O_CLOEXEC)) {
         int e = errno;
+        if (inp[0] >= 0) {
+            close(inp[0]);
+            close(inp[1]);
+        }
         if (outp[0] >= 0) {
             close(outp[0]);
             close(outp[1]);
@@ -2206,8 +2214,9 @@ static void rt_run_command(const char *cmd, size_t cmd_len, struct rt_exec_resul
         rt_exec_fail(res, "[Errno %d] %s", e, strerror(e));
         return;
     }
+    close(inp[1]);
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, inp[0], 0);
     posix_spawn_file_actions_adddup2(&fa, outp[1], 1);
     posix_spawn_file_actions_adddup2(&fa, errp[1], 2);
     posix_spawn_file_actions_addchdir_np(&fa, g_base_real);
@@ -2233,6 +2242,7 @@ static void rt_run_command(const char *cmd, size_t cmd_len, struct rt_exec_resul
     pthread_mutex_unlock(&g_lock);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
+    close(inp[0]);
     close(outp[1]);
     close(errp[1]);
     if (rc != 0) {

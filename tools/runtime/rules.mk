@@ -79,3 +79,16 @@ runtime-fuzz: $(RT_FUZZ_BIN)
 runtime-bench: $(RT_BIN) runtime-deps
 	@$(RT_DIR)/tests/reference-runtime.sh $(RT_BUILD)/reference
 	python3 $(RT_DIR)/tests/bench_runtime.py --binary $(RT_BIN) --reference $(RT_BUILD)/reference
+
+# make static: the runtime too, with musl like the examples
+# (tests/static/rules.mk): a scratch image needs only this file. test-static
+# runs it in an empty root and runs the quick suite against it.
+$(ST)/agentsandbox-runtime: $(RT_SRC) $(RT_DIR)/rules.mk
+	@mkdir -p $(@D)
+	$(MUSL_CC) $(RT_CFLAGS) -Os -ffunction-sections -fdata-sections $(RT_SRC) -o $@ \
+	  $(STATIC_LDFLAGS) -pthread -lm
+.PHONY: static-runtime
+static-runtime: $(ST)/agentsandbox-runtime
+	@printf 'static: %-34s %7d bytes (%d KiB)\n' $< $$(stat -c %s $<) $$(( $$(stat -c %s $<) / 1024 ))
+static-bins: static-runtime
+test-static: $(ST)/agentsandbox-runtime runtime-deps

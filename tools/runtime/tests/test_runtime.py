@@ -249,7 +249,7 @@ def test_execute_returns_exit_codes_and_signals(srv):
 
 def test_execute_runs_in_the_base_dir_with_no_stdin(srv):
     assert execute(srv, "pwd")["stdout"] == srv.base + "\n"
-    assert execute(srv, "cat")["stdout"] == ""  # stdin is /dev/null: no hang
+    assert execute(srv, "cat")["stdout"] == ""  # stdin is at end-of-file: no hang
     # SIGPIPE is back to default for the child although the server ignores it.
     res = execute(srv, "sh -c 'yes | head -c 3; exit 0'")
     assert res["stdout"] == "y\ny", res
