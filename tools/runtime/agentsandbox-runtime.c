@@ -33,7 +33,11 @@
    Why threads and not an event loop: every request is short except /execute
    and large transfers, which block on a child or the disk anyway. A thread
    per connection keeps each handler straight-line code, and a 256 KiB stack
-   per thread keeps 100 concurrent clients within a few MiB of RSS. */
+   per thread keeps 100 concurrent clients within a few MiB of RSS. The
+   price is that a connection holds a thread while its client sends
+   nothing, which is what load shedding in >>server answers: slots of
+   connections waiting for their clients are given to new ones, so no
+   number of idle or slow clients locks the others out. */
 
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -55,6 +59,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -106,7 +112,8 @@ static void rt_usage(FILE *f)
         "  --max-header-bytes N     largest request head (default 16384) -> 431\n"
         "  --max-output-bytes N     stdout and stderr are each cut after N bytes, with a note\n"
         "                           appended (default 268435456)\n"
-        "  --max-connections N      connections served at once; more wait in the backlog (default 512)\n"
+        "  --max-connections N      connections served at once; past it, one waiting for its\n"
+        "                           client is closed to make room (default 512)\n"
         "  --idle-timeout SECONDS   a stalled read or write ends the connection (default 60)\n"
         "  --header-timeout SECONDS a request head must arrive within this (default 30)\n"
         "  --shutdown-grace SECONDS on SIGTERM, wait this long for running requests (default 10)\n"
@@ -140,18 +147,43 @@ static int rt_parse_int_in(const char *s, long lo, long hi, int *out)
     return 0;
 }
 
+/* --exec-timeout: a plain decimal number of seconds, finite and above 0
+   (no upper bound: the reference takes any, and the waits clamp it). */
 static int rt_parse_seconds(const char *s, double *out)
 {
     char *end;
     double v;
-    if (!s || !*s)
+    if (!s || !*s || !strchr("0123456789.", *s))
         return -1;
     errno = 0;
     v = strtod(s, &end);
-    if (errno || *end || !isfinite(v) || v <= 0 || v > 1e7)
+    if (errno || *end || !isfinite(v) || v <= 0)
         return -1;
     *out = v;
     return 0;
+}
+
+static int rt_parse_py_float(const char *s, double *out);
+
+/* The environment value as Python's %r would show it, enough to see what
+   is wrong with it: printable ASCII as is, other bytes as \xNN. */
+static void rt_quote_for_log(const char *s, char *out, size_t cap)
+{
+    size_t n = 0;
+    out[n++] = '\'';
+    for (; *s && n + 8 < cap; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch >= 0x20 && ch < 0x7f && ch != '\\' && ch != '\'')
+            out[n++] = (char)ch;
+        else
+            n += (size_t)snprintf(out + n, cap - n, "\\x%02x", ch);
+    }
+    if (*s && n + 4 < cap) {
+        memcpy(out + n, "...", 3);
+        n += 3;
+    }
+    out[n++] = '\'';
+    out[n] = 0;
 }
 
 /* Returns 0 to run, 1 to exit successfully (--help), -1 on a usage error. */
@@ -176,10 +208,20 @@ static int rt_config_load(int argc, char **argv, struct rt_config *cfg)
     env = getenv("SANDBOX_BASE_DIR");
     if (env && *env)
         cfg->base_dir = env;
+    /* As the reference does (see rt_parse_py_float): a value that is not
+       a finite number above 0 is a warning and the default, not an exit;
+       an empty value is such a value. */
     env = getenv("SANDBOX_EXEC_TIMEOUT_SECONDS");
-    if (env && *env && rt_parse_seconds(env, &cfg->exec_timeout_s)) {
-        fprintf(stderr, "agentsandbox-runtime: SANDBOX_EXEC_TIMEOUT_SECONDS=%s is not a positive number of seconds\n", env);
-        return -1;
+    if (env) {
+        double v;
+        if (!rt_parse_py_float(env, &v) && isfinite(v) && v > 0) {
+            cfg->exec_timeout_s = v;
+        } else {
+            char shown[200];
+            rt_quote_for_log(env, shown, sizeof shown);
+            fprintf(stderr, "agentsandbox-runtime: warning: ignoring invalid SANDBOX_EXEC_TIMEOUT_SECONDS=%s; "
+                    "using the default of 300 seconds\n", shown);
+        }
     }
 
     for (i = 1; i < argc; i++) {
@@ -351,6 +393,159 @@ static size_t rt_utf8_len(const unsigned char *p, size_t n)
         return n >= 4 && p[1] >= lo && p[1] <= hi && (p[2] & 0xC0) == 0x80 && (p[3] & 0xC0) == 0x80 ? 4 : 0;
     }
     return 0;
+}
+
+/* SANDBOX_EXEC_TIMEOUT_SECONDS is read the way the reference runtime reads
+   it (agent-sandbox's examples/python-runtime-sandbox/main.py,
+   _get_exec_timeout_seconds): whatever Python's float() accepts and is a
+   finite number above 0 is the timeout; anything else gets a warning and
+   300, so a misconfigured pod still serves instead of crash-looping.
+   float() is more liberal than strtod, and the differences are all here:
+   surrounding whitespace (ASCII " \t\n\v\f\r" and Unicode white space, but
+   not \x1c-\x1f), decimal digits of any script (Unicode category Nd, as of
+   Unicode 16.0, the version of Python 3.14 that upstream's image runs),
+   "_" between two digits, "inf"/"infinity"/"nan" in any case; no hex, no
+   trailing junk. */
+
+/* The ZERO of every run of ten Nd digits (UnicodeData.txt 16.0). */
+static const uint32_t rt_nd_zeros[] = {
+    0x30, 0x660, 0x6F0, 0x7C0, 0x966, 0x9E6, 0xA66, 0xAE6, 0xB66, 0xBE6, 0xC66, 0xCE6,
+    0xD66, 0xDE6, 0xE50, 0xED0, 0xF20, 0x1040, 0x1090, 0x17E0, 0x1810, 0x1946, 0x19D0,
+    0x1A80, 0x1A90, 0x1B50, 0x1BB0, 0x1C40, 0x1C50, 0xA620, 0xA8D0, 0xA900, 0xA9D0,
+    0xA9F0, 0xAA50, 0xABF0, 0xFF10, 0x104A0, 0x10D30, 0x10D40, 0x11066, 0x110F0,
+    0x11136, 0x111D0, 0x112F0, 0x11450, 0x114D0, 0x11650, 0x116C0, 0x116D0, 0x116DA,
+    0x11730, 0x118E0, 0x11950, 0x11BF0, 0x11C50, 0x11D50, 0x11DA0, 0x11F50, 0x16130,
+    0x16A60, 0x16AC0, 0x16B50, 0x16D70, 0x1CCF0, 0x1D7CE, 0x1D7D8, 0x1D7E2, 0x1D7EC,
+    0x1D7F6, 0x1E140, 0x1E2F0, 0x1E4F0, 0x1E5F1, 0x1E950, 0x1FBF0,
+};
+
+/* Python's str.isspace() above ASCII (bidi class WS, B or S, or Zs). */
+static int rt_unicode_space(uint32_t c)
+{
+    return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
+           c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+/* Next code point of strict UTF-8 (what Python's decoder accepts: no
+   overlongs, no surrogates, nothing above U+10FFFF); -1 on a bad sequence. */
+static long rt_utf8_next(const unsigned char **pp, const unsigned char *end)
+{
+    const unsigned char *p = *pp;
+    size_t n = rt_utf8_len(p, (size_t)(end - p));
+    uint32_t c;
+    if (n == 0)
+        return -1;
+    if (n == 1)
+        c = p[0];
+    else if (n == 2)
+        c = (uint32_t)(p[0] & 0x1F) << 6 | (p[1] & 0x3F);
+    else if (n == 3)
+        c = (uint32_t)(p[0] & 0x0F) << 12 | (uint32_t)(p[1] & 0x3F) << 6 | (p[2] & 0x3F);
+    else
+        c = (uint32_t)(p[0] & 0x07) << 18 | (uint32_t)(p[1] & 0x3F) << 12 | (uint32_t)(p[2] & 0x3F) << 6 | (p[3] & 0x3F);
+    *pp = p + n;
+    return (long)c;
+}
+
+/* 0 with *out set when Python's float(s) returns a value (which may be
+   inf, nan, 0 or negative), -1 where it raises ValueError. */
+static int rt_parse_py_float(const char *s, double *out)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + strlen(s);
+    char *a = malloc((size_t)(end - p) + 1), *b, *e, *stop;
+    size_t n = 0;
+    int ok = 0;
+    if (!a)
+        return -1;
+    /* Python first maps every code point to ASCII: white space to ' ',
+       a decimal digit of any script to '0'-'9', ASCII below 127 kept;
+       anything else cannot be part of a number. */
+    while (p < end) {
+        long c = rt_utf8_next(&p, end);
+        if (c < 0)
+            goto done;
+        if (c < 127) {
+            a[n++] = (char)c;
+        } else if (rt_unicode_space((uint32_t)c)) {
+            a[n++] = ' ';
+        } else {
+            size_t i, found = 0;
+            for (i = 0; i < sizeof rt_nd_zeros / sizeof rt_nd_zeros[0]; i++)
+                if ((uint32_t)c >= rt_nd_zeros[i] && (uint32_t)c - rt_nd_zeros[i] < 10) {
+                    a[n++] = (char)('0' + ((uint32_t)c - rt_nd_zeros[i]));
+                    found = 1;
+                    break;
+                }
+            if (!found)
+                goto done;
+        }
+    }
+    a[n] = 0;
+    /* "_" only between two ASCII digits, checked before the white space is
+       stripped (as Python does), then dropped. */
+    {
+        char prev = 0;
+        size_t w = 0;
+        for (size_t i = 0; i < n; i++) {
+            char ch = a[i];
+            if (ch == '_') {
+                if (!(prev >= '0' && prev <= '9'))
+                    goto done;
+            } else {
+                if (prev == '_' && !(ch >= '0' && ch <= '9'))
+                    goto done;
+                a[w++] = ch;
+            }
+            prev = ch;
+        }
+        if (prev == '_')
+            goto done;
+        a[w] = 0;
+        n = w;
+    }
+    b = a;
+    e = a + n;
+    while (b < e && strchr(" \t\n\v\f\r", *b) && *b)
+        b++;
+    while (e > b && strchr(" \t\n\v\f\r", e[-1]) && e[-1])
+        e--;
+    if (b == e)
+        goto done;
+    *e = 0;
+    {
+        /* strtod would also take hex, "nan(...)" and "infinit": only
+           Python's grammar gets there. */
+        const char *q = b + (*b == '+' || *b == '-');
+        if (!strcasecmp(q, "inf") || !strcasecmp(q, "infinity") || !strcasecmp(q, "nan")) {
+            ok = 1;
+        } else {
+            int digits = 0;
+            while (*q >= '0' && *q <= '9')
+                q++, digits++;
+            if (*q == '.')
+                for (q++; *q >= '0' && *q <= '9'; q++)
+                    digits++;
+            if (digits && (*q == 'e' || *q == 'E')) {
+                q++;
+                q += *q == '+' || *q == '-';
+                if (*q >= '0' && *q <= '9')
+                    while (*q >= '0' && *q <= '9')
+                        q++;
+                else
+                    q = "x"; /* an exponent without digits */
+            }
+            ok = digits && !*q;
+        }
+    }
+    if (ok) {
+        /* The C locale's decimal point is '.', as Python's own parser;
+           strtod gives inf on overflow and 0 on underflow, as float() does. */
+        *out = strtod(b, &stop);
+        ok = *stop == 0;
+    }
+done:
+    free(a);
+    return ok ? 0 : -1;
 }
 
 /* Escapes in[*pos..n) as JSON string content into out (cap >= 16) until out
@@ -1807,16 +2002,33 @@ struct rt_conn {
     unsigned long long body_remaining, body_total, body_limit;
     struct rt_chunked chunk;
     int body_done, continue_sent, body_error;
-    int keep_alive, idle, responded;
+    int keep_alive, responded;
     int status;                     /* of the response, for the access log */
     unsigned long long sent;
+    /* Under g_lock, for rt_shed: what the thread waits for from the client
+       (RT_WAIT_*; the socket is open while this is set), since when, and
+       whether the accept loop closed it to make room. */
+    int waiting;
+    double wait_since;
+    int shed;
     struct rt_conn *prev, *next;
+};
+
+/* What a connection's thread is blocked on. Only connections waiting for
+   their client can be shed: one running a command or sending an answer is
+   doing work somebody asked for. */
+enum {
+    RT_WAIT_NONE,
+    RT_WAIT_IDLE,   /* no byte of a request yet: new, or keep-alive between requests */
+    RT_WAIT_HEAD,   /* part of a request head */
+    RT_WAIT_BODY    /* a request body, between two reads */
 };
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cond;          /* monotonic clock; signalled on child exit and connection end */
 static struct rt_conn *g_conns;
-static int g_active;
+static int g_active;                   /* connection threads, shed ones included */
+static int g_shed_pending;             /* shed connections whose threads have not ended */
 static atomic_int g_stopping;
 static int g_stop_pipe[2] = {-1, -1};
 
@@ -1996,6 +2208,7 @@ static int rt_body_next(struct rt_conn *c, const char **p, size_t *n)
     for (;;) {
         if (c->body_pos == c->len) {
             ssize_t r;
+            int shed;
             c->body_pos = c->len = c->head_len;
             if (c->req.expect_continue && !c->continue_sent) {
                 static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -2005,14 +2218,28 @@ static int rt_body_next(struct rt_conn *c, const char **p, size_t *n)
                     return -1;
                 }
             }
-            do
-                r = recv(c->fd, c->buf + c->len, c->cap - c->len, 0);
-            while (r < 0 && errno == EINTR);
-            if (r <= 0) {
-                /* Peer gone, or stalled past the idle timeout: the body is
-                   incomplete and the connection unusable. */
+            /* Between two reads of a body the connection may be shed
+               (rt_shed), ranked by how long the client has sent nothing. */
+            pthread_mutex_lock(&g_lock);
+            shed = c->shed;
+            c->waiting = RT_WAIT_BODY;
+            c->wait_since = rt_now();
+            pthread_mutex_unlock(&g_lock);
+            r = 0;
+            if (!shed)
+                do
+                    r = recv(c->fd, c->buf + c->len, c->cap - c->len, 0);
+                while (r < 0 && errno == EINTR);
+            pthread_mutex_lock(&g_lock);
+            c->waiting = RT_WAIT_NONE;
+            shed = c->shed;
+            pthread_mutex_unlock(&g_lock);
+            if (r <= 0 || shed) {
+                /* Peer gone, stalled past the idle timeout, or shed: the
+                   body is incomplete and the connection unusable. A shed
+                   one's socket is shut, so it gets no answer. */
                 c->keep_alive = 0;
-                c->body_error = r == 0 ? 400 : 408;
+                c->body_error = shed ? 0 : r == 0 ? 400 : 408;
                 return -1;
             }
             c->len += (size_t)r;
@@ -2149,6 +2376,10 @@ static void rt_drain_pipe(int *fd, struct rt_buf *b, int *cut)
 static struct timespec rt_abs_time(double at)
 {
     struct timespec ts;
+    /* An exec timeout may be any finite number (1e300 included): far
+       enough is forever, and time_t must not overflow. */
+    if (at > 1e15)
+        at = 1e15;
     ts.tv_sec = (time_t)at;
     ts.tv_nsec = (long)((at - (double)ts.tv_sec) * 1e9);
     return ts;
@@ -2279,6 +2510,8 @@ static void rt_run_command(const char *cmd, size_t cmd_len, struct rt_exec_resul
             if (slow < left)
                 left = slow;
         }
+        if (left > 3600)
+            left = 3600; /* poll takes an int of ms; the loop waits again */
         pr = poll(pf, 2, (int)(left * 1000) + 1);
         if (pr < 0 && errno != EINTR)
             break;
@@ -3194,21 +3427,28 @@ static int rt_read_head(struct rt_conn *c)
                 start = rt_now();
             else if (rt_now() - start > g_cfg.header_timeout_s)
                 return 408;
-        } else {
-            pthread_mutex_lock(&g_lock);
-            if (atomic_load(&g_stopping)) {
-                pthread_mutex_unlock(&g_lock);
-                return 0;
-            }
-            c->idle = 1;
-            pthread_mutex_unlock(&g_lock);
         }
+        /* Announce the wait so rt_shed may end it; an idle connection is
+           ranked by how long it has been idle, a partial head by when it
+           began (a slowloris keeps sending, but never finishes). */
+        pthread_mutex_lock(&g_lock);
+        if (c->shed || (!c->len && atomic_load(&g_stopping))) {
+            pthread_mutex_unlock(&g_lock);
+            return 0;
+        }
+        c->waiting = c->len ? RT_WAIT_HEAD : RT_WAIT_IDLE;
+        c->wait_since = c->len ? start : rt_now();
+        pthread_mutex_unlock(&g_lock);
         r = recv(c->fd, c->buf + c->len, c->cap - c->len, 0);
-        if (c->idle) {
-            pthread_mutex_lock(&g_lock);
-            c->idle = 0;
+        pthread_mutex_lock(&g_lock);
+        c->waiting = RT_WAIT_NONE;
+        if (c->shed) {
+            /* Bytes that came with the shutdown are dropped with the
+               connection: no request of it has been started. */
             pthread_mutex_unlock(&g_lock);
+            return 0;
         }
+        pthread_mutex_unlock(&g_lock);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -3301,6 +3541,8 @@ static void *rt_conn_main(void *arg)
     if (c->next)
         c->next->prev = c->prev;
     g_active--;
+    if (c->shed)
+        g_shed_pending--;
     pthread_cond_broadcast(&g_cond);
     pthread_mutex_unlock(&g_lock);
     free(c->buf);
@@ -3336,7 +3578,7 @@ static int rt_listen(void)
     struct sockaddr_storage ss;
     socklen_t sl;
     int fd, one = 1;
-    char shown[INET6_ADDRSTRLEN];
+    char shown[INET6_ADDRSTRLEN], timeout[40];
     memset(&ss, 0, sizeof ss);
     if (inet_pton(AF_INET, g_cfg.listen_addr, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
         ((struct sockaddr_in *)&ss)->sin_family = AF_INET;
@@ -3367,9 +3609,17 @@ static int rt_listen(void)
         inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, shown, sizeof shown);
     else
         inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, shown, sizeof shown);
-    rt_log("listening on %s port %d, base dir %s, exec timeout %gs", shown,
+    /* The timeout as the shortest decimal that reads back exact, so a
+       test (or a person) sees the value in force, not a rounding of it. */
+    for (int prec = 1; prec <= 17; prec++) {
+        double v = g_cfg.exec_timeout_s;
+        snprintf(timeout, sizeof timeout, "%.*g", prec, v);
+        if (strtod(timeout, NULL) == v && (!strchr(timeout, 'e') || v < 1e-4 || v >= 1e16))
+            break;
+    }
+    rt_log("listening on %s port %d, base dir %s, exec timeout %ss", shown,
            ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port : ((struct sockaddr_in6 *)&ss)->sin6_port),
-           g_base_real, g_cfg.exec_timeout_s);
+           g_base_real, timeout);
     return fd;
 }
 
@@ -3381,6 +3631,105 @@ static void rt_wait_connections(double until)
         pthread_cond_timedwait(&g_cond, &g_lock, &ts);
     }
     pthread_mutex_unlock(&g_lock);
+}
+
+/* Load shedding. A connection costs a thread and a slot whatever its
+   client does, so without this, --max-connections clients that connect and
+   send nothing (or trickle a head, or a body) would lock everyone else out
+   for the idle timeout, and again each time they reconnect. Instead the
+   accept loop never stops accepting: a new connection over the limit takes
+   the slot of the one waiting for its client with the least to lose (see
+   rt_shed_victim); when slots run short, connections that sent nothing for
+   RT_PRESSURE_IDLE_S, or stalled in a request for RT_PRESSURE_STALL_S, are
+   closed at once instead of after the idle or header timeout. Only when
+   every slot is doing work (running a command, sending an answer) is a new
+   connection answered 503 and closed. Counts are logged once a second. */
+#define RT_PRESSURE_IDLE_S 5.0
+#define RT_PRESSURE_STALL_S 10.0
+
+static struct {
+    unsigned long idle, head, body, refused; /* since the last log line */
+    double last_log;
+} g_shed_stats;                                 /* under g_lock */
+
+/* The waiting connection to close first: one with no request started
+   (closing it loses nothing; HTTP lets a server close an idle connection
+   at any time), then a partial head, then a stalled body; the oldest wait
+   first within each. Called with g_lock held. */
+static struct rt_conn *rt_shed_victim(void)
+{
+    struct rt_conn *best = NULL;
+    for (struct rt_conn *c = g_conns; c; c = c->next) {
+        if (c->shed || c->waiting == RT_WAIT_NONE)
+            continue;
+        if (!best || c->waiting < best->waiting ||
+            (c->waiting == best->waiting && c->wait_since < best->wait_since))
+            best = c;
+    }
+    return best;
+}
+
+/* Ends a connection whose thread waits for its client (c->waiting set, so
+   its socket is open): the thread's recv returns 0 and it finishes without
+   starting a request. Called with g_lock held. */
+static void rt_shed(struct rt_conn *c)
+{
+    if (c->waiting == RT_WAIT_IDLE)
+        g_shed_stats.idle++;
+    else if (c->waiting == RT_WAIT_HEAD)
+        g_shed_stats.head++;
+    else
+        g_shed_stats.body++;
+    c->shed = 1;
+    g_shed_pending++;
+    shutdown(c->fd, SHUT_RDWR);
+}
+
+/* When three quarters of the slots are taken: the shorter timeouts. */
+static void rt_shed_under_pressure(double now)
+{
+    if ((g_active - g_shed_pending) * 4 < g_cfg.max_connections * 3)
+        return;
+    for (struct rt_conn *c = g_conns; c; c = c->next) {
+        double waited = now - c->wait_since;
+        if (c->shed || c->waiting == RT_WAIT_NONE)
+            continue;
+        if (waited >= (c->waiting == RT_WAIT_IDLE ? RT_PRESSURE_IDLE_S : RT_PRESSURE_STALL_S))
+            rt_shed(c);
+    }
+}
+
+/* Called with g_lock held, from the accept loop (at least once a second). */
+static void rt_shed_log(double now)
+{
+    unsigned long shed = g_shed_stats.idle + g_shed_stats.head + g_shed_stats.body;
+    if (!shed && !g_shed_stats.refused)
+        return;
+    if (now - g_shed_stats.last_log < 1)
+        return;
+    rt_log("load: closed %lu connections waiting for their clients (%lu idle, %lu in a request head, "
+           "%lu in a body) to keep accepting; %lu refused with 503 (every slot busy); "
+           "%d of --max-connections %d in use",
+           shed, g_shed_stats.idle, g_shed_stats.head, g_shed_stats.body, g_shed_stats.refused,
+           g_active - g_shed_pending, g_cfg.max_connections);
+    memset(&g_shed_stats, 0, sizeof g_shed_stats);
+    g_shed_stats.last_log = now;
+}
+
+/* Every slot works for a client: say so and close, rather than leave the
+   connection in the backlog where nobody answers it. */
+static void rt_refuse_busy(int fd)
+{
+    static const char body[] = "{\"detail\":\"Server busy: every connection slot is serving a request\"}";
+    char msg[512];
+    int n = snprintf(msg, sizeof msg,
+                     "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                     "Retry-After: 1\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n%s",
+                     sizeof body - 1, body);
+    if (send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+        /* nothing more to do for it */
+    }
+    close(fd);
 }
 
 static void rt_ignore_signal(int sig)
@@ -3395,6 +3744,8 @@ int main(int argc, char **argv)
     pthread_attr_t ta;
     pthread_t tid;
     sigset_t block;
+    struct rlimit nofile;
+    double last_sweep = 0;
     int lfd, rc;
 
     rc = rt_config_load(argc, argv, &g_cfg);
@@ -3408,6 +3759,17 @@ int main(int argc, char **argv)
     if (!realpath(g_cfg.base_dir, g_base_real)) {
         rt_log("base dir %s: %s", g_cfg.base_dir, strerror(errno));
         return 2;
+    }
+    /* A descriptor per connection and two per running command: raise the
+       soft limit toward the hard one when the default would run out first
+       (accept4's EMFILE is handled by shedding, but better not to get
+       there). Commands inherit the raised limit. */
+    if (!getrlimit(RLIMIT_NOFILE, &nofile)) {
+        rlim_t want = (rlim_t)g_cfg.max_connections * 3 + 64;
+        if (nofile.rlim_cur != RLIM_INFINITY && nofile.rlim_cur < want) {
+            nofile.rlim_cur = nofile.rlim_max == RLIM_INFINITY || nofile.rlim_max > want ? want : nofile.rlim_max;
+            setrlimit(RLIMIT_NOFILE, &nofile);
+        }
     }
     g_base_real_len = strlen(g_base_real);
     if (g_base_real_len == 1)
@@ -3456,13 +3818,34 @@ int main(int argc, char **argv)
         struct pollfd pf[2] = {{lfd, POLLIN, 0}, {g_stop_pipe[0], POLLIN, 0}};
         struct rt_conn *c;
         struct timeval tv;
-        int fd, one = 1;
-        if (poll(pf, 2, 1000) <= 0 || !(pf[0].revents & POLLIN))
+        int fd, one = 1, refuse = 0, ready;
+        double now;
+        ready = poll(pf, 2, 500);
+        now = rt_now();
+        pthread_mutex_lock(&g_lock);
+        if (now - last_sweep >= 0.5) {
+            rt_shed_under_pressure(now);
+            last_sweep = now;
+        }
+        rt_shed_log(now);
+        pthread_mutex_unlock(&g_lock);
+        if (ready <= 0 || !(pf[0].revents & POLLIN))
             continue;
         fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-                usleep(10000); /* out of resources: let connections finish */
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                /* Out of descriptors or memory: free some by shedding one
+                   waiting connection (one at a time, so a slow thread end
+                   does not make us shed more than needed). */
+                pthread_mutex_lock(&g_lock);
+                if (!g_shed_pending) {
+                    struct rt_conn *victim = rt_shed_victim();
+                    if (victim)
+                        rt_shed(victim);
+                }
+                pthread_mutex_unlock(&g_lock);
+                usleep(1000);
+            }
             continue;
         }
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -3483,9 +3866,20 @@ int main(int argc, char **argv)
         }
         c->fd = fd;
         pthread_mutex_lock(&g_lock);
-        while (g_active >= g_cfg.max_connections && !atomic_load(&g_stopping)) {
-            struct timespec ts = rt_abs_time(rt_now() + 1);
-            pthread_cond_timedwait(&g_cond, &g_lock, &ts);
+        if (g_active - g_shed_pending >= g_cfg.max_connections) {
+            struct rt_conn *victim = rt_shed_victim();
+            if (victim)
+                rt_shed(victim);
+            else
+                refuse = 1;
+        }
+        if (refuse) {
+            g_shed_stats.refused++;
+            pthread_mutex_unlock(&g_lock);
+            rt_refuse_busy(fd);
+            free(c->buf);
+            free(c);
+            continue;
         }
         g_active++;
         c->next = g_conns;
@@ -3513,7 +3907,7 @@ int main(int argc, char **argv)
     close(lfd);
     pthread_mutex_lock(&g_lock);
     for (struct rt_conn *c = g_conns; c; c = c->next)
-        if (c->idle)
+        if (c->waiting == RT_WAIT_IDLE)
             shutdown(c->fd, SHUT_RD);
     pthread_mutex_unlock(&g_lock);
     rt_wait_connections(rt_now() + g_cfg.shutdown_grace_s);

@@ -1,6 +1,7 @@
 /* libFuzzer target for every parser in agentsandbox-runtime that reads
    untrusted bytes: the request head, percent decoding, the chunked decoder,
-   the multipart parser, the /execute JSON reader and the command splitter.
+   the multipart parser, the /execute JSON reader, the command splitter and
+   the SANDBOX_EXEC_TIMEOUT_SECONDS number reader.
 
    The first input byte picks the parser (and a split size, so framing is
    also fed across arbitrary read boundaries); the rest is its input. Each
@@ -184,6 +185,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FZ_CHECK(why != NULL);
         }
         fz_check_escape(in, size);
+        /* The same bytes as SANDBOX_EXEC_TIMEOUT_SECONDS (up to a NUL, as
+           the environment holds them): Python's float() grammar. */
+        {
+            char *z = malloc(size + 1);
+            double v;
+            if (z) {
+                memcpy(z, in, size);
+                z[size] = 0;
+                if (!rt_parse_py_float(z, &v))
+                    FZ_CHECK(!isnan(v) || strcasestr(z, "nan"));
+                free(z);
+            }
+        }
     }
     free(in);
     return 0;

@@ -542,18 +542,22 @@ def test_list_matches_os_stat(srv):
         f.write(b"12345")
     os.symlink("/etc", os.path.join(srv.base, "dir/etc_link"))
     os.symlink("inner", os.path.join(srv.base, "dir/in_link"))
+    os.symlink("nowhere", os.path.join(srv.base, "dir/dangling"))
     r = requests.get(srv.url + "/list/" + q("dir"))
     assert r.status_code == 200, r.text
     got = {e["name"]: e for e in r.json()}
-    assert set(got) == {"inner", "a.txt", "etc_link", "in_link"}, got
+    assert set(got) == {"inner", "a.txt", "etc_link", "in_link", "dangling"}, got
     for name in ["inner", "a.txt", "in_link"]:
         st = os.stat(os.path.join(srv.base, "dir", name))
         e = got[name]
         assert e["size"] == st.st_size and e["mod_time"] == st.st_mtime, (name, e, st)
         assert e["type"] == ("directory" if name != "a.txt" else "file"), e
     # A link out of the base is described as the link itself, not its target.
-    lst = os.lstat(os.path.join(srv.base, "dir/etc_link"))
-    assert got["etc_link"]["type"] == "file" and got["etc_link"]["size"] == lst.st_size
+    # So is a dangling link (the reference's whole listing fails with 500).
+    for name in ["etc_link", "dangling"]:
+        lst = os.lstat(os.path.join(srv.base, "dir", name))
+        e = got[name]
+        assert e["type"] == "file" and e["size"] == lst.st_size and e["mod_time"] == lst.st_mtime, (name, e)
     code, body = curl(srv.url + "/list/")
     assert code == 200 and [e["name"] for e in json.loads(body)] == ["dir"]
     for p in ["dir/a.txt", "missing"]:
@@ -727,7 +731,6 @@ def test_bad_flags_and_environment_fail_clearly():
                            (["--port"], None, "missing value"),
                            (["--listen", "localhost", "--base-dir", "/"], None, "not an IPv4 or IPv6 address"),
                            (["--base-dir", "/nonexistent-rt-dir"], None, "No such file or directory"),
-                           (["--base-dir", "/"], {"SANDBOX_EXEC_TIMEOUT_SECONDS": "soon"}, "not a positive number"),
                            (["--exec-timeout", "-1"], None, "bad value for --exec-timeout")]:
         p = run(args, env)
         assert p.returncode == 2 and why in p.stderr, (args, p.returncode, p.stderr)
@@ -767,7 +770,7 @@ def test_output_over_the_cap_is_cut_with_a_note():
         srv.stop()
 
 
-def test_stalled_clients_are_timed_out_and_connections_capped():
+def test_stalled_clients_are_timed_out():
     srv = Server(args=["--header-timeout", "1", "--idle-timeout", "1", "--max-connections", "2"])
     try:
         # A head trickled past the header timeout gets 408; an idle one is closed.
@@ -795,16 +798,288 @@ def test_stalled_clients_are_timed_out_and_connections_capped():
         idle = socket.create_connection(("127.0.0.1", srv.port))
         idle.settimeout(10)
         assert idle.recv(10) == b""  # closed by the server after --idle-timeout
-        # Two connections held open fill the server; a third waits, then is served.
+    finally:
+        srv.stop()
+
+
+def test_a_full_server_sheds_waiting_connections_and_refuses_only_when_all_work():
+    """Issue 20: a connection over --max-connections is accepted, not left
+    in the backlog: it takes the slot of the connection waiting longest for
+    its client, or gets a 503 when every slot runs a request."""
+    srv = Server(args=["--max-connections", "2"])
+    try:
+        # Two connections that send nothing fill the server; a third is
+        # served at once in the slot of the older one, which is closed.
         a = socket.create_connection(("127.0.0.1", srv.port))
+        a.settimeout(10)
+        assert raw_status(srv, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")[0] == 200
         b = socket.create_connection(("127.0.0.1", srv.port))
-        time.sleep(0.2)
-        t = time.time()
+        b.settimeout(10)
+        assert raw_status(srv, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")[0] == 200
         r = requests.get(srv.url + "/", timeout=10)
-        assert r.status_code == 200 and time.time() - t > 0.5, time.time() - t
+        assert r.status_code == 200, r.status_code
+        assert a.recv(10) == b"" and b.recv(10) == b""  # both shed, oldest first
         a.close()
         b.close()
+        # Two slots running commands are not shed: a third client gets a
+        # 503 at once instead of waiting in the backlog.
+        def run(i):
+            return execute(srv, "sh -c 'touch started%d; while [ ! -e release ]; do sleep 0.05; done'" % i)
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            running = [pool.submit(run, i) for i in (1, 2)]
+            deadline = time.time() + 30
+            while not all(os.path.exists(os.path.join(srv.base, "started%d" % i)) for i in (1, 2)):
+                assert time.time() < deadline, "commands did not start"
+                time.sleep(0.05)
+            r = requests.get(srv.url + "/", timeout=10)
+            assert r.status_code == 503 and r.headers["Retry-After"] == "1", (r.status_code, r.headers)
+            assert "every connection slot" in r.json()["detail"], r.text
+            open(os.path.join(srv.base, "release"), "w").close()
+            assert [f.result()["exit_code"] for f in running] == [0, 0]
+        assert requests.get(srv.url + "/", timeout=10).status_code == 200
+        # The log says what was shed and refused (a line a second at most).
+        deadline = time.time() + 10
+        while True:
+            counts = [tuple(map(int, m.groups())) for m in
+                      (re.search(r"load: closed \d+ .*\((\d+) idle.* (\d+) refused with 503", l) for l in srv.log) if m]
+            if sum(c[0] for c in counts) >= 2 and sum(c[1] for c in counts) == 1:
+                break
+            assert time.time() < deadline, srv.log[-5:]
+            time.sleep(0.1)
     finally:
+        srv.stop()
+
+
+def test_when_slots_run_short_silent_and_stalled_clients_go_sooner():
+    """Issue 20: with three of four slots taken, a connection that sent
+    nothing is closed after about 5 s, and ones stalled in a request head or
+    body after about 10 s, long before the 60 s idle and 30 s header
+    timeouts; the upload that was cut off leaves no file behind."""
+    srv = Server(args=["--max-connections", "4"])
+    try:
+        t0 = time.time()
+        idle = socket.create_connection(("127.0.0.1", srv.port))
+        head = socket.create_connection(("127.0.0.1", srv.port))
+        head.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
+        body = multipart("stalled.txt", b"x" * 1000)
+        bodies = []
+        for _ in range(2):
+            s = socket.create_connection(("127.0.0.1", srv.port))
+            s.sendall(("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
+                       "Content-Type: multipart/form-data; boundary=xYzBoUnDaRy\r\n\r\n" % len(body)).encode()
+                      + body[:200])
+            bodies.append(s)
+        closed_after = []
+        for s in [idle, head] + bodies:
+            s.settimeout(28)  # under the 30 s header and 60 s idle timeouts
+            assert s.recv(4096) == b"", "answered instead of closed"
+            closed_after.append(round(time.time() - t0, 1))
+            s.close()
+        deadline = time.time() + 10  # the thread removes its temporary file after the close
+        while os.listdir(srv.base):
+            assert time.time() < deadline, os.listdir(srv.base)
+            time.sleep(0.05)
+        assert requests.get(srv.url + "/", timeout=10).status_code == 200
+        deadline = time.time() + 5
+        while True:
+            totals = [0, 0, 0]
+            for l in srv.log:
+                m = re.search(r"\((\d+) idle, (\d+) in a request head, (\d+) in a body\)", l)
+                if m:
+                    totals = [a + int(b) for a, b in zip(totals, m.groups())]
+            if totals == [1, 1, 2]:
+                break
+            assert time.time() < deadline, (totals, srv.log)
+            time.sleep(0.1)
+        return "closed after %s s" % closed_after
+    finally:
+        srv.stop()
+
+
+def _exec_timeout_in_force(value):
+    """Starts the server with SANDBOX_EXEC_TIMEOUT_SECONDS=value (bytes) and
+    returns (timeout it reports, the lines before that report)."""
+    env = dict(os.environb)
+    env.pop(b"SANDBOX_BASE_DIR", None)
+    env[b"SANDBOX_EXEC_TIMEOUT_SECONDS"] = value
+    base = tempfile.mkdtemp(prefix="rt-base-")
+    p = subprocess.Popen([BINARY, "--listen", "127.0.0.1", "--port", "0", "--base-dir", base],
+                         env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        lines = []
+        while True:
+            line = p.stderr.readline().decode(errors="replace")
+            assert line, "server exited: %r" % lines
+            m = re.search(r"listening on .* exec timeout (\S+)s$", line.strip())
+            if m:
+                return float(m.group(1)), lines
+            lines.append(line)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=20) == 0
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_exec_timeout_env_is_read_as_the_reference_reads_it():
+    """Issue 20: agent-sandbox's python runtime takes whatever Python's
+    float() takes, if finite and above 0, and otherwise warns and uses 300
+    (a pod must not crash-loop on a typo). Python's float() is the oracle."""
+    import math
+    cases = ["3 ", " 3", "\t7\n", "1e8", "12345678901", "1e300", "5e-324", "+.5", "3.", "0.25",
+             "1_0", "1_000.5", "1e1_0", "\u00a03\u3000", "\u20003", "\u0663\u0660", "\uff11\uff12",
+             "\u0663_\u0660", "\x853",
+             "", "  ", "soon", "0", "-1", "-0", "inf", "Infinity", "nan", "1e400", "1e-400", "0x10",
+             "1__0", "_1", "1_", "1_.5", "1_e5", "1e", "1e+", ".", "3 3", "\x1c3", "3\x1f", "\x7f3", "3s",
+             "\u00ff", "1,5"]
+    for text in cases:
+        try:
+            v = float(text)
+            want = v if math.isfinite(v) and v > 0 else 300.0
+        except ValueError:
+            want = 300.0
+        got, before = _exec_timeout_in_force(text.encode())
+        warned = any("ignoring invalid SANDBOX_EXEC_TIMEOUT_SECONDS" in l for l in before)
+        assert got == want and warned == (want == 300.0 and text != "300"), (text, got, want, before)
+    # Bytes that are not UTF-8 are not a number to Python either.
+    got, before = _exec_timeout_in_force(b"3\xff")
+    assert got == 300.0 and "\\xff" in before[0], (got, before)
+    # Digits added in Unicode 15 and 16 (Kirat Rai THREE, Kawi ONE): the
+    # reference's image runs Python 3.14 (Unicode 16.0); this Python's
+    # tables may be older, so these two are stated, not asked of it.
+    for text, want in [("\U00016d73", 3.0), ("\U00011f51\U00011f50", 10.0)]:
+        assert _exec_timeout_in_force(text.encode())[0] == want, text
+    # The value is the one in force: "0.5 " stops a sleep, 1e300 waits.
+    srv = Server(env={"SANDBOX_EXEC_TIMEOUT_SECONDS": "0.5 "})
+    try:
+        res = execute(srv, "sleep 5")
+        assert res["exit_code"] == 1 and "timed out" in res["stderr"], res
+    finally:
+        srv.stop()
+    srv = Server(env={"SANDBOX_EXEC_TIMEOUT_SECONDS": "1e300"})
+    try:
+        assert execute(srv, "sh -c 'sleep 0.2; echo done'") == {"stdout": "done\n", "stderr": "", "exit_code": 0}
+    finally:
+        srv.stop()
+
+
+def _attack(port, idle_n, slow_n, stop, report):
+    """The hostile side of the starvation test, in its own process so its
+    Python does not share a GIL with the normal client: idle_n connections
+    that never send a byte and slow_n slowloris clients that trickle a
+    request head a header line a second and never end it. Whatever the
+    server closes is reconnected at once, as an attacker would."""
+    import selectors
+    sel = selectors.DefaultSelector()
+    idle, slow = set(), {}
+    stats = {"idle_closed": 0, "slow_closed": 0, "connect_failed": 0, "slow_answered": 0}
+
+    def connect(kind):
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        except OSError:
+            stats["connect_failed"] += 1
+            return
+        s.setblocking(False)
+        if kind == "slow":
+            try:
+                s.send(b"GET / HTTP/1.1\r\nHost: x\r\n")
+            except OSError:
+                pass
+            slow[s] = 0
+        else:
+            idle.add(s)
+        sel.register(s, selectors.EVENT_READ, kind)
+
+    for _ in range(idle_n):
+        connect("idle")
+    for _ in range(slow_n):
+        connect("slow")
+    report.send(("ready", len(idle), len(slow)))
+    last_trickle = time.time()
+    while not stop.is_set():
+        lost = {"idle": 0, "slow": 0}
+        for key, _ in sel.select(timeout=0.05):
+            s = key.fileobj
+            try:
+                data = s.recv(4096)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                data = b""
+            if data:
+                stats["slow_answered"] += 1  # an answer (408) before the close
+                continue
+            sel.unregister(s)
+            s.close()
+            (idle.discard(s) if key.data == "idle" else slow.pop(s, None))
+            stats[key.data + "_closed"] += 1
+            lost[key.data] += 1
+        for kind, n in lost.items():
+            for _ in range(n):
+                connect(kind)
+        if time.time() - last_trickle >= 1:
+            last_trickle = time.time()
+            for s in list(slow):
+                slow[s] += 1
+                try:
+                    s.send(b"X-Slow-%d: 1\r\n" % slow[s])
+                except OSError:
+                    pass
+    report.send(("done", stats))
+
+
+def test_idle_and_slowloris_clients_cannot_starve_others():
+    """Issue 20: 2,000 connections that send nothing plus 50 slowloris
+    clients, all reconnecting when closed, against the default
+    --max-connections 512, while a normal client keeps making requests:
+    every one of them is answered, and the server logs what it shed. The
+    worst latency is printed, not asserted (the machine may be loaded)."""
+    import multiprocessing
+    import resource
+    idle_n, slow_n = 2000, 50
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = idle_n + slow_n + 256
+    if soft < need:
+        assert hard == resource.RLIM_INFINITY or hard >= need, "RLIMIT_NOFILE hard limit %d < %d" % (hard, need)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+    srv = Server()
+    ctx = multiprocessing.get_context("fork")
+    stop = ctx.Event()
+    mine, theirs = ctx.Pipe()
+    attacker = ctx.Process(target=_attack, args=(srv.port, idle_n, slow_n, stop, theirs), daemon=True)
+    try:
+        attacker.start()
+        assert mine.poll(120), "the attacker did not connect"
+        ready = mine.recv()
+        assert ready[0] == "ready" and ready[1] + ready[2] > 512, ready
+        worst, answered = 0.0, 0
+        session = requests.Session()
+        for i in range(30):
+            t = time.time()
+            r = requests.get(srv.url + "/", timeout=30)  # a fresh connection each time
+            assert r.status_code == 200 and r.json()["status"] == "ok", (r.status_code, r.text)
+            res = execute(srv, "echo %d" % i, session=session)  # a keep-alive one
+            assert res == {"stdout": "%d\n" % i, "stderr": "", "exit_code": 0}, res
+            worst = max(worst, time.time() - t)
+            answered += 2
+            time.sleep(0.1)
+        threads = srv.status_field("Threads")
+        stop.set()
+        assert mine.poll(60), "the attacker did not stop"
+        stats = mine.recv()[1]
+        attacker.join(timeout=10)
+        shed_lines = [l for l in srv.log if "load: closed" in l]
+        assert shed_lines and stats["idle_closed"] > 0, (stats, srv.log[-5:])
+        # Shedding kept the threads (a 256 KiB stack each) near the limit.
+        assert threads <= 512 + 64, threads
+        return "%d requests answered, worst %.2fs; attacker: %s; server threads %d; %s" % (
+            answered, worst, stats, threads, shed_lines[-1].strip()[:200])
+    finally:
+        stop.set()
+        if attacker.is_alive():
+            attacker.join(timeout=10)
+            if attacker.is_alive():
+                attacker.kill()
         srv.stop()
 
 
