@@ -50,7 +50,7 @@
            int rc = 1;
 
            memset(&desc, 0, sizeof desc); // defaults: kubeconfig, kubectl tunnel
-           memset(&opts, 0, sizeof opts); // defaults: namespace "default", ...
+           memset(&opts, 0, sizeof opts); // defaults: the context's namespace, ...
            if (strncmp(tpl, "pool:", 5) == 0) {
                opts.warm_pool = tpl + 5; // v1beta1 claims come from a warm pool
                tpl = NULL;
@@ -105,7 +105,7 @@
 
    It needs three things: a kubeconfig for a cluster with agent-sandbox and
    its sandbox router installed, a SandboxTemplate of that name in the
-   "default" namespace, and `kubectl` on PATH (for the tunnel to the
+   kubeconfig context's namespace ("default" when it names none), and `kubectl` on PATH (for the tunnel to the
    router). From agent-sandbox v0.5 on, claims come from a SandboxWarmPool
    instead of naming a template: run it as ./quickstart pool:<pool name>
    (the program then passes NULL for the template and sets
@@ -419,8 +419,12 @@
                  {namespace, ready timeout, labels, shutdown_after_seconds,
                  warm pool, claim name, v1beta1 env and pod metadata}),
                  asb_client_get_sandbox, asb_client_list_active,
-                 asb_client_list_all, asb_client_delete_sandbox,
-                 asb_client_delete_all, asb_client_free (optional cleanup).
+                 asb_client_list_all (names), asb_client_list_claims
+                 (details, every namespace), asb_client_delete_sandbox,
+                 asb_client_delete_all, asb_client_free (optional cleanup);
+                 asb_client_namespace (what a NULL namespace means: the
+                 context's), asb_client_kube and asb_client_claim_resource
+                 for Kubernetes calls of your own.
                  Thread safety: one client may be used from several threads,
                  each driving its own sandboxes (the registry, tunnel and
                  credentials are locked); one handle from one thread at a
@@ -659,7 +663,8 @@
          set desc.router_namespace (router_service, router_port).
      sandbox claim <claim>: TemplateNotFound: ...
          ASB_ERR_TEMPLATE_NOT_FOUND: no SandboxTemplate of that name in the
-         claim's namespace (asb_create_opts.namespace_name, "default").
+         claim's namespace (asb_create_opts.namespace_name, else the
+         context's: asb_client_namespace).
      create: v1beta1 claims name a warm pool, not a template: ...
          ASB_ERR_INVALID_ARGUMENT: agent-sandbox v0.5+ claims come from a
          SandboxWarmPool: pass template NULL and set opts.warm_pool.
@@ -2210,7 +2215,8 @@ typedef struct asb_env_var {
 } asb_env_var;
 
 typedef struct asb_create_opts {
-    const char *namespace_name;    /* default "default" */
+    const char *namespace_name;    /* default NULL: asb_client_namespace
+                                      (the context's, else "default") */
     int ready_timeout_ms;          /* default 180000 */
     const asb_label *labels;       /* validated before any API call */
     size_t label_count;
@@ -2451,7 +2457,7 @@ ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err);
    that is gone ends it (ASB_ERR_NOT_FOUND); a Sandbox that cannot be
    found closes it (it stays tracked, for cleanup); a claim re-created
    under the same name ends it and a new handle is returned. `ns` NULL
-   means "default".
+   means asb_client_namespace (the context's, else "default").
    Errors: ASB_ERR_NOT_FOUND (no such claim, or its Sandbox is gone),
    ASB_ERR_TIMEOUT (not bound within resolve_timeout_ms),
    ASB_ERR_METADATA (deleted while resolving), ASB_ERR_KUBE_API.
@@ -2474,17 +2480,86 @@ typedef struct asb_name_list {
 /* Frees the names and the array. Harmless on an empty list and twice. */
 ASB_API void asb_name_list_free(asb_name_list *list);
 
-/* Every claim in the namespace (NULL: "default") matching the label
-   selector (NULL: all), across pages, tracked by this client or not.
+/* Every claim in the namespace (NULL: the client's namespace, see
+   asb_client_namespace) matching the label selector (NULL: all), across
+   pages, tracked by this client or not. Names only; asb_client_list_claims
+   gives each claim's details, and every namespace.
    Errors: ASB_ERR_KUBE_API (e.g. RBAC forbids list), the transport codes.
    Ownership: free *out with asb_name_list_free on success. */
 ASB_API asb_result asb_client_list_all(asb_client *client, const char *ns,
                                        const char *label_selector, asb_name_list *out,
                                        asb_error *err);
 
-/* Deletes a claim by name (a missing one is fine) and ends its handle,
-   if the client has one (`ns` NULL: "default").
-   Errors: ASB_ERR_KUBE_API, the transport codes. */
+/* The namespace a NULL namespace means in this client's calls (create,
+   get, list, delete): the kubeconfig context's `namespace`, as kubectl
+   reads it, or the pod's own namespace in-cluster; "default" when the
+   context names none. (The Python SDK 1.0.8 always means "default": the
+   same unless the context names a namespace. README: Namespaces.)
+   Never NULL; lives as long as the client. Cannot fail. */
+ASB_API const char *asb_client_namespace(const asb_client *client);
+
+/* The Kubernetes client this client talks through, for the reads and
+   writes the sandbox calls do not cover (a claim's full object, events,
+   other resources). Borrowed: it lives as long as the client; do not
+   free it. Thread safety: as for any asb_kube_client. */
+ASB_API asb_kube_client *asb_client_kube(asb_client *client);
+
+/* The SandboxClaim resource this client uses: group
+   "extensions.agents.x-k8s.io", plural "sandboxclaims", and the version
+   (desc.claim_api_version, or the cluster's preferred one, discovered
+   now if no call has needed it yet), ready for asb_kube_get / _list /
+   _watch. Errors: those of discovery (ASB_ERR_NOT_FOUND when the cluster
+   serves no SandboxClaims, the transport codes).
+   Ownership: the strings are the client's, valid until asb_client_free. */
+ASB_API asb_result asb_client_claim_resource(asb_client *client, asb_kube_resource *out,
+                                             asb_error *err);
+
+/* One claim as listed. Strings are never NULL ("" when absent). */
+typedef struct asb_claim_info {
+    const char *name;
+    const char *namespace_name;
+    const char *template_name;  /* spec.sandboxTemplateRef.name; "" for a
+                                   v1beta1 claim from a warm pool */
+    const char *warm_pool;      /* spec.warmPoolRef.name (v1beta1), else "" */
+    const char *sandbox_name;   /* status.sandbox.name once bound, else "" */
+    int ready;                  /* 1: the Ready condition is True */
+    const char *reason;         /* the Ready condition's reason, "" */
+    const char *message;        /* the Ready condition's message, "" */
+    int64_t created_unix;       /* metadata.creationTimestamp, seconds since
+                                   1970 (age: now minus this); 0 unknown */
+} asb_claim_info;
+
+typedef struct asb_claim_list {
+    size_t count;
+    asb_claim_info *items;
+    asb_allocator alloc_;
+    void *strings_; /* internal: the bytes the items point into */
+} asb_claim_list;
+
+typedef struct asb_claim_list_opts {
+    const char *namespace_name; /* default NULL: asb_client_namespace */
+    int all_namespaces;         /* default 0. 1: every namespace
+                                   (namespace_name is then ignored) */
+    const char *label_selector; /* default NULL: all */
+} asb_claim_list_opts;
+
+/* Every claim matching opts (NULL: the client's namespace, all labels),
+   with its details, across pages, tracked by this client or not; in the
+   apiserver's order (by namespace, then name).
+   Errors: ASB_ERR_KUBE_API (e.g. RBAC forbids list; across namespaces it
+   needs a ClusterRole), ASB_ERR_JSON_INVALID, the transport codes.
+   Ownership: free *out with asb_claim_list_free on success; on failure
+   it is empty. */
+ASB_API asb_result asb_client_list_claims(asb_client *client, const asb_claim_list_opts *opts,
+                                          asb_claim_list *out, asb_error *err);
+/* Frees the items and their strings. Harmless on an empty list and twice. */
+ASB_API void asb_claim_list_free(asb_claim_list *list);
+
+/* Deletes a claim by name and ends its handle, if the client has one
+   (`ns` NULL: asb_client_namespace).
+   Errors: ASB_ERR_NOT_FOUND when there is no such claim (gone already:
+   callers that only want it gone treat it as done), ASB_ERR_KUBE_API,
+   the transport codes. */
 ASB_API asb_result asb_client_delete_sandbox(asb_client *client, const char *claim_name,
                                              const char *ns, asb_error *err);
 
@@ -15230,7 +15305,7 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
     if (!c || ((!tpl || !*tpl) == !opts->warm_pool))
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
                          "create: give a template name or opts.warm_pool, not both");
-    ns = opts->namespace_name ? opts->namespace_name : "default";
+    ns = opts->namespace_name ? opts->namespace_name : asb_client_namespace(c);
     /* every rule before any API call */
     if (asb_dns_label_validate(ns, strlen(ns), err) != ASB_OK) return ASB_ERR_INVALID_ARGUMENT;
     if (asb_labels_validate(opts->labels, opts->label_count, err) != ASB_OK)
@@ -16085,7 +16160,7 @@ ASB_API asb_result asb_client_get_sandbox(asb_client *c, const char *claim, cons
     if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "get: NULL out");
     *out = NULL;
     if (!c || !claim) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "get: NULL argument");
-    if (!ns) ns = "default";
+    if (!ns) ns = asb_client_namespace(c);
     if (asb_dns_label_validate(ns, strlen(ns), err) != ASB_OK) return ASB_ERR_INVALID_ARGUMENT;
     r = asb__api_version(c, err);
     if (r != ASB_OK) return r;
@@ -16206,6 +16281,155 @@ ASB_API void asb_name_list_free(asb_name_list *l) {
     l->count = 0;
 }
 
+ASB_API const char *asb_client_namespace(const asb_client *c) {
+    const asb_kube_config *kc = c ? asb_kube_client_config(c->kube) : NULL;
+    return kc && kc->default_namespace && *kc->default_namespace ? kc->default_namespace
+                                                                 : "default";
+}
+
+ASB_API asb_kube_client *asb_client_kube(asb_client *c) { return c ? c->kube : NULL; }
+
+ASB_API asb_result asb_client_claim_resource(asb_client *c, asb_kube_resource *out,
+                                             asb_error *err) {
+    asb_result r;
+    if (!c || !out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "claim_resource: NULL argument");
+    memset(out, 0, sizeof *out);
+    r = asb__api_version(c, err);
+    if (r == ASB_OK) asb__claims(c, out);
+    return r;
+}
+
+ASB_API void asb_claim_list_free(asb_claim_list *l) {
+    if (!l) return;
+    if (l->items) l->alloc_.free_fn(l->items, l->alloc_.user_data);
+    if (l->strings_) l->alloc_.free_fn(l->strings_, l->alloc_.user_data);
+    l->items = NULL;
+    l->strings_ = NULL;
+    l->count = 0;
+}
+
+/* A string of the claim at tok into the list's string bytes; the item
+   keeps its offset until the bytes stop moving (asb_client_list_claims
+   turns offsets into pointers at the end). */
+static size_t asb__claim_str(const asb_json_doc *d, int from, const char *path, asb_buf *bytes,
+                             asb_result *r) {
+    size_t at = bytes->len;
+    if (*r != ASB_OK) return 0;
+    if (asb_json_find(d, from, path) >= 0 &&
+        asb_json_append_string(d, asb_json_find(d, from, path), bytes) != ASB_OK)
+        bytes->len = at; /* not a string: "" */
+    if (asb_buf_append(bytes, "", 1) != ASB_OK) *r = ASB_ERR_OUT_OF_MEMORY;
+    return at;
+}
+
+ASB_API asb_result asb_client_list_claims(asb_client *c, const asb_claim_list_opts *opts,
+                                          asb_claim_list *out, asb_error *err) {
+    asb_claim_list_opts o;
+    asb_kube_list_opts lo;
+    asb_kube_resource res;
+    asb_buf bytes;
+    char cont[2048] = "";
+    size_t cap = 0, i;
+    asb_result r;
+    if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "list: NULL out");
+    memset(out, 0, sizeof *out);
+    if (!c) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "list: NULL client");
+    out->alloc_ = c->alloc;
+    memset(&o, 0, sizeof o);
+    if (opts) o = *opts;
+    if (!o.namespace_name) o.namespace_name = asb_client_namespace(c);
+    r = asb__api_version(c, err);
+    if (r != ASB_OK) return r;
+    memset(&lo, 0, sizeof lo);
+    lo.label_selector = o.label_selector;
+    lo.limit = 500;
+    asb_buf_init(&bytes, &c->alloc);
+    do {
+        asb_buf page;
+        asb_json_doc d;
+        asb_json_iter it;
+        int item;
+        asb_buf_init(&page, &c->alloc);
+        lo.continue_token = cont;
+        /* ns NULL: the cluster-wide path (the kube layer's rule) */
+        r = asb_kube_list(c->kube, asb__claims(c, &res), o.all_namespaces ? NULL : o.namespace_name,
+                          &lo, &page, err);
+        if (r == ASB_OK && asb_json_doc_parse(&d, page.ptr, page.len, &c->alloc, err) == ASB_OK) {
+            it = asb_json_iter_begin(&d, asb_json_find(&d, 0, "items"));
+            while (r == ASB_OK && asb_json_iter_next(&d, &it, NULL, &item)) {
+                asb_claim_info *ci;
+                asb_json_iter ct;
+                int cond;
+                char ts[64] = "";
+                if (out->count == cap) {
+                    size_t ncap = cap ? cap * 2 : 16;
+                    asb_claim_info *ni = (asb_claim_info *)c->alloc.realloc_fn(
+                        out->items, ncap * sizeof *ni, c->alloc.user_data);
+                    if (!ni) {
+                        r = ASB_ERR_OUT_OF_MEMORY;
+                        break;
+                    }
+                    out->items = ni;
+                    cap = ncap;
+                }
+                ci = &out->items[out->count];
+                memset(ci, 0, sizeof *ci);
+                /* offsets now, pointers at the end (the bytes may move) */
+                ci->name = (const char *)(uintptr_t)asb__claim_str(&d, item, "metadata.name", &bytes, &r);
+                ci->namespace_name =
+                    (const char *)(uintptr_t)asb__claim_str(&d, item, "metadata.namespace", &bytes, &r);
+                ci->template_name = (const char *)(uintptr_t)asb__claim_str(
+                    &d, item, "spec.sandboxTemplateRef.name", &bytes, &r);
+                ci->warm_pool =
+                    (const char *)(uintptr_t)asb__claim_str(&d, item, "spec.warmPoolRef.name", &bytes, &r);
+                /* v0.4 writes status.sandbox.Name, v0.5 .name */
+                ci->sandbox_name = (const char *)(uintptr_t)asb__claim_str(
+                    &d, item,
+                    asb_json_find(&d, item, "status.sandbox.name") >= 0 ? "status.sandbox.name"
+                                                                         : "status.sandbox.Name",
+                    &bytes, &r);
+                ci->reason = ci->message = (const char *)(uintptr_t)asb__claim_str(&d, -1, "", &bytes, &r);
+                ct = asb_json_iter_begin(&d, asb_json_find(&d, item, "status.conditions"));
+                while (asb_json_iter_next(&d, &ct, NULL, &cond)) {
+                    if (!asb_json_string_eq(&d, asb_json_find(&d, cond, "type"), "Ready", 5))
+                        continue;
+                    ci->ready = asb_json_string_eq(&d, asb_json_find(&d, cond, "status"), "True", 4);
+                    ci->reason = (const char *)(uintptr_t)asb__claim_str(&d, cond, "reason", &bytes, &r);
+                    ci->message =
+                        (const char *)(uintptr_t)asb__claim_str(&d, cond, "message", &bytes, &r);
+                }
+                if (asb_json_get_string(&d, asb_json_find(&d, item, "metadata.creationTimestamp"),
+                                        ts, sizeof ts, NULL) == ASB_OK)
+                    asb_time_parse_rfc3339(ts, strlen(ts), &ci->created_unix, NULL);
+                if (r == ASB_OK) out->count++;
+            }
+            cont[0] = '\0';
+            asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.continue"), cont, sizeof cont,
+                                NULL);
+            asb_json_doc_free(&d);
+        } else if (r == ASB_OK) {
+            r = ASB_ERR_JSON_INVALID;
+        }
+        asb_buf_free(&page);
+    } while (r == ASB_OK && cont[0]);
+    if (r == ASB_ERR_OUT_OF_MEMORY) asb__fail(err, r, "list: out of memory");
+    if (r != ASB_OK) {
+        asb_buf_free(&bytes);
+        asb_claim_list_free(out);
+        return r;
+    }
+    out->strings_ = bytes.ptr; /* kept: the items point into it */
+    for (i = 0; i < out->count; i++) {
+        asb_claim_info *ci = &out->items[i];
+        const char **f[7];
+        size_t k;
+        f[0] = &ci->name, f[1] = &ci->namespace_name, f[2] = &ci->template_name;
+        f[3] = &ci->warm_pool, f[4] = &ci->sandbox_name, f[5] = &ci->reason, f[6] = &ci->message;
+        for (k = 0; k < 7; k++) *f[k] = bytes.ptr + (size_t)(uintptr_t)*f[k];
+    }
+    return ASB_OK;
+}
+
 ASB_API asb_result asb_client_list_all(asb_client *c, const char *ns, const char *selector,
                                        asb_name_list *out, asb_error *err) {
     asb_kube_list_opts lo;
@@ -16229,7 +16453,8 @@ ASB_API asb_result asb_client_list_all(asb_client *c, const char *ns, const char
         int item;
         asb_buf_init(&page, &c->alloc);
         lo.continue_token = cont;
-        r = asb_kube_list(c->kube, asb__claims(c, &res), ns ? ns : "default", &lo, &page, err);
+        r = asb_kube_list(c->kube, asb__claims(c, &res), ns ? ns : asb_client_namespace(c), &lo,
+                          &page, err);
         if (r == ASB_OK && asb_json_doc_parse(&d, page.ptr, page.len, &c->alloc, err) == ASB_OK) {
             it = asb_json_iter_begin(&d, asb_json_find(&d, 0, "items"));
             while (r == ASB_OK && asb_json_iter_next(&d, &it, NULL, &item)) {
@@ -16271,16 +16496,17 @@ ASB_API asb_result asb_client_delete_sandbox(asb_client *c, const char *claim, c
     asb_sandbox *s;
     asb_result r;
     if (!c || !claim) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "delete: NULL argument");
-    if (!ns) ns = "default";
+    if (!ns) ns = asb_client_namespace(c);
     r = asb__api_version(c, err);
     if (r == ASB_OK) r = asb_kube_delete(c->kube, asb__claims(c, &res), ns, claim, err);
-    if (r == ASB_ERR_NOT_FOUND) r = ASB_OK;
-    if (r == ASB_OK) {
+    if (r == ASB_OK || r == ASB_ERR_NOT_FOUND) {
+        /* gone either way: a handle for it ends */
         pthread_mutex_lock(&c->lock);
         s = asb__find_handle(c, ns, claim);
         if (s) s->active = 0;
         pthread_mutex_unlock(&c->lock);
-        asb__log(&c->log, ASB_LOG_INFO, "sandbox.delete", "claim %s/%s deleted", ns, claim);
+        asb__log(&c->log, ASB_LOG_INFO, "sandbox.delete", "claim %s/%s %s", ns, claim,
+                 r == ASB_OK ? "deleted" : "not found (gone already)");
     } else {
         asb__log(&c->log, ASB_LOG_ERROR, "sandbox.delete", "claim %s/%s: %s", ns, claim,
                  err ? err->message : asb_result_str(r));

@@ -1662,6 +1662,138 @@ ASBT_TEST(the_claim_api_version_is_discovered_safely_from_many_threads) {
     recorder_stop(rec);
 }
 
+/* The client calls the agentsandbox tool needed (issue 18): the context's
+   namespace for a NULL namespace, a list with details in one namespace or
+   all, and a delete that tells "not there" apart. The recorder plays the
+   apiserver (its one reply is a claim list, then a 404 Status). */
+static asb_client *client_for_recorder(recorder *rec, const char *ctx_ns) {
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_error err;
+    FILE *f;
+    snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-test-sdk-%d.kubeconfig", (int)getpid());
+    f = fopen(unit_cfg, "w");
+    if (!f) return NULL;
+    fprintf(f,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+            "    server: http://127.0.0.1:%d\ncontexts:\n- name: c\n  context: {cluster: c, "
+            "user: u%s%s}\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n",
+            rec->port, ctx_ns ? ", namespace: " : "", ctx_ns ? ctx_ns : "");
+    fclose(f);
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = unit_cfg;
+    d.kube.http.retry.max_attempts = 1;
+    d.claim_api_version = "v1alpha1"; /* no discovery: the reply is the list */
+    d.mode = ASB_CONNECT_DIRECT;
+    d.direct_url = "http://127.0.0.1:1"; /* no sandbox call is made */
+    if (asb_client_create(&d, &c, &err) != ASB_OK) c = NULL;
+    unlink(unit_cfg);
+    return c;
+}
+
+static int recorded_head_starts(recorder *rec, int i, const char *prefix) {
+    recorder_request q;
+    return recorder_get(rec, i, &q) && strncmp(q.head, prefix, strlen(prefix)) == 0;
+}
+
+ASBT_TEST(a_null_namespace_is_the_context_s_and_claims_list_with_details) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client *c, *plain;
+    asb_claim_list l;
+    asb_claim_list_opts lo;
+    asb_name_list names;
+    asb_kube_resource res;
+    asb_error err;
+    ASBT_CHECK(rec != NULL);
+    recorder_reply(rec, 200,
+                   "{\"kind\":\"SandboxClaimList\",\"metadata\":{},\"items\":["
+                   "{\"metadata\":{\"name\":\"one\",\"namespace\":\"team-a\","
+                   "\"creationTimestamp\":\"2026-01-02T03:04:05Z\"},"
+                   "\"spec\":{\"sandboxTemplateRef\":{\"name\":\"tpl\"}},"
+                   "\"status\":{\"sandbox\":{\"Name\":\"one\"},\"conditions\":[{\"type\":"
+                   "\"Other\",\"status\":\"True\"},{\"type\":\"Ready\",\"status\":\"True\","
+                   "\"reason\":\"DependenciesReady\",\"message\":\"ok\"}]}},"
+                   "{\"metadata\":{\"name\":\"two\",\"namespace\":\"team-b\"},"
+                   "\"spec\":{\"warmPoolRef\":{\"name\":\"pool\"}},"
+                   "\"status\":{\"sandbox\":{\"name\":\"two-sb\"},\"conditions\":[{\"type\":"
+                   "\"Ready\",\"status\":\"False\",\"reason\":\"Pending\"}]}},"
+                   "{\"metadata\":{\"name\":\"three\",\"namespace\":\"team-a\"}}]}");
+    c = client_for_recorder(rec, "team-a");
+    plain = client_for_recorder(rec, NULL);
+    ASBT_CHECK(c != NULL && plain != NULL);
+    ASBT_EQ_STR(asb_client_namespace(c), "team-a");
+    ASBT_EQ_STR(asb_client_namespace(plain), "default");
+    ASBT_CHECK(asb_client_kube(c) != NULL);
+    ASBT_EQ_RES(asb_client_claim_resource(c, &res, &err), ASB_OK);
+    ASBT_EQ_STR(res.group, "extensions.agents.x-k8s.io");
+    ASBT_EQ_STR(res.version, "v1alpha1");
+    ASBT_EQ_STR(res.plural, "sandboxclaims");
+
+    ASBT_EQ_RES(asb_client_list_claims(c, NULL, &l, &err), ASB_OK);
+    ASBT_CHECK(recorded_head_starts(
+        rec, 0, "GET /apis/extensions.agents.x-k8s.io/v1alpha1/namespaces/team-a/sandboxclaims?"));
+    ASBT_EQ_INT(l.count, 3);
+    ASBT_EQ_STR(l.items[0].name, "one");
+    ASBT_EQ_STR(l.items[0].namespace_name, "team-a");
+    ASBT_EQ_STR(l.items[0].template_name, "tpl");
+    ASBT_EQ_STR(l.items[0].warm_pool, "");
+    ASBT_EQ_STR(l.items[0].sandbox_name, "one");
+    ASBT_EQ_INT(l.items[0].ready, 1);
+    ASBT_EQ_STR(l.items[0].reason, "DependenciesReady");
+    ASBT_EQ_STR(l.items[0].message, "ok");
+    ASBT_CHECK(l.items[0].created_unix == 1767323045);
+    ASBT_EQ_STR(l.items[1].template_name, "");
+    ASBT_EQ_STR(l.items[1].warm_pool, "pool");
+    ASBT_EQ_STR(l.items[1].sandbox_name, "two-sb");
+    ASBT_EQ_INT(l.items[1].ready, 0);
+    ASBT_EQ_STR(l.items[1].reason, "Pending");
+    ASBT_EQ_STR(l.items[1].message, "");
+    ASBT_CHECK(l.items[1].created_unix == 0);
+    ASBT_EQ_STR(l.items[2].sandbox_name, "");
+    ASBT_EQ_STR(l.items[2].reason, "");
+    asb_claim_list_free(&l);
+    asb_claim_list_free(&l); /* twice is harmless */
+
+    memset(&lo, 0, sizeof lo);
+    lo.all_namespaces = 1;
+    lo.label_selector = "team=x";
+    ASBT_EQ_RES(asb_client_list_claims(c, &lo, &l, &err), ASB_OK);
+    ASBT_CHECK(recorded_head_starts(
+        rec, 1, "GET /apis/extensions.agents.x-k8s.io/v1alpha1/sandboxclaims?labelSelector=team%3Dx"));
+    ASBT_EQ_INT(l.count, 3);
+    asb_claim_list_free(&l);
+    lo.all_namespaces = 0;
+    lo.namespace_name = "team-c";
+    ASBT_EQ_RES(asb_client_list_claims(c, &lo, &l, &err), ASB_OK);
+    ASBT_CHECK(recorded_head_starts(
+        rec, 2, "GET /apis/extensions.agents.x-k8s.io/v1alpha1/namespaces/team-c/sandboxclaims?"));
+    asb_claim_list_free(&l);
+
+    ASBT_EQ_RES(asb_client_list_all(c, NULL, NULL, &names, &err), ASB_OK);
+    ASBT_CHECK(recorded_head_starts(
+        rec, 3, "GET /apis/extensions.agents.x-k8s.io/v1alpha1/namespaces/team-a/sandboxclaims?"));
+    ASBT_EQ_INT(names.count, 3);
+    asb_name_list_free(&names);
+    ASBT_EQ_RES(asb_client_list_all(plain, NULL, NULL, &names, &err), ASB_OK);
+    ASBT_CHECK(recorded_head_starts(
+        rec, 4, "GET /apis/extensions.agents.x-k8s.io/v1alpha1/namespaces/default/sandboxclaims?"));
+    asb_name_list_free(&names);
+
+    /* a claim that is not there: ASB_ERR_NOT_FOUND, in the context's
+       namespace; one that is: ASB_OK */
+    recorder_reply(rec, 404,
+                   "{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"NotFound\","
+                   "\"code\":404,\"message\":\"sandboxclaims \\\"gone\\\" not found\"}");
+    ASBT_EQ_RES(asb_client_delete_sandbox(c, "gone", NULL, &err), ASB_ERR_NOT_FOUND);
+    ASBT_CHECK(recorded_head_starts(
+        rec, 5, "DELETE /apis/extensions.agents.x-k8s.io/v1alpha1/namespaces/team-a/sandboxclaims/gone "));
+    recorder_reply(rec, 200, "{\"kind\":\"Status\",\"status\":\"Success\"}");
+    ASBT_EQ_RES(asb_client_delete_sandbox(c, "there", NULL, &err), ASB_OK);
+    asb_client_free(c);
+    asb_client_free(plain);
+    recorder_stop(rec);
+}
+
 /* -- the kubectl tunnel, with a stand-in kubectl -------------------------------
    The real kubectl (test_sdk_cluster.c) never lies; these scripts print
    what a broken, wrapped or hostile kubectl might, so the tunnel's reading
@@ -1826,6 +1958,7 @@ ASBT_LIST(
     ASBT_CASE(a_create_waiting_for_ready_is_cancelled_and_deletes_its_claim)
     ASBT_CASE(delete_all_deletes_the_claims_of_closed_handles_too)
     ASBT_CASE(the_claim_api_version_is_discovered_safely_from_many_threads)
+    ASBT_CASE(a_null_namespace_is_the_context_s_and_claims_list_with_details)
     ASBT_CASE(kubectl_is_never_run_from_the_working_directory)
     ASBT_CASE(client_options_are_checked_before_anything_runs)
     ASBT_CASE(a_logged_command_is_its_executable_base_name_only)

@@ -614,7 +614,9 @@ ASBT_TEST(list_all_list_active_and_delete_all) {
     ASBT_EQ_RES(asb_client_list_all(c, "default", sel, &names, &err), ASB_OK);
     ASBT_EQ_INT(names.count, 0);
     asb_name_list_free(&names);
-    ASBT_EQ_RES(asb_client_delete_sandbox(c, asb_sandbox_claim_name(s1), NULL, &err), ASB_OK);
+    /* gone already: said so (issue 18: the tool reports it) */
+    ASBT_EQ_RES(asb_client_delete_sandbox(c, asb_sandbox_claim_name(s1), NULL, &err),
+                ASB_ERR_NOT_FOUND);
     asb_client_free(c);
 }
 

@@ -65,9 +65,8 @@ typedef struct cli {
     /* state */
     const char *sub;
     asb_client *client;
-    asb_kube_client *kube;
+    asb_kube_client *kube; /* the client's (asb_client_kube): borrowed */
     asb_cancel *cancel;
-    char claim_version[16];
     char url_buf[600];
     char gw_buf[300];
 } cli;
@@ -109,8 +108,12 @@ static const char *const USAGE =
     "                       port-forward to the router), direct=URL,\n"
     "                       gateway=NAME[/NS], in-cluster\n"
     "  --router-namespace NS  the router's namespace (default agent-sandbox-system)\n"
-    "  -o, --output FORMAT  json or name (default: a table or plain names)\n"
-    "  -v, -v=N, --v=N      log to stderr: 1 lifecycle, 2 every request (no secrets)\n"
+    "  -o, --output FORMAT  json, yaml, name, or wide (get, ls: more columns);\n"
+    "                       default: a table or plain names. Text from the\n"
+    "                       cluster or a sandbox is printed with control\n"
+    "                       characters escaped (\\xHH, \\uHHHH)\n"
+    "  -v, -v=N, --v=N      log to stderr: 1 lifecycle (create, delete, tunnel),\n"
+    "                       2 and up also each sandbox call; never a credential\n"
     "  -h, --help           help; `agentsandbox COMMAND --help` for a command\n"
     "\n"
     "Exit codes:\n"
@@ -141,13 +144,14 @@ static const cmd_help HELPS[] = {
      "  --timeout DURATION   wait at most this long for Ready (default 3m)\n"
      "  --warm-pool POOL     v0.5+: claim from this SandboxWarmPool (no TEMPLATE);\n"
      "                       with a TEMPLATE on v0.4: the warmpool policy\n"
-     "  -o json|name         print an object or sandboxclaim/NAME\n"},
+     "  -o json|yaml|name    print an object or sandboxclaim/NAME\n"},
     {"get",
-     "Usage: agentsandbox get CLAIM... [-o json|name]   (alias: status)\n"
+     "Usage: agentsandbox get CLAIM... [-o json|yaml|name|wide]   (alias: status)\n"
      "Shows each claim: its sandbox, Ready and why not, template, age.\n"
-     "-o json prints the claim object (a List for several).\n"},
+     "-o json and -o yaml print the claim object (a List for several); -o wide\n"
+     "adds the creation time and the Ready condition's message.\n"},
     {"ls",
-     "Usage: agentsandbox ls [-l SELECTOR] [-A] [-o json|name]\n"
+     "Usage: agentsandbox ls [-l SELECTOR] [-A] [-o json|yaml|name|wide]\n"
      "Lists claims in the namespace (-A: every namespace).\n"
      "  -l, --selector SEL   label selector, e.g. team=a,env!=prod\n"
      "  -A, --all-namespaces every namespace\n"},
@@ -173,10 +177,10 @@ static const cmd_help HELPS[] = {
      "  -r, --recursive      copy a directory tree\n"
      "  --timeout DURATION   each file's deadline (default none)\n"},
     {"ls-files",
-     "Usage: agentsandbox ls-files CLAIM [PATH] [-o json|name]\n"
+     "Usage: agentsandbox ls-files CLAIM [PATH] [-o json|yaml|name]\n"
      "Lists a directory in the sandbox (default: its working directory).\n"},
     {"stat",
-     "Usage: agentsandbox stat CLAIM PATH [-o json]\n"
+     "Usage: agentsandbox stat CLAIM PATH [-o json|yaml]\n"
      "Shows one file or directory: type, size, modification time (exit 3 if\n"
      "it is not there).\n"},
     {"cat",
@@ -193,7 +197,7 @@ static const cmd_help HELPS[] = {
      "cluster. bash: source <(agentsandbox completion bash)\n"
      "zsh:  source <(agentsandbox completion zsh)\n"},
     {"version",
-     "Usage: agentsandbox version [-o json]\n"
+     "Usage: agentsandbox version [-o json|yaml]\n"
      "Prints the tool's version, the library's and its TLS backend.\n"},
 };
 
@@ -220,7 +224,7 @@ static const char *help_for(const char *sub) {
    already show a path's control bytes as \xHH; -o json has the exact
    bytes). Applied on terminals and pipes alike: a script reading the
    output gets the same line a person sees (-o json is escaped as JSON
-   instead: print_json). */
+   instead: write_json_text). */
 
 /* Length of the UTF-8 sequence at p (shortest form, no surrogates, at
    most U+10FFFF) and its code point; 0 when it is not one. */
@@ -502,8 +506,10 @@ static int parse_args(cli *c, int argc, char **argv) {
         else if (is_flag(a, "--router-namespace", &n)) VALUE(router_ns);
         else if (is_flag(a, "--output", &n) || is_flag(a, "-o", &n)) {
             VALUE(output);
-            if (strcmp(c->output, "json") != 0 && strcmp(c->output, "name") != 0)
-                return usage_error(c, "-o %s: the formats are json and name", c->output);
+            if (strcmp(c->output, "json") != 0 && strcmp(c->output, "yaml") != 0 &&
+                strcmp(c->output, "name") != 0 && strcmp(c->output, "wide") != 0)
+                return usage_error(c, "-o %s: the formats are json, yaml, name and wide",
+                                   c->output);
         } else if (strcmp(a, "-v") == 0) c->verbosity = 1;
         else if (strcmp(a, "-vv") == 0) c->verbosity = 2;
         else if (strncmp(a, "-v=", 3) == 0 || strncmp(a, "--v=", 4) == 0) {
@@ -574,15 +580,16 @@ static void set_logger(const cli *c, asb_logger *lg) {
     lg->min_level = c->verbosity >= 2 ? ASB_LOG_DEBUG : ASB_LOG_INFO;
 }
 
-/* The Kubernetes client: for the namespace default and for the reads the
-   sandbox client has no call for (a claim's status and labels, every
-   namespace). API friction: asb_client has no accessor for the
-   asb_kube_client it holds, so the tool loads the kubeconfig twice. */
-static int open_kube(cli *c) {
-    asb_kube_client_desc kd;
+/* The sandbox client, made once per run; its Kubernetes client
+   (asb_client_kube) serves the reads the sandbox calls do not cover (a
+   claim's whole object for -o json), and a NULL -n is the namespace the
+   client itself uses (asb_client_namespace: the context's). Nothing is
+   sent and kubectl is not started here. */
+static int open_client(cli *c) {
+    asb_client_desc d;
     asb_error e;
     asb_result r;
-    if (c->kube) return 0;
+    if (c->client) return 0;
     /* bad names are usage errors, found before anything is sent */
     if (c->ns && asb_dns_label_validate(c->ns, strlen(c->ns), &e) != ASB_OK)
         return usage_error(c, "-n %s: %s", c->ns, e.message);
@@ -597,57 +604,6 @@ static int open_kube(cli *c) {
     }
     if (c->name && asb_claim_name_validate(c->name, strlen(c->name), &e) != ASB_OK)
         return usage_error(c, "--name: %s", e.message);
-    kube_desc(c, &kd);
-    set_logger(c, &kd.http.log);
-    r = asb_kube_client_create(&kd, &c->kube, &e);
-    if (r != ASB_OK) return fail(c, r, &e, "cannot load the Kubernetes configuration");
-    if (!c->ns) {
-        const asb_kube_config *kc = asb_kube_client_config(c->kube);
-        c->ns = kc && kc->default_namespace && *kc->default_namespace ? kc->default_namespace
-                                                                      : "default";
-    }
-    return 0;
-}
-
-/* The claim group's served version, found as the library finds it.
-   API friction: asb_client discovers it but does not say which it chose. */
-static int claim_resource(cli *c, asb_kube_resource *res) {
-    asb_buf body;
-    asb_error e;
-    asb_result r;
-    res->group = "extensions.agents.x-k8s.io";
-    res->plural = "sandboxclaims";
-    res->version = c->claim_version;
-    if (c->claim_version[0]) return 0;
-    asb_buf_init(&body, NULL);
-    r = asb_kube_request(c->kube, "GET", "/apis/extensions.agents.x-k8s.io", NULL, NULL, 0,
-                         &body, &e);
-    if (r == ASB_OK) {
-        asb_json_doc d;
-        if (asb_json_doc_parse(&d, body.ptr, body.len, NULL, &e) == ASB_OK) {
-            asb_json_get_string(&d, asb_json_find(&d, 0, "preferredVersion.version"),
-                                c->claim_version, sizeof c->claim_version, NULL);
-            asb_json_doc_free(&d);
-        }
-        if (!c->claim_version[0]) snprintf(c->claim_version, sizeof c->claim_version, "v1alpha1");
-    }
-    asb_buf_free(&body);
-    if (r == ASB_ERR_NOT_FOUND) {
-        fprintf(stderr, "agentsandbox: the cluster serves no SandboxClaims "
-                        "(extensions.agents.x-k8s.io)\n  hint: install agent-sandbox with its "
-                        "extensions, or check --context\n");
-        return EXIT_NOTFOUND;
-    }
-    if (r != ASB_OK) return fail(c, r, &e, "cannot reach the Kubernetes API");
-    return 0;
-}
-
-static int open_client(cli *c) {
-    asb_client_desc d;
-    asb_error e;
-    asb_result r;
-    int rc = open_kube(c);
-    if (rc) return rc;
     memset(&d, 0, sizeof d);
     kube_desc(c, &d.kube);
     set_logger(c, &d.log);
@@ -674,8 +630,28 @@ static int open_client(cli *c) {
                               "gateway=NAME[/NS] and in-cluster", c->connect);
     }
     r = asb_client_create(&d, &c->client, &e);
+    if (r == ASB_ERR_KUBECONFIG || r == ASB_ERR_CREDENTIALS)
+        return fail(c, r, &e, "cannot load the Kubernetes configuration");
     if (r != ASB_OK) return fail(c, r, &e, "cannot make a sandbox client (--connect %s)",
                                  c->connect ? c->connect : "tunnel");
+    c->kube = asb_client_kube(c->client); /* borrowed */
+    if (!c->ns) c->ns = asb_client_namespace(c->client);
+    return 0;
+}
+
+static int no_claim_api(void) {
+    fprintf(stderr, "agentsandbox: the cluster serves no SandboxClaims "
+                    "(extensions.agents.x-k8s.io)\n  hint: install agent-sandbox with its "
+                    "extensions, or check --context\n");
+    return EXIT_NOTFOUND;
+}
+
+/* The SandboxClaim resource at the version the client uses. */
+static int claim_resource(cli *c, asb_kube_resource *res) {
+    asb_error e;
+    asb_result r = asb_client_claim_resource(c->client, res, &e);
+    if (r == ASB_ERR_NOT_FOUND) return no_claim_api();
+    if (r != ASB_OK) return fail(c, r, &e, "cannot reach the Kubernetes API");
     return 0;
 }
 
@@ -724,37 +700,157 @@ static void write_json_text(const char *s, size_t n) {
     fwrite(s + i - run, 1, run, stdout);
 }
 
-static void print_json(const asb_buf *b) {
-    write_json_text(b->ptr, b->len);
-    putchar('\n');
+static int out_is(const cli *c, const char *format) {
+    return c->output && strcmp(c->output, format) == 0;
 }
 
-/* An answer of the apiserver, printed only once it parses as JSON. */
-static int print_server_json(const cli *c, const asb_buf *b, int newline) {
+/* -o json or -o yaml: an object or list for a program to read. */
+static int structured(const cli *c) { return out_is(c, "json") || out_is(c, "yaml"); }
+
+/* ---- YAML output (-o yaml), from a parsed JSON document ---------------------- */
+
+static void indent_to(int n) {
+    while (n-- > 0) putchar(' ');
+}
+
+/* A string as YAML reads it back: plain when it cannot be mistaken for
+   anything else (a name, a path), else double-quoted with JSON's escapes,
+   which YAML's double-quoted style shares (DEL, C1 and bidi overrides as
+   \u escapes through write_json_text). */
+static void yaml_string(const char *s, size_t n) {
+    static const char *const special[] = {"true", "false", "yes", "no", "on", "off",
+                                          "null", "y", "n", "~"};
+    size_t i;
+    int plain = n > 0 && !(s[0] >= '0' && s[0] <= '9') && s[0] != '-' && s[0] != '.';
+    for (i = 0; plain && i < n; i++) {
+        char ch = s[i];
+        plain = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                ch == '-' || ch == '_' || ch == '.' || ch == '/';
+    }
+    for (i = 0; plain && i < sizeof special / sizeof special[0]; i++) {
+        size_t k, l = strlen(special[i]);
+        int same = l == n;
+        for (k = 0; same && k < n; k++)
+            same = (s[k] | 0x20) == special[i][k]; /* ASCII case-insensitive */
+        if (same) plain = 0;
+    }
+    if (plain) {
+        fwrite(s, 1, n, stdout);
+    } else {
+        asb_buf b;
+        asb_json_writer w;
+        asb_buf_init(&b, NULL);
+        asb_json_writer_init(&w, &b);
+        w.replace_invalid_utf8 = 1;
+        asb_json_string_n(&w, s, n);
+        if (asb_json_writer_finish(&w) == ASB_OK) write_json_text(b.ptr, b.len);
+        else fputs("\"\"", stdout);
+        asb_buf_free(&b);
+    }
+}
+
+static void yaml_scalar(const asb_json_doc *d, int tok) {
+    const asb_json_tok *t = &d->toks[tok];
+    if (t->type == ASB_JSON_STRING) {
+        asb_buf b;
+        asb_buf_init(&b, NULL);
+        if (asb_json_append_string(d, tok, &b) == ASB_OK) yaml_string(b.ptr ? b.ptr : "", b.len);
+        else fputs("\"\"", stdout);
+        asb_buf_free(&b);
+    } else if (t->type == ASB_JSON_OBJECT) {
+        fputs("{}", stdout);
+    } else if (t->type == ASB_JSON_ARRAY) {
+        fputs("[]", stdout);
+    } else { /* number, true, false, null: the same words in YAML */
+        fwrite(d->js + t->start, 1, (size_t)(t->end - t->start), stdout);
+    }
+}
+
+static int yaml_is_block(const asb_json_doc *d, int tok) {
+    const asb_json_tok *t = &d->toks[tok];
+    return (t->type == ASB_JSON_OBJECT || t->type == ASB_JSON_ARRAY) && t->size > 0;
+}
+
+static void yaml_array(const asb_json_doc *d, int tok, int ind);
+
+/* An object's members at indent ind; the first one goes where the cursor
+   is when first_inline (after "- "). */
+static void yaml_object(const asb_json_doc *d, int tok, int ind, int first_inline) {
+    asb_json_iter it = asb_json_iter_begin(d, tok);
+    int key, val, first = 1;
+    while (asb_json_iter_next(d, &it, &key, &val)) {
+        if (!(first && first_inline)) indent_to(ind);
+        first = 0;
+        yaml_scalar(d, key);
+        putchar(':');
+        if (!yaml_is_block(d, val)) {
+            putchar(' ');
+            yaml_scalar(d, val);
+            putchar('\n');
+        } else if (d->toks[val].type == ASB_JSON_OBJECT) {
+            putchar('\n');
+            yaml_object(d, val, ind + 2, 0);
+        } else {
+            putchar('\n');
+            yaml_array(d, val, ind); /* kubectl's style: "- " under the key */
+        }
+    }
+}
+
+static void yaml_array(const asb_json_doc *d, int tok, int ind) {
+    asb_json_iter it = asb_json_iter_begin(d, tok);
+    int val;
+    while (asb_json_iter_next(d, &it, NULL, &val)) {
+        indent_to(ind);
+        fputs("- ", stdout);
+        if (!yaml_is_block(d, val)) {
+            yaml_scalar(d, val);
+            putchar('\n');
+        } else if (d->toks[val].type == ASB_JSON_OBJECT) {
+            yaml_object(d, val, ind + 2, 1);
+        } else {
+            putchar('\n');
+            yaml_array(d, val, ind + 2);
+        }
+    }
+}
+
+/* -o json or -o yaml of a JSON text: an apiserver's answer or the
+   writer's, printed only once it parses (so nothing raw gets through). */
+static int print_structured(const cli *c, const char *js, size_t n) {
     asb_json_doc d;
     asb_error e;
-    if (asb_json_doc_parse(&d, b->ptr, b->len, NULL, &e) != ASB_OK)
-        return fail(c, e.code, &e, "the apiserver's answer is not JSON");
+    if (asb_json_doc_parse(&d, js, n, NULL, &e) != ASB_OK)
+        return fail(c, e.code, &e, "the answer is not JSON");
+    if (out_is(c, "yaml")) {
+        if (d.toks[0].type == ASB_JSON_OBJECT && d.toks[0].size > 0) yaml_object(&d, 0, 0, 0);
+        else if (d.toks[0].type == ASB_JSON_ARRAY && d.toks[0].size > 0) yaml_array(&d, 0, 0);
+        else {
+            yaml_scalar(&d, 0);
+            putchar('\n');
+        }
+    } else {
+        write_json_text(js, n);
+        putchar('\n');
+    }
     asb_json_doc_free(&d);
-    write_json_text(b->ptr, b->len);
-    if (newline) putchar('\n');
     return 0;
 }
 
-static void age(char *out, size_t cap, const char *ts) {
-    struct tm tm;
-    time_t t, now = time(NULL);
+/* A writer's document (finished by the caller) to -o json / yaml. */
+static int print_writer(const cli *c, asb_json_writer *w, asb_buf *b) {
+    int rc = asb_json_writer_finish(w) == ASB_OK ? print_structured(c, b->ptr, b->len) : EXIT_FAIL;
+    asb_buf_free(b);
+    return rc;
+}
+
+static void age(char *out, size_t cap, int64_t created) {
     long long s;
-    memset(&tm, 0, sizeof tm);
-    if (!ts || sscanf(ts, "%4d-%2d-%2dT%2d:%2d:%2dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                      &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6) {
+    if (!created) {
         snprintf(out, cap, "<unknown>");
         return;
     }
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    t = timegm(&tm);
-    s = (long long)difftime(now, t);
+    s = (long long)(time(NULL) - (time_t)created);
     if (s < 0) s = 0;
     if (s < 120) snprintf(out, cap, "%llds", s);
     else if (s < 7200) snprintf(out, cap, "%lldm", s / 60);
@@ -768,41 +864,72 @@ static void str_at(const asb_json_doc *d, int from, const char *path, char *out,
         snprintf(out, cap, "%s", dflt);
 }
 
-/* One table row from a claim object. */
-static void claim_row(const asb_json_doc *d, int obj, int with_ns) {
-    char name[256], ns[64], sb[256], tpl[256], ready[16] = "Unknown", reason[128] = "", when[64];
-    char ts[64];
+/* One claim's row: ls has them from asb_client_list_claims; get reads the
+   claim object, filled into the same struct by claim_from_json. */
+typedef struct claim_strs {
+    char name[256], ns[64], tpl[256], pool[256], sb[256], reason[128], message[512], ts[64];
+} claim_strs;
+
+static void claim_from_json(const asb_json_doc *d, int obj, claim_strs *s, asb_claim_info *ci) {
     asb_json_iter it;
     int cond;
-    str_at(d, obj, "metadata.name", name, sizeof name, "?");
-    str_at(d, obj, "metadata.namespace", ns, sizeof ns, "?");
-    str_at(d, obj, "status.sandbox.name", sb, sizeof sb, "");
-    if (!sb[0]) str_at(d, obj, "status.sandbox.Name", sb, sizeof sb, "<none>");
-    str_at(d, obj, "spec.sandboxTemplateRef.name", tpl, sizeof tpl, "");
-    if (!tpl[0]) str_at(d, obj, "spec.warmPoolRef.name", tpl, sizeof tpl, "<none>");
-    str_at(d, obj, "metadata.creationTimestamp", ts, sizeof ts, "");
+    memset(ci, 0, sizeof *ci);
+    str_at(d, obj, "metadata.name", s->name, sizeof s->name, "");
+    str_at(d, obj, "metadata.namespace", s->ns, sizeof s->ns, "");
+    str_at(d, obj, "spec.sandboxTemplateRef.name", s->tpl, sizeof s->tpl, "");
+    str_at(d, obj, "spec.warmPoolRef.name", s->pool, sizeof s->pool, "");
+    str_at(d, obj, "status.sandbox.name", s->sb, sizeof s->sb, "");
+    if (!s->sb[0]) str_at(d, obj, "status.sandbox.Name", s->sb, sizeof s->sb, "");
+    str_at(d, obj, "metadata.creationTimestamp", s->ts, sizeof s->ts, "");
+    s->reason[0] = s->message[0] = '\0';
     it = asb_json_iter_begin(d, asb_json_find(d, obj, "status.conditions"));
     while (asb_json_iter_next(d, &it, NULL, &cond)) {
         if (!asb_json_string_eq(d, asb_json_find(d, cond, "type"), "Ready", 5)) continue;
-        str_at(d, cond, "status", ready, sizeof ready, "Unknown");
-        str_at(d, cond, "reason", reason, sizeof reason, "");
+        ci->ready = asb_json_string_eq(d, asb_json_find(d, cond, "status"), "True", 4);
+        str_at(d, cond, "reason", s->reason, sizeof s->reason, "");
+        str_at(d, cond, "message", s->message, sizeof s->message, "");
     }
-    age(when, sizeof when, ts);
-    if (with_ns) printf("%-20s ", safe(ns));
-    printf("%-32s %-32s %-7s %-24s %-28s %s\n", safe(name), safe(sb), safe(ready),
-           reason[0] ? safe(reason) : "-", safe(tpl), when);
+    ci->name = s->name;
+    ci->namespace_name = s->ns;
+    ci->template_name = s->tpl;
+    ci->warm_pool = s->pool;
+    ci->sandbox_name = s->sb;
+    ci->reason = s->reason;
+    ci->message = s->message;
+    if (s->ts[0]) asb_time_parse_rfc3339(s->ts, strlen(s->ts), &ci->created_unix, NULL);
 }
 
-static void table_head(int with_ns) {
+static void table_head(const cli *c, int with_ns) {
     if (with_ns) printf("%-20s ", "NAMESPACE");
-    printf("%-32s %-32s %-7s %-24s %-28s %s\n", "NAME", "SANDBOX", "READY", "REASON",
-           "TEMPLATE", "AGE");
+    printf("%-32s %-32s %-7s %-24s %-28s %s", "NAME", "SANDBOX", "READY", "REASON", "TEMPLATE",
+           out_is(c, "wide") ? "AGE   CREATED              MESSAGE" : "AGE");
+    putchar('\n');
+}
+
+/* Every string here came from the cluster: through safe(). */
+static void claim_row(const cli *c, const asb_claim_info *ci, int with_ns) {
+    char when[32], src[300];
+    age(when, sizeof when, ci->created_unix);
+    if (ci->template_name[0]) snprintf(src, sizeof src, "%s", ci->template_name);
+    else if (ci->warm_pool[0]) snprintf(src, sizeof src, "pool:%s", ci->warm_pool);
+    else snprintf(src, sizeof src, "<none>");
+    if (with_ns) printf("%-20s ", safe(ci->namespace_name));
+    printf("%-32s %-32s %-7s %-24s %-28s %s", safe(ci->name),
+           ci->sandbox_name[0] ? safe(ci->sandbox_name) : "<none>", ci->ready ? "True" : "False",
+           ci->reason[0] ? safe(ci->reason) : "-", safe(src), when);
+    if (out_is(c, "wide")) {
+        char created[ASB_TIME_SIZE] = "-";
+        if (ci->created_unix) asb_time_format_rfc3339(ci->created_unix, created);
+        printf("%*s %-20s %s", (int)(5 - (strlen(when) < 5 ? strlen(when) : 5)), "", created,
+               ci->message[0] ? safe(ci->message) : "-");
+    }
+    putchar('\n');
 }
 
 /* ---- commands --------------------------------------------------------------- */
 
 static int cmd_version(cli *c) {
-    if (c->output && strcmp(c->output, "json") == 0) {
+    if (structured(c)) {
         asb_buf b;
         asb_json_writer w;
         asb_buf_init(&b, NULL);
@@ -815,12 +942,10 @@ static int cmd_version(cli *c) {
         asb_json_key(&w, "tls");
         asb_json_string(&w, asb_tls_backend());
         asb_json_object_end(&w);
-        if (asb_json_writer_finish(&w) == ASB_OK) print_json(&b);
-        asb_buf_free(&b);
-    } else {
-        printf("agentsandbox %s (agentsandbox.h %s, TLS: %s)\n", ASB_VERSION_STRING,
-               ASB_VERSION_STRING, asb_tls_backend());
+        return print_writer(c, &w, &b);
     }
+    printf("agentsandbox %s (agentsandbox.h %s, TLS: %s)\n", ASB_VERSION_STRING,
+           ASB_VERSION_STRING, asb_tls_backend());
     return 0;
 }
 
@@ -841,11 +966,11 @@ static int get_claim(cli *c, const char *name, asb_buf *out) {
 }
 
 static int cmd_get(cli *c) {
-    int i, rc = 0, json = c->output && strcmp(c->output, "json") == 0, first = 1;
-    int head = 0;
+    asb_buf list;
+    int i, rc = 0, head = 0, n = 0;
     if (c->npos < 1) return usage_error(c, "%s needs at least one CLAIM", c->sub);
-    if ((rc = open_kube(c)) != 0) return rc;
-    if (json && c->npos > 1) printf("{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":[");
+    if ((rc = open_client(c)) != 0) return rc;
+    asb_buf_init(&list, NULL);
     for (i = 0; i < c->npos; i++) {
         asb_buf b;
         int one;
@@ -853,153 +978,156 @@ static int cmd_get(cli *c) {
         one = get_claim(c, c->pos[i], &b);
         if (one) {
             rc = one;
-        } else if (json) {
-            if (!first) putchar(',');
-            one = print_server_json(c, &b, c->npos == 1);
+        } else if (structured(c) && c->npos == 1) {
+            one = print_structured(c, b.ptr, b.len);
             if (one) rc = one;
-            first = 0;
-        } else if (c->output) {
+        } else if (structured(c)) { /* several: one List, as kubectl */
+            const char *sep = n ? "," : "{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":[";
+            if (asb_buf_append(&list, sep, strlen(sep)) != ASB_OK ||
+                asb_buf_append(&list, b.ptr, b.len) != ASB_OK)
+                rc = EXIT_FAIL;
+            n++;
+        } else if (out_is(c, "name")) {
             printf("sandboxclaim/%s\n", safe(c->pos[i]));
         } else {
             asb_json_doc d;
             asb_error e;
             if (asb_json_doc_parse(&d, b.ptr, b.len, NULL, &e) == ASB_OK) {
-                if (!head) table_head(0);
+                claim_strs cs;
+                asb_claim_info ci;
+                claim_from_json(&d, 0, &cs, &ci);
+                if (!head) table_head(c, 0);
                 head = 1;
-                claim_row(&d, 0, 0);
+                claim_row(c, &ci, 0);
                 asb_json_doc_free(&d);
+            } else {
+                rc = fail(c, e.code, &e, "claim %s: the answer is not JSON", c->pos[i]);
             }
         }
         asb_buf_free(&b);
     }
-    if (json && c->npos > 1) printf("]}\n");
+    if (n) {
+        if (asb_buf_append(&list, "]}", 2) == ASB_OK) {
+            int one = print_structured(c, list.ptr, list.len);
+            if (one) rc = one;
+        } else {
+            rc = EXIT_FAIL;
+        }
+    }
+    asb_buf_free(&list);
     return rc;
 }
 
-/* Every claim's page as the apiserver sends it (paged, 500 at a time). */
-static int list_claims(cli *c, asb_buf *out) {
-    asb_kube_resource res;
-    asb_kube_list_opts lo;
-    asb_error e;
-    asb_result r;
-    int rc = claim_resource(c, &res);
-    if (rc) return rc;
-    memset(&lo, 0, sizeof lo);
-    lo.label_selector = c->selector;
-    /* ns NULL lists across namespaces (the kube layer's path rule) */
-    r = asb_kube_list(c->kube, &res, c->all_namespaces ? NULL : c->ns, &lo, out, &e);
-    if (r != ASB_OK)
-        return fail(c, r, &e, "cannot list claims in %s%s%s",
-                    c->all_namespaces ? "all namespaces" : "namespace ",
-                    c->all_namespaces ? "" : c->ns, c->selector ? " with that selector" : "");
+static int list_opts(const cli *c, asb_claim_list_opts *lo) {
+    memset(lo, 0, sizeof *lo);
+    lo->namespace_name = c->ns;
+    lo->all_namespaces = c->all_namespaces;
+    lo->label_selector = c->selector;
     return 0;
 }
 
-static int cmd_ls(cli *c) {
-    asb_buf b;
-    asb_json_doc d;
-    asb_error e;
-    asb_json_iter it;
-    int item, rc;
-    if (c->npos) return usage_error(c, "ls takes no arguments (use -l SELECTOR)");
-    if ((rc = open_kube(c)) != 0) return rc;
-    asb_buf_init(&b, NULL);
-    rc = list_claims(c, &b);
-    if (rc) goto out;
-    if (c->output && strcmp(c->output, "json") == 0) {
-        rc = print_server_json(c, &b, 1);
-        goto out;
-    }
-    if (asb_json_doc_parse(&d, b.ptr, b.len, NULL, &e) != ASB_OK) {
-        rc = fail(c, e.code, &e, "the claim list is not JSON");
-        goto out;
-    }
-    it = asb_json_iter_begin(&d, asb_json_find(&d, 0, "items"));
-    if (!c->output) {
-        if (asb_json_iter_begin(&d, asb_json_find(&d, 0, "items")).remaining == 0)
-            fprintf(stderr, "No claims found in %s%s.\n",
-                    c->all_namespaces ? "any namespace" : "namespace ",
-                    c->all_namespaces ? "" : safe(c->ns));
-        else table_head(c->all_namespaces);
-    }
-    while (asb_json_iter_next(&d, &it, NULL, &item)) {
-        if (c->output) {
-            char name[256];
-            str_at(&d, item, "metadata.name", name, sizeof name, "?");
-            printf("sandboxclaim/%s\n", safe(name));
-        } else {
-            claim_row(&d, item, c->all_namespaces);
-        }
-    }
-    asb_json_doc_free(&d);
-out:
-    asb_buf_free(&b);
-    return rc;
+static int list_failed(const cli *c, asb_result r, const asb_error *e) {
+    return fail(c, r, e, "cannot list claims in %s%s%s",
+                c->all_namespaces ? "all namespaces" : "namespace ",
+                c->all_namespaces ? "" : c->ns, c->selector ? " with that selector" : "");
 }
 
-static int delete_one(cli *c, const asb_kube_resource *res, const char *ns, const char *name) {
+static int cmd_ls(cli *c) {
+    asb_claim_list l;
+    asb_claim_list_opts lo;
     asb_error e;
-    asb_result r = asb_kube_delete(c->kube, res, ns, name, &e);
+    asb_result r;
+    size_t i;
+    int rc;
+    if (c->npos) return usage_error(c, "ls takes no arguments (use -l SELECTOR)");
+    if ((rc = open_client(c)) != 0) return rc;
+    if (structured(c)) {
+        /* the claims as the apiserver sends them, as kubectl prints them */
+        asb_kube_resource res;
+        asb_kube_list_opts klo;
+        asb_buf b;
+        if ((rc = claim_resource(c, &res)) != 0) return rc;
+        memset(&klo, 0, sizeof klo);
+        klo.label_selector = c->selector;
+        asb_buf_init(&b, NULL);
+        /* ns NULL lists across namespaces (the kube layer's path rule) */
+        r = asb_kube_list(c->kube, &res, c->all_namespaces ? NULL : c->ns, &klo, &b, &e);
+        rc = r == ASB_OK ? print_structured(c, b.ptr, b.len) : list_failed(c, r, &e);
+        asb_buf_free(&b);
+        return rc;
+    }
+    list_opts(c, &lo);
+    r = asb_client_list_claims(c->client, &lo, &l, &e);
+    if (r == ASB_ERR_NOT_FOUND) return no_claim_api();
+    if (r != ASB_OK) return list_failed(c, r, &e);
+    if (!l.count && !out_is(c, "name"))
+        fprintf(stderr, "No claims found in %s%s.\n", c->all_namespaces ? "any namespace" : "namespace ",
+                c->all_namespaces ? "" : safe(c->ns));
+    else if (!out_is(c, "name"))
+        table_head(c, c->all_namespaces);
+    for (i = 0; i < l.count; i++) {
+        if (out_is(c, "name")) printf("sandboxclaim/%s\n", safe(l.items[i].name));
+        else claim_row(c, &l.items[i], c->all_namespaces);
+    }
+    asb_claim_list_free(&l);
+    return 0;
+}
+
+static int delete_one(cli *c, const char *ns, const char *name) {
+    asb_error e;
+    asb_result r = asb_client_delete_sandbox(c->client, name, ns, &e);
     if (r == ASB_ERR_NOT_FOUND) {
         fprintf(stderr, "agentsandbox: claim %s not found in namespace %s\n", safe(name), safe(ns));
         return EXIT_NOTFOUND;
     }
     if (r != ASB_OK) return fail(c, r, &e, "cannot delete claim %s in namespace %s", name, ns);
-    if (c->output && strcmp(c->output, "name") == 0) printf("sandboxclaim/%s\n", safe(name));
+    if (out_is(c, "name")) printf("sandboxclaim/%s\n", safe(name));
     else printf("sandboxclaim \"%s\" deleted\n", safe(name));
     fflush(stdout);
     return 0;
 }
 
 static int cmd_rm(cli *c) {
-    asb_kube_resource res;
     int i, rc, worst = 0;
     if (c->npos && (c->selector || c->all))
         return usage_error(c, "rm takes CLAIM names or -l/--all, not both");
     if (!c->npos && !c->selector && !c->all)
         return usage_error(c, "rm needs CLAIM names, -l SELECTOR or --all");
-    if (c->output && strcmp(c->output, "json") == 0)
+    if (c->output && !out_is(c, "name"))
         return usage_error(c, "rm prints names: -o name, or no -o");
-    if ((rc = open_kube(c)) != 0) return rc;
-    if ((rc = claim_resource(c, &res)) != 0) return rc;
+    if ((rc = open_client(c)) != 0) return rc;
     for (i = 0; i < c->npos; i++) {
-        int one = delete_one(c, &res, c->ns, c->pos[i]);
+        int one = delete_one(c, c->ns, c->pos[i]);
         if (one && !worst) worst = one;
     }
     if (c->selector || c->all) {
-        asb_buf b;
-        asb_json_doc d;
+        asb_claim_list l;
+        asb_claim_list_opts lo;
         asb_error e;
-        asb_json_iter it;
-        int item;
-        asb_buf_init(&b, NULL);
-        rc = list_claims(c, &b);
-        if (!rc && asb_json_doc_parse(&d, b.ptr, b.len, NULL, &e) == ASB_OK) {
-            it = asb_json_iter_begin(&d, asb_json_find(&d, 0, "items"));
-            while (asb_json_iter_next(&d, &it, NULL, &item)) {
-                char name[256], ns[64];
-                int one;
-                str_at(&d, item, "metadata.name", name, sizeof name, "");
-                str_at(&d, item, "metadata.namespace", ns, sizeof ns, c->ns);
-                if (asb_claim_name_validate(name, strlen(name), NULL) != ASB_OK ||
-                    asb_dns_label_validate(ns, strlen(ns), NULL) != ASB_OK) {
-                    /* the apiserver's answer, not the user's argument */
-                    fprintf(stderr, "agentsandbox: skipping \"%s\" in namespace \"%s\" from the "
-                                    "apiserver's list: not a valid claim name\n",
-                            safe(name), safe(ns));
-                    if (!worst) worst = EXIT_FAIL;
-                    continue;
-                }
-                one = delete_one(c, &res, ns, name);
-                /* gone meanwhile is what we wanted */
-                if (one && one != EXIT_NOTFOUND && !worst) worst = one;
+        asb_result r;
+        size_t k;
+        list_opts(c, &lo);
+        r = asb_client_list_claims(c->client, &lo, &l, &e);
+        if (r == ASB_ERR_NOT_FOUND) return no_claim_api();
+        if (r != ASB_OK) return list_failed(c, r, &e);
+        for (k = 0; k < l.count; k++) {
+            const asb_claim_info *ci = &l.items[k];
+            int one;
+            if (asb_claim_name_validate(ci->name, strlen(ci->name), NULL) != ASB_OK ||
+                asb_dns_label_validate(ci->namespace_name, strlen(ci->namespace_name), NULL) !=
+                    ASB_OK) {
+                /* the apiserver's answer, not the user's argument */
+                fprintf(stderr, "agentsandbox: skipping \"%s\" in namespace \"%s\" from the "
+                                "apiserver's list: not a valid claim name\n",
+                        safe(ci->name), safe(ci->namespace_name));
+                if (!worst) worst = EXIT_FAIL;
+                continue;
             }
-            asb_json_doc_free(&d);
-        } else if (!rc) {
-            rc = EXIT_FAIL;
+            one = delete_one(c, ci->namespace_name, ci->name);
+            /* gone meanwhile is what we wanted */
+            if (one && one != EXIT_NOTFOUND && !worst) worst = one;
         }
-        asb_buf_free(&b);
-        if (rc && !worst) worst = rc;
+        asb_claim_list_free(&l);
     }
     return worst;
 }
@@ -1397,7 +1525,7 @@ static int cmd_cp(cli *c) {
 /* Entries of a directory: a table, -o json (an array) or -o name. */
 static void print_entries(const cli *c, const asb_file_entry *en, size_t n) {
     size_t i;
-    if (c->output && strcmp(c->output, "json") == 0) {
+    if (structured(c)) {
         asb_buf b;
         asb_json_writer w;
         asb_buf_init(&b, NULL);
@@ -1417,12 +1545,11 @@ static void print_entries(const cli *c, const asb_file_entry *en, size_t n) {
             asb_json_object_end(&w);
         }
         asb_json_array_end(&w);
-        if (asb_json_writer_finish(&w) == ASB_OK) print_json(&b);
-        asb_buf_free(&b);
+        print_writer(c, &w, &b);
         return;
     }
     for (i = 0; i < n; i++) {
-        if (c->output) {
+        if (out_is(c, "name")) {
             printf("%s%s\n", safe(en[i].name), en[i].is_dir ? "/" : "");
         } else {
             char when[32] = "-";
@@ -1489,7 +1616,7 @@ static int cmd_stat(cli *c) {
         size_t bl = strcspn(base, "/");
         if (fl.entries[i].name && strlen(fl.entries[i].name) == bl &&
             strncmp(fl.entries[i].name, base, bl) == 0) {
-            if (c->output && strcmp(c->output, "json") == 0) {
+            if (structured(c)) {
                 /* one object, not an array */
                 asb_buf b;
                 asb_json_writer w;
@@ -1506,8 +1633,7 @@ static int cmd_stat(cli *c) {
                 asb_json_key(&w, "mod_time");
                 asb_json_double(&w, fl.entries[i].mod_time);
                 asb_json_object_end(&w);
-                if (asb_json_writer_finish(&w) == ASB_OK) print_json(&b);
-                asb_buf_free(&b);
+                print_writer(c, &w, &b);
             } else {
                 print_entries(c, &fl.entries[i], 1);
             }
@@ -1583,7 +1709,7 @@ static int cmd_create(cli *c) {
     if (!tpl && !c->warm_pool) return usage_error(c, "create needs a TEMPLATE or --warm-pool");
     if (c->ncmd) return usage_error(c, "create runs nothing: use run TEMPLATE -- CMD");
     if ((rc = create_on(c, tpl, &sb)) != 0) return rc;
-    if (c->output && strcmp(c->output, "json") == 0) {
+    if (structured(c)) {
         asb_buf b;
         asb_json_writer w;
         asb_buf_init(&b, NULL);
@@ -1598,9 +1724,8 @@ static int cmd_create(cli *c) {
         asb_json_key(&w, "pod");
         asb_json_string(&w, nz(asb_sandbox_pod_name(sb)));
         asb_json_object_end(&w);
-        if (asb_json_writer_finish(&w) == ASB_OK) print_json(&b);
-        asb_buf_free(&b);
-    } else if (c->output) {
+        print_writer(c, &w, &b);
+    } else if (out_is(c, "name")) {
         printf("sandboxclaim/%s\n", safe(asb_sandbox_claim_name(sb)));
     } else {
         printf("%s\n", safe(asb_sandbox_claim_name(sb)));
@@ -1650,7 +1775,7 @@ static const char *const COMPLETION_BASH =
     "        esac\n"
     "    done\n"
     "    case $prev in\n"
-    "        -o|--output) COMPREPLY=($(compgen -W 'json name' -- \"$cur\")); return 0 ;;\n"
+    "        -o|--output) COMPREPLY=($(compgen -W 'json yaml name wide' -- \"$cur\")); return 0 ;;\n"
     "        --connect) COMPREPLY=($(compgen -W 'tunnel direct= gateway= in-cluster' -- \"$cur\")); return 0 ;;\n"
     "        --kubeconfig) COMPREPLY=($(compgen -f -- \"$cur\")); return 0 ;;\n"
     "        -n|--namespace|--context|--router-namespace|-l|--selector|--label|--env|--ttl|--timeout|--name|--warm-pool) return 0 ;;\n"
@@ -1745,7 +1870,6 @@ int main(int argc, char **argv) {
 out:
     fflush(stdout);
     asb_client_free(c.client); /* stops the tunnel; sandboxes keep running */
-    asb_kube_client_free(c.kube);
     g_cancel = NULL;
     asb_cancel_free(c.cancel);
     free(c.pos);

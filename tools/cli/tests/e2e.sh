@@ -32,6 +32,12 @@ two=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["claim"])'
 t 0 get-json "$B" get cli-e2e-one -o json
 ok get-json-is-the-claim py 'd["kind"] == "SandboxClaim" and d["metadata"]["name"] == "cli-e2e-one" and d["metadata"]["labels"]["role"] == "first" and d["metadata"]["labels"]["suite"] == "cli-e2e"'
 ok get-json-has-the-ttl py '"shutdownTime" in json.dumps(d["spec"])'
+t 0 get-yaml "$B" get cli-e2e-one -o yaml
+cp "$OUT/o" "$OUT/get.yaml"
+t 0 get-json-again "$B" get cli-e2e-one -o json
+ok get-yaml-is-the-json python3 -c 'import json, sys, yaml; sys.exit(0 if yaml.safe_load(open(sys.argv[1])) == json.load(open(sys.argv[2])) else 1)' "$OUT/get.yaml" "$OUT/o"
+t 0 ls-wide "$B" ls -l "$L" -o wide
+ok ls-wide-has-created eval "grep -q '^cli-e2e-one .* True .* [0-9-]*T[0-9:]*Z ' '$OUT/o'"
 t 0 status-table "$B" status cli-e2e-one
 ok status-table-ready eval "grep -q '^cli-e2e-one .* True ' '$OUT/o'"
 t 0 get-several-json "$B" get cli-e2e-one "$two" -o json

@@ -115,12 +115,24 @@ ok hostile-ls-no-raw-controls raw_free "$OUT/o" "$OUT/e"
 ok hostile-ls-name-escaped has_out "^one-$evil "
 ok hostile-ls-reason-escaped has_out " R$evil "
 ok hostile-ls-template-escaped has_out " tpl-$evil "
-ok hostile-ls-context-namespace eval "grep -q '/namespaces/team-a/sandboxclaims ' '$OUT/hostile/requests'"
+ok hostile-ls-context-namespace eval "grep -q '/namespaces/team-a/sandboxclaims[? ]' '$OUT/hostile/requests'"
 t 0 hostile-ls-name "$B" --kubeconfig "$OUT/hkc" ls -o name
 ok hostile-ls-name-no-raw-controls raw_free "$OUT/o"
 t 0 hostile-ls-json "$B" --kubeconfig "$OUT/hkc" ls -A -o json
 ok hostile-ls-json-no-raw-controls raw_free "$OUT/o"
 ok hostile-ls-json-exact py 'd["items"][0]["metadata"]["name"] == "one-evil\x1b]0;pwned\x07\x1b[31mred\x9bx\u202e"'
+# -o yaml reads back (PyYAML) as the same object -o json gives
+t 0 hostile-ls-yaml "$B" --kubeconfig "$OUT/hkc" ls -A -o yaml
+ok hostile-ls-yaml-no-raw-controls raw_free "$OUT/o"
+cp "$OUT/o" "$OUT/ls.yaml"
+t 0 hostile-ls-json-again "$B" --kubeconfig "$OUT/hkc" ls -A -o json
+ok hostile-ls-yaml-is-the-json python3 -c 'import json, sys, yaml; sys.exit(0 if yaml.safe_load(open(sys.argv[1])) == json.load(open(sys.argv[2])) else 1)' "$OUT/ls.yaml" "$OUT/o"
+t 0 hostile-ls-wide "$B" --kubeconfig "$OUT/hkc" ls -o wide
+ok hostile-ls-wide-columns eval "head -1 '$OUT/o' | grep -q ' AGE  *CREATED  *MESSAGE\$'"
+ok hostile-ls-wide-message has_out " 2026-01-01T00:00:00Z m$evil\$"
+ok hostile-ls-wide-no-raw-controls raw_free "$OUT/o"
+t 0 version-yaml "$B" version -o yaml
+ok version-yaml-reads-back python3 -c 'import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); sys.exit(0 if d["cli"] and d["library"] and d["tls"] else 1)' "$OUT/o"
 t 1 hostile-get-refused "$B" --kubeconfig "$OUT/hkc" get x
 ok hostile-get-no-raw-controls raw_free "$OUT/e"
 ok hostile-get-says-refused has_err '403 Forbidden: denied: evil'
