@@ -168,6 +168,7 @@
        HTTP/1.1 and TLS ................ search "HTTP AND TLS"
        HTTP/2, gRPC, protobuf .......... search "HTTP2 AND GRPC"
        kubeconfig, Kubernetes .......... search "KUBERNETES"
+       WebSocket, port-forward ......... search "PORT-FORWARD"
        Small rules (paths, labels, ...)  search "RULES"
        The first errors, what to do .... search "TROUBLESHOOTING"
        Deadlines, cancel tokens ........ search "DEADLINES AND CANCELLATION"
@@ -175,12 +176,15 @@
                                          results and errors, logging,
                                          memory, JSON, rules, YAML, HTTP,
                                          HTTP/2 and gRPC, kubeconfig,
-                                         Kubernetes, sandboxes, TLS backend
+                                         Kubernetes, WebSocket and
+                                         port-forward, sandboxes, TLS
+                                         backend
        Implementation banners .......... search ">>platform", ">>bytes",
                                          ">>json", ">>rules", ">>yaml",
                                          ">>kubeconfig", ">>http", ">>tls",
                                          ">>http (client)", ">>http2",
                                          ">>grpc", ">>protobuf", ">>kube",
+                                         ">>websocket", ">>portforward",
                                          ">>tunnel", ">>sandbox"
        License ......................... end of file
 
@@ -281,6 +285,9 @@
                       INFO it met 410 Gone and lists afresh
      kube.exec        DEBUG an exec credential plugin runs (base name only)
      kube.credentials.refresh  INFO a 401: the plugin runs again
+     portforward.resolved  DEBUG a Service resolved to a pod and port
+     portforward.stream.failed  WARN a port-forward stream ended with an
+                      error (the error channel's text, or a drop)
      http.retry       WARN a request is retried (status or error, attempt)
      http.stale       DEBUG a pooled connection had been closed: resent
      http2.stream     DEBUG an HTTP/2 stream opened (id, method, path)
@@ -633,6 +640,61 @@
    refused with advice. Watches block in poll: an idle watch costs nothing.
 
    ===========================================================================
+   PORT-FORWARD
+   ===========================================================================
+
+       // GET / on a Service's port through the apiserver: no kubectl.
+       #define AGENTSANDBOX_IMPLEMENTATION
+       #include "agentsandbox.h"
+       #include <stdio.h>
+       #include <string.h>
+       #include <unistd.h>
+
+       int main(void) {
+           asb_kube_client *kube;
+           asb_portforward_desc d;
+           asb_portforward *pf;
+           asb_error err;
+           char buf[512];
+           const char *req = "GET / HTTP/1.0\r\n\r\n";
+           int fd;
+           long n;
+           if (asb_kube_client_create(NULL, &kube, &err) != ASB_OK) return 1;
+           memset(&d, 0, sizeof d);
+           d.ns = "agent-sandbox-system";
+           d.service = "sandbox-router-svc"; // its selector picks a Ready pod
+           d.port = "8080";                  // the Service port (or its name)
+           if (asb_portforward_create(kube, &d, &pf, &err) != ASB_OK ||
+               asb_portforward_dial(pf, &fd, &err) != ASB_OK) {
+               fprintf(stderr, "%s\n", err.message); // RBAC: 403 and why
+               return 1;
+           }
+           // fd is a socket (non-blocking) to the pod's port: one stream
+           if (write(fd, req, strlen(req)) < 0) return 1;
+           for (;;) {
+               n = read(fd, buf, sizeof buf);
+               if (n > 0) fwrite(buf, 1, (size_t)n, stdout);
+               else if (n == 0) break;
+               else usleep(10000); // EAGAIN: poll() in real code
+           }
+           close(fd);
+           asb_portforward_free(pf);
+           asb_kube_client_free(kube);
+           return 0;
+       }
+
+   What kubectl port-forward does, inside the process: the Service's
+   selector and port resolved to a Running, Ready pod and its target port
+   (named ports too), then one WebSocket per connection to the pod's
+   portforward subresource with the v4.channel.k8s.io protocol, which the
+   apiserver hands to the kubelet unchanged. It needs `get` (or, on newer
+   servers, `create`) on pods/portforward and get/list on services and
+   pods. The SPDY protocols kubectl prefers are not spoken (zlib-framed
+   headers); the kubectl tunnel remains for servers or proxies that only
+   pass SPDY. asb_kube_ws_connect is the WebSocket client underneath,
+   usable for other subresources.
+
+   ===========================================================================
    RULES
    ===========================================================================
 
@@ -787,6 +849,8 @@ typedef enum asb_result {
     /* kubectl and the local tunnel */
     ASB_ERR_PORT_FORWARD = -700,
     ASB_ERR_KUBECTL_MISSING = -701,
+    ASB_ERR_WEBSOCKET = -702,       /* a WebSocket peer broke RFC 6455 or
+                                       answered the upgrade without one */
 
     /* sandbox SDK */
     ASB_ERR_TEMPLATE_NOT_FOUND = -800,
@@ -2077,6 +2141,167 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
                                   asb_watch_fn fn, void *user_data, asb_error *err);
 
 /* ==========================================================================
+   Kubernetes: WebSocket and port-forward, no kubectl
+   ========================================================================== */
+
+/* A WebSocket (RFC 6455) to the apiserver, opened with the kube client's
+   credentials (every kind, exec plugins included) over the same HTTP/1.1
+   and TLS code as REST calls. Messages go out as single masked frames
+   (Kubernetes' servers read every frame as a whole message); messages in
+   may be fragmented and are handed over whole. Pings are answered inside
+   asb_ws_recv. One thread at a time per handle. */
+typedef struct asb_ws asb_ws;
+
+typedef enum asb_ws_opcode {
+    ASB_WS_CONTINUATION = 0x0,
+    ASB_WS_TEXT = 0x1,
+    ASB_WS_BINARY = 0x2,
+    ASB_WS_CLOSE = 0x8,
+    ASB_WS_PING = 0x9,
+    ASB_WS_PONG = 0xA
+} asb_ws_opcode;
+
+typedef struct asb_ws_desc {
+    const char *path;          /* required: from '/', with its query, e.g.
+                                  "/api/v1/namespaces/NS/pods/P/portforward
+                                  ?ports=8080" */
+    const char *protocol;      /* Sec-WebSocket-Protocol asked for (one, or
+                                  a comma-separated list); default NULL:
+                                  none */
+    size_t max_message_bytes;  /* largest message taken (after
+                                  reassembly); default 4 MiB; more is a
+                                  close with 1009 and ASB_ERR_TOO_LARGE */
+    int timeout_ms;            /* connect, TLS and the upgrade answer;
+                                  default 30000 */
+    int write_timeout_ms;      /* one send blocked this long fails;
+                                  default 30000 */
+    const asb_cancel *cancel;  /* default NULL: the upgrade can be
+                                  cancelled with it */
+} asb_ws_desc;
+
+/* One message handed over by asb_ws_recv: ASB_WS_TEXT or ASB_WS_BINARY.
+   `data` is borrowed until the next call on the handle. */
+typedef struct asb_ws_message {
+    asb_ws_opcode opcode;
+    asb_str data;
+} asb_ws_message;
+
+/* Opens the WebSocket: GET path with Upgrade, Sec-WebSocket-Key and
+   -Version 13, the credentials, and the protocol; the answer must be 101
+   with the matching Sec-WebSocket-Accept and, when the server names a
+   protocol, one that was asked for. A 401 re-runs an exec plugin once.
+   Errors: ASB_ERR_KUBE_API / ASB_ERR_NOT_FOUND with the apiserver's
+   Status when it refuses (RBAC: http_status 403, reason "Forbidden", its
+   message); ASB_ERR_WEBSOCKET when the server answers without switching
+   protocols or breaks the handshake (the message says how); transport,
+   TLS and credential codes as asb_kube_request.
+   Ownership: free *out with asb_ws_free. The kube client must outlive it.
+   Threads: any thread; the handle is then used by one thread at a time. */
+ASB_API asb_result asb_kube_ws_connect(asb_kube_client *kc, const asb_ws_desc *desc,
+                                       asb_ws **out, asb_error *err);
+/* The protocol the server chose ("" for none). Borrowed, lives as long as
+   the handle. */
+ASB_API const char *asb_ws_protocol(const asb_ws *ws);
+/* Sends one message (TEXT, BINARY, PING or PONG) as one masked frame.
+   `prefix` (may be NULL, prefix_len 0) goes before `data` in the same
+   message: the channel byte of Kubernetes' protocols without a copy.
+   Errors: ASB_ERR_INVALID_ARGUMENT (a control message over 125 bytes, a
+   bad opcode), ASB_ERR_CLOSED (a close was sent or received), ASB_ERR_SEND,
+   ASB_ERR_TIMEOUT (write_timeout_ms). */
+ASB_API asb_result asb_ws_send(asb_ws *ws, asb_ws_opcode opcode, const void *prefix,
+                               size_t prefix_len, const void *data, size_t len,
+                               asb_error *err);
+/* Waits up to timeout_ms (<= 0: without limit) for the next data message.
+   Pings are answered and pongs dropped on the way.
+   Errors: ASB_ERR_CLOSED when the peer closed (the message holds its code
+   and reason, also in asb_ws_close_code; a close is answered);
+   ASB_ERR_TIMEOUT; ASB_ERR_WEBSOCKET when the peer broke RFC 6455 (a
+   close with 1002 or 1007 is sent first); ASB_ERR_TOO_LARGE (1009);
+   ASB_ERR_RECV when the connection ended without a close. */
+ASB_API asb_result asb_ws_recv(asb_ws *ws, int timeout_ms, asb_ws_message *msg,
+                               asb_error *err);
+/* Sends a close (code 0: 1000 "normal closure"; reason may be NULL) and
+   waits up to a second for the peer's, reading past data messages.
+   Errors: ASB_ERR_INVALID_ARGUMENT (a code a client may not send, a
+   reason over 123 bytes), ASB_ERR_SEND. */
+ASB_API asb_result asb_ws_close(asb_ws *ws, int code, const char *reason, asb_error *err);
+/* The peer's close code: 0 while none came, 1005 for a close without one. */
+ASB_API int asb_ws_close_code(const asb_ws *ws);
+/* Closes the connection (a close frame first if none was sent; no wait)
+   and frees the handle. NULL is harmless. */
+ASB_API void asb_ws_free(asb_ws *ws);
+
+/* Where a Service's port leads, as kubectl port-forward svc/NAME decides:
+   the Service's selector picks the pods; a Running, Ready pod without a
+   deletion mark is chosen (the one Ready longest, then by name); the
+   Service port (number or name) maps to its targetPort (a number, or a
+   name looked up in the chosen pod's container ports). */
+typedef struct asb_portforward_target {
+    char pod[254];
+    int port;          /* the pod's port */
+} asb_portforward_target;
+
+/* Resolves ns/service:port. ns NULL: the kube config's default namespace.
+   Errors: ASB_ERR_NOT_FOUND (no such Service), ASB_ERR_KUBE_API (RBAC:
+   reading services and pods needs get/list), ASB_ERR_PORT_FORWARD (no
+   selector, no such service port, a named target port no container
+   declares, no Running and Ready pod: the message lists what matched),
+   ASB_ERR_INVALID_ARGUMENT. */
+ASB_API asb_result asb_portforward_resolve(asb_kube_client *kc, const char *ns,
+                                           const char *service, const char *port,
+                                           asb_portforward_target *out, asb_error *err);
+
+/* A port-forward to one pod port, kubectl-free: each asb_portforward_dial
+   opens one WebSocket (v4.channel.k8s.io) to
+   /api/v1/namespaces/NS/pods/POD/portforward?ports=P and hands back a
+   connected socket whose bytes a relay thread carries to and from the
+   pod's port: one stream per connection, as the protocol wants. */
+typedef struct asb_portforward asb_portforward;
+
+typedef struct asb_portforward_desc {
+    const char *ns;           /* default NULL: the kube config's namespace */
+    const char *service;      /* resolve through this Service (re-resolved
+                                 after a failed stream); or NULL and: */
+    const char *pod;          /* this pod, by name */
+    const char *port;         /* required: the Service's port (number or
+                                 name) with `service`, else the pod's port
+                                 number */
+    int timeout_ms;           /* resolve plus upgrade, per dial; default
+                                 30000 */
+    const asb_logger *log;    /* default NULL: none. Ids "portforward.*" */
+} asb_portforward_desc;
+
+/* Copies the description; nothing is sent yet.
+   Errors: ASB_ERR_INVALID_ARGUMENT (no port; neither or both of service
+   and pod; a pod port that is not a number 1-65535), ASB_ERR_OUT_OF_MEMORY.
+   Ownership: free with asb_portforward_free; kc must outlive it. */
+ASB_API asb_result asb_portforward_create(asb_kube_client *kc, const asb_portforward_desc *desc,
+                                          asb_portforward **out, asb_error *err);
+/* Opens one stream and returns its socket in *fd (close-on-exec,
+   non-blocking; the caller's to close, which ends the stream). The pod
+   found by the last resolve is reused until a stream to it fails; then
+   the next dial resolves again. The first bytes the server sends (the
+   port, on both channels) are checked before this returns.
+   Errors: those of asb_portforward_resolve and asb_kube_ws_connect (RBAC
+   on pods/portforward: ASB_ERR_KUBE_API, http_status 403 and the
+   apiserver's message), ASB_ERR_PORT_FORWARD (the server refused the
+   WebSocket upgrade: the message suggests the kubectl tunnel; it closed
+   before naming the port), ASB_ERR_IO (no socket or thread).
+   Threads: any number of threads may dial at once. */
+ASB_API asb_result asb_portforward_dial(asb_portforward *pf, int *fd, asb_error *err);
+/* The newest failure of a stream after its dial (the error channel's text
+   as ASB_ERR_PORT_FORWARD, "error forwarding port 8080 to pod ...", or a
+   dropped connection), copied into *err; 0 when no stream failed since
+   the last call, 1 when one did (then cleared). */
+ASB_API int asb_portforward_take_error(asb_portforward *pf, asb_error *err);
+/* Streams opened so far and streams still relaying (tests, metrics). */
+ASB_API void asb_portforward_counts(asb_portforward *pf, unsigned long *opened,
+                                    unsigned long *live);
+/* Ends every stream (their sockets see the end), waits for the relay
+   threads and frees. NULL is harmless. Threads: no dial may be running. */
+ASB_API void asb_portforward_free(asb_portforward *pf);
+
+/* ==========================================================================
    Sandboxes: the client and the sandbox handle
    ========================================================================== */
 
@@ -2950,6 +3175,7 @@ ASB_API const char *asb_result_str(asb_result code) {
     case ASB_ERR_KUBE_API: return "ASB_ERR_KUBE_API";
     case ASB_ERR_PORT_FORWARD: return "ASB_ERR_PORT_FORWARD";
     case ASB_ERR_KUBECTL_MISSING: return "ASB_ERR_KUBECTL_MISSING";
+    case ASB_ERR_WEBSOCKET: return "ASB_ERR_WEBSOCKET";
     case ASB_ERR_TEMPLATE_NOT_FOUND: return "ASB_ERR_TEMPLATE_NOT_FOUND";
     case ASB_ERR_WARMPOOL_NOT_FOUND: return "ASB_ERR_WARMPOOL_NOT_FOUND";
     case ASB_ERR_CLAIM_FAILED: return "ASB_ERR_CLAIM_FAILED";
@@ -13756,6 +13982,1533 @@ static void asb__informers_free(asb_kube_client *kc) {
         kc->alloc.free_fn(inf, kc->alloc.user_data);
     }
     kc->informers = NULL;
+}
+
+/* >>websocket ===============================================================
+   RFC 6455 client. The upgrade is one more request of the kube client (its
+   credentials, its HTTP client's pool settings, proxy and TLS), after
+   which the connection belongs to the WebSocket: its socket stays
+   non-blocking and TLS reads and writes never wait inside mbedTLS, so a
+   relay can poll the socket beside another one. */
+
+/* -- SHA-1, for Sec-WebSocket-Accept only (FIPS 180-4). The handshake
+   check is not a security boundary (TLS is); SHA-1 is what RFC 6455
+   names, and a build without mbedTLS (plain-HTTP apiservers, kubectl
+   proxy) needs it too. */
+static uint32_t asb__rol32(uint32_t v, int n) {
+    return (uint32_t)(v << n) | (v >> (32 - n));
+}
+
+static void asb__sha1_block(uint32_t h[5], const unsigned char *p) {
+    uint32_t w[80], a, b, c, d, e, f, k, t;
+    int i;
+    for (i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+               (uint32_t)p[4 * i + 2] << 8 | (uint32_t)p[4 * i + 3];
+    for (i = 16; i < 80; i++) w[i] = asb__rol32(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+    a = h[0];
+    b = h[1];
+    c = h[2];
+    d = h[3];
+    e = h[4];
+    for (i = 0; i < 80; i++) {
+        if (i < 20) {
+            f = (b & c) | (~b & d);
+            k = 0x5A827999u;
+        } else if (i < 40) {
+            f = b ^ c ^ d;
+            k = 0x6ED9EBA1u;
+        } else if (i < 60) {
+            f = (b & c) | (b & d) | (c & d);
+            k = 0x8F1BBCDCu;
+        } else {
+            f = b ^ c ^ d;
+            k = 0xCA62C1D6u;
+        }
+        t = asb__rol32(a, 5) + f + e + k + w[i];
+        e = d;
+        d = c;
+        c = asb__rol32(b, 30);
+        b = a;
+        a = t;
+    }
+    h[0] += a;
+    h[1] += b;
+    h[2] += c;
+    h[3] += d;
+    h[4] += e;
+}
+
+static void asb__sha1(const void *data, size_t len, unsigned char out[20]) {
+    uint32_t h[5] = {0x67452301u, 0xEFCDAB89u, 0x98BADCFEu, 0x10325476u, 0xC3D2E1F0u};
+    const unsigned char *p = (const unsigned char *)data;
+    unsigned char blk[128];
+    size_t rest = len, tail, i;
+    uint64_t bits = (uint64_t)len * 8;
+    while (rest >= 64) {
+        asb__sha1_block(h, p);
+        p += 64;
+        rest -= 64;
+    }
+    memset(blk, 0, sizeof blk);
+    memcpy(blk, p, rest);
+    blk[rest] = 0x80;
+    tail = rest + 1 + 8 <= 64 ? 64 : 128;
+    for (i = 0; i < 8; i++) blk[tail - 1 - i] = (unsigned char)(bits >> (8 * i));
+    asb__sha1_block(h, blk);
+    if (tail == 128) asb__sha1_block(h, blk + 64);
+    for (i = 0; i < 20; i++) out[i] = (unsigned char)(h[i / 4] >> (24 - 8 * (i % 4)));
+}
+
+/* base64(SHA-1(key + the RFC's GUID)), what the server must echo. */
+static void asb__ws_accept_for(const char *key, char out[29]) {
+    static const char guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char cat[128];
+    unsigned char d[20];
+    size_t kl = strlen(key), i, o = 0;
+    if (kl > sizeof cat - sizeof guid) kl = sizeof cat - sizeof guid;
+    memcpy(cat, key, kl);
+    memcpy(cat + kl, guid, sizeof guid - 1);
+    asb__sha1(cat, kl + sizeof guid - 1, d);
+    for (i = 0; i < 18; i += 3) {
+        uint32_t v = (uint32_t)d[i] << 16 | (uint32_t)d[i + 1] << 8 | d[i + 2];
+        out[o++] = b64[v >> 18 & 63];
+        out[o++] = b64[v >> 12 & 63];
+        out[o++] = b64[v >> 6 & 63];
+        out[o++] = b64[v & 63];
+    }
+    {
+        uint32_t v = (uint32_t)d[18] << 16 | (uint32_t)d[19] << 8;
+        out[o++] = b64[v >> 18 & 63];
+        out[o++] = b64[v >> 12 & 63];
+        out[o++] = b64[v >> 6 & 63];
+        out[o++] = '=';
+    }
+    out[o] = '\0';
+}
+
+/* -- frames in --------------------------------------------------------------- */
+
+/* One frame's header (RFC 6455 5.2). */
+typedef struct asb__ws_frame {
+    int fin, opcode;
+    uint64_t len;  /* payload bytes */
+    size_t head;   /* header bytes (a server frame has no mask) */
+} asb__ws_frame;
+
+/* Reassembles a server's byte stream into messages and control frames.
+   Input bytes are appended to `in`; asb__ws_next takes them. */
+typedef struct asb__ws_reader {
+    asb_buf in;
+    size_t pos;            /* next unread byte of in */
+    asb_buf msg;           /* the fragments of the message in progress */
+    int msg_op;            /* its opcode (TEXT/BINARY), 0: none */
+    int msg_done;          /* msg was handed out: empty it first */
+    size_t max_message;
+    unsigned char ctl[125]; /* the last control frame's payload */
+    size_t ctl_len;
+    const char *why;       /* after -1: what was wrong (static text) */
+    int close_code;        /* after -1: the close code to send */
+} asb__ws_reader;
+
+static int asb__ws_bad(asb__ws_reader *r, int code, const char *why) {
+    r->why = why;
+    r->close_code = code;
+    return -1;
+}
+
+/* Parses a frame header at p[0, n): 1 done, 0 more bytes needed, -1 a
+   violation (r->why, r->close_code). */
+static int asb__ws_frame_head(asb__ws_reader *r, const unsigned char *p, size_t n,
+                              asb__ws_frame *f) {
+    unsigned len7;
+    if (n < 2) return 0;
+    f->fin = p[0] >> 7;
+    f->opcode = p[0] & 0x0f;
+    if (p[0] & 0x70)
+        return asb__ws_bad(r, 1002, "a frame sets reserved bits (no extension was agreed)");
+    if (f->opcode != 0 && f->opcode != 1 && f->opcode != 2 && f->opcode != 8 && f->opcode != 9 &&
+        f->opcode != 10)
+        return asb__ws_bad(r, 1002, "a frame has an unknown opcode");
+    if (p[1] & 0x80) return asb__ws_bad(r, 1002, "a server frame is masked (RFC 6455 5.1)");
+    len7 = p[1] & 0x7fu;
+    if (len7 < 126) {
+        f->len = len7;
+        f->head = 2;
+    } else if (len7 == 126) {
+        if (n < 4) return 0;
+        f->len = (uint64_t)p[2] << 8 | p[3];
+        f->head = 4;
+        if (f->len < 126) return asb__ws_bad(r, 1002, "a frame length is not minimally encoded");
+    } else {
+        int i;
+        if (n < 10) return 0;
+        if (p[2] & 0x80) return asb__ws_bad(r, 1002, "a frame length has its top bit set");
+        f->len = 0;
+        for (i = 2; i < 10; i++) f->len = f->len << 8 | p[i];
+        f->head = 10;
+        if (f->len < 65536) return asb__ws_bad(r, 1002, "a frame length is not minimally encoded");
+    }
+    if (f->opcode >= 8 && (!f->fin || f->len > 125))
+        return asb__ws_bad(r, 1002, "a control frame is fragmented or over 125 bytes");
+    return 1;
+}
+
+static int asb__ws_utf8_ok(const unsigned char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        int k = asb__utf8_seq(s + i, n - i);
+        if (k <= 0) return 0;
+        i += (size_t)k;
+    }
+    return 1;
+}
+
+/* Close codes a peer may send (RFC 6455 7.4, the IANA registry). */
+static int asb__ws_close_code_ok(unsigned code) {
+    return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) ||
+           (code >= 3000 && code <= 4999);
+}
+
+/* The next message or control frame: 1 with *op and *payload (a data
+   message borrowed until the next call; a control payload in r->ctl), 0
+   when more bytes are needed, -1 for a violation (r->why, r->close_code;
+   1009 for a message over max_message). */
+static int asb__ws_next(asb__ws_reader *r, int *op, asb_str *payload) {
+    if (r->msg_done) {
+        r->msg.len = 0;
+        r->msg_done = 0;
+    }
+    if (r->pos == r->in.len) {
+        r->in.len = r->pos = 0;
+    } else if (r->pos > 65536 && r->pos > r->in.len / 2) {
+        memmove(r->in.ptr, r->in.ptr + r->pos, r->in.len - r->pos);
+        r->in.len -= r->pos;
+        r->pos = 0;
+    }
+    for (;;) {
+        const unsigned char *p;
+        size_t n = r->in.len - r->pos;
+        asb__ws_frame f;
+        int k;
+        if (n == 0) return 0; /* (in.ptr may still be NULL) */
+        p = (const unsigned char *)r->in.ptr + r->pos;
+        k = asb__ws_frame_head(r, p, n, &f);
+        if (k <= 0) return k;
+        if (f.opcode >= 8) {
+            if (n < f.head + f.len) return 0;
+            r->ctl_len = (size_t)f.len;
+            if (r->ctl_len) memcpy(r->ctl, p + f.head, r->ctl_len);
+            r->pos += f.head + r->ctl_len;
+            if (f.opcode == ASB_WS_CLOSE) {
+                if (r->ctl_len == 1) return asb__ws_bad(r, 1002, "a close frame has a 1-byte body");
+                if (r->ctl_len >= 2 &&
+                    !asb__ws_close_code_ok((unsigned)r->ctl[0] << 8 | r->ctl[1]))
+                    return asb__ws_bad(r, 1002, "a close frame has an invalid code");
+                if (r->ctl_len > 2 && !asb__ws_utf8_ok(r->ctl + 2, r->ctl_len - 2))
+                    return asb__ws_bad(r, 1007, "a close reason is not UTF-8");
+            }
+            *op = f.opcode;
+            payload->ptr = (const char *)r->ctl;
+            payload->len = r->ctl_len;
+            return 1;
+        }
+        if (f.opcode == 0 && !r->msg_op)
+            return asb__ws_bad(r, 1002, "a continuation frame starts no message");
+        if (f.opcode != 0 && r->msg_op)
+            return asb__ws_bad(r, 1002, "a new message starts inside a fragmented one");
+        if (f.len > r->max_message || r->msg.len + f.len > r->max_message)
+            return asb__ws_bad(r, 1009, "a message is larger than the limit");
+        if (n < f.head + f.len) return 0; /* bounded: at most max_message + 10 buffered */
+        if (f.fin && !r->msg_op) { /* a whole message in one frame: no copy */
+            r->pos += f.head + (size_t)f.len;
+            if (f.opcode == ASB_WS_TEXT && !asb__ws_utf8_ok(p + f.head, (size_t)f.len))
+                return asb__ws_bad(r, 1007, "a text message is not UTF-8");
+            *op = f.opcode;
+            payload->ptr = (const char *)p + f.head;
+            payload->len = (size_t)f.len;
+            return 1;
+        }
+        if (f.len && asb_buf_append(&r->msg, p + f.head, (size_t)f.len) != ASB_OK)
+            return asb__ws_bad(r, 1009, "out of memory for a fragmented message");
+        r->pos += f.head + (size_t)f.len;
+        if (!r->msg_op) r->msg_op = f.opcode;
+        if (f.fin) {
+            *op = r->msg_op;
+            r->msg_op = 0;
+            r->msg_done = 1;
+            if (*op == ASB_WS_TEXT &&
+                !asb__ws_utf8_ok((const unsigned char *)r->msg.ptr, r->msg.len))
+                return asb__ws_bad(r, 1007, "a text message is not UTF-8");
+            payload->ptr = r->msg.ptr ? r->msg.ptr : "";
+            payload->len = r->msg.len;
+            return 1;
+        }
+    }
+}
+
+static void asb__ws_reader_init(asb__ws_reader *r, const asb_allocator *a, size_t max_message) {
+    memset(r, 0, sizeof *r);
+    asb_buf_init(&r->in, a);
+    asb_buf_init(&r->msg, a);
+    r->max_message = max_message;
+}
+
+static void asb__ws_reader_free(asb__ws_reader *r) {
+    asb_buf_free(&r->in);
+    asb_buf_free(&r->msg);
+}
+
+/* -- the connection ------------------------------------------------------------ */
+
+struct asb_ws {
+    asb_kube_client *kc;
+    asb__kube_http *http;  /* a reference: the TLS configuration lives there */
+    asb__conn *c;
+    asb__ws_reader rd;
+    asb_buf out;           /* the frame being written */
+    unsigned char rnd[64]; /* masking keys, refilled from the kernel */
+    size_t rnd_pos;
+    char protocol[64];
+    int write_timeout_ms;
+    int close_sent, close_code; /* close_code: the peer's, 0 none yet */
+    char close_reason[124];
+    int failed;            /* the connection is unusable */
+};
+
+#if ASB_TLS
+/* Non-blocking BIO callbacks: after the upgrade mbedTLS says WANT_READ /
+   WANT_WRITE and the caller polls, so a relay never blocks in TLS. */
+static int asb__ws_bio_send(void *ctx, const unsigned char *buf, size_t len) {
+    asb__conn *c = (asb__conn *)ctx;
+#ifdef MSG_NOSIGNAL
+    ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL);
+#else
+    ssize_t n = send(c->fd, buf, len, 0);
+#endif
+    if (n >= 0) return (int)n;
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return MBEDTLS_ERR_SSL_WANT_WRITE;
+    return MBEDTLS_ERR_NET_SEND_FAILED;
+}
+static int asb__ws_bio_recv(void *ctx, unsigned char *buf, size_t len) {
+    asb__conn *c = (asb__conn *)ctx;
+    ssize_t n = recv(c->fd, buf, len, 0);
+    if (n >= 0) return (int)n;
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return MBEDTLS_ERR_SSL_WANT_READ;
+    return MBEDTLS_ERR_NET_RECV_FAILED;
+}
+#endif
+
+/* Reads what is there: >0 bytes appended to the reader, 0 nothing now,
+   -1 the peer ended the connection, -2 it failed. */
+static long asb__ws_read_some(asb_ws *ws) {
+    char buf[16384];
+    long n;
+    asb__conn *c = ws->c;
+#if ASB_TLS
+    if (c->use_tls) {
+        int k = mbedtls_ssl_read(&c->ssl, (unsigned char *)buf, sizeof buf);
+        if (k == MBEDTLS_ERR_SSL_WANT_READ || k == MBEDTLS_ERR_SSL_WANT_WRITE) return 0;
+#ifdef MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET
+        if (k == MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET) return 0; /* poll again */
+#endif
+        if (k == 0 || k == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY) return -1;
+        if (k < 0) return -2;
+        n = k;
+    } else
+#endif
+    {
+        ssize_t s = recv(c->fd, buf, sizeof buf, 0);
+        if (s < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -2;
+        if (s == 0) return -1;
+        n = (long)s;
+    }
+    if (asb_buf_append(&ws->rd.in, buf, (size_t)n) != ASB_OK) return -2;
+    return n;
+}
+
+/* Bytes TLS has decrypted or read but not handed out: poll would not see
+   them on the socket. */
+static int asb__ws_has_buffered(asb_ws *ws) {
+#if ASB_TLS
+    if (ws->c->use_tls)
+        return mbedtls_ssl_get_bytes_avail(&ws->c->ssl) > 0 || mbedtls_ssl_check_pending(&ws->c->ssl);
+#endif
+    (void)ws;
+    return 0;
+}
+
+/* Writes everything, polling while the socket is full, within
+   write_timeout_ms. */
+static asb_result asb__ws_write_all(asb_ws *ws, const char *p, size_t n) {
+    asb__conn *c = ws->c;
+    int64_t until = asb__now_ms() + ws->write_timeout_ms;
+    while (n > 0) {
+        long k;
+        short want = POLLOUT;
+#if ASB_TLS
+        if (c->use_tls) {
+            int t = mbedtls_ssl_write(&c->ssl, (const unsigned char *)p, n);
+            if (t == MBEDTLS_ERR_SSL_WANT_READ) want = POLLIN;
+            k = t == MBEDTLS_ERR_SSL_WANT_WRITE || t == MBEDTLS_ERR_SSL_WANT_READ
+                    ? 0
+#ifdef MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET
+                : t == MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET ? 0
+#endif
+                : t < 0 ? -1 : t;
+        } else
+#endif
+        {
+#ifdef MSG_NOSIGNAL
+            ssize_t s = send(c->fd, p, n, MSG_NOSIGNAL);
+#else
+            ssize_t s = send(c->fd, p, n, 0);
+#endif
+            k = s >= 0 ? (long)s
+                       : (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1);
+        }
+        if (k < 0) {
+            ws->failed = 1;
+            return ASB_ERR_SEND;
+        }
+        if (k > 0) {
+            p += k;
+            n -= (size_t)k;
+            continue;
+        }
+        {
+            struct pollfd pfd;
+            int64_t left = until - asb__now_ms();
+            if (left <= 0) {
+                ws->failed = 1;
+                return ASB_ERR_TIMEOUT;
+            }
+            pfd.fd = c->fd;
+            pfd.events = want;
+            pfd.revents = 0;
+            if (poll(&pfd, 1, left > 1000 ? 1000 : (int)left) < 0 && errno != EINTR) {
+                ws->failed = 1;
+                return ASB_ERR_SEND;
+            }
+        }
+    }
+    return ASB_OK;
+}
+
+/* One masked frame: header, masking key, prefix then data, masked. */
+static asb_result asb__ws_send_frame(asb_ws *ws, int opcode, const void *prefix, size_t plen,
+                                     const void *data, size_t len) {
+    unsigned char h[14], *m;
+    size_t hl = 2, total = plen + len, i;
+    asb_buf *o = &ws->out;
+    if (ws->failed) return ASB_ERR_SEND;
+    h[0] = (unsigned char)(0x80 | opcode);
+    if (total < 126) {
+        h[1] = (unsigned char)(0x80 | total);
+    } else if (total < 65536) {
+        h[1] = 0x80 | 126;
+        h[2] = (unsigned char)(total >> 8);
+        h[3] = (unsigned char)total;
+        hl = 4;
+    } else {
+        int k;
+        h[1] = 0x80 | 127;
+        for (k = 0; k < 8; k++) h[2 + k] = (unsigned char)((uint64_t)total >> (56 - 8 * k));
+        hl = 10;
+    }
+    if (ws->rnd_pos + 4 > sizeof ws->rnd) {
+        if (asb__random_bytes(ws->rnd, sizeof ws->rnd) != ASB_OK) return ASB_ERR_IO;
+        ws->rnd_pos = 0;
+    }
+    memcpy(h + hl, ws->rnd + ws->rnd_pos, 4);
+    m = h + hl;
+    ws->rnd_pos += 4;
+    hl += 4;
+    o->len = 0;
+    if (asb_buf_reserve(o, hl + total) != ASB_OK) return ASB_ERR_OUT_OF_MEMORY;
+    memcpy(o->ptr, h, hl);
+    if (plen) memcpy(o->ptr + hl, prefix, plen);
+    if (len) memcpy(o->ptr + hl + plen, data, len);
+    for (i = 0; i < total; i++) o->ptr[hl + i] = (char)(o->ptr[hl + i] ^ m[i & 3]);
+    o->len = hl + total;
+    return asb__ws_write_all(ws, o->ptr, o->len);
+}
+
+ASB_API asb_result asb_ws_send(asb_ws *ws, asb_ws_opcode opcode, const void *prefix,
+                               size_t prefix_len, const void *data, size_t len,
+                               asb_error *err) {
+    asb_result r;
+    if (!ws || (opcode != ASB_WS_TEXT && opcode != ASB_WS_BINARY && opcode != ASB_WS_PING &&
+                opcode != ASB_WS_PONG) ||
+        ((opcode == ASB_WS_PING || opcode == ASB_WS_PONG) && prefix_len + len > 125) ||
+        (prefix_len && !prefix) || (len && !data))
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "websocket: send takes TEXT, BINARY, PING or PONG (control messages "
+                         "up to 125 bytes)");
+    if (ws->close_sent || ws->close_code)
+        return asb__fail(err, ASB_ERR_CLOSED, "websocket: the connection is closing");
+    r = asb__ws_send_frame(ws, (int)opcode, prefix, prefix_len, data, len);
+    if (r != ASB_OK)
+        return asb__fail(err, r, "websocket: sending a message failed (%s)", asb_result_str(r));
+    return ASB_OK;
+}
+
+static asb_result asb__ws_send_close(asb_ws *ws, int code, const char *reason, size_t rlen) {
+    unsigned char b[125];
+    if (ws->close_sent) return ASB_OK;
+    ws->close_sent = 1;
+    b[0] = (unsigned char)(code >> 8);
+    b[1] = (unsigned char)code;
+    if (rlen > 123) rlen = 123;
+    if (rlen) memcpy(b + 2, reason, rlen);
+    return asb__ws_send_frame(ws, ASB_WS_CLOSE, NULL, 0, b, 2 + rlen);
+}
+
+/* Handles one control frame: ping answered, pong dropped, close noted
+   (and answered). 1 when it was a close. */
+static int asb__ws_control(asb_ws *ws, int op, asb_str pl) {
+    if (op == ASB_WS_PING) {
+        if (!ws->close_sent) asb__ws_send_frame(ws, ASB_WS_PONG, NULL, 0, pl.ptr, pl.len);
+        return 0;
+    }
+    if (op != ASB_WS_CLOSE) return 0;
+    ws->close_code = pl.len >= 2 ? ((unsigned char)pl.ptr[0] << 8 | (unsigned char)pl.ptr[1])
+                                 : 1005;
+    asb__quote(ws->close_reason, sizeof ws->close_reason, pl.len > 2 ? pl.ptr + 2 : "",
+               pl.len > 2 ? pl.len - 2 : 0, 100);
+    /* echo the code, as RFC 6455 5.5.1 asks */
+    asb__ws_send_close(ws, ws->close_code == 1005 ? 1000 : ws->close_code, NULL, 0);
+    return 1;
+}
+
+/* Waits for the socket to turn readable (or buffered TLS bytes): 1
+   ready, 0 timeout, -1 error. timeout_ms <= 0: no limit. */
+static int asb__ws_wait(asb_ws *ws, int64_t until) {
+    for (;;) {
+        struct pollfd pfd;
+        int64_t left = until ? until - asb__now_ms() : 1000;
+        int k;
+        if (asb__ws_has_buffered(ws)) return 1;
+        if (until && left <= 0) return 0;
+        pfd.fd = ws->c->fd;
+        pfd.events = POLLIN;
+        pfd.revents = 0;
+        k = poll(&pfd, 1, left > 1000 ? 1000 : (int)left);
+        if (k > 0) return 1;
+        if (k < 0 && errno != EINTR) return -1;
+    }
+}
+
+ASB_API asb_result asb_ws_recv(asb_ws *ws, int timeout_ms, asb_ws_message *msg, asb_error *err) {
+    int64_t until = timeout_ms > 0 ? asb__now_ms() + timeout_ms : 0;
+    if (!ws || !msg) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "websocket: NULL argument");
+    msg->opcode = ASB_WS_BINARY;
+    msg->data.ptr = "";
+    msg->data.len = 0;
+    for (;;) {
+        int op = 0, k;
+        long n;
+        asb_str pl;
+        if (ws->close_code)
+            return asb__fail(err, ASB_ERR_CLOSED, "websocket: the server closed the connection "
+                             "(code %d%s%s)", ws->close_code, ws->close_reason[0] ? ": " : "",
+                             ws->close_reason);
+        k = asb__ws_next(&ws->rd, &op, &pl);
+        if (k < 0) {
+            asb__ws_send_close(ws, ws->rd.close_code, ws->rd.why, strlen(ws->rd.why));
+            ws->failed = 1;
+            return asb__fail(err, ws->rd.close_code == 1009 ? ASB_ERR_TOO_LARGE : ASB_ERR_WEBSOCKET,
+                             "websocket: %s (closed with %d)", ws->rd.why, ws->rd.close_code);
+        }
+        if (k > 0) {
+            if (op == ASB_WS_TEXT || op == ASB_WS_BINARY) {
+                msg->opcode = (asb_ws_opcode)op;
+                msg->data = pl;
+                return ASB_OK;
+            }
+            asb__ws_control(ws, op, pl);
+            continue;
+        }
+        if (ws->failed) return asb__fail(err, ASB_ERR_RECV, "websocket: the connection failed");
+        n = asb__ws_read_some(ws);
+        if (n > 0) continue;
+        if (n < 0) {
+            ws->failed = 1;
+            return asb__fail(err, ASB_ERR_RECV, "websocket: the connection %s without a close frame",
+                             n == -1 ? "ended" : "failed");
+        }
+        k = asb__ws_wait(ws, until);
+        if (k == 0) return asb__fail(err, ASB_ERR_TIMEOUT, "websocket: no message within %d ms",
+                                     timeout_ms);
+        if (k < 0) return asb__fail(err, ASB_ERR_RECV, "websocket: poll failed: %s", strerror(errno));
+    }
+}
+
+ASB_API asb_result asb_ws_close(asb_ws *ws, int code, const char *reason, asb_error *err) {
+    size_t rl = reason ? strlen(reason) : 0;
+    int64_t until;
+    asb_result r;
+    if (!ws) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "websocket: NULL handle");
+    if (code == 0) code = 1000;
+    if (!asb__ws_close_code_ok((unsigned)code) || code == 1004 || rl > 123 ||
+        (rl && !asb__ws_utf8_ok((const unsigned char *)reason, rl)))
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "websocket: close code %d or its reason is not one a client may send",
+                         code);
+    r = asb__ws_send_close(ws, code, reason, rl);
+    if (r != ASB_OK) return asb__fail(err, r, "websocket: sending the close failed");
+    until = asb__now_ms() + 1000; /* the peer's close, past any data in flight */
+    while (!ws->close_code && !ws->failed) {
+        int op = 0, k;
+        long n;
+        asb_str pl;
+        k = asb__ws_next(&ws->rd, &op, &pl);
+        if (k < 0) {
+            ws->failed = 1;
+            break;
+        }
+        if (k > 0) {
+            if (op >= 8) asb__ws_control(ws, op, pl);
+            continue;
+        }
+        n = asb__ws_read_some(ws);
+        if (n > 0) continue;
+        if (n < 0) {
+            ws->failed = 1;
+            break;
+        }
+        if (asb__ws_wait(ws, until) <= 0) break;
+    }
+    return ASB_OK;
+}
+
+ASB_API int asb_ws_close_code(const asb_ws *ws) {
+    return ws ? ws->close_code : 0;
+}
+
+ASB_API const char *asb_ws_protocol(const asb_ws *ws) {
+    return ws ? ws->protocol : "";
+}
+
+ASB_API void asb_ws_free(asb_ws *ws) {
+    asb_kube_client *kc;
+    if (!ws) return;
+    kc = ws->kc;
+    if (ws->c) {
+        if (!ws->close_sent && !ws->failed) {
+            ws->write_timeout_ms = 100; /* best effort, never a wait on the peer */
+            asb__ws_send_close(ws, 1000, NULL, 0);
+        }
+        asb__conn_close(ws->http->http, ws->c);
+    }
+    asb__kube_http_release(kc, ws->http);
+    asb__ws_reader_free(&ws->rd);
+    asb_buf_free(&ws->out);
+    kc->alloc.free_fn(ws, kc->alloc.user_data);
+}
+
+/* A header value holds a comma-separated token (case-insensitive). */
+static int asb__header_has_token(const char *v, const char *tok) {
+    size_t tl = strlen(tok);
+    while (v && *v) {
+        const char *e = strchr(v, ',');
+        const char *a = v, *b = e ? e : v + strlen(v);
+        while (a < b && (*a == ' ' || *a == '\t')) a++;
+        while (b > a && (b[-1] == ' ' || b[-1] == '\t')) b--;
+        if ((size_t)(b - a) == tl && asb__ieq(a, tl, tok)) return 1;
+        v = e ? e + 1 : NULL;
+    }
+    return 0;
+}
+
+/* One upgrade attempt on a fresh connection. On 101, *c is the
+   connection (its leftover bytes moved into the reader); otherwise the
+   answer's status and body are in resp. */
+static asb_result asb__ws_upgrade(asb_ws *ws, asb_http_client *cl, const asb_url *u,
+                                  const char *host, const char *path, const asb_ws_desc *d,
+                                  const asb_buf *auth, int64_t deadline,
+                                  asb_http_response *resp, asb_error *err) {
+    unsigned char nonce[16];
+    char key[32], accept[29];
+    asb_buf head, kb;
+    asb__conn *c = NULL;
+    asb__http_parser hp;
+    asb__sink_ctx sc;
+    asb_http_request dummy;
+    char pkey[ASB__POOL_KEY_SIZE], tmp[32];
+    asb_result r;
+    memset(resp, 0, sizeof *resp);
+    resp->alloc_ = cl->alloc;
+    asb_buf_init(&resp->body, &cl->alloc);
+    if (asb__random_bytes(nonce, sizeof nonce) != ASB_OK)
+        return asb__fail(err, ASB_ERR_IO, "websocket: no random bytes for the key");
+    asb_buf_init(&kb, &cl->alloc);
+    if (asb_base64_encode(nonce, sizeof nonce, &kb) != ASB_OK || kb.len >= sizeof key) {
+        asb_buf_free(&kb);
+        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "websocket: out of memory");
+    }
+    memcpy(key, kb.ptr, kb.len + 1);
+    asb_buf_free(&kb);
+    asb__ws_accept_for(key, accept);
+    asb_buf_init(&head, &cl->alloc);
+    head.wipe = 1; /* Authorization */
+    r = ASB_OK;
+#define ASB__WSPUT(s) do { if (r == ASB_OK) r = asb_buf_append(&head, (s), strlen(s)); } while (0)
+    ASB__WSPUT("GET ");
+    ASB__WSPUT(path);
+    ASB__WSPUT(" HTTP/1.1\r\nHost: ");
+    if (u->host_is_ip == 6) ASB__WSPUT("[");
+    ASB__WSPUT(host);
+    if (u->host_is_ip == 6) ASB__WSPUT("]");
+    if (u->port != (u->is_https ? 443 : 80)) {
+        snprintf(tmp, sizeof tmp, ":%d", u->port);
+        ASB__WSPUT(tmp);
+    }
+    ASB__WSPUT("\r\nUser-Agent: ");
+    ASB__WSPUT(cl->user_agent);
+    ASB__WSPUT("\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+               "Sec-WebSocket-Key: ");
+    ASB__WSPUT(key);
+    ASB__WSPUT("\r\n");
+    if (d->protocol) {
+        ASB__WSPUT("Sec-WebSocket-Protocol: ");
+        ASB__WSPUT(d->protocol);
+        ASB__WSPUT("\r\n");
+    }
+    if (auth->len) {
+        ASB__WSPUT("Authorization: ");
+        ASB__WSPUT(auth->ptr);
+        ASB__WSPUT("\r\n");
+    }
+    ASB__WSPUT("\r\n");
+#undef ASB__WSPUT
+    if (r != ASB_OK) {
+        asb_buf_free(&head);
+        return asb__fail(err, r, "websocket: out of memory");
+    }
+    snprintf(pkey, sizeof pkey, "ws:%s:%d", host, u->port); /* never pooled */
+    r = asb__conn_open(cl, u, host, pkey, deadline, d->cancel, &c, err);
+    if (r == ASB_OK) {
+        c->deadline = deadline;
+        r = asb__conn_write(c, head.ptr, head.len);
+        if (r != ASB_OK)
+            asb__fail(err, r, "websocket: sending the upgrade request failed (%s)",
+                      asb_result_str(r));
+    }
+    asb_buf_free(&head); /* wiped */
+    if (r != ASB_OK) {
+        asb__conn_close(cl, c);
+        return r;
+    }
+    memset(&dummy, 0, sizeof dummy);
+    asb__hp_init(&hp, 0, cl->max_head, cl->max_headers, &cl->alloc);
+    memset(&sc, 0, sizeof sc);
+    sc.hp = &hp;
+    sc.resp = resp;
+    sc.req = &dummy;
+    sc.cap = 65536;
+    hp.sink = asb__sink;
+    hp.sink_ctx = &sc;
+    for (;;) {
+        long n;
+        size_t used = 0;
+        if (c->rpos < c->rlen) {
+            r = asb__hp_feed(&hp, c->rbuf + c->rpos, c->rlen - c->rpos, &used);
+            c->rpos += used;
+            if (r != ASB_OK || hp.state == ASB__HP_DONE) break;
+        }
+        c->rpos = c->rlen = 0;
+        n = asb__conn_read(c, c->rbuf, sizeof c->rbuf);
+        if (n > 0) {
+            c->rlen = (size_t)n;
+            continue;
+        }
+        r = n == 0 ? asb__hp_eof(&hp) : (asb_result)n;
+        break;
+    }
+    if (r == ASB_OK && hp.state == ASB__HP_DONE) {
+        resp->status = hp.status;
+        r = asb__resp_take_head(resp, &hp);
+    } else if (r != ASB_OK) {
+        asb__fail(err, r == ASB_ERR_TIMEOUT || r == ASB_ERR_CANCELLED ? r : ASB_ERR_WEBSOCKET,
+                  "websocket: GET %.*s: %s", (int)strcspn(path, "?"), path,
+                  hp.error ? hp.error
+                  : r == ASB_ERR_TIMEOUT ? "timed out waiting for the upgrade answer"
+                  : r == ASB_ERR_CANCELLED ? "cancelled"
+                                           : "the connection ended before the upgrade answer");
+        r = r == ASB_ERR_TIMEOUT || r == ASB_ERR_CANCELLED ? r : ASB_ERR_WEBSOCKET;
+    }
+    asb__hp_free(&hp);
+    if (r != ASB_OK || resp->status != 101) {
+        asb__conn_close(cl, c);
+        return r;
+    }
+    {
+        const char *up = asb_http_response_header(resp, "Upgrade");
+        const char *co = asb_http_response_header(resp, "Connection");
+        const char *ac = asb_http_response_header(resp, "Sec-WebSocket-Accept");
+        const char *pr = asb_http_response_header(resp, "Sec-WebSocket-Protocol");
+        const char *why = NULL;
+        if (!up || !asb__ieq(up, strlen(up), "websocket"))
+            why = "its Upgrade header is not \"websocket\"";
+        else if (!co || !asb__header_has_token(co, "upgrade"))
+            why = "its Connection header lacks \"Upgrade\"";
+        else if (!ac || strcmp(ac, accept) != 0)
+            why = "Sec-WebSocket-Accept does not match the key sent";
+        else if (pr && *pr && (!d->protocol || !asb__header_has_token(d->protocol, pr)))
+            why = "it chose a protocol that was not asked for";
+        else if (asb_http_response_header(resp, "Sec-WebSocket-Extensions"))
+            why = "it chose an extension that was not asked for";
+        if (why) {
+            asb__conn_close(cl, c);
+            return asb__fail(err, ASB_ERR_WEBSOCKET, "websocket: GET %.*s: the 101 answer is "
+                             "not a valid WebSocket handshake: %s",
+                             (int)strcspn(path, "?"), path, why);
+        }
+        snprintf(ws->protocol, sizeof ws->protocol, "%s", pr ? pr : "");
+    }
+    /* the bytes after the head are the server's first frames */
+    if (c->rpos < c->rlen &&
+        asb_buf_append(&ws->rd.in, c->rbuf + c->rpos, c->rlen - c->rpos) != ASB_OK) {
+        asb__conn_close(cl, c);
+        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "websocket: out of memory");
+    }
+    c->rpos = c->rlen = 0;
+    c->deadline = 0;
+    c->cancel = NULL;
+#if ASB_TLS
+    if (c->use_tls) mbedtls_ssl_set_bio(&c->ssl, c, asb__ws_bio_send, asb__ws_bio_recv, NULL);
+#endif
+    ws->c = c;
+    return ASB_OK;
+}
+
+ASB_API asb_result asb_kube_ws_connect(asb_kube_client *kc, const asb_ws_desc *desc,
+                                       asb_ws **out, asb_error *err) {
+    asb_ws_desc d;
+    asb_ws *ws;
+    asb_buf url, auth;
+    asb_url u;
+    char host[260];
+    asb_result r = ASB_OK;
+    int attempt;
+    int64_t deadline;
+    const char *s;
+    if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "websocket: NULL out");
+    *out = NULL;
+    if (!kc || !desc || !desc->path || desc->path[0] != '/')
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "websocket: a path must start with '/'");
+    d = *desc;
+    if (!d.max_message_bytes) d.max_message_bytes = 4u << 20;
+    if (d.timeout_ms <= 0) d.timeout_ms = 30000;
+    if (d.write_timeout_ms <= 0) d.write_timeout_ms = 30000;
+    for (s = d.path; *s; s++)
+        if ((unsigned char)*s <= 0x20 || *s == 0x7f)
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "websocket: the path holds a space or control byte");
+    for (s = d.protocol; s && *s; s++)
+        if (!asb__is_tchar((unsigned char)*s) && *s != ',' && *s != ' ')
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "websocket: the protocol list holds a byte a token may not");
+    ws = (asb_ws *)kc->alloc.alloc_fn(sizeof *ws, kc->alloc.user_data);
+    if (!ws) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "websocket: out of memory");
+    memset(ws, 0, sizeof *ws);
+    ws->kc = kc;
+    ws->write_timeout_ms = d.write_timeout_ms;
+    ws->rnd_pos = sizeof ws->rnd; /* filled at the first frame */
+    asb__ws_reader_init(&ws->rd, &kc->alloc, d.max_message_bytes);
+    asb_buf_init(&ws->out, &kc->alloc);
+    asb_buf_init(&url, &kc->alloc);
+    asb_buf_init(&auth, &kc->alloc);
+    auth.wipe = 1;
+    if (asb_buf_append(&url, kc->base, strlen(kc->base)) != ASB_OK ||
+        asb_buf_append(&url, d.path, strlen(d.path)) != ASB_OK) {
+        r = asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "websocket: out of memory");
+        goto done;
+    }
+    r = asb_url_parse(url.ptr, url.len, &u, err);
+    if (r != ASB_OK) goto done;
+    snprintf(host, sizeof host, "%.*s", (int)u.host.len, u.host.ptr);
+    deadline = asb__now_ms() + d.timeout_ms;
+    for (attempt = 0; attempt < 2; attempt++) {
+        unsigned gen = 0;
+        asb__kube_http *http = NULL;
+        asb_http_response resp;
+        char target[4096];
+        snprintf(target, sizeof target, "%.*s", (int)u.target.len, u.target.ptr);
+        r = asb__kube_auth(kc, &auth, &gen, &http, err);
+        if (r != ASB_OK) break;
+        r = asb__ws_upgrade(ws, http->http, &u, host, target[0] ? target : "/", &d, &auth,
+                            deadline, &resp, err);
+        if (r == ASB_OK && resp.status == 101) {
+            ws->http = http; /* the connection's TLS configuration: kept */
+            asb_http_response_free(&resp);
+            break;
+        }
+        asb__kube_http_release(kc, http);
+        if (r == ASB_OK && resp.status == 401 && kc->cfg.exec && attempt == 0) {
+            pthread_mutex_lock(&kc->lock);
+            if (kc->exec_gen == gen) kc->exec_have = 0;
+            pthread_mutex_unlock(&kc->lock);
+            asb_http_response_free(&resp);
+            continue;
+        }
+        if (r == ASB_OK && resp.status >= 400) {
+            r = asb__kube_status_error("GET", d.path, resp.status, &resp.body, err);
+            asb__error_headers(err, &resp);
+        } else if (r == ASB_OK) {
+            char ex[120];
+            asb__quote(ex, sizeof ex, resp.body.ptr ? resp.body.ptr : "", resp.body.len, 80);
+            r = asb__fail(err, ASB_ERR_WEBSOCKET,
+                          "websocket: GET %.*s: the server answered %d instead of switching "
+                          "protocols (a proxy in front of the apiserver that does not pass "
+                          "WebSocket upgrades?)%s%s",
+                          (int)strcspn(d.path, "?"), d.path, resp.status, ex[0] ? ": " : "", ex);
+            if (err) err->http_status = resp.status;
+        }
+        asb_http_response_free(&resp);
+        break;
+    }
+    if (r != ASB_OK && auth.len) {
+        const char *sp = (const char *)memchr(auth.ptr, ' ', auth.len);
+        if (sp) asb__mask_error(err, sp + 1);
+    }
+done:
+    asb_buf_free(&auth);
+    asb_buf_free(&url);
+    if (r != ASB_OK) {
+        asb_ws_free(ws);
+        return r;
+    }
+    *out = ws;
+    return ASB_OK;
+}
+
+/* >>portforward ============================================================
+   kubectl port-forward without kubectl: a Service resolved to a Running,
+   Ready pod and its target port as kubectl does, then one WebSocket per
+   connection with the v4.channel.k8s.io protocol, which the apiserver
+   passes through to the kubelet (kwok here) unchanged. Per port i the
+   data channel is 2i and the error channel 2i+1; each message starts
+   with its channel byte; the server's first message on each channel is
+   the port as 2 bytes little-endian. The error channel's text ("error
+   forwarding port P to pod ...") is the stream's error.
+
+   Not spoken: the SPDY/3.1 protocols (plain, or tunnelled in a WebSocket
+   as "SPDY/3.1+portforward.k8s.io", which a 1.31+ apiserver translates).
+   Both need SPDY framing with zlib-compressed headers; v4 reaches the
+   same kubelet code on every apiserver from 1.4 on.
+
+   Each dial hands back one end of a socketpair; a relay thread per
+   stream moves bytes between the other end and the WebSocket. A
+   socketpair rather than a listening port: nothing another local user
+   could connect to (see >>tunnel on why kubectl's listener is avoided
+   the same way). */
+
+/* Service and pod lookups. ---------------------------------------------------- */
+
+/* A pod name as the path needs it: a DNS subdomain (the server's answer
+   is checked too; it goes into a URL). */
+static int asb__pf_name_ok(const char *s) {
+    size_t n = strlen(s), i;
+    if (n == 0 || n > 253) return 0;
+    for (i = 0; i < n; i++)
+        if (!asb__is_lower_alnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '.') return 0;
+    return 1;
+}
+
+static int asb__pod_ready(const asb_json_doc *doc, int pod, int64_t *since) {
+    int conds = asb_json_find(doc, pod, "status.conditions");
+    asb_json_iter it = asb_json_iter_begin(doc, conds);
+    int v;
+    while (asb_json_iter_next(doc, &it, NULL, &v)) {
+        if (asb_json_string_eq(doc, asb_json_member(doc, v, "type", 4), "Ready", 5) &&
+            asb_json_string_eq(doc, asb_json_member(doc, v, "status", 6), "True", 4)) {
+            char ts[64];
+            *since = INT64_MAX;
+            if (asb_json_get_string(doc, asb_json_member(doc, v, "lastTransitionTime", 18), ts,
+                                    sizeof ts, NULL) == ASB_OK)
+                asb_time_parse_rfc3339(ts, strlen(ts), since, NULL);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int asb__port_number(const char *s, int *out) {
+    long v = 0;
+    const char *p = s;
+    if (!s || !*s) return 0;
+    for (; *p; p++) {
+        if (*p < '0' || *p > '9') return 0;
+        v = v * 10 + (*p - '0');
+        if (v > 65535) return 0;
+    }
+    if (v < 1) return 0;
+    *out = (int)v;
+    return 1;
+}
+
+ASB_API asb_result asb_portforward_resolve(asb_kube_client *kc, const char *ns,
+                                           const char *service, const char *port,
+                                           asb_portforward_target *out, asb_error *err) {
+    asb_buf path, svc, pods, sel, tname;
+    asb_json_doc sd, pd;
+    int have_sd = 0, have_pd = 0, num = 0, want_num, tport = 0, sports, found = -1, best = -1;
+    int count = 0, k, v;
+    int64_t best_since = INT64_MAX;
+    char why[200] = "";
+    asb_result r;
+    asb_json_iter it;
+    if (!kc || !service || !port || !out)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "portforward: service and port needed");
+    memset(out, 0, sizeof *out);
+    if (!ns) ns = kc->cfg.default_namespace ? kc->cfg.default_namespace : "default";
+    if (asb_dns_label_validate(ns, strlen(ns), err) != ASB_OK) return ASB_ERR_INVALID_ARGUMENT;
+    if (asb_dns_label_validate(service, strlen(service), err) != ASB_OK)
+        return ASB_ERR_INVALID_ARGUMENT;
+    want_num = asb__port_number(port, &num);
+    asb_buf_init(&path, &kc->alloc);
+    asb_buf_init(&svc, &kc->alloc);
+    asb_buf_init(&pods, &kc->alloc);
+    asb_buf_init(&sel, &kc->alloc);
+    asb_buf_init(&tname, &kc->alloc);
+    r = asb_buf_append(&path, "/api/v1/namespaces/", 19);
+    if (r == ASB_OK) r = asb_buf_append(&path, ns, strlen(ns));
+    if (r == ASB_OK) r = asb_buf_append(&path, "/services/", 10);
+    if (r == ASB_OK) r = asb_buf_append(&path, service, strlen(service));
+    if (r != ASB_OK) {
+        r = asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "portforward: out of memory");
+        goto done;
+    }
+    r = asb_kube_request(kc, "GET", path.ptr, NULL, NULL, 0, &svc, err);
+    if (r != ASB_OK) goto done;
+    r = asb_json_doc_parse(&sd, svc.ptr ? svc.ptr : "", svc.len, &kc->alloc, err);
+    if (r != ASB_OK) goto done;
+    have_sd = 1;
+    /* the service port: by number or by name */
+    sports = asb_json_find(&sd, 0, "spec.ports");
+    it = asb_json_iter_begin(&sd, sports);
+    while (asb_json_iter_next(&sd, &it, NULL, &v)) {
+        int64_t pn = 0;
+        int tp = asb_json_member(&sd, v, "targetPort", 10);
+        if (want_num ? asb_json_get_int64(&sd, asb_json_member(&sd, v, "port", 4), &pn) == ASB_OK &&
+                           pn == num
+                     : asb_json_string_eq(&sd, asb_json_member(&sd, v, "name", 4), port,
+                                          strlen(port))) {
+            int64_t t = 0;
+            found = v;
+            if (tp < 0) {
+                asb_json_get_int64(&sd, asb_json_member(&sd, v, "port", 4), &t);
+                tport = (int)t;
+            } else if (asb_json_get_int64(&sd, tp, &t) == ASB_OK) {
+                tport = (int)t;
+            } else if (asb_json_append_string(&sd, tp, &tname) != ASB_OK) {
+                found = -1;
+            } else if (asb__port_number(tname.ptr, &tport)) {
+                tname.len = 0; /* "8080" as a string is the number */
+            }
+            break;
+        }
+    }
+    if (found < 0) {
+        r = asb__fail(err, ASB_ERR_PORT_FORWARD,
+                      "portforward: service %s/%s has no port %s", ns, service, port);
+        goto done;
+    }
+    /* the selector, as a labelSelector query */
+    it = asb_json_iter_begin(&sd, asb_json_find(&sd, 0, "spec.selector"));
+    while (r == ASB_OK && asb_json_iter_next(&sd, &it, &k, &v)) {
+        asb_buf kv;
+        asb_buf_init(&kv, &kc->alloc);
+        r = asb_json_append_string(&sd, k, &kv);
+        if (r == ASB_OK) r = asb_buf_append(&kv, "=", 1);
+        if (r == ASB_OK) r = asb_json_append_string(&sd, v, &kv);
+        if (r == ASB_OK && sel.len) r = asb_buf_append(&sel, ",", 1);
+        if (r == ASB_OK) r = asb_buf_append(&sel, kv.ptr, kv.len);
+        asb_buf_free(&kv);
+    }
+    if (r != ASB_OK) {
+        r = asb__fail(err, ASB_ERR_PORT_FORWARD, "portforward: service %s/%s: unreadable "
+                      "selector", ns, service);
+        goto done;
+    }
+    if (!sel.len) {
+        r = asb__fail(err, ASB_ERR_PORT_FORWARD,
+                      "portforward: service %s/%s has no selector, so no pod to forward to "
+                      "(kubectl refuses it too)", ns, service);
+        goto done;
+    }
+    path.len = 0;
+    r = asb_buf_append(&path, "/api/v1/namespaces/", 19);
+    if (r == ASB_OK) r = asb_buf_append(&path, ns, strlen(ns));
+    if (r == ASB_OK) r = asb_buf_append(&path, "/pods?labelSelector=", 20);
+    if (r == ASB_OK) r = asb_percent_encode_segment(sel.ptr, sel.len, &path);
+    if (r != ASB_OK) {
+        r = asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "portforward: out of memory");
+        goto done;
+    }
+    r = asb_kube_request(kc, "GET", path.ptr, NULL, NULL, 0, &pods, err);
+    if (r != ASB_OK) goto done;
+    r = asb_json_doc_parse(&pd, pods.ptr ? pods.ptr : "", pods.len, &kc->alloc, err);
+    if (r != ASB_OK) goto done;
+    have_pd = 1;
+    it = asb_json_iter_begin(&pd, asb_json_find(&pd, 0, "items"));
+    while (asb_json_iter_next(&pd, &it, NULL, &v)) {
+        int64_t since = 0;
+        char name[254];
+        count++;
+        if (asb_json_get_string(&pd, asb_json_find(&pd, v, "metadata.name"), name, sizeof name,
+                                NULL) != ASB_OK ||
+            !asb__pf_name_ok(name))
+            continue;
+        if (asb_json_find(&pd, v, "metadata.deletionTimestamp") >= 0 &&
+            !asb_json_is_null(&pd, asb_json_find(&pd, v, "metadata.deletionTimestamp"))) {
+            if (!why[0]) snprintf(why, sizeof why, "; pod %.100s is being deleted", name);
+            continue;
+        }
+        if (!asb_json_string_eq(&pd, asb_json_find(&pd, v, "status.phase"), "Running", 7)) {
+            char ph[32] = "";
+            asb_json_get_string(&pd, asb_json_find(&pd, v, "status.phase"), ph, sizeof ph, NULL);
+            asb__scrub_controls(ph);
+            if (!why[0]) snprintf(why, sizeof why, "; pod %.100s is %s", name, ph[0] ? ph : "without a phase");
+            continue;
+        }
+        if (!asb__pod_ready(&pd, v, &since)) {
+            if (!why[0]) snprintf(why, sizeof why, "; pod %.100s is Running but not Ready", name);
+            continue;
+        }
+        if (best < 0 || since < best_since ||
+            (since == best_since && strcmp(name, out->pod) < 0)) {
+            best = v;
+            best_since = since;
+            memcpy(out->pod, name, sizeof out->pod);
+        }
+    }
+    if (best < 0) {
+        char sq[120];
+        asb__quote(sq, sizeof sq, sel.ptr, sel.len, 100);
+        r = asb__fail(err, ASB_ERR_PORT_FORWARD,
+                      "portforward: no Running and Ready pod behind service %s/%s (selector %s: "
+                      "%d pod%s%s)", ns, service, sq, count, count == 1 ? "" : "s",
+                      count ? why : "");
+        goto done;
+    }
+    if (tname.len) { /* a named target port: the chosen pod's container ports */
+        int cs = asb_json_find(&pd, best, "spec.containers");
+        asb_json_iter ci = asb_json_iter_begin(&pd, cs);
+        int cv;
+        tport = 0;
+        while (!tport && asb_json_iter_next(&pd, &ci, NULL, &cv)) {
+            asb_json_iter pi = asb_json_iter_begin(&pd, asb_json_member(&pd, cv, "ports", 5));
+            int pv;
+            while (asb_json_iter_next(&pd, &pi, NULL, &pv)) {
+                int64_t cp = 0;
+                if (asb_json_string_eq(&pd, asb_json_member(&pd, pv, "name", 4), tname.ptr,
+                                       tname.len) &&
+                    asb_json_get_int64(&pd, asb_json_member(&pd, pv, "containerPort", 13), &cp) ==
+                        ASB_OK) {
+                    tport = (int)cp;
+                    break;
+                }
+            }
+        }
+        if (!tport) {
+            char tq[80];
+            asb__quote(tq, sizeof tq, tname.ptr, tname.len, 60);
+            r = asb__fail(err, ASB_ERR_PORT_FORWARD,
+                          "portforward: service %s/%s port %s targets the named port \"%s\", "
+                          "which no container of pod %s declares", ns, service, port, tq,
+                          out->pod);
+            goto done;
+        }
+    }
+    if (tport < 1 || tport > 65535) {
+        r = asb__fail(err, ASB_ERR_PORT_FORWARD, "portforward: service %s/%s port %s has no "
+                      "usable target port", ns, service, port);
+        goto done;
+    }
+    out->port = tport;
+done:
+    if (have_sd) asb_json_doc_free(&sd);
+    if (have_pd) asb_json_doc_free(&pd);
+    asb_buf_free(&path);
+    asb_buf_free(&svc);
+    asb_buf_free(&pods);
+    asb_buf_free(&sel);
+    asb_buf_free(&tname);
+    if (r != ASB_OK) out->pod[0] = '\0';
+    return r;
+}
+
+/* The forwarder and its streams. ------------------------------------------------ */
+
+typedef struct asb__pf_stream {
+    struct asb_portforward *pf;
+    asb_ws *ws;
+    int sp;                /* our end of the socketpair */
+    char pod[254];         /* where it leads, for messages */
+    int port;
+    pthread_t thread;
+    int done;              /* the relay ended: join it */
+    struct asb__pf_stream *next;
+} asb__pf_stream;
+
+struct asb_portforward {
+    asb_kube_client *kc;
+    asb_allocator alloc;
+    char ns[64], service[64], pod[254], port[64];
+    int timeout_ms;
+    asb_logger log;
+    pthread_mutex_t lock;  /* everything below */
+    asb_portforward_target cached; /* pod[0] == 0: resolve at the next dial */
+    asb__pf_stream *streams;
+    unsigned long opened, live;
+    int has_error;
+    asb_error last_error;
+};
+
+ASB_API asb_result asb_portforward_create(asb_kube_client *kc, const asb_portforward_desc *desc,
+                                          asb_portforward **out, asb_error *err) {
+    asb_portforward *pf;
+    int num = 0;
+    const char *ns;
+    if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "portforward: NULL out");
+    *out = NULL;
+    if (!kc || !desc || !desc->port || !*desc->port || !desc->service == !desc->pod)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "portforward: give a port and either a service or a pod");
+    ns = desc->ns ? desc->ns : kc->cfg.default_namespace ? kc->cfg.default_namespace : "default";
+    if (asb_dns_label_validate(ns, strlen(ns), err) != ASB_OK) return ASB_ERR_INVALID_ARGUMENT;
+    if (desc->pod && !asb__pf_name_ok(desc->pod))
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "portforward: a pod name holds only lowercase letters, digits, '-', '.'");
+    if (desc->pod && !asb__port_number(desc->port, &num))
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "portforward: a pod's port must be a number from 1 to 65535");
+    if ((desc->service && strlen(desc->service) >= 64) || (desc->pod && strlen(desc->pod) >= 254) ||
+        strlen(desc->port) >= 64)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "portforward: a name is too long");
+    pf = (asb_portforward *)kc->alloc.alloc_fn(sizeof *pf, kc->alloc.user_data);
+    if (!pf) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "portforward: out of memory");
+    memset(pf, 0, sizeof *pf);
+    pf->kc = kc;
+    pf->alloc = kc->alloc;
+    snprintf(pf->ns, sizeof pf->ns, "%s", ns);
+    if (desc->service) snprintf(pf->service, sizeof pf->service, "%s", desc->service);
+    if (desc->pod) {
+        snprintf(pf->pod, sizeof pf->pod, "%s", desc->pod);
+        snprintf(pf->cached.pod, sizeof pf->cached.pod, "%s", desc->pod);
+        pf->cached.port = num;
+    }
+    snprintf(pf->port, sizeof pf->port, "%s", desc->port);
+    pf->timeout_ms = desc->timeout_ms > 0 ? desc->timeout_ms : 30000;
+    if (desc->log) pf->log = *desc->log;
+    pthread_mutex_init(&pf->lock, NULL);
+    *out = pf;
+    return ASB_OK;
+}
+
+static void asb__pf_note_error(asb_portforward *pf, const asb_error *e) {
+    pthread_mutex_lock(&pf->lock);
+    pf->last_error = *e;
+    pf->has_error = 1;
+    if (pf->service[0]) pf->cached.pod[0] = '\0'; /* the next dial resolves again */
+    pthread_mutex_unlock(&pf->lock);
+}
+
+/* Moves bytes both ways until either side ends. The pod's bytes wait in
+   `pend` while the socket is full (then the WebSocket is not read: the
+   apiserver's TCP window pushes back); the local side's bytes go out as
+   they come, one message each. */
+static void *asb__pf_relay(void *arg) {
+    asb__pf_stream *st = (asb__pf_stream *)arg;
+    asb_portforward *pf = st->pf;
+    asb_ws *ws = st->ws;
+    char *buf = (char *)pf->alloc.alloc_fn(32768, pf->alloc.user_data);
+    asb_buf pend, etext;
+    size_t pend_pos = 0;
+    int local_open = 1;
+    asb_error e;
+    memset(&e, 0, sizeof e);
+    asb_buf_init(&pend, &pf->alloc);
+    asb_buf_init(&etext, &pf->alloc);
+    while (buf) {
+        struct pollfd pfd[2];
+        int k, op = 0, n_pfd = 1;
+        asb_str pl;
+        /* the messages already buffered first */
+        while (pend.len == pend_pos && (k = asb__ws_next(&ws->rd, &op, &pl)) != 0) {
+            if (k < 0) {
+                asb__ws_send_close(ws, ws->rd.close_code, ws->rd.why, strlen(ws->rd.why));
+                asb__fail(&e, ASB_ERR_WEBSOCKET, "port-forward to pod %s: %s", st->pod,
+                          ws->rd.why);
+                goto out;
+            }
+            if (op == ASB_WS_BINARY && pl.len >= 1 && pl.ptr[0] == 0) {
+                pend.len = pend_pos = 0;
+                if (pl.len > 1 && asb_buf_append(&pend, pl.ptr + 1, pl.len - 1) != ASB_OK) goto out;
+            } else if (op == ASB_WS_BINARY && pl.len >= 1 && pl.ptr[0] == 1) {
+                size_t room = etext.len < 400 ? 400 - etext.len : 0;
+                size_t take = pl.len - 1 < room ? pl.len - 1 : room;
+                if (take) asb_buf_append(&etext, pl.ptr + 1, take);
+            } else if (op >= 8) {
+                if (asb__ws_control(ws, op, pl)) goto out;
+            }
+        }
+        if (pend.len > pend_pos) { /* to the local side, as far as it takes */
+#ifdef MSG_NOSIGNAL
+            ssize_t w = send(st->sp, pend.ptr + pend_pos, pend.len - pend_pos, MSG_NOSIGNAL);
+#else
+            ssize_t w = send(st->sp, pend.ptr + pend_pos, pend.len - pend_pos, 0);
+#endif
+            if (w > 0) pend_pos += (size_t)w;
+            else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                goto out; /* the local side is gone */
+            if (pend_pos == pend.len) pend.len = pend_pos = 0;
+        }
+        pfd[0].fd = st->sp;
+        pfd[0].events = (short)((local_open ? POLLIN : 0) | (pend.len > pend_pos ? POLLOUT : 0));
+        pfd[0].revents = 0;
+        if (pend.len == pend_pos) {
+            if (asb__ws_has_buffered(ws)) {
+                long n = asb__ws_read_some(ws);
+                if (n < 0) goto lost;
+                continue;
+            }
+            pfd[1].fd = ws->c->fd;
+            pfd[1].events = POLLIN;
+            pfd[1].revents = 0;
+            n_pfd = 2;
+        }
+        k = poll(pfd, (nfds_t)n_pfd, -1);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            goto out;
+        }
+        if (n_pfd == 2 && pfd[1].revents) {
+            long n = asb__ws_read_some(ws);
+            if (n < 0) goto lost;
+        }
+        if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+            ssize_t n = recv(st->sp, buf, 32768, 0);
+            if (n > 0) {
+                static const char chan = 0;
+                if (asb__ws_send_frame(ws, ASB_WS_BINARY, &chan, 1, buf, (size_t)n) != ASB_OK)
+                    goto lost;
+            } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+                /* the local side closed: v4 has no half-close, the stream ends */
+                local_open = 0;
+                goto out;
+            }
+        }
+    }
+lost:
+    if (!etext.len)
+        asb__fail(&e, ASB_ERR_PORT_FORWARD, "port-forward to pod %s port %d: the connection to "
+                  "the apiserver dropped", st->pod, st->port);
+out:
+    if (etext.len) {
+        char q[420];
+        asb__quote(q, sizeof q, etext.ptr, etext.len, 400);
+        asb__fail(&e, ASB_ERR_PORT_FORWARD, "port-forward: %s", q);
+    }
+    if (e.code && local_open) asb__pf_note_error(pf, &e);
+    if (e.code) asb__log(&pf->log, ASB_LOG_WARN, "portforward.stream.failed", "%s", e.message);
+    shutdown(st->sp, SHUT_RDWR); /* the local side sees the end */
+    if (!ws->close_sent && !ws->failed) {
+        ws->write_timeout_ms = 1000;
+        asb__ws_send_close(ws, 1000, NULL, 0);
+    }
+    asb_buf_free(&pend);
+    asb_buf_free(&etext);
+    if (buf) pf->alloc.free_fn(buf, pf->alloc.user_data);
+    pthread_mutex_lock(&pf->lock);
+    st->done = 1;
+    pf->live--;
+    pthread_mutex_unlock(&pf->lock);
+    return NULL;
+}
+
+/* Joins and frees finished streams (called with the lock released). */
+static void asb__pf_reap(asb_portforward *pf, int all) {
+    for (;;) {
+        asb__pf_stream **pp, *st = NULL;
+        pthread_mutex_lock(&pf->lock);
+        for (pp = &pf->streams; *pp; pp = &(*pp)->next)
+            if ((*pp)->done || all) {
+                st = *pp;
+                *pp = st->next;
+                break;
+            }
+        pthread_mutex_unlock(&pf->lock);
+        if (!st) return;
+        if (all) shutdown(st->sp, SHUT_RDWR);
+        pthread_join(st->thread, NULL);
+        close(st->sp);
+        asb_ws_free(st->ws);
+        pf->alloc.free_fn(st, pf->alloc.user_data);
+    }
+}
+
+/* Waits for the server's first message on a channel: the port, 2 bytes
+   little-endian. The data channel's comes first, then the error one's,
+   both before any data. */
+static asb_result asb__pf_expect_port(asb_ws *ws, int channel, int port, const char *pod,
+                                      int timeout_ms, asb_error *err) {
+    asb_ws_message m;
+    asb_result r = asb_ws_recv(ws, timeout_ms, &m, err);
+    if (r != ASB_OK) {
+        if (err) {
+            char m2[ASB_ERROR_MESSAGE_SIZE];
+            snprintf(m2, sizeof m2, "portforward: pod %.120s port %d: the stream ended before it "
+                     "opened: %.300s", pod, port, err->message);
+            memcpy(err->message, m2, sizeof m2);
+            err->code = ASB_ERR_PORT_FORWARD;
+        }
+        return ASB_ERR_PORT_FORWARD;
+    }
+    if (m.opcode != ASB_WS_BINARY || m.data.len != 3 || (unsigned char)m.data.ptr[0] != channel ||
+        ((unsigned char)m.data.ptr[1] | (unsigned char)m.data.ptr[2] << 8) != port)
+        return asb__fail(err, ASB_ERR_PORT_FORWARD,
+                         "portforward: pod %s: the server's first message on channel %d is not "
+                         "port %d (is this a v4.channel.k8s.io server?)", pod, channel, port);
+    return ASB_OK;
+}
+
+ASB_API asb_result asb_portforward_dial(asb_portforward *pf, int *fd, asb_error *err) {
+    asb_portforward_target t;
+    asb_ws_desc wd;
+    asb_ws *ws = NULL;
+    asb_result r = ASB_OK;
+    asb__pf_stream *st;
+    int sv[2], attempt;
+    char path[512];
+    if (!pf || !fd) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "portforward: NULL argument");
+    *fd = -1;
+    asb__pf_reap(pf, 0);
+    for (attempt = 0; attempt < 2; attempt++) {
+        int fresh = 0;
+        pthread_mutex_lock(&pf->lock);
+        t = pf->cached;
+        pthread_mutex_unlock(&pf->lock);
+        if (!t.pod[0]) {
+            r = asb_portforward_resolve(pf->kc, pf->ns, pf->service, pf->port, &t, err);
+            if (r != ASB_OK) return r;
+            fresh = 1;
+            asb__log(&pf->log, ASB_LOG_DEBUG, "portforward.resolved",
+                     "service %s/%s port %s -> pod %s port %d", pf->ns, pf->service, pf->port,
+                     t.pod, t.port);
+        }
+        snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/portforward?ports=%d", pf->ns,
+                 t.pod, t.port);
+        memset(&wd, 0, sizeof wd);
+        wd.path = path;
+        wd.protocol = "v4.channel.k8s.io";
+        wd.timeout_ms = pf->timeout_ms;
+        wd.max_message_bytes = 1u << 20;
+        r = asb_kube_ws_connect(pf->kc, &wd, &ws, err);
+        if (r == ASB_OK) {
+            r = asb__pf_expect_port(ws, 0, t.port, t.pod, pf->timeout_ms, err);
+            if (r == ASB_OK) r = asb__pf_expect_port(ws, 1, t.port, t.pod, pf->timeout_ms, err);
+            if (r != ASB_OK) {
+                asb_ws_free(ws);
+                ws = NULL;
+            }
+        } else if (err && (r == ASB_ERR_WEBSOCKET ||
+                           (r == ASB_ERR_KUBE_API && !err->reason[0]))) {
+            /* no upgrade, and no Kubernetes Status saying why: something
+               in front of the apiserver that does not pass WebSockets */
+            size_t l = strlen(err->message);
+            snprintf(err->message + l, sizeof err->message - l,
+                     "; the kubectl tunnel (ASB_CONNECT_LOCAL_TUNNEL) speaks SPDY and may get "
+                     "through where this does not");
+            err->code = r = ASB_ERR_PORT_FORWARD;
+        }
+        if (r == ASB_OK) break;
+        /* a pod that went away: resolve again, once, if it was not just resolved */
+        if (!pf->service[0] || fresh || (r != ASB_ERR_NOT_FOUND && r != ASB_ERR_PORT_FORWARD))
+            return r;
+        pthread_mutex_lock(&pf->lock);
+        pf->cached.pod[0] = '\0';
+        pthread_mutex_unlock(&pf->lock);
+    }
+    if (r != ASB_OK) return r;
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+        asb_ws_free(ws);
+        return asb__fail(err, ASB_ERR_IO, "portforward: socketpair: %s", strerror(errno));
+    }
+    if (asb__set_cloexec_nonblock(sv[0]) != 0 || asb__set_cloexec_nonblock(sv[1]) != 0) {
+        close(sv[0]);
+        close(sv[1]);
+        asb_ws_free(ws);
+        return asb__fail(err, ASB_ERR_IO, "portforward: fcntl: %s", strerror(errno));
+    }
+#ifdef SO_NOSIGPIPE
+    {
+        int one = 1;
+        setsockopt(sv[1], SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
+    }
+#endif
+    st = (asb__pf_stream *)pf->alloc.alloc_fn(sizeof *st, pf->alloc.user_data);
+    if (!st) {
+        close(sv[0]);
+        close(sv[1]);
+        asb_ws_free(ws);
+        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "portforward: out of memory");
+    }
+    memset(st, 0, sizeof *st);
+    st->pf = pf;
+    st->ws = ws;
+    st->sp = sv[1];
+    memcpy(st->pod, t.pod, sizeof st->pod);
+    st->port = t.port;
+    pthread_mutex_lock(&pf->lock);
+    pf->cached = t;
+    pf->opened++;
+    pf->live++;
+    if (pthread_create(&st->thread, NULL, asb__pf_relay, st) != 0) {
+        pf->live--;
+        pthread_mutex_unlock(&pf->lock);
+        close(sv[0]);
+        close(sv[1]);
+        asb_ws_free(ws);
+        pf->alloc.free_fn(st, pf->alloc.user_data);
+        return asb__fail(err, ASB_ERR_IO, "portforward: cannot start the relay thread");
+    }
+    st->next = pf->streams;
+    pf->streams = st;
+    pthread_mutex_unlock(&pf->lock);
+    *fd = sv[0];
+    return ASB_OK;
+}
+
+ASB_API int asb_portforward_take_error(asb_portforward *pf, asb_error *err) {
+    int had;
+    if (!pf) return 0;
+    pthread_mutex_lock(&pf->lock);
+    had = pf->has_error;
+    if (had && err) *err = pf->last_error;
+    pf->has_error = 0;
+    pthread_mutex_unlock(&pf->lock);
+    return had;
+}
+
+ASB_API void asb_portforward_counts(asb_portforward *pf, unsigned long *opened,
+                                    unsigned long *live) {
+    if (!pf) return;
+    pthread_mutex_lock(&pf->lock);
+    if (opened) *opened = pf->opened;
+    if (live) *live = pf->live;
+    pthread_mutex_unlock(&pf->lock);
+}
+
+ASB_API void asb_portforward_free(asb_portforward *pf) {
+    if (!pf) return;
+    asb__pf_reap(pf, 1);
+    pthread_mutex_destroy(&pf->lock);
+    pf->alloc.free_fn(pf, pf->alloc.user_data);
 }
 
 /* >>tunnel ==================================================================

@@ -4,7 +4,8 @@
 
 TB := $(BUILD)/tests
 HDR := agentsandbox.h
-TEST_SRCS := tests/test_json.c tests/test_rules.c tests/test_http.c tests/test_yaml.c tests/test_sdk.c
+TEST_SRCS := tests/test_json.c tests/test_rules.c tests/test_http.c tests/test_yaml.c tests/test_sdk.c \
+             tests/test_ws.c
 TEST_DEPS := $(HDR) tests/asbtest.h tests/recorder.h tests/logsink.h
 ORACLE_HDRS := tests/oracle/jsmn_oracle.h tests/oracle/json_ref.h \
                tests/oracle/json_contract.h tests/oracle/k8s_gen.h
@@ -130,7 +131,7 @@ test-json-diff: $(TB)/c/test_json_diff
 # One target per area of untrusted input; a target may take a selector byte
 # to pick among related entry points (see the comment atop each file).
 FUZZ_TARGETS := json rules http yaml watch sandbox kube kubeconfig proxy
-FUZZ_TARGETS += h2 hpack protobuf
+FUZZ_TARGETS += h2 hpack protobuf ws
 # (after FUZZ_TARGETS: FUZZ_TIERS is expanded where it is appended to)
 FUZZ_TIERS += $(FUZZ_TARGETS:%=fuzz-%)
 .PHONY: $(FUZZ_TARGETS:%=fuzz-%)
@@ -144,6 +145,7 @@ FUZZ_SEEDS_sandbox := tests/fuzz/seeds_sandbox
 FUZZ_SEEDS_kube := tests/fuzz/seeds_kube
 FUZZ_SEEDS_kubeconfig := tests/fuzz/seeds_kubeconfig
 FUZZ_SEEDS_proxy := tests/fuzz/seeds_proxy
+FUZZ_SEEDS_ws := tests/fuzz/seeds_ws
 $(TB)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_main.h $(HDR) $(ORACLE_HDRS) $(JSMN_ASAN_OBJS)
 	@mkdir -p $(@D)
 	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
@@ -164,8 +166,9 @@ test-fuzz-replay: $(FUZZ_TARGETS:%=$(TB)/fuzz/replay_%)
 # libFuzzer's final stats. Findings go to build/tests/fuzz/findings.
 FUZZ_SHARE_json := 8
 FUZZ_SHARE_rules := 4
-FUZZ_SHARE_http := 9
-FUZZ_SHARE_yaml := 9
+FUZZ_SHARE_http := 8
+FUZZ_SHARE_yaml := 8
+FUZZ_SHARE_ws := 2
 FUZZ_SHARE_watch := 5
 FUZZ_SHARE_sandbox := 4
 FUZZ_SHARE_kube := 5
@@ -198,6 +201,7 @@ test-fuzz-short: $(FUZZ_TARGETS:%=$(TB)/fuzz/fuzz_%)
 	$(call FUZZ_RUN,h2,$(FUZZ_SECONDS) * $(FUZZ_SHARE_h2) / 60)
 	$(call FUZZ_RUN,hpack,$(FUZZ_SECONDS) * $(FUZZ_SHARE_hpack) / 60)
 	$(call FUZZ_RUN,protobuf,$(FUZZ_SECONDS) * $(FUZZ_SHARE_protobuf) / 60)
+	$(call FUZZ_RUN,ws,$(FUZZ_SECONDS) * $(FUZZ_SHARE_ws) / 60)
 $(FUZZ_TARGETS:%=fuzz-%): fuzz-%: $(TB)/fuzz/fuzz_%
 	$(call FUZZ_RUN,$*,$(FUZZ_SECONDS))
 
@@ -326,6 +330,12 @@ $(TB)/asan/test_sdk_cluster: tests/test_sdk_cluster.c $(TEST_DEPS)
 	@mkdir -p $(@D)
 	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) $< -o $@ $(LINK)
 ALL_TARGETS += $(TB)/asan/test_sdk_cluster $(TB)/asan/troubleshooting
+# The kubectl-free port-forward (WebSocket, v4.channel.k8s.io) on the same
+# cluster: the router Service, RBAC, the error channel.
+$(TB)/asan/test_portforward_cluster: tests/test_portforward_cluster.c $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) $< -o $@ $(LINK)
+ALL_TARGETS += $(TB)/asan/test_portforward_cluster
 # The threaded case again under ThreadSanitizer: one client shared by
 # threads that each drive their own sandbox.
 $(TB)/tsan/test_sdk_cluster: tests/test_sdk_cluster.c $(TEST_DEPS)
@@ -344,6 +354,7 @@ KC_ENV := LC_STATE_DIR=$(KC_STATE) LC_POD_CIDR=127.1.64.0/24
 # kubeconfig) talking to the sandbox's loopback pod IP.
 KC_CLUSTER_PORT = $$(python3 -c "import json;print(json.load(open('$(KC_STATE)/cluster.json'))['ports']['$(1)'])")
 test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster \
+                   $(TB)/asan/test_portforward_cluster \
                    $(TB)/tsan/test_sdk_cluster $(EX)/quickstart \
                    $(EX)/attach $(EX)/bigfile $(EX)/direct_url $(EX)/gateway $(EX)/in_cluster \
                    $(EX)/local_tunnel $(TB)/asan/troubleshooting
@@ -356,6 +367,7 @@ test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster \
 	tests/kube/dns-fallback-setup.sh $(KC_STATE) || \
 	  { echo "dns fallback setup failed"; $(KC_ENV) $(MAKE) --no-print-directory cluster-down; exit 1; }; \
 	echo "--- test_sdk_cluster" && $(TB)/asan/test_sdk_cluster && \
+	echo "--- test_portforward_cluster (no kubectl)" && $(TB)/asan/test_portforward_cluster && \
 	echo "--- test_sdk_cluster one_client_serves_threads, gateway_mode (ThreadSanitizer)" && \
 	TSAN_OPTIONS=halt_on_error=1 $(TB)/tsan/test_sdk_cluster one_client_serves_threads \
 	  gateway_mode_skips_bad_addresses && \

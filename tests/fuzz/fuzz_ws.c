@@ -1,0 +1,62 @@
+/* Fuzz target: the WebSocket frame reader (RFC 6455 server-to-client
+   frames: lengths, fragments, control frames between them, close codes,
+   UTF-8), fed in chunks whose size the first byte chooses (frames must
+   survive any split). Properties: no crash or leak; every message handed
+   out is within the limit (control payloads within 125 bytes), a text
+   message and a close reason are UTF-8, a close code is one a peer may
+   send; a refusal names its reason and one of the close codes 1002,
+   1007, 1009, and the reader hands out nothing after it. */
+#define AGENTSANDBOX_IMPLEMENTATION
+#include "../../agentsandbox.h"
+#include "fuzz_main.h"
+
+#define FUZZ_REQUIRE(cond)                                                   \
+    do {                                                                     \
+        if (!(cond)) {                                                       \
+            fprintf(stderr, "fuzz_ws: property failed: %s (line %d)\n",      \
+                    #cond, __LINE__);                                        \
+            abort();                                                         \
+        }                                                                    \
+    } while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    asb__ws_reader r;
+    size_t chunk, i;
+    int failed = 0;
+    if (size < 1) return 0;
+    chunk = (size_t)data[0] % 64 + 1;
+    data++;
+    size--;
+    asb__ws_reader_init(&r, NULL, 4096);
+    for (i = 0; i < size && !failed; i += chunk) {
+        size_t n = size - i < chunk ? size - i : chunk;
+        int k, op = 0;
+        asb_str pl;
+        asb_buf_append(&r.in, data + i, n);
+        while ((k = asb__ws_next(&r, &op, &pl)) > 0) {
+            if (op == ASB_WS_TEXT || op == ASB_WS_BINARY) {
+                FUZZ_REQUIRE(pl.len <= 4096);
+                if (op == ASB_WS_TEXT)
+                    FUZZ_REQUIRE(asb__ws_utf8_ok((const unsigned char *)pl.ptr, pl.len));
+            } else {
+                FUZZ_REQUIRE(op == ASB_WS_CLOSE || op == ASB_WS_PING || op == ASB_WS_PONG);
+                FUZZ_REQUIRE(pl.len <= 125);
+                if (op == ASB_WS_CLOSE && pl.len >= 2) {
+                    FUZZ_REQUIRE(asb__ws_close_code_ok((unsigned)(unsigned char)pl.ptr[0] << 8 |
+                                                       (unsigned char)pl.ptr[1]));
+                    FUZZ_REQUIRE(asb__ws_utf8_ok((const unsigned char *)pl.ptr + 2, pl.len - 2));
+                }
+                FUZZ_REQUIRE(!(op == ASB_WS_CLOSE && pl.len == 1));
+            }
+        }
+        if (k < 0) {
+            FUZZ_REQUIRE(r.why != NULL);
+            FUZZ_REQUIRE(r.close_code == 1002 || r.close_code == 1007 || r.close_code == 1009);
+            failed = 1;
+        }
+        /* bounded buffering: a frame header plus the limit, plus a chunk */
+        FUZZ_REQUIRE(r.in.len - r.pos <= 4096 + 14 + 64 || failed);
+    }
+    asb__ws_reader_free(&r);
+    return 0;
+}

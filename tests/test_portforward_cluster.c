@@ -1,0 +1,581 @@
+/* The kubectl-free port-forward against the real local control plane
+   (tools/localcluster): kube-apiserver 1.33 passing the v4.channel.k8s.io
+   WebSocket to kwok, whose ClusterPortForward sends the router pod's port
+   8080 to the real Go sandbox-router. Service resolution (numbers, names,
+   named target ports, no Ready pod), bytes both ways compared with the
+   router's own port, every credential kind, RBAC denial of
+   pods/portforward for a service account made here, the error channel,
+   many streams at once, a server that refuses the upgrade.
+   ASB_CLUSTER_KUBECONFIGS names the directory of the cluster's
+   kubeconfigs (its parent holds cluster.json and pki/). */
+#define AGENTSANDBOX_IMPLEMENTATION
+#include "../agentsandbox.h"
+#include "asbtest.h"
+
+static const char *kc_dir(void) {
+    const char *dir = getenv("ASB_CLUSTER_KUBECONFIGS");
+    if (!dir) {
+        fprintf(stderr, "ASB_CLUSTER_KUBECONFIGS is not set (make cluster-up first)\n");
+        exit(2);
+    }
+    return dir;
+}
+
+static asb_kube_client *connect_file(const char *path, asb_error *err) {
+    asb_kube_client_desc d;
+    asb_kube_client *kc = NULL;
+    memset(&d, 0, sizeof d);
+    d.kubeconfig.path = path;
+    d.http.retry.backoff_ms = 50;
+    if (asb_kube_client_create(&d, &kc, err) != ASB_OK) return NULL;
+    return kc;
+}
+
+static asb_kube_client *connect_as(const char *which, asb_error *err) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.kubeconfig", kc_dir(), which);
+    return connect_file(path, err);
+}
+
+/* A number from cluster.json's "ports" object. */
+static int cluster_port(const char *name) {
+    char path[1100], key[64];
+    char *text = NULL;
+    size_t len = 0;
+    asb_json_doc doc;
+    int64_t v = 0;
+    asb_allocator a;
+    asb__allocator_resolve(NULL, &a);
+    snprintf(path, sizeof path, "%s/../cluster.json", kc_dir());
+    if (asb__read_file(&a, path, &text, &len, 1 << 20) != ASB_OK) return 0;
+    if (asb_json_doc_parse(&doc, text, len, NULL, NULL) == ASB_OK) {
+        snprintf(key, sizeof key, "ports.%s", name);
+        asb_json_get_int64(&doc, asb_json_find(&doc, 0, key), &v);
+        asb_json_doc_free(&doc);
+    }
+    a.free_fn(text, a.user_data);
+    return (int)v;
+}
+
+/* Writes all of s to a non-blocking socket. */
+static int send_all(int fd, const char *s, size_t n) {
+    while (n) {
+        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+        if (w > 0) {
+            s += w;
+            n -= (size_t)w;
+        } else if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
+            struct pollfd p = {fd, POLLOUT, 0};
+            poll(&p, 1, 1000);
+        } else {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Reads one HTTP/1.1 response with a Content-Length into out (within
+   10 s). Returns 1 complete, 0 EOF first, -1 timeout or error. */
+static int read_response(int fd, asb_buf *out) {
+    int64_t until = asb__now_ms() + 10000;
+    out->len = 0;
+    for (;;) {
+        char buf[8192];
+        ssize_t n;
+        const char *end = out->ptr ? strstr(out->ptr, "\r\n\r\n") : NULL;
+        if (end) {
+            const char *cl = strstr(out->ptr, "Content-Length: ");
+            size_t want = (size_t)(end - out->ptr) + 4 + (cl ? (size_t)atol(cl + 16) : 0);
+            if (out->len >= want) return 1;
+        }
+        n = recv(fd, buf, sizeof buf, 0);
+        if (n > 0) {
+            asb_buf_append(out, buf, (size_t)n);
+            continue;
+        }
+        if (n == 0) return 0;
+        if (errno != EAGAIN && errno != EINTR) return -1;
+        {
+            struct pollfd p = {fd, POLLIN, 0};
+            int64_t left = until - asb__now_ms();
+            if (left <= 0) return -1;
+            poll(&p, 1, (int)left);
+        }
+    }
+}
+
+/* The status line and the body of a response, without the headers that
+   differ between two answers (Date). */
+static void status_and_body(const asb_buf *resp, char *out, size_t cap) {
+    const char *nl = strstr(resp->ptr, "\r\n");
+    const char *body = strstr(resp->ptr, "\r\n\r\n");
+    snprintf(out, cap, "%.*s|%s", nl ? (int)(nl - resp->ptr) : 0, resp->ptr,
+             body ? body + 4 : "");
+}
+
+static asb_portforward *router_forward(asb_kube_client *kc, const char *port) {
+    asb_portforward_desc d;
+    asb_portforward *pf = NULL;
+    memset(&d, 0, sizeof d);
+    d.ns = "agent-sandbox-system";
+    d.service = "sandbox-router-svc";
+    d.port = port;
+    if (asb_portforward_create(kc, &d, &pf, NULL) != ASB_OK) return NULL;
+    return pf;
+}
+
+static const char get_root[] = "GET / HTTP/1.1\r\nHost: router\r\n\r\n";
+
+ASBT_TEST(service_resolves_to_the_ready_router_pod_by_port_number_or_name) {
+    asb_error err;
+    asb_kube_client *kc = connect_as("admin", &err);
+    asb_portforward_target t;
+    ASBT_CHECK(kc != NULL);
+    ASBT_EQ_RES(asb_portforward_resolve(kc, "agent-sandbox-system", "sandbox-router-svc", "8080",
+                                        &t, &err), ASB_OK);
+    ASBT_EQ_STR(t.pod, "sandbox-router");
+    ASBT_EQ_INT(t.port, 8080);
+    ASBT_EQ_RES(asb_portforward_resolve(kc, "agent-sandbox-system", "sandbox-router-svc", "http",
+                                        &t, &err), ASB_OK);
+    ASBT_EQ_INT(t.port, 8080);
+    ASBT_EQ_RES(asb_portforward_resolve(kc, "agent-sandbox-system", "sandbox-router-svc", "9090",
+                                        &t, &err), ASB_ERR_PORT_FORWARD);
+    ASBT_CONTAINS(err.message, "has no port 9090");
+    ASBT_EQ_RES(asb_portforward_resolve(kc, "agent-sandbox-system", "no-such-svc", "80", &t, &err),
+                ASB_ERR_NOT_FOUND);
+    asb_kube_client_free(kc);
+}
+
+/* Services made for one test, in the router's namespace, deleted after. */
+static void make_service(asb_kube_client *kc, const char *name, const char *selector_app,
+                         const char *target) {
+    char body[1024];
+    asb_error err;
+    static const asb_kube_resource svcs = {"", "v1", "services"};
+    asb_kube_delete(kc, &svcs, "agent-sandbox-system", name, NULL);
+    snprintf(body, sizeof body,
+             "{\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{\"name\":\"%s\"},"
+             "\"spec\":{\"clusterIP\":\"None\",%s%s%s\"ports\":[{\"name\":\"web\",\"port\":9999,"
+             "\"targetPort\":%s}]}}",
+             name, selector_app ? "\"selector\":{\"app\":\"" : "",
+             selector_app ? selector_app : "", selector_app ? "\"}," : "", target);
+    if (asb_kube_create(kc, &svcs, "agent-sandbox-system", body, strlen(body), NULL, &err) !=
+        ASB_OK)
+        fprintf(stderr, "    create service %s: %s\n", name, err.message);
+}
+
+static void drop_service(asb_kube_client *kc, const char *name) {
+    static const asb_kube_resource svcs = {"", "v1", "services"};
+    asb_kube_delete(kc, &svcs, "agent-sandbox-system", name, NULL);
+}
+
+ASBT_TEST(named_target_port_is_looked_up_in_the_chosen_pod) {
+    asb_error err;
+    asb_kube_client *kc = connect_as("admin", &err);
+    asb_portforward_target t;
+    ASBT_CHECK(kc != NULL);
+    make_service(kc, "asb-pf-named", "sandbox-router", "\"http\"");
+    make_service(kc, "asb-pf-unnamed", "sandbox-router", "\"nope\"");
+    ASBT_EQ_RES(asb_portforward_resolve(kc, "agent-sandbox-system", "asb-pf-named", "9999", &t,
+                                        &err), ASB_OK);
+    ASBT_EQ_INT(t.port, 8080); /* the container port named "http" */
+    ASBT_EQ_RES(asb_portforward_resolve(kc, "agent-sandbox-system", "asb-pf-named", "web", &t,
+                                        &err), ASB_OK);
+    ASBT_EQ_INT(t.port, 8080);
+    ASBT_EQ_RES(asb_portforward_resolve(kc, "agent-sandbox-system", "asb-pf-unnamed", "9999", &t,
+                                        &err), ASB_ERR_PORT_FORWARD);
+    ASBT_CONTAINS(err.message, "named port \"nope\"");
+    ASBT_CONTAINS(err.message, "sandbox-router");
+    drop_service(kc, "asb-pf-named");
+    drop_service(kc, "asb-pf-unnamed");
+    asb_kube_client_free(kc);
+}
+
+ASBT_TEST(no_ready_pod_behind_the_service_is_a_clear_error) {
+    asb_error err;
+    asb_kube_client *kc = connect_as("admin", &err);
+    asb_portforward_target t;
+    static const asb_kube_resource pods = {"", "v1", "pods"};
+    const char *pending =
+        "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"asb-pf-pending\","
+        "\"labels\":{\"app\":\"asb-pf-pending\"}},\"spec\":{\"nodeSelector\":{\"asb-pf\":"
+        "\"no-such-node\"},\"containers\":[{\"name\":\"c\",\"image\":\"x\"}]}}";
+    ASBT_CHECK(kc != NULL);
+    make_service(kc, "asb-pf-empty", "asb-pf-nothing", "80");
+    make_service(kc, "asb-pf-noselector", NULL, "80");
+    make_service(kc, "asb-pf-pending", "asb-pf-pending", "80");
+    asb_kube_delete(kc, &pods, "agent-sandbox-system", "asb-pf-pending", NULL);
+    ASBT_EQ_RES(asb_kube_create(kc, &pods, "agent-sandbox-system", pending, strlen(pending), NULL,
+                                &err), ASB_OK);
+    ASBT_EQ_RES(asb_portforward_resolve(kc, "agent-sandbox-system", "asb-pf-empty", "9999", &t,
+                                        &err), ASB_ERR_PORT_FORWARD);
+    ASBT_CONTAINS(err.message, "no Running and Ready pod behind service "
+                               "agent-sandbox-system/asb-pf-empty");
+    ASBT_CONTAINS(err.message, "app=asb-pf-nothing: 0 pods");
+    ASBT_EQ_RES(asb_portforward_resolve(kc, "agent-sandbox-system", "asb-pf-noselector", "9999",
+                                        &t, &err), ASB_ERR_PORT_FORWARD);
+    ASBT_CONTAINS(err.message, "has no selector");
+    ASBT_EQ_RES(asb_portforward_resolve(kc, "agent-sandbox-system", "asb-pf-pending", "9999", &t,
+                                        &err), ASB_ERR_PORT_FORWARD);
+    ASBT_CONTAINS(err.message, "1 pod; pod asb-pf-pending is Pending");
+    drop_service(kc, "asb-pf-empty");
+    drop_service(kc, "asb-pf-noselector");
+    drop_service(kc, "asb-pf-pending");
+    asb_kube_delete(kc, &pods, "agent-sandbox-system", "asb-pf-pending", NULL);
+    asb_kube_client_free(kc);
+}
+
+/* The same request through the tunnel and straight to the router's own
+   port: the same status line and body, twice on one stream. */
+ASBT_TEST(stream_carries_http_both_ways_like_the_routers_own_port) {
+    asb_error err;
+    asb_kube_client *kc = connect_as("admin", &err);
+    asb_portforward *pf;
+    asb_buf got, direct;
+    char a[512], b[512];
+    int fd = -1, dfd, i;
+    struct sockaddr_in sa;
+    unsigned long opened = 0, live = 0;
+    ASBT_CHECK(kc != NULL);
+    pf = router_forward(kc, "8080");
+    ASBT_CHECK(pf != NULL);
+    asb_buf_init(&got, NULL);
+    asb_buf_init(&direct, NULL);
+    ASBT_EQ_RES(asb_portforward_dial(pf, &fd, &err), ASB_OK);
+    for (i = 0; i < 2; i++) {
+        ASBT_EQ_INT(send_all(fd, get_root, sizeof get_root - 1), 0);
+        ASBT_EQ_INT(read_response(fd, &got), 1);
+    }
+    /* the router's own port */
+    dfd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)cluster_port("router"));
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASBT_CHECK(connect(dfd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    ASBT_EQ_INT(send_all(dfd, get_root, sizeof get_root - 1), 0);
+    ASBT_EQ_INT(read_response(dfd, &direct), 1);
+    close(dfd);
+    status_and_body(&got, a, sizeof a);
+    status_and_body(&direct, b, sizeof b);
+    ASBT_EQ_STR(a, b);
+    ASBT_CONTAINS(a, "X-Sandbox-ID header is required");
+    asb_portforward_counts(pf, &opened, &live);
+    ASBT_EQ_INT((int)opened, 1);
+    ASBT_EQ_INT((int)live, 1);
+    ASBT_EQ_INT(asb_portforward_take_error(pf, &err), 0);
+    close(fd);
+    asb_buf_free(&got);
+    asb_buf_free(&direct);
+    asb_portforward_free(pf);
+    asb_kube_client_free(kc);
+}
+
+ASBT_TEST(every_credential_kind_can_port_forward) {
+    static const char *who[] = {"admin", "token", "exec"};
+    size_t i;
+    for (i = 0; i < 3; i++) {
+        asb_error err;
+        asb_kube_client *kc = connect_as(who[i], &err);
+        asb_portforward *pf;
+        asb_buf got;
+        int fd = -1;
+        ASBT_CHECK(kc != NULL);
+        pf = router_forward(kc, "http");
+        ASBT_CHECK(pf != NULL);
+        if (asb_portforward_dial(pf, &fd, &err) != ASB_OK)
+            fprintf(stderr, "    %s: %s\n", who[i], err.message);
+        ASBT_CHECK(fd >= 0);
+        asb_buf_init(&got, NULL);
+        ASBT_EQ_INT(send_all(fd, get_root, sizeof get_root - 1), 0);
+        ASBT_EQ_INT(read_response(fd, &got), 1);
+        ASBT_CONTAINS(got.ptr, "HTTP/1.1 400 Bad Request");
+        close(fd);
+        asb_buf_free(&got);
+        asb_portforward_free(pf);
+        asb_kube_client_free(kc);
+    }
+}
+
+/* A service account that may read services and pods but not
+   pods/portforward; its token from the TokenRequest API; a kubeconfig
+   for it written to `path`. */
+static int make_noforward_user(asb_kube_client *admin, const char *path) {
+    static const asb_kube_resource sas = {"", "v1", "serviceaccounts"};
+    static const asb_kube_resource roles = {"rbac.authorization.k8s.io", "v1", "roles"};
+    static const asb_kube_resource rbs = {"rbac.authorization.k8s.io", "v1", "rolebindings"};
+    const char *ns = "agent-sandbox-system";
+    const char *sa = "{\"apiVersion\":\"v1\",\"kind\":\"ServiceAccount\",\"metadata\":{\"name\":"
+                     "\"asb-pf-noforward\"}}";
+    const char *role = "{\"apiVersion\":\"rbac.authorization.k8s.io/v1\",\"kind\":\"Role\","
+                       "\"metadata\":{\"name\":\"asb-pf-noforward\"},\"rules\":[{\"apiGroups\":"
+                       "[\"\"],\"resources\":[\"services\",\"pods\"],\"verbs\":[\"get\",\"list\"]}]}";
+    const char *rb = "{\"apiVersion\":\"rbac.authorization.k8s.io/v1\",\"kind\":\"RoleBinding\","
+                     "\"metadata\":{\"name\":\"asb-pf-noforward\"},\"roleRef\":{\"apiGroup\":"
+                     "\"rbac.authorization.k8s.io\",\"kind\":\"Role\",\"name\":\"asb-pf-noforward\"},"
+                     "\"subjects\":[{\"kind\":\"ServiceAccount\",\"name\":\"asb-pf-noforward\","
+                     "\"namespace\":\"agent-sandbox-system\"}]}";
+    const char *treq = "{\"apiVersion\":\"authentication.k8s.io/v1\",\"kind\":\"TokenRequest\","
+                       "\"spec\":{\"expirationSeconds\":3600}}";
+    asb_buf out;
+    asb_json_doc doc;
+    asb_error err;
+    char token[4096], ca[1100];
+    FILE *f;
+    asb_kube_create(admin, &sas, ns, sa, strlen(sa), NULL, NULL);
+    asb_kube_create(admin, &roles, ns, role, strlen(role), NULL, NULL);
+    asb_kube_create(admin, &rbs, ns, rb, strlen(rb), NULL, NULL);
+    asb_buf_init(&out, NULL);
+    if (asb_kube_request(admin, "POST",
+                         "/api/v1/namespaces/agent-sandbox-system/serviceaccounts/"
+                         "asb-pf-noforward/token",
+                         NULL, treq, strlen(treq), &out, &err) != ASB_OK) {
+        fprintf(stderr, "    token request: %s\n", err.message);
+        asb_buf_free(&out);
+        return 0;
+    }
+    if (asb_json_doc_parse(&doc, out.ptr, out.len, NULL, NULL) != ASB_OK ||
+        asb_json_get_string(&doc, asb_json_find(&doc, 0, "status.token"), token, sizeof token,
+                            NULL) != ASB_OK) {
+        asb_buf_free(&out);
+        return 0;
+    }
+    asb_json_doc_free(&doc);
+    asb_buf_free(&out);
+    snprintf(ca, sizeof ca, "%s/../pki/ca.crt", kc_dir());
+    f = fopen(path, "w");
+    if (!f) return 0;
+    fprintf(f,
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster:\n"
+            "    server: %s\n    certificate-authority: %s\nusers:\n- name: u\n  user:\n"
+            "    token: %s\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\n",
+            asb_kube_client_config(admin)->server, ca, token);
+    fclose(f);
+    return 1;
+}
+
+ASBT_TEST(user_without_pods_portforward_gets_the_apiservers_403) {
+    asb_error err;
+    asb_kube_client *admin = connect_as("admin", &err), *kc, *restricted;
+    asb_portforward *pf;
+    asb_portforward_target t;
+    char path[] = "/tmp/asb-pf-noforward-XXXXXX";
+    int fd = mkstemp(path);
+    ASBT_CHECK(admin != NULL && fd >= 0);
+    close(fd);
+    ASBT_CHECK(make_noforward_user(admin, path));
+    kc = connect_file(path, &err);
+    unlink(path);
+    ASBT_CHECK(kc != NULL);
+    /* it may resolve (get/list services and pods) ... */
+    ASBT_EQ_RES(asb_portforward_resolve(kc, "agent-sandbox-system", "sandbox-router-svc", "8080",
+                                        &t, &err), ASB_OK);
+    /* ... but not forward */
+    pf = router_forward(kc, "8080");
+    ASBT_CHECK(pf != NULL);
+    fd = -1;
+    ASBT_EQ_RES(asb_portforward_dial(pf, &fd, &err), ASB_ERR_KUBE_API);
+    ASBT_EQ_INT(fd, -1);
+    ASBT_EQ_INT(err.http_status, 403);
+    ASBT_EQ_STR(err.reason, "Forbidden");
+    ASBT_CONTAINS(err.message, "system:serviceaccount:agent-sandbox-system:asb-pf-noforward");
+    ASBT_CONTAINS(err.message, "resource \"pods/portforward\"");
+    asb_portforward_free(pf);
+    asb_kube_client_free(kc);
+    /* a user who may read nothing fails at the Service, with its 403 */
+    restricted = connect_as("restricted", &err);
+    ASBT_CHECK(restricted != NULL);
+    pf = router_forward(restricted, "8080");
+    ASBT_EQ_RES(asb_portforward_dial(pf, &fd, &err), ASB_ERR_KUBE_API);
+    ASBT_EQ_INT(err.http_status, 403);
+    ASBT_CONTAINS(err.message, "cannot get resource \"services\"");
+    asb_portforward_free(pf);
+    asb_kube_client_free(restricted);
+    asb_kube_client_free(admin);
+}
+
+/* kwok has no rule for port 9 of the router pod: the dial succeeds (the
+   server names the port first), then the error channel says why and the
+   stream ends; that text becomes the forwarder's error, once. */
+ASBT_TEST(error_channel_text_becomes_the_stream_error) {
+    asb_error err;
+    asb_kube_client *kc = connect_as("admin", &err);
+    asb_portforward_desc d;
+    asb_portforward *pf = NULL;
+    asb_buf got;
+    int fd = -1;
+    ASBT_CHECK(kc != NULL);
+    memset(&d, 0, sizeof d);
+    d.ns = "agent-sandbox-system";
+    d.pod = "sandbox-router";
+    d.port = "9";
+    ASBT_EQ_RES(asb_portforward_create(kc, &d, &pf, &err), ASB_OK);
+    ASBT_EQ_RES(asb_portforward_dial(pf, &fd, &err), ASB_OK);
+    asb_buf_init(&got, NULL);
+    send_all(fd, get_root, sizeof get_root - 1);
+    ASBT_EQ_INT(read_response(fd, &got), 0); /* EOF, no answer */
+    ASBT_EQ_INT(asb_portforward_take_error(pf, &err), 1);
+    ASBT_EQ_RES(err.code, ASB_ERR_PORT_FORWARD);
+    ASBT_CONTAINS(err.message, "error forwarding port 9 to pod sandbox-router");
+    ASBT_CONTAINS(err.message, "no forward found for port 9");
+    ASBT_EQ_INT(asb_portforward_take_error(pf, &err), 0);
+    close(fd);
+    asb_buf_free(&got);
+    asb_portforward_free(pf);
+    asb_kube_client_free(kc);
+}
+
+ASBT_TEST(pod_that_does_not_exist_is_not_found) {
+    asb_error err;
+    asb_kube_client *kc = connect_as("admin", &err);
+    asb_portforward_desc d;
+    asb_portforward *pf = NULL;
+    int fd = -1;
+    ASBT_CHECK(kc != NULL);
+    memset(&d, 0, sizeof d);
+    d.ns = "agent-sandbox-system";
+    d.pod = "asb-pf-ghost";
+    d.port = "8080";
+    ASBT_EQ_RES(asb_portforward_create(kc, &d, &pf, &err), ASB_OK);
+    ASBT_EQ_RES(asb_portforward_dial(pf, &fd, &err), ASB_ERR_NOT_FOUND);
+    ASBT_EQ_INT(err.http_status, 404);
+    ASBT_CONTAINS(err.message, "pods \"asb-pf-ghost\" not found");
+    asb_portforward_free(pf);
+    asb_kube_client_free(kc);
+}
+
+/* The WebSocket alone: the protocol the server chose, the port on both
+   channels, a request on channel 0 and its answer, a clean close. */
+ASBT_TEST(websocket_speaks_v4_channels_with_the_kubelet) {
+    asb_error err;
+    asb_kube_client *kc = connect_as("token", &err);
+    asb_ws_desc d;
+    asb_ws *ws = NULL;
+    asb_ws_message m;
+    asb_buf all;
+    ASBT_CHECK(kc != NULL);
+    memset(&d, 0, sizeof d);
+    d.path = "/api/v1/namespaces/agent-sandbox-system/pods/sandbox-router/portforward?ports=8080";
+    d.protocol = "v4.channel.k8s.io";
+    ASBT_EQ_RES(asb_kube_ws_connect(kc, &d, &ws, &err), ASB_OK);
+    ASBT_EQ_STR(asb_ws_protocol(ws), "v4.channel.k8s.io");
+    ASBT_EQ_RES(asb_ws_recv(ws, 10000, &m, &err), ASB_OK);
+    ASBT_EQ_MEM(m.data.ptr, m.data.len, "\x00\x90\x1f", 3); /* data channel: 8080 LE */
+    ASBT_EQ_RES(asb_ws_recv(ws, 10000, &m, &err), ASB_OK);
+    ASBT_EQ_MEM(m.data.ptr, m.data.len, "\x01\x90\x1f", 3); /* error channel */
+    ASBT_EQ_RES(asb_ws_send(ws, ASB_WS_BINARY, "\x00", 1, get_root, sizeof get_root - 1, &err),
+                ASB_OK);
+    asb_buf_init(&all, NULL);
+    while (!strstr(all.ptr ? all.ptr : "", "required")) {
+        ASBT_EQ_RES(asb_ws_recv(ws, 10000, &m, &err), ASB_OK);
+        ASBT_EQ_INT(m.opcode, ASB_WS_BINARY);
+        ASBT_CHECK(m.data.len >= 1 && m.data.ptr[0] == 0);
+        asb_buf_append(&all, m.data.ptr + 1, m.data.len - 1);
+    }
+    ASBT_CONTAINS(all.ptr, "HTTP/1.1 400 Bad Request");
+    ASBT_EQ_RES(asb_ws_close(ws, 1000, "done", &err), ASB_OK);
+    asb_buf_free(&all);
+    asb_ws_free(ws);
+    asb_kube_client_free(kc);
+}
+
+/* An "apiserver" that is the router itself: a plain HTTP server that
+   answers the upgrade with 400 and no Status. */
+ASBT_TEST(server_refusing_the_upgrade_suggests_the_kubectl_tunnel) {
+    asb_error err;
+    asb_kube_client *kc;
+    asb_portforward_desc d;
+    asb_portforward *pf = NULL;
+    char path[] = "/tmp/asb-pf-plain-XXXXXX";
+    int fd = mkstemp(path);
+    FILE *f = fdopen(fd, "w");
+    ASBT_CHECK(f != NULL);
+    fprintf(f,
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster:\n"
+            "    server: http://127.0.0.1:%d\nusers:\n- name: u\n  user: {}\ncontexts:\n"
+            "- name: c\n  context: {cluster: k, user: u}\n",
+            cluster_port("router"));
+    fclose(f);
+    kc = connect_file(path, &err);
+    unlink(path);
+    ASBT_CHECK(kc != NULL);
+    memset(&d, 0, sizeof d);
+    d.ns = "agent-sandbox-system";
+    d.pod = "sandbox-router";
+    d.port = "8080";
+    ASBT_EQ_RES(asb_portforward_create(kc, &d, &pf, &err), ASB_OK);
+    fd = -1;
+    ASBT_EQ_RES(asb_portforward_dial(pf, &fd, &err), ASB_ERR_PORT_FORWARD);
+    ASBT_EQ_INT(err.http_status, 400);
+    ASBT_CONTAINS(err.message, "ASB_CONNECT_LOCAL_TUNNEL");
+    asb_portforward_free(pf);
+    asb_kube_client_free(kc);
+}
+
+typedef struct many_arg {
+    asb_portforward *pf;
+    int ok;
+} many_arg;
+
+static void *one_stream(void *p) {
+    many_arg *a = (many_arg *)p;
+    asb_buf got;
+    int fd = -1, i;
+    asb_buf_init(&got, NULL);
+    if (asb_portforward_dial(a->pf, &fd, NULL) == ASB_OK) {
+        for (i = 0; i < 3; i++)
+            if (send_all(fd, get_root, sizeof get_root - 1) == 0 && read_response(fd, &got) == 1 &&
+                strstr(got.ptr, "X-Sandbox-ID header is required"))
+                a->ok++;
+        close(fd);
+    }
+    asb_buf_free(&got);
+    return NULL;
+}
+
+ASBT_TEST(eight_streams_at_once_each_with_its_own_websocket) {
+    asb_error err;
+    asb_kube_client *kc = connect_as("admin", &err);
+    asb_portforward *pf;
+    pthread_t th[8];
+    many_arg a[8];
+    unsigned long opened = 0, live = 1;
+    int i, total = 0;
+    int64_t until;
+    ASBT_CHECK(kc != NULL);
+    pf = router_forward(kc, "8080");
+    ASBT_CHECK(pf != NULL);
+    for (i = 0; i < 8; i++) {
+        a[i].pf = pf;
+        a[i].ok = 0;
+        pthread_create(&th[i], NULL, one_stream, &a[i]);
+    }
+    for (i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+        total += a[i].ok;
+    }
+    ASBT_EQ_INT(total, 24);
+    /* every relay ends once its socket is closed */
+    until = asb__now_ms() + 20000;
+    do {
+        asb_portforward_counts(pf, &opened, &live);
+        if (live) usleep(20000);
+    } while (live && asb__now_ms() < until);
+    ASBT_EQ_INT((int)opened, 8);
+    ASBT_EQ_INT((int)live, 0);
+    asb_portforward_free(pf);
+    asb_kube_client_free(kc);
+}
+
+ASBT_LIST(ASBT_CASE(service_resolves_to_the_ready_router_pod_by_port_number_or_name)
+          ASBT_CASE(named_target_port_is_looked_up_in_the_chosen_pod)
+          ASBT_CASE(no_ready_pod_behind_the_service_is_a_clear_error)
+          ASBT_CASE(stream_carries_http_both_ways_like_the_routers_own_port)
+          ASBT_CASE(every_credential_kind_can_port_forward)
+          ASBT_CASE(user_without_pods_portforward_gets_the_apiservers_403)
+          ASBT_CASE(error_channel_text_becomes_the_stream_error)
+          ASBT_CASE(pod_that_does_not_exist_is_not_found)
+          ASBT_CASE(websocket_speaks_v4_channels_with_the_kubelet)
+          ASBT_CASE(server_refusing_the_upgrade_suggests_the_kubectl_tunnel)
+          ASBT_CASE(eight_streams_at_once_each_with_its_own_websocket))
+ASBT_MAIN()

@@ -1,0 +1,294 @@
+/* The WebSocket layer without a network: the handshake digest against
+   RFC 6455's example, the frame reader (fragments, control frames between
+   them, every rule a server frame can break, the size limit) and what
+   the client writes (masked, lengths minimally encoded). The real peer,
+   the apiserver with kwok behind it, is in test_portforward_cluster.c. */
+#define AGENTSANDBOX_IMPLEMENTATION
+#include "../agentsandbox.h"
+#include "asbtest.h"
+
+/* Feeds bytes to a fresh reader; returns the reader for inspection. */
+static void reader_with(asb__ws_reader *r, const void *bytes, size_t n, size_t max) {
+    asb__ws_reader_init(r, NULL, max);
+    asb_buf_append(&r->in, bytes, n);
+}
+
+ASBT_TEST(accept_key_matches_the_rfc_example) {
+    char acc[29];
+    asb__ws_accept_for("dGhlIHNhbXBsZSBub25jZQ==", acc);
+    ASBT_EQ_STR(acc, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+}
+
+ASBT_TEST(sha1_matches_fips_vectors_across_block_boundaries) {
+    static const char *const in[] = {"abc", "",
+        "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"};
+    static const char *const want[] = {"a9993e364706816aba3e25717850c26c9cd0d89d",
+                                       "da39a3ee5e6b4b0d3255bfef95601890afd80709",
+                                       "84983e441c3bd26ebaae4aa1f95129e5e54670f1"};
+    size_t i, k;
+    for (i = 0; i < 3; i++) {
+        unsigned char d[20];
+        char hex[41];
+        asb__sha1(in[i], strlen(in[i]), d);
+        for (k = 0; k < 20; k++) snprintf(hex + 2 * k, 3, "%02x", d[k]);
+        ASBT_EQ_STR(hex, want[i]);
+    }
+}
+
+ASBT_TEST(single_frame_message_is_handed_over_whole) {
+    static const unsigned char f[] = {0x82, 0x03, 0x00, 'h', 'i'};
+    asb__ws_reader r;
+    int op = 0;
+    asb_str pl;
+    reader_with(&r, f, sizeof f, 1024);
+    ASBT_EQ_INT(asb__ws_next(&r, &op, &pl), 1);
+    ASBT_EQ_INT(op, ASB_WS_BINARY);
+    ASBT_EQ_MEM(pl.ptr, pl.len, "\0hi", 3);
+    ASBT_EQ_INT(asb__ws_next(&r, &op, &pl), 0);
+    asb__ws_reader_free(&r);
+}
+
+ASBT_TEST(fragments_reassemble_around_a_ping) {
+    static const unsigned char f[] = {0x01, 0x02, 'h', 'e',        /* text, not fin */
+                                      0x89, 0x01, 'p',             /* ping between */
+                                      0x00, 0x02, 'l', 'l',        /* continuation */
+                                      0x80, 0x01, 'o'};            /* final */
+    asb__ws_reader r;
+    int op = 0;
+    asb_str pl;
+    size_t cut;
+    /* every split point: bytes arrive in two pieces */
+    for (cut = 0; cut <= sizeof f; cut++) {
+        int got_ping = 0, got_text = 0, k = 0, part;
+        asb__ws_reader_init(&r, NULL, 1024);
+        for (part = 0; part < 2; part++) {
+            if (part == 0) asb_buf_append(&r.in, f, cut);
+            else asb_buf_append(&r.in, f + cut, sizeof f - cut);
+            while ((k = asb__ws_next(&r, &op, &pl)) > 0) {
+                if (op == ASB_WS_PING) {
+                    got_ping++;
+                    ASBT_EQ_MEM(pl.ptr, pl.len, "p", 1);
+                } else {
+                    ASBT_EQ_INT(op, ASB_WS_TEXT);
+                    ASBT_EQ_MEM(pl.ptr, pl.len, "hello", 5);
+                    got_text++;
+                }
+            }
+            ASBT_EQ_INT(k, 0);
+        }
+        ASBT_EQ_INT(got_ping, 1);
+        ASBT_EQ_INT(got_text, 1);
+        asb__ws_reader_free(&r);
+    }
+}
+
+typedef struct bad_case {
+    const char *what;
+    unsigned char bytes[16];
+    size_t n;
+    int code;
+} bad_case;
+
+ASBT_TEST(each_broken_server_frame_is_refused_with_its_close_code) {
+    static const bad_case bad[] = {
+        {"masked", {0x82, 0x81, 1, 2, 3, 4, 0}, 7, 1002},
+        {"reserved bits", {0xC2, 0x00}, 2, 1002},
+        {"unknown opcode", {0x83, 0x00}, 2, 1002},
+        {"fragmented ping", {0x09, 0x00}, 2, 1002},
+        {"long ping", {0x89, 0x7E, 0x00, 0x7E}, 4, 1002},
+        {"non-minimal 16-bit length", {0x82, 0x7E, 0x00, 0x05}, 4, 1002},
+        {"non-minimal 64-bit length", {0x82, 0x7F, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF}, 10, 1002},
+        {"top bit of the 64-bit length", {0x82, 0x7F, 0x80, 0, 0, 0, 0, 0, 0, 0}, 10, 1002},
+        {"continuation first", {0x80, 0x01, 'x'}, 3, 1002},
+        {"new message inside one", {0x02, 0x01, 'x', 0x82, 0x01, 'y'}, 6, 1002},
+        {"text not UTF-8", {0x81, 0x02, 0xC3, 0x28}, 4, 1007},
+        {"close with 1 byte", {0x88, 0x01, 0x03}, 3, 1002},
+        {"close code 1005", {0x88, 0x02, 0x03, 0xED}, 4, 1002},
+        {"close code 999", {0x88, 0x02, 0x03, 0xE7}, 4, 1002},
+        {"close reason not UTF-8", {0x88, 0x03, 0x03, 0xE8, 0xFF}, 5, 1007},
+        {"over the size limit", {0x82, 0x7E, 0x01, 0x00}, 4, 1009},
+    };
+    size_t i;
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        asb__ws_reader r;
+        int op = 0, k;
+        asb_str pl;
+        reader_with(&r, bad[i].bytes, bad[i].n, 200);
+        while ((k = asb__ws_next(&r, &op, &pl)) > 0) {
+        }
+        if (k != -1 || r.close_code != bad[i].code)
+            fprintf(stderr, "    case \"%s\": k %d, code %d\n", bad[i].what, k, r.close_code);
+        ASBT_EQ_INT(k, -1);
+        ASBT_EQ_INT(r.close_code, bad[i].code);
+        ASBT_CHECK(r.why != NULL);
+        asb__ws_reader_free(&r);
+    }
+}
+
+ASBT_TEST(fragments_together_over_the_limit_are_refused) {
+    unsigned char f[2 * (2 + 120)];
+    asb__ws_reader r;
+    int op = 0;
+    asb_str pl;
+    memset(f, 'a', sizeof f);
+    f[0] = 0x02; /* binary, more to come: 120 bytes */
+    f[1] = 120;
+    f[122] = 0x80; /* continuation, final: 120 more, 240 > 200 */
+    f[123] = 120;
+    reader_with(&r, f, sizeof f, 200);
+    ASBT_EQ_INT(asb__ws_next(&r, &op, &pl), -1);
+    ASBT_EQ_INT(r.close_code, 1009);
+    asb__ws_reader_free(&r);
+}
+
+ASBT_TEST(valid_close_frames_and_empty_messages_pass) {
+    static const unsigned char f[] = {0x82, 0x00,                         /* empty binary */
+                                      0x8A, 0x00,                         /* empty pong */
+                                      0x88, 0x04, 0x0F, 0xA0, 'o', 'k'};  /* close 4000 "ok" */
+    asb__ws_reader r;
+    int op = 0;
+    asb_str pl;
+    reader_with(&r, f, sizeof f, 16);
+    ASBT_EQ_INT(asb__ws_next(&r, &op, &pl), 1);
+    ASBT_EQ_INT(op, ASB_WS_BINARY);
+    ASBT_EQ_INT((int)pl.len, 0);
+    ASBT_EQ_INT(asb__ws_next(&r, &op, &pl), 1);
+    ASBT_EQ_INT(op, ASB_WS_PONG);
+    ASBT_EQ_INT(asb__ws_next(&r, &op, &pl), 1);
+    ASBT_EQ_INT(op, ASB_WS_CLOSE);
+    ASBT_EQ_MEM(pl.ptr, pl.len, "\x0f\xa0ok", 4);
+    asb__ws_reader_free(&r);
+}
+
+/* What asb__ws_send_frame writes, read back over a socketpair: the mask
+   bit, the length forms, and masked bytes that unmask to the message. */
+ASBT_TEST(client_frames_are_masked_with_minimal_lengths) {
+    static const size_t sizes[] = {0, 1, 125, 126, 65535, 65536, 70000};
+    asb_ws ws;
+    asb__conn c;
+    int sv[2];
+    size_t i;
+    char *data = (char *)malloc(70000);
+    unsigned char *got = (unsigned char *)malloc(70100);
+    unsigned char prev_mask[4] = {0, 0, 0, 0};
+    for (i = 0; i < 70000; i++) data[i] = (char)(i * 7);
+    ASBT_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    memset(&ws, 0, sizeof ws);
+    memset(&c, 0, sizeof c);
+    c.fd = sv[0];
+    ws.c = &c;
+    ws.write_timeout_ms = 5000;
+    ws.rnd_pos = sizeof ws.rnd;
+    asb_buf_init(&ws.out, NULL);
+    {
+        int sz = 1 << 20;
+        setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+        setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+    }
+    for (i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t n = sizes[i], want_head = n < 126 ? 6 : n < 65536 ? 8 : 14, have = 0, k;
+        uint64_t len = 0;
+        const unsigned char *m;
+        ASBT_EQ_RES(asb__ws_send_frame(&ws, ASB_WS_BINARY, "\x00", 1, data, n ? n - 1 : 0),
+                    ASB_OK);
+        if (n == 0) n = 1; /* the channel byte alone */
+        want_head = n < 126 ? 6 : n < 65536 ? 8 : 14;
+        while (have < want_head + n) {
+            ssize_t r = recv(sv[1], got + have, want_head + n - have, 0);
+            ASBT_CHECK(r > 0);
+            have += (size_t)r;
+        }
+        ASBT_EQ_INT(got[0], 0x82);
+        ASBT_CHECK(got[1] & 0x80);
+        if (want_head == 6) len = got[1] & 0x7f;
+        else if (want_head == 8) {
+            ASBT_EQ_INT(got[1] & 0x7f, 126);
+            len = (uint64_t)got[2] << 8 | got[3];
+        } else {
+            ASBT_EQ_INT(got[1] & 0x7f, 127);
+            for (k = 2; k < 10; k++) len = len << 8 | got[k];
+        }
+        ASBT_EQ_INT((int)len, (int)n);
+        m = got + want_head - 4;
+        ASBT_CHECK(memcmp(m, prev_mask, 4) != 0); /* a fresh key per frame */
+        memcpy(prev_mask, m, 4);
+        ASBT_EQ_INT(got[want_head] ^ m[0], 0);
+        for (k = 1; k < n; k++)
+            if ((unsigned char)(got[want_head + k] ^ m[k & 3]) != (unsigned char)data[k - 1]) break;
+        ASBT_EQ_INT((int)k, (int)n);
+    }
+    asb_buf_free(&ws.out);
+    close(sv[0]);
+    close(sv[1]);
+    free(data);
+    free(got);
+}
+
+ASBT_TEST(send_refuses_what_a_client_may_not_send) {
+    asb_ws ws;
+    asb_error err;
+    char big[126];
+    memset(&ws, 0, sizeof ws);
+    memset(big, 'x', sizeof big);
+    ASBT_EQ_RES(asb_ws_send(&ws, ASB_WS_PING, NULL, 0, big, sizeof big, &err),
+                ASB_ERR_INVALID_ARGUMENT);
+    ASBT_EQ_RES(asb_ws_send(&ws, ASB_WS_CLOSE, NULL, 0, "", 0, &err), ASB_ERR_INVALID_ARGUMENT);
+    ASBT_EQ_RES(asb_ws_send(&ws, ASB_WS_CONTINUATION, NULL, 0, "", 0, &err),
+                ASB_ERR_INVALID_ARGUMENT);
+    ws.close_code = 1000;
+    ASBT_EQ_RES(asb_ws_send(&ws, ASB_WS_BINARY, NULL, 0, "x", 1, &err), ASB_ERR_CLOSED);
+    ASBT_EQ_RES(asb_ws_close(&ws, 1005, NULL, &err), ASB_ERR_INVALID_ARGUMENT);
+    ASBT_EQ_RES(asb_ws_close(&ws, 1000, "\xff", &err), ASB_ERR_INVALID_ARGUMENT);
+}
+
+ASBT_TEST(portforward_create_checks_its_description) {
+    asb_kube_client *kc = NULL;
+    asb_portforward_desc d;
+    asb_portforward *pf = NULL;
+    asb_error err;
+    asb_kube_client_desc kd;
+    char path[] = "/tmp/asb-test-ws-XXXXXX";
+    int fd = mkstemp(path);
+    const char *kcfg = "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n"
+                       "- name: k\n  cluster: {server: 'https://127.0.0.1:1'}\n"
+                       "users:\n- name: u\n  user: {token: abcd}\ncontexts:\n"
+                       "- name: c\n  context: {cluster: k, user: u, namespace: team}\n";
+    ASBT_CHECK(fd >= 0);
+    ASBT_CHECK(write(fd, kcfg, strlen(kcfg)) == (ssize_t)strlen(kcfg));
+    close(fd);
+    memset(&kd, 0, sizeof kd);
+    kd.kubeconfig.path = path;
+    ASBT_EQ_RES(asb_kube_client_create(&kd, &kc, &err), ASB_OK);
+    unlink(path);
+    memset(&d, 0, sizeof d);
+    d.port = "8080";
+    ASBT_EQ_RES(asb_portforward_create(kc, &d, &pf, &err), ASB_ERR_INVALID_ARGUMENT);
+    d.service = "svc";
+    d.pod = "pod";
+    ASBT_EQ_RES(asb_portforward_create(kc, &d, &pf, &err), ASB_ERR_INVALID_ARGUMENT);
+    d.service = NULL;
+    d.port = "http"; /* a pod's port is a number */
+    ASBT_EQ_RES(asb_portforward_create(kc, &d, &pf, &err), ASB_ERR_INVALID_ARGUMENT);
+    d.port = "70000";
+    ASBT_EQ_RES(asb_portforward_create(kc, &d, &pf, &err), ASB_ERR_INVALID_ARGUMENT);
+    d.port = "8080";
+    d.pod = "Bad/Name";
+    ASBT_EQ_RES(asb_portforward_create(kc, &d, &pf, &err), ASB_ERR_INVALID_ARGUMENT);
+    d.pod = "pod";
+    ASBT_EQ_RES(asb_portforward_create(kc, &d, &pf, &err), ASB_OK);
+    ASBT_EQ_STR(pf->ns, "team"); /* the context's namespace */
+    asb_portforward_free(pf);
+    asb_kube_client_free(kc);
+}
+
+ASBT_LIST(ASBT_CASE(accept_key_matches_the_rfc_example)
+          ASBT_CASE(sha1_matches_fips_vectors_across_block_boundaries)
+          ASBT_CASE(single_frame_message_is_handed_over_whole)
+          ASBT_CASE(fragments_reassemble_around_a_ping)
+          ASBT_CASE(each_broken_server_frame_is_refused_with_its_close_code)
+          ASBT_CASE(fragments_together_over_the_limit_are_refused)
+          ASBT_CASE(valid_close_frames_and_empty_messages_pass)
+          ASBT_CASE(client_frames_are_masked_with_minimal_lengths)
+          ASBT_CASE(send_refuses_what_a_client_may_not_send)
+          ASBT_CASE(portforward_create_checks_its_description))
+ASBT_MAIN()
