@@ -313,13 +313,13 @@
    and installs no signal handlers. Every descriptor it opens is
    close-on-exec.
 
-   Platforms. Tested: Linux with glibc on x86-64 and i386, with musl
-   (x86-64, static); gcc, clang and tcc (ASB_TLS 0), C99, C11 and C++11.
-   Under qemu-user (make test-cross): aarch64, armhf and big-endian s390x
-   (with TLS). Written for but not tested: macOS and FreeBSD (POSIX.1-
-   2008; SO_NOSIGPIPE on macOS, /dev/urandom where getrandom is
-   missing). Not supported: Windows. Static builds, sizes and the 32 KiB
-   stack figure: the README's "Use in your build".
+   Platforms. Tested (make test): Linux with glibc on x86-64 and i386,
+   with musl on x86-64 (static); gcc, clang and tcc, C99, C11 and C++11;
+   under qemu-user (make test-cross) aarch64, armhf and big-endian s390x.
+   All with TLS except tcc (ASB_TLS 0). Written for but not tested: macOS
+   and FreeBSD (POSIX.1-2008; SO_NOSIGPIPE on macOS, /dev/urandom where
+   getrandom is missing). Not supported: Windows. Static builds, sizes
+   and the 32 KiB stack figure: the README's "Use in your build".
 
    Reading a declaration. Every public function has a comment right above
    it (or above the run of declarations that share it), in one form: what

@@ -425,6 +425,8 @@ DEMO_EXAMPLES := $(EX)/quickstart $(EX)/attach $(EX)/bigfile $(EX)/local_tunnel 
 # lines, then the start, quietly, into a log.
 .PHONY: demo demo-run
 demo:
+	@command -v kubectl >/dev/null || { echo "demo: kubectl is not on PATH: the quick start's tunnel"; \
+	  echo "demo: and the local cluster's set-up use it; install kubectl, then run make demo again"; exit 1; }
 	@$(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory demo-run
 demo-run: $(DEMO_EXAMPLES)

@@ -16,30 +16,71 @@ export GOFLAGS="${GOFLAGS:+$GOFLAGS }-p=2 -mod=readonly -trimpath -buildvcs=fals
 
 stamp_ok() { [ -f "$1/.built" ] && [ "$(cat "$1/.built")" = "$2" ]; }
 
-# go build with progress: a cold build prints nothing for minutes
-# otherwise (Kubernetes alone is ~10 min on two cores). The packages go
-# build -v names as it compiles them are counted against `go list -deps`
-# and reported every 30 s.
-#   gob LABEL OUT LDFLAGS PKG...
-gob() {
-  local label=$1 out=$2 ldf=$3 log total n t0 pid rc=0 next=30
-  shift 3
-  t0=$(date +%s); log=$(mktemp)
-  total=$(go list -deps "$@" 2>/dev/null | wc -l) || total="?"
-  echo "build: $label: compiling up to $total packages"
-  go build -v -ldflags "$ldf" -o "$out" "$@" 2>"$log" &
+# Go itself, checked only when something is to be built (a warm cache
+# needs no Go): the pinned modules need their go.mod's Go or newer, and
+# GOTOOLCHAIN=local never downloads one, so say so before any work.
+go_checked=
+check_go() {
+  local need have
+  [ -n "$go_checked" ] && return 0
+  need=$(sed -n 's/^go \([0-9][0-9.]*\)$/\1/p' "$LC"/gomod/*/go.mod | sort -V | tail -1)
+  have=$(go env GOVERSION 2>/dev/null | sed 's/^go//') || have=
+  if [ -z "$have" ] || [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -1)" != "$need" ]; then
+    echo "build: the local cluster is built from Go modules and needs Go $need or newer" >&2
+    echo "build: (found: ${have:-no go on PATH}); install it and put its bin directory" >&2
+    echo "build: on PATH (e.g. export PATH=\$PATH:/usr/local/go/bin), then run make again" >&2
+    exit 1
+  fi
+  go_checked=1
+}
+
+# Runs "$@" in the background and, every 30 s while it runs, prints
+# "build: LABEL: XmYs, " followed by what the shell function PROGRESS prints.
+#   ticking LABEL PROGRESS CMD...
+ticking() {
+  local label=$1 progress=$2 t0 pid rc=0 next=30
+  shift 2
+  t0=$(date +%s)
+  "$@" &
   pid=$!
   while kill -0 "$pid" 2>/dev/null; do
     sleep 1
     if [ $(( $(date +%s) - t0 )) -ge $next ]; then
-      n=$(wc -l < "$log")
-      echo "build: $label: $(( ($(date +%s) - t0) / 60 ))m$(( ($(date +%s) - t0) % 60 ))s, $n of $total packages compiled"
+      echo "build: $label: $(( ($(date +%s) - t0) / 60 ))m$(( ($(date +%s) - t0) % 60 ))s, $($progress)"
       next=$(( next + 30 ))
     fi
   done
   wait "$pid" || rc=$?
+  return $rc
+}
+
+# go build with progress: a cold build prints nothing for minutes
+# otherwise (Kubernetes alone is ~10 min on two cores). First the package
+# list (on a cold module cache, go downloads the modules for it: the
+# cache's size is reported), then the packages go build -v names as it
+# compiles them, counted against that list, every 30 s.
+#   gob LABEL OUT LDFLAGS PKG...
+gob() {
+  local label=$1 out=$2 ldf=$3 log list total rc=0 modcache
+  shift 3
+  check_go
+  log=$(mktemp); list=$(mktemp)
+  modcache=$(go env GOMODCACHE)/cache/download
+  fetched() { echo "$(du -sm "$modcache" 2>/dev/null | cut -f1) MiB in the module cache"; }
+  compiled() { echo "$(wc -l < "$log") of $total packages compiled"; }
+  echo "build: $label: listing its packages (a cold module cache downloads them first)"
+  if ! ticking "$label" fetched bash -c 'exec go list -deps "${@:2}" > "$0" 2>"$1"' "$list" "$log" "$@"; then
+    tail -20 "$log" >&2; rm -f "$log" "$list"
+    echo "build: $label: go list failed (above)" >&2
+    return 1
+  fi
+  total=$(wc -l < "$list")
+  echo "build: $label: compiling up to $total packages"
+  : > "$log"
+  ticking "$label" compiled bash -c 'exec go build -v -ldflags "$1" -o "$2" "${@:3}" 2>"$0"' \
+    "$log" "$ldf" "$out" "$@" || rc=$?
   if [ $rc -ne 0 ]; then grep -v '^[a-zA-Z0-9._/-]*$' "$log" | tail -40 >&2; fi
-  rm -f "$log"
+  rm -f "$log" "$list"
   return $rc
 }
 
