@@ -1508,6 +1508,15 @@ typedef struct asb_http_client_desc {
     const char *user_agent;         /* default "agentsandbox.h/<version>" */
     asb_logger log;                 /* default none; ids "http.retry",
                                        "http.stale" */
+    /* Default NULL: TCP to the URL's host and port (or the proxy). Else
+       every new connection comes from this callback: a connected stream
+       socket for host:port in *fd (the client owns and closes it; TLS,
+       for https, runs on top). Returns ASB_OK or fills err; its code is
+       the request's. How asb_portforward_dial carries a client's
+       connections through the apiserver; the proxy is not used. */
+    asb_result (*dial)(void *user_data, const char *host, int port, int *fd,
+                       asb_error *err);
+    void *dial_user_data;
 } asb_http_client_desc;
 
 /* Owns the connection pool and the TLS state. Thread safety: requests may
@@ -8396,6 +8405,8 @@ struct asb_http_client {
     char *proxy_auth;        /* base64 user:pass or NULL (never logged) */
     char *no_proxy;          /* NO_PROXY list or NULL */
     asb_logger log;
+    asb_result (*dial)(void *, const char *, int, int *, asb_error *); /* NULL: TCP */
+    void *dial_user;
     pthread_mutex_t lock;    /* guards the pool */
     asb__conn *idle[ASB__MAX_POOL];
     int idle_count;
@@ -8539,6 +8550,8 @@ ASB_API asb_result asb_http_client_create(const asb_http_client_desc *desc,
     memset(cl, 0, sizeof *cl);
     cl->alloc = a;
     cl->log = desc->log;
+    cl->dial = desc->dial;
+    cl->dial_user = desc->dial_user_data;
     pthread_mutex_init(&cl->lock, NULL);
     /* defaults, in one place */
     cl->connect_timeout_ms = desc->connect_timeout_ms > 0 ? desc->connect_timeout_ms : 10000;
@@ -8746,7 +8759,7 @@ static asb_result asb__conn_open(asb_http_client *cl, const asb_url *u, const ch
                                  asb__conn **out, asb_error *err) {
     asb__conn *c = (asb__conn *)cl->alloc.alloc_fn(sizeof *c, cl->alloc.user_data);
     asb_result r;
-    int via_proxy = cl->proxy && !(cl->no_proxy && asb__no_proxy_match(cl->no_proxy, u));
+    int via_proxy = !cl->dial && cl->proxy && !(cl->no_proxy && asb__no_proxy_match(cl->no_proxy, u));
     *out = NULL;
     if (!c) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "http: out of memory");
     memset(c, 0, sizeof *c);
@@ -8816,6 +8829,25 @@ static asb_result asb__conn_open(asb_http_client *cl, const asb_url *u, const ch
                              "proxy %s: CONNECT to %s:%d failed (%s)", cl->proxy, host,
                              u->port, asb_result_str(r));
         }
+    } else if (cl->dial) {
+        /* the caller's transport (a port-forward stream): a socket made
+           non-blocking here, as the I/O below expects */
+        r = cl->dial(cl->dial_user, host, u->port, &c->fd, err);
+        if (r == ASB_OK && c->fd < 0)
+            r = asb__fail(err, ASB_ERR_CONNECT, "http: the dial callback gave no socket");
+        if (r == ASB_OK && asb__set_cloexec_nonblock(c->fd) != 0)
+            r = asb__fail(err, ASB_ERR_CONNECT, "http: the dial callback's socket: %s",
+                          strerror(errno));
+        if (r != ASB_OK) {
+            asb__conn_close(cl, c);
+            return r;
+        }
+#ifdef SO_NOSIGPIPE
+        {
+            int one = 1;
+            setsockopt(c->fd, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
+        }
+#endif
     } else {
         r = asb__tcp_connect(c, host, u->port, cl->connect_timeout_ms, err);
         if (r != ASB_OK) {

@@ -512,6 +512,70 @@ ASBT_TEST(server_refusing_the_upgrade_suggests_the_kubectl_tunnel) {
     asb_kube_client_free(kc);
 }
 
+static asb_result pf_dial(void *user, const char *host, int port, int *fd, asb_error *err) {
+    (void)host;
+    (void)port;
+    return asb_portforward_dial((asb_portforward *)user, fd, err);
+}
+
+/* An HTTP client whose connections are port-forward streams (the dial
+   hook): requests reuse one stream while it lives; a stream to a port
+   with no listener fails its request and leaves the error channel's text
+   behind; once the Service points somewhere that works, the next request
+   resolves again and succeeds. */
+ASBT_TEST(http_client_dials_through_the_forward_and_re_resolves_after_a_failure) {
+    static const asb_kube_resource svcs = {"", "v1", "services"};
+    asb_error err;
+    asb_kube_client *kc = connect_as("admin", &err);
+    asb_portforward *pf;
+    asb_http_client_desc hd;
+    asb_http_client *http = NULL;
+    asb_http_request req;
+    asb_http_response resp;
+    asb_retry_policy once;
+    asb_portforward_desc d;
+    unsigned long opened = 0, live = 0;
+    const char *to_http = "{\"spec\":{\"ports\":[{\"name\":\"web\",\"port\":9999,"
+                          "\"targetPort\":\"http\"}]}}";
+    int i;
+    ASBT_CHECK(kc != NULL);
+    make_service(kc, "asb-pf-flip", "sandbox-router", "9"); /* no kwok rule for 9 */
+    memset(&d, 0, sizeof d);
+    d.ns = "agent-sandbox-system";
+    d.service = "asb-pf-flip";
+    d.port = "web";
+    ASBT_EQ_RES(asb_portforward_create(kc, &d, &pf, &err), ASB_OK);
+    memset(&hd, 0, sizeof hd);
+    hd.dial = pf_dial;
+    hd.dial_user_data = pf;
+    ASBT_EQ_RES(asb_http_client_create(&hd, &http, &err), ASB_OK);
+    memset(&once, 0, sizeof once);
+    once.max_attempts = 1;
+    memset(&req, 0, sizeof req);
+    req.url = "http://asb-pf-flip.agent-sandbox-system:9999/";
+    req.retry = &once;
+    ASBT_CHECK(asb_http_do(http, &req, &resp, &err) != ASB_OK);
+    ASBT_EQ_INT(resp.status, 0);
+    asb_http_response_free(&resp);
+    ASBT_EQ_INT(asb_portforward_take_error(pf, &err), 1);
+    ASBT_CONTAINS(err.message, "error forwarding port 9 to pod sandbox-router");
+    ASBT_EQ_RES(asb_kube_patch(kc, &svcs, "agent-sandbox-system", "asb-pf-flip", to_http,
+                               strlen(to_http), NULL, &err), ASB_OK);
+    for (i = 0; i < 3; i++) {
+        ASBT_EQ_RES(asb_http_do(http, &req, &resp, &err), ASB_ERR_HTTP_STATUS);
+        ASBT_EQ_INT(resp.status, 400);
+        ASBT_CONTAINS(resp.body.ptr, "X-Sandbox-ID header is required");
+        asb_http_response_free(&resp);
+    }
+    asb_portforward_counts(pf, &opened, &live);
+    ASBT_EQ_INT((int)opened, 2); /* the failed stream, then one kept alive */
+    ASBT_EQ_INT((int)live, 1);
+    asb_http_client_free(http);
+    asb_portforward_free(pf);
+    drop_service(kc, "asb-pf-flip");
+    asb_kube_client_free(kc);
+}
+
 typedef struct many_arg {
     asb_portforward *pf;
     int ok;
@@ -577,5 +641,6 @@ ASBT_LIST(ASBT_CASE(service_resolves_to_the_ready_router_pod_by_port_number_or_n
           ASBT_CASE(pod_that_does_not_exist_is_not_found)
           ASBT_CASE(websocket_speaks_v4_channels_with_the_kubelet)
           ASBT_CASE(server_refusing_the_upgrade_suggests_the_kubectl_tunnel)
+          ASBT_CASE(http_client_dials_through_the_forward_and_re_resolves_after_a_failure)
           ASBT_CASE(eight_streams_at_once_each_with_its_own_websocket))
 ASBT_MAIN()
