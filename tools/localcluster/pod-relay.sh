@@ -19,10 +19,13 @@ set -eu
 pid=$1 start=$2 port=$3
 case $pid$start$port in *[!0-9]*) echo "pod-relay: bad arguments" >&2; exit 2 ;; esac
 exec 3</proc/"$pid"/ns/net || { echo "pod-relay: pod process $pid is gone" >&2; exit 1; }
-stat=$(cat /proc/"$pid"/stat 2>/dev/null) || { echo "pod-relay: pod process $pid is gone" >&2; exit 1; }
-# Field 22 counted after the ")" that closes the command name (which may hold spaces).
-now=$(printf '%s\n' "${stat##*) }" | cut -d' ' -f20)
-[ "$now" = "$start" ] || { echo "pod-relay: pid $pid is another process now" >&2; exit 1; }
-[ "$(stat -L -c %i /proc/self/fd/3)" != "$(stat -L -c %i /proc/$$/ns/net)" ] ||
+# Shell builtins only until socat: this runs for every connection.
+read -r stat </proc/"$pid"/stat || { echo "pod-relay: pod process $pid is gone" >&2; exit 1; }
+# Field 22 is the 20th after the ")" that closes the command name (which may hold spaces).
+set -f
+# shellcheck disable=SC2086
+set -- ${stat##*) }
+[ "${20:-}" = "$start" ] || { echo "pod-relay: pid $pid is another process now" >&2; exit 1; }
+! [ /proc/self/fd/3 -ef /proc/self/ns/net ] ||
   { echo "pod-relay: pid $pid is in the host network namespace" >&2; exit 1; }
 exec nsenter --net=/proc/self/fd/3 -- socat STDIO TCP:127.0.0.1:"$port"
