@@ -1669,6 +1669,12 @@ typedef struct asb_h2_desc {
                                     trailer block larger than this (RFC 7541
                                     size: name + value + 32 per field) fails
                                     its stream with ASB_ERR_TOO_LARGE */
+    /* default NULL: TCP to the URL's host and port. Else the connection's
+       socket comes from this callback, as asb_http_client_desc.dial (a
+       port-forward stream: asb_portforward_dial); TLS runs on top. */
+    asb_result (*dial)(void *user_data, const char *host, int port, int *fd,
+                       asb_error *err);
+    void *dial_user_data;
 } asb_h2_desc;
 
 /* A request header: NUL-terminated name (lowercase, as HTTP/2 requires)
@@ -10905,7 +10911,13 @@ ASB_API asb_result asb_h2_connect(const asb_h2_desc *desc, asb_h2_conn **out, as
     timeout = desc->connect_timeout_ms > 0 ? desc->connect_timeout_ms : 10000;
     h->c->deadline = asb__now_ms() + timeout;
     h->c->read_timeout_ms = timeout;
-    r = asb__tcp_connect(h->c, host, u.port, timeout, err);
+    if (desc->dial) {
+        r = desc->dial(desc->dial_user_data, host, u.port, &h->c->fd, err);
+        if (r == ASB_OK && (h->c->fd < 0 || asb__set_cloexec_nonblock(h->c->fd) != 0))
+            r = asb__fail(err, ASB_ERR_CONNECT, "http2: the dial callback gave no usable socket");
+    } else {
+        r = asb__tcp_connect(h->c, host, u.port, timeout, err);
+    }
     if (r == ASB_OK && u.is_https) {
 #if ASB_TLS
         static const char *h2_alpn[] = {"h2", NULL};

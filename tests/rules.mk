@@ -331,7 +331,8 @@ $(TB)/asan/test_sdk_cluster: tests/test_sdk_cluster.c $(TEST_DEPS)
 	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) $< -o $@ $(LINK)
 ALL_TARGETS += $(TB)/asan/test_sdk_cluster $(TB)/asan/troubleshooting
 # The kubectl-free port-forward (WebSocket, v4.channel.k8s.io) on the same
-# cluster: the router Service, RBAC, the error channel.
+# cluster's v0.5.6 start: the router Service, RBAC, the error channel, the
+# sandboxd pods.
 $(TB)/asan/test_portforward_cluster: tests/test_portforward_cluster.c $(TEST_DEPS)
 	@mkdir -p $(@D)
 	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) $< -o $@ $(LINK)
@@ -367,7 +368,6 @@ test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster \
 	tests/kube/dns-fallback-setup.sh $(KC_STATE) || \
 	  { echo "dns fallback setup failed"; $(KC_ENV) $(MAKE) --no-print-directory cluster-down; exit 1; }; \
 	echo "--- test_sdk_cluster" && $(TB)/asan/test_sdk_cluster && \
-	echo "--- test_portforward_cluster (no kubectl)" && $(TB)/asan/test_portforward_cluster && \
 	echo "--- test_sdk_cluster one_client_serves_threads, gateway_mode (ThreadSanitizer)" && \
 	TSAN_OPTIONS=halt_on_error=1 $(TB)/tsan/test_sdk_cluster one_client_serves_threads \
 	  gateway_mode_skips_bad_addresses && \
@@ -408,6 +408,8 @@ test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster \
 	  tests/upstream/python_sdk_long_command.py > $(TB)/python-sdk.log 2>&1 & pypid=$$!; \
 	ASB_AGENT_SANDBOX=v0.5.6 $(TB)/asan/test_sdk_cluster warm_pool v1beta1; rc=$$?; \
 	wait $$pypid; pyrc=$$?; cat $(TB)/python-sdk.log; [ $$pyrc = 0 ] || rc=1; \
+	echo "--- test_portforward_cluster (no kubectl; the router, and sandboxd pods over HTTP/1.1 and HTTP/2)"; \
+	ASB_CLUSTER_KUBECONFIGS=$(KC_STATE)/kubeconfig $(TB)/asan/test_portforward_cluster || rc=1; \
 	echo "--- examples/quickstart pool:python-sandbox-warmpool (v0.5.6 claims from a warm pool)"; \
 	KUBECONFIG=$(KC_STATE)/kubeconfig/admin.kubeconfig $(EX)/quickstart pool:python-sandbox-warmpool || rc=1; \
 	echo "--- tools/cli end to end on v1beta1 (tools/cli/tests/e2e-v1beta1.sh)"; \

@@ -5,7 +5,9 @@
    named target ports, no Ready pod), bytes both ways compared with the
    router's own port, every credential kind, RBAC denial of
    pods/portforward for a service account made here, the error channel,
-   many streams at once, a server that refuses the upgrade.
+   many streams at once, a server that refuses the upgrade, an HTTP
+   client and an HTTP/2 connection whose connections are streams (the
+   sandboxd pods of a v0.5.6 cluster: REST and gRPC).
    ASB_CLUSTER_KUBECONFIGS names the directory of the cluster's
    kubeconfigs (its parent holds cluster.json and pki/). */
 #define AGENTSANDBOX_IMPLEMENTATION
@@ -576,6 +578,89 @@ ASBT_TEST(http_client_dials_through_the_forward_and_re_resolves_after_a_failure)
     asb_kube_client_free(kc);
 }
 
+/* A Running pod of the sandboxd warm pool (v0.5.6 clusters), by name. */
+static int sandboxd_pod(asb_kube_client *kc, char *out, size_t cap) {
+    asb_buf b;
+    asb_json_doc doc;
+    asb_json_iter it;
+    int v, found = 0;
+    asb_buf_init(&b, NULL);
+    if (asb_kube_request(kc, "GET", "/api/v1/namespaces/default/pods", NULL, NULL, 0, &b, NULL) !=
+            ASB_OK ||
+        asb_json_doc_parse(&doc, b.ptr, b.len, NULL, NULL) != ASB_OK) {
+        asb_buf_free(&b);
+        return 0;
+    }
+    it = asb_json_iter_begin(&doc, asb_json_find(&doc, 0, "items"));
+    while (!found && asb_json_iter_next(&doc, &it, NULL, &v)) {
+        char name[254];
+        if (asb_json_get_string(&doc, asb_json_find(&doc, v, "metadata.name"), name, sizeof name,
+                                NULL) == ASB_OK &&
+            strncmp(name, "sandboxd-warmpool-", 18) == 0 &&
+            asb_json_string_eq(&doc, asb_json_find(&doc, v, "status.phase"), "Running", 7)) {
+            snprintf(out, cap, "%s", name);
+            found = 1;
+        }
+    }
+    asb_json_doc_free(&doc);
+    asb_buf_free(&b);
+    return found;
+}
+
+/* Both sandboxd ports of one pod through the forward: its REST port with
+   the HTTP/1.1 client, its gRPC port with HTTP/2 (asb_h2_desc.dial), a
+   call sandboxd does not implement answered UNIMPLEMENTED in trailers. */
+ASBT_TEST(sandboxd_pod_answers_http1_and_grpc_over_http2_through_the_forward) {
+    asb_error err;
+    asb_kube_client *kc = connect_as("admin", &err);
+    asb_portforward_desc d;
+    asb_portforward *rest = NULL, *grpc = NULL;
+    asb_http_client_desc hd;
+    asb_http_client *http = NULL;
+    asb_http_request req;
+    asb_http_response resp;
+    asb_h2_desc h2d;
+    asb_h2_conn *h2 = NULL;
+    asb_grpc_call_desc cd;
+    asb_buf out;
+    char pod[254];
+    ASBT_CHECK(kc != NULL);
+    ASBT_CHECK(sandboxd_pod(kc, pod, sizeof pod));
+    memset(&d, 0, sizeof d);
+    d.ns = "default";
+    d.pod = pod;
+    d.port = "8080";
+    ASBT_EQ_RES(asb_portforward_create(kc, &d, &rest, &err), ASB_OK);
+    d.port = "9090";
+    ASBT_EQ_RES(asb_portforward_create(kc, &d, &grpc, &err), ASB_OK);
+    memset(&hd, 0, sizeof hd);
+    hd.dial = pf_dial;
+    hd.dial_user_data = rest;
+    ASBT_EQ_RES(asb_http_client_create(&hd, &http, &err), ASB_OK);
+    memset(&req, 0, sizeof req);
+    req.url = "http://sandboxd:8080/v1/health";
+    ASBT_EQ_RES(asb_http_do(http, &req, &resp, &err), ASB_OK);
+    ASBT_EQ_INT(resp.status, 200);
+    asb_http_response_free(&resp);
+    memset(&h2d, 0, sizeof h2d);
+    h2d.url = "http://sandboxd:9090";
+    h2d.dial = pf_dial;
+    h2d.dial_user_data = grpc;
+    ASBT_EQ_RES(asb_h2_connect(&h2d, &h2, &err), ASB_OK);
+    memset(&cd, 0, sizeof cd);
+    cd.method = "/process.v1.ProcessService/NoSuchMethod";
+    cd.timeout_ms = 10000;
+    asb_buf_init(&out, NULL);
+    ASBT_EQ_RES(asb_grpc_unary(h2, &cd, "", 0, &out, &err), ASB_ERR_GRPC_STATUS);
+    ASBT_EQ_STR(err.reason, "UNIMPLEMENTED");
+    asb_buf_free(&out);
+    asb_h2_conn_free(h2);
+    asb_http_client_free(http);
+    asb_portforward_free(rest);
+    asb_portforward_free(grpc);
+    asb_kube_client_free(kc);
+}
+
 typedef struct many_arg {
     asb_portforward *pf;
     int ok;
@@ -642,5 +727,6 @@ ASBT_LIST(ASBT_CASE(service_resolves_to_the_ready_router_pod_by_port_number_or_n
           ASBT_CASE(websocket_speaks_v4_channels_with_the_kubelet)
           ASBT_CASE(server_refusing_the_upgrade_suggests_the_kubectl_tunnel)
           ASBT_CASE(http_client_dials_through_the_forward_and_re_resolves_after_a_failure)
+          ASBT_CASE(sandboxd_pod_answers_http1_and_grpc_over_http2_through_the_forward)
           ASBT_CASE(eight_streams_at_once_each_with_its_own_websocket))
 ASBT_MAIN()
