@@ -1763,7 +1763,7 @@ static int cmd_run(cli *c) {
    `agentsandbox ls -o name` (with the same -n/--context/--kubeconfig). */
 static const char *const COMPLETION_BASH =
     "_agentsandbox() {\n"
-    "    local cur prev words cword i sub= flags=()\n"
+    "    local cur prev i sub= flags=()\n"
     "    cur=${COMP_WORDS[COMP_CWORD]}; prev=${COMP_WORDS[COMP_CWORD-1]}\n"
     "    for ((i = 1; i < COMP_CWORD; i++)); do\n"
     "        case ${COMP_WORDS[i]} in\n"
@@ -1801,10 +1801,19 @@ static const char *const COMPLETION_BASH =
 static int cmd_completion(cli *c) {
     if (c->npos != 1 || (strcmp(c->pos[0], "bash") != 0 && strcmp(c->pos[0], "zsh") != 0))
         return usage_error(c, "completion needs a shell: bash or zsh");
-    /* zsh runs the bash function through its bashcompinit layer */
-    if (strcmp(c->pos[0], "zsh") == 0)
+    /* zsh runs the bash function through its bashcompinit layer, with
+       0-based arrays (ksharrays) as the function indexes COMP_WORDS the
+       bash way; without it every word was off by one */
+    if (strcmp(c->pos[0], "zsh") == 0) {
+        const char *reg = strstr(COMPLETION_BASH, "complete -F");
         fputs("autoload -U +X compinit && compinit\nautoload -U +X bashcompinit && bashcompinit\n",
               stdout);
+        fwrite(COMPLETION_BASH, 1, (size_t)(reg - COMPLETION_BASH), stdout);
+        fputs("_agentsandbox_zsh() {\n    setopt localoptions ksharrays\n    _agentsandbox \"$@\"\n}\n"
+              "complete -F _agentsandbox_zsh agentsandbox\n",
+              stdout);
+        return 0;
+    }
     fputs(COMPLETION_BASH, stdout);
     return 0;
 }

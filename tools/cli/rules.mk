@@ -11,6 +11,8 @@ CLI_DIR := tools/cli
 CLI_BIN := $(BUILD)/cli/agentsandbox
 
 ALL_TARGETS += $(CLI_BIN)
+# test-cli runs the zsh completion in zsh
+EXTRA_DEB_PACKAGES += zsh
 TEST_TIERS  += test-cli
 
 .PHONY: cli test-cli

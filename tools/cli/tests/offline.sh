@@ -150,15 +150,33 @@ for v in -v -v=2 -v=10; do
     ok "hostile$v-token-never-printed" eval "! grep -q '$htoken' '$OUT/o' '$OUT/e'"
 done
 
-# Completion: bash runs the function; the zsh script is the same function
-# behind zsh's bashcompinit (no zsh on the test machine to run it).
+# Completion: sourced into bash, registered (complete -p) and run as bash
+# runs it; claim names come from the cluster (the hostile peer's, escaped).
+# zsh (installed by make deps) runs the same function behind bashcompinit:
+# zsh's compgen does not filter by the word (zsh's own matcher does), so
+# its checks look at which set is offered.
 t 0 completion-bash "$B" completion bash
 cp "$OUT/o" "$OUT/comp.bash"
+ok completion-bash-registered eval "[ \"\$(bash -c 'source \"$OUT/comp.bash\"; complete -p agentsandbox')\" = 'complete -F _agentsandbox agentsandbox' ]"
+ok completion-claim-names eval "[ \"\$(bash -c 'source \"$OUT/comp.bash\"; COMP_WORDS=(\"$B\" --kubeconfig \"$OUT/hkc\" get t); COMP_CWORD=4; _agentsandbox; echo \"\${COMPREPLY[*]}\"')\" = two ]"
+ok completion-claim-names-escaped eval "bash -c 'source \"$OUT/comp.bash\"; COMP_WORDS=(\"$B\" --kubeconfig \"$OUT/hkc\" rm o); COMP_CWORD=4; _agentsandbox; echo \"\${COMPREPLY[*]}\"' >'$OUT/comp.out'; grep -q '^one-evil' '$OUT/comp.out' && raw_free '$OUT/comp.out'"
 ok completion-commands eval "[ \"\$(bash -c 'source \"$OUT/comp.bash\"; COMP_WORDS=(agentsandbox ex); COMP_CWORD=1; _agentsandbox; echo \"\${COMPREPLY[*]}\"')\" = exec ]"
 ok completion-output-formats eval "[ \"\$(bash -c 'source \"$OUT/comp.bash\"; COMP_WORDS=(agentsandbox ls -o j); COMP_CWORD=3; _agentsandbox; echo \"\${COMPREPLY[*]}\"')\" = json ]"
 ok completion-flags eval "bash -c 'source \"$OUT/comp.bash\"; COMP_WORDS=(agentsandbox cp --rec); COMP_CWORD=2; _agentsandbox; echo \"\${COMPREPLY[*]}\"' | grep -qx -- --recursive"
 t 0 completion-zsh "$B" completion zsh
 ok completion-zsh-uses-bashcompinit has_out 'bashcompinit'
+cp "$OUT/o" "$OUT/comp.zsh"
+zcomp() { # zcomp CWORD WORDS...: what the zsh function offers
+    local cw=$1
+    shift
+    zsh -f -c 'source "$1"; shift; COMP_CWORD=$1; shift; COMP_WORDS=("$@"); _agentsandbox_zsh; print -r -- "${COMPREPLY[*]}"' \
+        zcomp "$OUT/comp.zsh" "$cw" agentsandbox "$@" 2>/dev/null
+}
+ok completion-zsh-registered eval "[ \"\$(zsh -f -c 'source \"$OUT/comp.zsh\"; print -r -- \$_comps[agentsandbox]')\" = '_bash_complete -F _agentsandbox_zsh' ]"
+ok completion-zsh-commands eval "zcomp 1 ex | grep -qw exec"
+ok completion-zsh-output-formats eval "[ \"\$(zcomp 3 ls -o j)\" = 'json yaml name wide' ]"
+ok completion-zsh-flags eval "zcomp 2 cp --rec | grep -qw -- --recursive"
+ok completion-zsh-shells eval "[ \"\$(zcomp 2 completion z)\" = 'bash zsh' ]"
 t 2 completion-unknown-shell "$B" completion fish
 
 finish "test-cli (offline)"
