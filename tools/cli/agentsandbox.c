@@ -55,6 +55,8 @@ typedef struct cli {
     int all_namespaces;
     int all;
     int recursive;
+    int stdin_fwd; /* exec -i */
+    int tty;       /* exec -t */
     int help;
     int file_op; /* a file call is in flight: a 404 is about the file */
     /* positionals, then argv after "--" */
@@ -162,11 +164,15 @@ static const cmd_help HELPS[] = {
      "  -l, --selector SEL   every claim matching the selector\n"
      "  --all                every claim in the namespace\n"},
     {"exec",
-     "Usage: agentsandbox exec CLAIM [--timeout DURATION] -- CMD [ARG...]\n"
+     "Usage: agentsandbox exec CLAIM [-i] [-t] [--timeout DURATION] -- CMD [ARG...]\n"
      "Runs CMD in the sandbox (arguments kept apart, as a shell would quote them;\n"
      "use `-- sh -c '...'` for pipes), prints its stdout and stderr and exits\n"
      "with its exit code.\n"
-     "  --timeout DURATION   the command's deadline (default 60s)\n"},
+     "  --timeout DURATION   the command's deadline (default 60s)\n"
+     "  -i, --stdin          forward this terminal's or pipe's stdin\n"
+     "  -t, --tty            a terminal in the sandbox (resized with this one)\n"
+     "  -i and -t need a runtime that streams a process; the runtime's HTTP API\n"
+     "  (/execute) does not: there they fail before anything runs (exit 2).\n"},
     {"cp",
      "Usage: agentsandbox cp [-r] LOCAL CLAIM:PATH\n"
      "       agentsandbox cp [-r] CLAIM:PATH LOCAL     (LOCAL - : stdout)\n"
@@ -525,6 +531,9 @@ static int parse_args(cli *c, int argc, char **argv) {
         else if (strcmp(a, "-A") == 0 || strcmp(a, "--all-namespaces") == 0) c->all_namespaces = 1;
         else if (strcmp(a, "--all") == 0) c->all = 1;
         else if (strcmp(a, "-r") == 0 || strcmp(a, "--recursive") == 0) c->recursive = 1;
+        else if (strcmp(a, "-i") == 0 || strcmp(a, "--stdin") == 0) c->stdin_fwd = 1;
+        else if (strcmp(a, "-t") == 0 || strcmp(a, "--tty") == 0) c->tty = 1;
+        else if (strcmp(a, "-it") == 0 || strcmp(a, "-ti") == 0) c->stdin_fwd = c->tty = 1;
         else if (is_flag(a, "--ttl", &n) || is_flag(a, "--timeout", &n)) {
             int64_t ms;
             int is_ttl = a[2] == 't' && a[3] == 't';
@@ -1208,6 +1217,17 @@ static int cmd_exec(cli *c) {
     int rc;
     if (c->npos != 1) return usage_error(c, "exec needs one CLAIM, then -- and the command");
     if (c->ncmd < 1) return usage_error(c, "exec needs a command after --");
+    if (c->stdin_fwd || c->tty) {
+        /* API friction: the library speaks the runtime's HTTP API, whose
+           /execute takes a whole command and answers once it ended: no
+           stdin, no terminal, no output as it comes */
+        fprintf(stderr, "agentsandbox: exec %s: the sandbox runtime's HTTP API (/execute) takes "
+                        "no stdin and gives no terminal; nothing was run\n  hint: drop %s, and "
+                        "give input inside the command: -- sh -c 'printf ... | CMD'\n",
+                c->tty ? (c->stdin_fwd ? "-it" : "-t") : "-i",
+                c->tty ? (c->stdin_fwd ? "-i and -t" : "-t") : "-i");
+        return EXIT_USAGE;
+    }
     if ((rc = attach(c, c->pos[0], &sb)) != 0) return rc;
     return run_on(c, sb);
 }
@@ -1785,7 +1805,7 @@ static const char *const COMPLETION_BASH =
     "        return 0\n"
     "    fi\n"
     "    case $cur in -*)\n"
-    "        COMPREPLY=($(compgen -W '--label --env --ttl --timeout --warm-pool --name --selector --all-namespaces --all --recursive --output --namespace --help' -- \"$cur\"))\n"
+    "        COMPREPLY=($(compgen -W '--label --env --ttl --timeout --warm-pool --name --selector --all-namespaces --all --recursive --stdin --tty --output --namespace --help' -- \"$cur\"))\n"
     "        return 0 ;;\n"
     "    esac\n"
     "    case $sub in\n"

@@ -32,6 +32,10 @@ ok bad-label-explained has_err 'expected KEY=VALUE'
 t 2 exec-without-command "$B" exec claim
 ok exec-without-command-explained has_err 'needs a command after --'
 t 2 exec-without-claim "$B" exec -- true
+for f in -i -t -it --stdin; do
+    t 2 "exec$f-refused" "$B" --kubeconfig /nonexistent exec claim "$f" -- sh
+    ok "exec$f-refused-says-why" has_err 'takes no stdin and gives no terminal'
+done
 t 2 run-without-command "$B" run tpl
 t 2 create-without-template "$B" create
 t 2 rm-without-names "$B" rm
