@@ -50,7 +50,12 @@ DEB_PACKAGES := libmbedtls-dev libjsmn-dev clang libclang-rt-14-dev \
                 nginx-light curl openssl python3 valgrind hyperfine
 DEB_PACKAGES += $(EXTRA_DEB_PACKAGES)
 
-deps:
+# deps-debian alone is what building and running the examples and the local
+# cluster need (make demo); deps-extra adds what the tests build or fetch.
+deps: deps-debian
+	@$(MAKE) --no-print-directory deps-extra
+
+deps-debian:
 	@missing=""; for p in $(DEB_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
 	done; \
@@ -60,9 +65,8 @@ deps:
 	  $$SUDO apt-get install -y --no-install-recommends $$missing >/dev/null 2>&1 || \
 	  { $$SUDO apt-get update >/dev/null && $$SUDO apt-get install -y --no-install-recommends $$missing; }; \
 	fi
-	@$(MAKE) --no-print-directory deps-extra
 
-.PHONY: deps-extra deps-check-quiet
+.PHONY: deps-debian deps-extra deps-check-quiet
 deps-extra: $(EXTRA_DEPS_TARGETS)
 deps-check-quiet: ;
 

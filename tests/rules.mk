@@ -422,14 +422,15 @@ test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster \
 # cluster that is gone).
 DEMO_STATE = $${LC_STATE_DIR:-$(abspath $(BUILD))/localcluster}
 DEMO_EXAMPLES := $(EX)/quickstart $(EX)/attach $(EX)/bigfile $(EX)/local_tunnel $(EX)/direct_url
-# The first command on a fresh machine: deps (mbedTLS among them) before
-# anything compiles, then the cluster's components built with progress
-# lines, then the start, quietly, into a log.
+# The first command on a fresh machine: kubectl checked, the Debian
+# packages (mbedTLS among them) installed before anything compiles (not
+# deps-extra: what only the tests need), then the cluster's components
+# built with progress lines, then the start, quietly, into a log.
 .PHONY: demo demo-run
 demo:
 	@command -v kubectl >/dev/null || { echo "demo: kubectl is not on PATH: the quick start's tunnel"; \
 	  echo "demo: and the local cluster's set-up use it; install kubectl, then run make demo again"; exit 1; }
-	@$(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory deps-debian
 	@$(MAKE) --no-print-directory demo-run
 demo-run: $(DEMO_EXAMPLES)
 	@echo "demo: building a local Kubernetes with agent-sandbox v0.4.6 (the first time from Go"; \

@@ -68,7 +68,7 @@ gob() {
   modcache=$(go env GOMODCACHE)/cache/download
   fetched() { echo "$(du -sm "$modcache" 2>/dev/null | cut -f1) MiB in the module cache"; }
   compiled() { echo "$(wc -l < "$log") of $total packages compiled"; }
-  echo "build: $label: listing its packages (a cold module cache downloads them first)"
+  echo "build: $label: listing packages (downloading any missing modules)"
   if ! ticking "$label" fetched bash -c 'exec go list -deps "${@:2}" > "$0" 2>"$1"' "$list" "$log" "$@"; then
     tail -20 "$log" >&2; rm -f "$log" "$list"
     echo "build: $label: go list failed (above)" >&2
