@@ -172,6 +172,7 @@
        Small rules (paths, labels, ...)  search "RULES"
        The first errors, what to do .... search "TROUBLESHOOTING"
        Deadlines, cancel tokens ........ search "DEADLINES AND CANCELLATION"
+       Connectors, runtimes (internal) . search "CONNECTORS AND RUNTIMES"
        Declarations, a comment each .... after this comment, in this order:
                                          results and errors, logging,
                                          memory, JSON, rules, YAML, HTTP,
@@ -185,7 +186,12 @@
                                          ">>http (client)", ">>http2",
                                          ">>grpc", ">>protobuf", ">>kube",
                                          ">>websocket", ">>portforward",
-                                         ">>tunnel", ">>sandbox"
+                                         ">>sandbox (types)", ">>tunnel",
+                                         ">>connector: local tunnel",
+                                         ">>connector: direct",
+                                         ">>connector: gateway",
+                                         ">>connector: in-cluster",
+                                         ">>runtime: legacy", ">>sandbox"
        License ......................... end of file
 
    ===========================================================================
@@ -15555,21 +15561,126 @@ ASB_API void asb_portforward_free(asb_portforward *pf) {
     pf->alloc.free_fn(pf, pf->alloc.user_data);
 }
 
-/* >>tunnel ==================================================================
-   One `kubectl port-forward` per client to the router Service: started when
-   the first claim is created (or on first use), under a supervisor process
-   that stops it if this process dies; rebuilt when kubectl dies, stopped
-   with SIGTERM then SIGKILL, always reaped. kubectl picks its own local
-   port (`:<router port>`) and the tunnel is ready when its stdout says
-   "Forwarding from 127.0.0.1:<port> -> <router port>": no port is chosen
-   here and written into an argv every local user can read, and no
-   listener is taken for the tunnel because it accepts a connection (an
-   attacker who bound the port first would get the router token, the
-   commands and the files, and could answer with any output). */
+/* >>sandbox (types) =========================================================
+   CONNECTORS AND RUNTIMES.
+   The client, the handle, and the two small interfaces the sandbox layer
+   stands on, so that each way to connect and each runtime protocol lives
+   in one banner of its own and a new one touches no other:
+
+     connector  how bytes reach a sandbox. It yields an endpoint for one
+                port of the sandbox (a base URL, and whether a sandbox
+                router sits behind it) and owns what it started to get
+                there (kubectl, the Gateway's address). Chosen per client
+                by asb_client_desc.mode: ">>connector: local tunnel",
+                ">>connector: direct", ">>connector: gateway",
+                ">>connector: in-cluster".
+     runtime    the protocol of the server in the sandbox. It implements
+                the handle's calls (run, write, read, list, exists, the
+                readiness probe) on the endpoints its connector gives:
+                ">>runtime: legacy" (the HTTP/1.1 JSON API).
+
+   asb__sb_call (">>sandbox") joins the two for one HTTP exchange: the
+   connector's endpoint, the router's headers when the endpoint is
+   routed, the deadline and the retries. It never asks which connector
+   or runtime it runs for. */
+
+typedef struct asb__tunnel asb__tunnel;
+
+/* Where one call goes, as the connector says. */
+typedef struct asb__endpoint {
+    char base[600];  /* "http[s]://host:port", no path */
+    int routed;      /* a sandbox router: the sandbox is named in
+                        X-Sandbox-* headers, router_token and the extra
+                        headers go along */
+    int maybe_stale; /* an address from a cache: one quick try first,
+                        looked up again if it refuses (reconnect) */
+    int by_pod_ip;   /* the address is the pod's IP (reconnect may look it
+                        up again) */
+} asb__endpoint;
+
+typedef struct asb__connector {
+    const char *name;  /* for messages: "the local tunnel", ... */
+    int routed;        /* calls go through a sandbox router: a new sandbox
+                          is probed until the router can place it */
+    int uses_kubectl;  /* starts kubectl with the client's kubeconfig */
+    /* asb_client_create: the description's rules for this way to
+       connect, before anything is allocated. NULL: none. */
+    asb_result (*check)(const asb_client_desc *d, asb_error *err);
+    /* asb_client_create_sandbox, once the claim exists: start what takes
+       time while the controller works. Only a failure that no later call
+       could get past is returned. NULL: nothing to start. */
+    asb_result (*prestart)(struct asb_client *c, asb_error *err);
+    /* The endpoint of one call to `port` of the sandbox (sb NULL: the
+       router's, for connectors that have one). */
+    asb_result (*endpoint)(struct asb_client *c, struct asb_sandbox *sb, int port,
+                           asb__endpoint *ep, asb_error *err);
+    /* A call to *ep never connected: rebuild what may have died (kubectl,
+       a pod that moved) and set *again to send it once more to the new
+       *ep. resendable: the request body can be sent again. NULL: never. */
+    asb_result (*reconnect)(struct asb_client *c, struct asb_sandbox *sb, int port,
+                            int resendable, asb__endpoint *ep, int *again, asb_error *err);
+    /* asb_client_free: stop what the connector started. NULL: nothing. */
+    void (*stop)(struct asb_client *c);
+    /* appended to a DNS failure's message; NULL: nothing to add */
+    const char *dns_hint;
+} asb__connector;
+
+typedef struct asb__runtime {
+    const char *name; /* for messages: "legacy" */
+    /* After Ready: until the runtime answers (route_only 0) or only until
+       a router can place the sandbox (route_only 1), within deadline. */
+    asb_result (*probe)(struct asb_sandbox *sb, int64_t deadline, const asb_cancel *cancel,
+                        int route_only, asb_error *err);
+    /* result is set up (empty buffers) by the caller */
+    asb_result (*run)(struct asb_sandbox *sb, const char *command, int timeout_ms,
+                      const asb_cancel *cancel, asb_run_result *result, asb_error *err);
+    /* norm: the path after asb_path_normalize; exactly size bytes */
+    asb_result (*write)(struct asb_sandbox *sb, const char *norm, asb_read_fn read, void *user,
+                        uint64_t size, const asb_call_opts *opts, asb_error *err);
+    /* out set: appended to it, at most max_read_bytes; else to sink */
+    asb_result (*read)(struct asb_sandbox *sb, const char *path, asb_buf *out, asb_write_fn sink,
+                       void *user, const asb_call_opts *opts, asb_error *err);
+    /* out is zeroed with its allocator set by the caller */
+    asb_result (*list)(struct asb_sandbox *sb, const char *path, asb_file_list *out,
+                       const asb_call_opts *opts, asb_error *err);
+    asb_result (*exists)(struct asb_sandbox *sb, const char *path, int *exists,
+                         const asb_call_opts *opts, asb_error *err);
+} asb__runtime;
+
+/* One `kubectl port-forward <kind>/<name> :<port>...` (">>tunnel"): the
+   connector that owns it fills the first block and keeps it. */
+struct asb__tunnel {
+    const char *kubectl, *kube_path, *kube_context; /* the client's */
+    char *kube_env;       /* the client's (an environ entry: not const) */
+    const asb_allocator *alloc;
+    const asb_logger *log;
+    const char *advice;   /* ends the message when kubectl cannot run */
+    int ready_timeout_ms;
+    const char *kind;     /* "svc" or "pod" */
+    char name[254], ns[64];
+    int nports, remote[2];
+    /* the running kubectl, under the owner's lock */
+    pid_t pid;            /* its supervisor; kubectl runs under it */
+    int local[2];         /* where kubectl listens, per remote port */
+    int ready;            /* kubectl said it listens on every local[] */
+    int64_t t0;           /* when it was spawned */
+    int err_fd;           /* kubectl's stderr, drained into err */
+    int out_fd;           /* its stdout: the "Forwarding from" lines, then
+                             one "Handling connection" line per connection
+                             (read and dropped so kubectl never blocks) */
+    char line[128];       /* the stdout line being read (bounded) */
+    size_t line_len;
+    int life_fd;          /* closes when this process ends, however it
+                             ends: the supervisor then stops kubectl */
+    char err[512];        /* its newest bytes, for error messages */
+    size_t err_len;
+};
 
 struct asb_sandbox {
     struct asb_client *client;
     struct asb_sandbox *next;
+    const asb__connector *conn; /* the client's */
+    const asb__runtime *rt;     /* what serves this sandbox */
     char claim[254]; /* a DNS-1123 subdomain: at most 253 bytes */
     char uid[64];   /* the claim's metadata.uid ("" if never seen): deletes
                        and re-attaches are pinned to it */
@@ -15590,7 +15701,7 @@ struct asb_client {
     asb_allocator alloc;
     asb_kube_client *kube;
     asb_http_client *http;
-    asb_connection_mode mode;
+    const asb__connector *conn; /* from asb_client_desc.mode */
     char *direct_url;
     char *router_ns, *router_svc, *kubectl, *api_version;
     char *kube_path, *kube_context; /* handed to kubectl as the client's */
@@ -15610,41 +15721,27 @@ struct asb_client {
     char gw_base[300];    /* resolved once: http[s]://<address>:<port> */
     asb_logger log;
     pthread_mutex_t lock; /* the handle list and api_version; held briefly */
-    pthread_mutex_t conn_lock; /* the tunnel and gw_base; held while kubectl
-                               comes up or the Gateway is watched, which
-                               is why it is not `lock`: creates, lists and
-                               deletes on other threads go on meanwhile */
-    pid_t tunnel_pid;
-    int tunnel_port;
-    int tunnel_ready;     /* kubectl said it listens on tunnel_port */
-    int64_t tunnel_t0;    /* when it was spawned */
-    int tunnel_err_fd;    /* kubectl's stderr, drained into tunnel_err */
-    int tunnel_out_fd;    /* its stdout: the "Forwarding from" line, then
-                             one "Handling connection" line per connection
-                             (read and dropped so kubectl never blocks) */
-    char tunnel_line[128]; /* the stdout line being read (bounded) */
-    size_t tunnel_line_len;
-    int tunnel_life_fd;   /* closes when this process ends, however it
-                             ends: the supervisor then stops kubectl */
-    char tunnel_err[512]; /* its newest bytes, for error messages */
-    size_t tunnel_err_len;
+    pthread_mutex_t conn_lock; /* the connector's state (the tunnel,
+                               gw_base); held while kubectl comes up or
+                               the Gateway is watched, which is why it is
+                               not `lock`: creates, lists and deletes on
+                               other threads go on meanwhile */
+    asb__tunnel tunnel;   /* the local tunnel's kubectl to the router */
     asb_sandbox *handles;
 };
 
-/* Headers the client writes itself: an extra header may not repeat them
-   (the router reads the first X-Sandbox-ID it sees; two Content-Lengths
-   are request smuggling). */
-static int asb__reserved_header(const char *name) {
-    static const char *const fixed[] = {"X-Request-ID", "Authorization", "Host",
-                                        "Transfer-Encoding", "Connection"};
-    size_t i, n = strlen(name);
-    if ((n >= 10 && asb__ieq(name, 10, "X-Sandbox-")) ||
-        (n >= 8 && asb__ieq(name, 8, "Content-")))
-        return 1;
-    for (i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
-        if (asb__ieq(name, n, fixed[i])) return 1;
-    return 0;
-}
+/* >>tunnel ==================================================================
+   One `kubectl port-forward` (asb__tunnel), owned by a connector: the
+   local tunnel's one per client to the router Service. Started when the
+   first claim is created (or on first use), under a supervisor process
+   that stops it if this process dies; rebuilt when kubectl dies, stopped
+   with SIGTERM then SIGKILL, always reaped. kubectl picks its own local
+   port (`:<remote port>`) and the tunnel is ready when its stdout says
+   "Forwarding from 127.0.0.1:<port> -> <remote port>": no port is chosen
+   here and written into an argv every local user can read, and no
+   listener is taken for the tunnel because it accepts a connection (an
+   attacker who bound the port first would get the router token, the
+   commands and the files, and could answer with any output). */
 
 static char *asb__cdup(asb_client *c, const char *s) {
     size_t n;
@@ -15656,125 +15753,157 @@ static char *asb__cdup(asb_client *c, const char *s) {
     return p;
 }
 
-static void asb__tunnel_stop_locked(asb_client *c) {
-    if (c->tunnel_pid > 0) {
+/* A stopped tunnel to kind/name in ns, on the client's kubectl settings
+   (borrowed: the client outlives its tunnels). */
+static void asb__tunnel_init(asb__tunnel *t, asb_client *c, const char *kind, const char *name,
+                             const char *ns, const int *ports, int nports, const char *advice) {
+    int i;
+    memset(t, 0, sizeof *t);
+    t->kubectl = c->kubectl;
+    t->kube_path = c->kube_path;
+    t->kube_context = c->kube_context;
+    t->kube_env = c->kube_env;
+    t->alloc = &c->alloc;
+    t->log = &c->log;
+    t->advice = advice;
+    t->ready_timeout_ms = c->pf_timeout_ms;
+    t->kind = kind;
+    snprintf(t->name, sizeof t->name, "%s", name);
+    snprintf(t->ns, sizeof t->ns, "%s", ns);
+    t->nports = nports < 2 ? nports : 2;
+    for (i = 0; i < t->nports; i++) t->remote[i] = ports[i];
+    t->err_fd = t->out_fd = t->life_fd = -1;
+}
+static void asb__tunnel_stop_locked(asb__tunnel *t) {
+    if (t->pid > 0) {
         int i, st;
-        kill(-c->tunnel_pid, SIGTERM);
-        kill(c->tunnel_pid, SIGTERM);
+        kill(-t->pid, SIGTERM);
+        kill(t->pid, SIGTERM);
         for (i = 0; i < 100; i++) { /* 2 s */
-            if (waitpid(c->tunnel_pid, &st, WNOHANG) == c->tunnel_pid) break;
+            if (waitpid(t->pid, &st, WNOHANG) == t->pid) break;
             asb__sleep_ms(20);
         }
         if (i == 100) {
-            kill(-c->tunnel_pid, SIGKILL);
-            kill(c->tunnel_pid, SIGKILL);
-            while (waitpid(c->tunnel_pid, &st, 0) < 0 && errno == EINTR) {}
+            kill(-t->pid, SIGKILL);
+            kill(t->pid, SIGKILL);
+            while (waitpid(t->pid, &st, 0) < 0 && errno == EINTR) {}
         }
     }
-    if (c->tunnel_err_fd >= 0) close(c->tunnel_err_fd);
-    c->tunnel_err_fd = -1;
-    if (c->tunnel_out_fd >= 0) close(c->tunnel_out_fd);
-    c->tunnel_out_fd = -1;
-    c->tunnel_line_len = 0;
-    if (c->tunnel_life_fd >= 0) close(c->tunnel_life_fd);
-    c->tunnel_life_fd = -1;
-    c->tunnel_pid = 0;
-    c->tunnel_port = 0;
-    c->tunnel_ready = 0;
+    if (t->err_fd >= 0) close(t->err_fd);
+    t->err_fd = -1;
+    if (t->out_fd >= 0) close(t->out_fd);
+    t->out_fd = -1;
+    t->line_len = 0;
+    if (t->life_fd >= 0) close(t->life_fd);
+    t->life_fd = -1;
+    t->pid = 0;
+    t->local[0] = t->local[1] = 0;
+    t->ready = 0;
 }
 
 /* kubectl's stderr, drained into a small tail so a chatty kubectl never
    blocks on a full pipe, and kept for error messages. */
-static void asb__tunnel_drain_locked(asb_client *c) {
+static void asb__tunnel_drain_locked(asb__tunnel *t) {
     char buf[512];
     ssize_t n;
     /* once ready, stdout holds only "Handling connection" lines: dropped
        (before, asb__tunnel_stdout_locked reads it line by line) */
-    while (c->tunnel_ready && c->tunnel_out_fd >= 0 &&
-           read(c->tunnel_out_fd, buf, sizeof buf) > 0) {}
-    while (c->tunnel_err_fd >= 0 && (n = read(c->tunnel_err_fd, buf, sizeof buf)) > 0) {
-        size_t keep = sizeof c->tunnel_err - 1, add = (size_t)n;
+    while (t->ready && t->out_fd >= 0 &&
+           read(t->out_fd, buf, sizeof buf) > 0) {}
+    while (t->err_fd >= 0 && (n = read(t->err_fd, buf, sizeof buf)) > 0) {
+        size_t keep = sizeof t->err - 1, add = (size_t)n;
         if (add >= keep) { /* only the newest bytes fit */
-            memcpy(c->tunnel_err, buf + add - keep, keep);
-            c->tunnel_err_len = keep;
+            memcpy(t->err, buf + add - keep, keep);
+            t->err_len = keep;
             continue;
         }
-        if (c->tunnel_err_len + add > keep) {
-            size_t drop = c->tunnel_err_len + add - keep;
-            memmove(c->tunnel_err, c->tunnel_err + drop, c->tunnel_err_len - drop);
-            c->tunnel_err_len -= drop;
+        if (t->err_len + add > keep) {
+            size_t drop = t->err_len + add - keep;
+            memmove(t->err, t->err + drop, t->err_len - drop);
+            t->err_len -= drop;
         }
-        memcpy(c->tunnel_err + c->tunnel_err_len, buf, add);
-        c->tunnel_err_len += add;
+        memcpy(t->err + t->err_len, buf, add);
+        t->err_len += add;
     }
 }
 
 /* What kubectl said last on stderr (bounded), for an error message. */
-static void asb__tunnel_stderr(asb_client *c, char *out, size_t cap) {
+static void asb__tunnel_stderr(asb__tunnel *t, char *out, size_t cap) {
     size_t n;
-    asb__tunnel_drain_locked(c);
-    n = c->tunnel_err_len;
-    while (n > 0 && (c->tunnel_err[n - 1] == '\n' || c->tunnel_err[n - 1] == '\r')) n--;
-    asb__quote(out, cap, c->tunnel_err, n, 300);
+    asb__tunnel_drain_locked(t);
+    n = t->err_len;
+    while (n > 0 && (t->err[n - 1] == '\n' || t->err[n - 1] == '\r')) n--;
+    asb__quote(out, cap, t->err, n, 300);
 }
 
 /* Reads kubectl's stdout until its "Forwarding from 127.0.0.1:<port> ->
-   <router port>" line: 1 with c->tunnel_port set, 0 when it has not come
-   yet, -1 with `why` filled when the output cannot be trusted: a line
-   longer than tunnel_line (kubectl's are short), or a "Forwarding from"
-   line for another address, remote port or a port out of range. Other
-   lines (a wrapper's notices) are passed over. Only this pipe, which
-   only our kubectl writes, says where the tunnel is. */
-static int asb__tunnel_stdout_locked(asb_client *c, char *why, size_t cap) {
+   <remote port>" line for every remote port: 1 with t->local[] set, 0
+   when they have not all come yet, -1 with `why` filled when the output
+   cannot be trusted: a line longer than t->line (kubectl's are short),
+   or a "Forwarding from" line for another address, remote port or a
+   port out of range. Other lines (a wrapper's notices) are passed over.
+   Only this pipe, which only our kubectl writes, says where the tunnel
+   is. */
+static int asb__tunnel_stdout_locked(asb__tunnel *t, char *why, size_t cap) {
     char buf[256];
     ssize_t n;
     for (;;) {
         ssize_t i;
-        if (c->tunnel_out_fd < 0) return 0;
-        n = read(c->tunnel_out_fd, buf, sizeof buf);
+        if (t->out_fd < 0) return 0;
+        n = read(t->out_fd, buf, sizeof buf);
         if (n == 0) { /* kubectl closed its stdout: no line will come */
-            close(c->tunnel_out_fd);
-            c->tunnel_out_fd = -1;
+            close(t->out_fd);
+            t->out_fd = -1;
             return 0;
         }
         if (n < 0) return 0; /* nothing yet (EAGAIN), or EINTR: the next turn */
         for (i = 0; i < n; i++) {
             static const char pre[] = "Forwarding from 127.0.0.1:";
-            char *ln = c->tunnel_line, want[32];
+            char *ln = t->line, want[48];
             size_t len, k = sizeof pre - 1;
             long port = 0;
+            int p, which = -1;
             if (buf[i] != '\n') {
-                if (c->tunnel_line_len >= sizeof c->tunnel_line - 1) {
+                if (t->line_len >= sizeof t->line - 1) {
                     char q[96];
-                    asb__quote(q, sizeof q, ln, c->tunnel_line_len, 60);
+                    asb__quote(q, sizeof q, ln, t->line_len, 60);
                     snprintf(why, cap,
                              "kubectl printed a line longer than %d bytes on stdout "
                              "(\"%s\"), not its \"Forwarding from\" line",
-                             (int)sizeof c->tunnel_line - 1, q);
+                             (int)sizeof t->line - 1, q);
                     return -1;
                 }
-                ln[c->tunnel_line_len++] = buf[i];
+                ln[t->line_len++] = buf[i];
                 continue;
             }
-            len = c->tunnel_line_len;
-            c->tunnel_line_len = 0;
+            len = t->line_len;
+            t->line_len = 0;
             if (len > 0 && ln[len - 1] == '\r') len--;
             ln[len] = '\0';
             if (strncmp(ln, "Forwarding from ", 16) != 0) continue; /* not ours to read */
-            snprintf(want, sizeof want, " -> %d", c->router_port);
             if (len > k && strncmp(ln, pre, k) == 0)
                 while (k < len && ln[k] >= '0' && ln[k] <= '9' && port <= 65535)
                     port = port * 10 + (ln[k++] - '0');
-            if (port < 1 || port > 65535 || strcmp(ln + k, want) != 0) {
+            for (p = 0; p < t->nports && port >= 1 && port <= 65535; p++) {
+                snprintf(want, sizeof want, " -> %d", t->remote[p]);
+                if (strcmp(ln + k, want) == 0) which = p;
+            }
+            if (which < 0) {
                 char q[160];
                 asb__quote(q, sizeof q, ln, len, 100);
+                if (t->nports == 1)
+                    snprintf(want, sizeof want, " -> %d", t->remote[0]);
+                else
+                    snprintf(want, sizeof want, " -> %d\" or \"... -> %d", t->remote[0],
+                             t->remote[1]);
                 snprintf(why, cap,
                          "kubectl's \"%s\" is not \"Forwarding from 127.0.0.1:<port>%s\"", q,
                          want);
                 return -1;
             }
-            c->tunnel_port = (int)port;
-            return 1;
+            t->local[which] = (int)port;
+            for (p = 0; p < t->nports && t->local[p]; p++) {}
+            if (p == t->nports) return 1;
         }
     }
     return 0;
@@ -15894,64 +16023,66 @@ static void asb__tunnel_supervise(int life, int lifew, int errw, int outw, int e
 /* Starts kubectl port-forward and returns at once: create_sandbox spawns
    it before its claim watch, so kubectl starts while the controller works
    (~100-200 ms that would otherwise come after Ready). */
-static asb_result asb__tunnel_spawn_locked(asb_client *c, asb_error *err) {
+static asb_result asb__tunnel_spawn_locked(asb__tunnel *t, asb_error *err) {
     int pe[2], pf[2], po[2], child_errno = 0;
-    char ports[32], svc[300], **envp = NULL, kubectl[4096];
+    char ports[2][16], target[300], **envp = NULL, kubectl[4096];
     const char *argv[16];
-    int k = 0;
+    int k = 0, p;
     pid_t pid;
     int life[2];
     sigset_t all, saved;
     /* found here, never in the working directory (execvp would take an
        empty PATH entry as that); the supervisor's child execs this path */
-    child_errno = asb__find_executable(c->kubectl, kubectl, sizeof kubectl);
+    child_errno = asb__find_executable(t->kubectl, kubectl, sizeof kubectl);
     if (child_errno)
         return asb__fail(err, ASB_ERR_KUBECTL_MISSING,
                          "port-forward: cannot run \"%s\": %s%s. Install kubectl, set "
-                         "kubectl_path, or use ASB_CONNECT_DIRECT with the router's URL",
-                         c->kubectl, strerror(child_errno),
-                         strchr(c->kubectl, '/') ? "" : " (looked up in PATH only)");
+                         "kubectl_path%s",
+                         t->kubectl, strerror(child_errno),
+                         strchr(t->kubectl, '/') ? "" : " (looked up in PATH only)", t->advice);
     /* no local port: kubectl binds one itself and says which */
-    snprintf(ports, sizeof ports, ":%d", c->router_port);
-    snprintf(svc, sizeof svc, "svc/%s", c->router_svc);
+    snprintf(target, sizeof target, "%s/%s", t->kind, t->name);
     argv[k++] = kubectl;
     argv[k++] = "port-forward";
-    argv[k++] = svc;
-    argv[k++] = ports;
+    argv[k++] = target;
+    for (p = 0; p < t->nports; p++) {
+        snprintf(ports[p], sizeof ports[p], ":%d", t->remote[p]);
+        argv[k++] = ports[p];
+    }
     argv[k++] = "-n";
-    argv[k++] = c->router_ns;
+    argv[k++] = t->ns;
     argv[k++] = "--address";
     argv[k++] = "127.0.0.1";
-    if (c->kube_path) {
+    if (t->kube_path) {
         argv[k++] = "--kubeconfig";
-        argv[k++] = c->kube_path;
+        argv[k++] = t->kube_path;
     }
-    if (c->kube_context) {
+    if (t->kube_context) {
         argv[k++] = "--context";
-        argv[k++] = c->kube_context;
+        argv[k++] = t->kube_context;
     }
     argv[k] = NULL;
-    if (c->kube_env) {
+    if (t->kube_env) {
         /* asb_kubeconfig_desc.paths: kubectl merges them from its own
            KUBECONFIG (--kubeconfig takes one file); the program's
            environment is left as it is */
         size_t n = 0, j = 0;
         while (environ && environ[n]) n++;
-        envp = (char **)c->alloc.alloc_fn((n + 2) * sizeof *envp, c->alloc.user_data);
+        envp = (char **)t->alloc->alloc_fn((n + 2) * sizeof *envp, t->alloc->user_data);
         if (!envp) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "port-forward: out of memory");
         for (n = 0; environ && environ[n]; n++)
             if (strncmp(environ[n], "KUBECONFIG=", 11) != 0) envp[j++] = environ[n];
-        envp[j++] = c->kube_env;
+        envp[j++] = t->kube_env;
         envp[j] = NULL;
     }
     if (asb__pipe_cloexec(pe) < 0) {
-        if (envp) c->alloc.free_fn(envp, c->alloc.user_data);
+        if (envp) t->alloc->free_fn(envp, t->alloc->user_data);
         return asb__fail(err, ASB_ERR_IO, "port-forward: pipe: %s", strerror(errno));
     }
     if (asb__pipe_cloexec(pf) < 0) {
         close(pe[0]);
         close(pe[1]);
-        if (envp) c->alloc.free_fn(envp, c->alloc.user_data);
+        if (envp) t->alloc->free_fn(envp, t->alloc->user_data);
         return asb__fail(err, ASB_ERR_IO, "port-forward: pipe: %s", strerror(errno));
     }
     if (asb__pipe_cloexec(po) < 0) {
@@ -15959,7 +16090,7 @@ static asb_result asb__tunnel_spawn_locked(asb_client *c, asb_error *err) {
         close(pe[1]);
         close(pf[0]);
         close(pf[1]);
-        if (envp) c->alloc.free_fn(envp, c->alloc.user_data);
+        if (envp) t->alloc->free_fn(envp, t->alloc->user_data);
         return asb__fail(err, ASB_ERR_IO, "port-forward: pipe: %s", strerror(errno));
     }
     if (asb__pipe_cloexec(life) < 0) {
@@ -15969,7 +16100,7 @@ static asb_result asb__tunnel_spawn_locked(asb_client *c, asb_error *err) {
         close(pf[1]);
         close(po[0]);
         close(po[1]);
-        if (envp) c->alloc.free_fn(envp, c->alloc.user_data);
+        if (envp) t->alloc->free_fn(envp, t->alloc->user_data);
         return asb__fail(err, ASB_ERR_IO, "port-forward: pipe: %s", strerror(errno));
     }
     /* the child must not run a signal handler of the program before it
@@ -15980,7 +16111,7 @@ static asb_result asb__tunnel_spawn_locked(asb_client *c, asb_error *err) {
     if (pid == 0) /* no return */
         asb__tunnel_supervise(life[0], life[1], pe[1], po[1], pf[1], argv, envp);
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
-    if (envp) c->alloc.free_fn(envp, c->alloc.user_data);
+    if (envp) t->alloc->free_fn(envp, t->alloc->user_data);
     if (pid < 0) {
         close(pe[0]);
         close(pe[1]);
@@ -16003,24 +16134,24 @@ static asb_result asb__tunnel_spawn_locked(asb_client *c, asb_error *err) {
         if (n != (ssize_t)sizeof child_errno) child_errno = 0; /* EOF: kubectl runs */
     }
     close(pf[0]);
-    c->tunnel_pid = pid;
-    c->tunnel_life_fd = life[1];
-    c->tunnel_err_fd = pe[0];
-    c->tunnel_out_fd = po[0];
-    c->tunnel_line_len = 0;
+    t->pid = pid;
+    t->life_fd = life[1];
+    t->err_fd = pe[0];
+    t->out_fd = po[0];
+    t->line_len = 0;
     fcntl(pe[0], F_SETFL, fcntl(pe[0], F_GETFL) | O_NONBLOCK);
     fcntl(po[0], F_SETFL, fcntl(po[0], F_GETFL) | O_NONBLOCK);
     if (child_errno) {
-        asb__tunnel_stop_locked(c);
+        asb__tunnel_stop_locked(t);
         return asb__fail(err, ASB_ERR_KUBECTL_MISSING,
                          "port-forward: cannot run \"%s\": %s. Install kubectl, set "
-                         "kubectl_path, or use ASB_CONNECT_DIRECT with the router's URL",
-                         c->kubectl, strerror(child_errno));
+                         "kubectl_path%s",
+                         t->kubectl, strerror(child_errno), t->advice);
     }
-    c->tunnel_port = 0; /* until kubectl says */
-    c->tunnel_ready = 0;
-    c->tunnel_err_len = 0;
-    c->tunnel_t0 = asb__now_ms();
+    t->local[0] = t->local[1] = 0; /* until kubectl says */
+    t->ready = 0;
+    t->err_len = 0;
+    t->t0 = asb__now_ms();
     return ASB_OK;
 }
 
@@ -16029,54 +16160,172 @@ static asb_result asb__tunnel_spawn_locked(asb_client *c, asb_error *err) {
    100-200 ms), until port_forward_ready_timeout_ms. kubectl binds before
    it prints, and a bound port cannot be bound again by another user:
    the port it names is its own. */
-static asb_result asb__tunnel_wait_locked(asb_client *c, asb_error *err) {
-    int64_t deadline = c->tunnel_t0 + c->pf_timeout_ms;
+static asb_result asb__tunnel_wait_locked(asb__tunnel *t, asb_error *err) {
+    int64_t deadline = t->t0 + t->ready_timeout_ms;
     for (;;) {
         int st, got;
         int64_t left;
         char why[400];
         struct pollfd pfd;
-        got = asb__tunnel_stdout_locked(c, why, sizeof why);
+        got = asb__tunnel_stdout_locked(t, why, sizeof why);
         if (got > 0) break;
         if (got < 0) {
-            asb__tunnel_stop_locked(c);
+            asb__tunnel_stop_locked(t);
             return asb__fail(err, ASB_ERR_PORT_FORWARD, "port-forward to %s/%s: %s",
-                             c->router_ns, c->router_svc, why);
+                             t->ns, t->name, why);
         }
-        if (waitpid(c->tunnel_pid, &st, WNOHANG) == c->tunnel_pid) {
-            kill(-c->tunnel_pid, SIGKILL); /* the supervisor died alone? its group */
-            c->tunnel_pid = 0;
-            asb__tunnel_stderr(c, why, sizeof why);
-            asb__tunnel_stop_locked(c);
+        if (waitpid(t->pid, &st, WNOHANG) == t->pid) {
+            kill(-t->pid, SIGKILL); /* the supervisor died alone? its group */
+            t->pid = 0;
+            asb__tunnel_stderr(t, why, sizeof why);
+            asb__tunnel_stop_locked(t);
             return asb__fail(err, ASB_ERR_PORT_FORWARD,
-                             "port-forward to %s/%s exited (status %d): %s", c->router_ns,
-                             c->router_svc, WIFEXITED(st) ? WEXITSTATUS(st) : -1, why);
+                             "port-forward to %s/%s exited (status %d): %s", t->ns,
+                             t->name, WIFEXITED(st) ? WEXITSTATUS(st) : -1, why);
         }
         left = deadline - asb__now_ms();
         if (left <= 0) {
-            asb__tunnel_stderr(c, why, sizeof why);
-            asb__tunnel_stop_locked(c);
+            asb__tunnel_stderr(t, why, sizeof why);
+            asb__tunnel_stop_locked(t);
             return asb__fail(err, ASB_ERR_PORT_FORWARD,
                              "port-forward to %s/%s not ready within %d ms (no \"Forwarding "
                              "from\" line from kubectl): %s",
-                             c->router_ns, c->router_svc, c->pf_timeout_ms, why);
+                             t->ns, t->name, t->ready_timeout_ms, why);
         }
-        asb__tunnel_drain_locked(c);
+        asb__tunnel_drain_locked(t);
         /* wakes when kubectl writes; 50 ms at most, to see it exit (its
            stdout at EOF is closed by the reader: poll skips fd -1) */
-        pfd.fd = c->tunnel_out_fd;
+        pfd.fd = t->out_fd;
         pfd.events = POLLIN;
         pfd.revents = 0;
         poll(&pfd, 1, (int)(left < 50 ? left : 50));
     }
-    c->tunnel_ready = 1;
-    asb__log(&c->log, ASB_LOG_INFO, "tunnel.start",
-             "kubectl port-forward svc/%s -n %s (pid %d) on 127.0.0.1:%d, ready in %lld ms",
-             c->router_svc, c->router_ns, (int)c->tunnel_pid, c->tunnel_port,
-             (long long)(asb__now_ms() - c->tunnel_t0));
+    t->ready = 1;
+    asb__log(t->log, ASB_LOG_INFO, "tunnel.start",
+             "kubectl port-forward %s/%s -n %s (pid %d) on 127.0.0.1:%d%s, ready in %lld ms",
+             t->kind, t->name, t->ns, (int)t->pid, t->local[0], t->nports > 1 ? " and more" : "",
+             (long long)(asb__now_ms() - t->t0));
     return ASB_OK;
 }
 
+/* The tunnel, up: kubectl reaped and started again if it died, then
+   awaited until it listens. Under the owner's lock. */
+static asb_result asb__tunnel_ensure_locked(asb__tunnel *t, asb_error *err) {
+    asb_result r = ASB_OK;
+    if (t->pid > 0) {
+        int st;
+        if (waitpid(t->pid, &st, WNOHANG) == t->pid) {
+            if (t->log->fn) {
+                char why[400];
+                asb__tunnel_stderr(t, why, sizeof why);
+                asb__log(t->log, ASB_LOG_WARN, "tunnel.exited",
+                         "kubectl port-forward (pid %d) exited (%s %d): %s; starting a new one",
+                         (int)t->pid, WIFEXITED(st) ? "status" : "signal",
+                         WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), why);
+            }
+            kill(-t->pid, SIGKILL); /* the supervisor died alone? its group */
+            t->pid = 0; /* kubectl died: reaped here, rebuilt below */
+            asb__tunnel_stop_locked(t);
+        }
+    }
+    if (t->pid <= 0) r = asb__tunnel_spawn_locked(t, err);
+    if (r == ASB_OK && !t->ready) r = asb__tunnel_wait_locked(t, err);
+    if (r == ASB_OK) asb__tunnel_drain_locked(t);
+    return r;
+}
+
+/* >>connector: local tunnel =================================================
+   ASB_CONNECT_LOCAL_TUNNEL, the default: one kubectl port-forward per
+   client to the router Service (c->tunnel), started while the first
+   claim's controller works, rebuilt when it died. */
+
+static asb_result asb__lt_prestart(asb_client *c, asb_error *err) {
+    /* No kubectl at all is worth failing for now, before waiting for
+       Ready; any other failure to start shows on the first call, with its
+       message. */
+    asb_result r = ASB_OK;
+    pthread_mutex_lock(&c->conn_lock);
+    if (c->tunnel.pid <= 0) r = asb__tunnel_spawn_locked(&c->tunnel, err);
+    pthread_mutex_unlock(&c->conn_lock);
+    return r == ASB_ERR_KUBECTL_MISSING ? r : ASB_OK;
+}
+
+static asb_result asb__lt_endpoint(asb_client *c, asb_sandbox *sb, int port, asb__endpoint *ep,
+                                   asb_error *err) {
+    asb_result r;
+    (void)sb;
+    (void)port; /* the router's port is forwarded; the sandbox's goes in a header */
+    memset(ep, 0, sizeof *ep);
+    ep->routed = 1;
+    pthread_mutex_lock(&c->conn_lock);
+    r = asb__tunnel_ensure_locked(&c->tunnel, err);
+    if (r == ASB_OK) snprintf(ep->base, sizeof ep->base, "http://127.0.0.1:%d", c->tunnel.local[0]);
+    pthread_mutex_unlock(&c->conn_lock);
+    return r;
+}
+
+static asb_result asb__lt_reconnect(asb_client *c, asb_sandbox *sb, int port, int resendable,
+                                    asb__endpoint *ep, int *again, asb_error *err) {
+    /* never reached anything: the tunnel may have died; rebuild, once */
+    asb_result r = asb__lt_endpoint(c, sb, port, ep, err);
+    (void)resendable;
+    *again = r == ASB_OK;
+    return r;
+}
+
+static void asb__lt_stop(asb_client *c) {
+    pthread_mutex_lock(&c->conn_lock);
+    asb__tunnel_stop_locked(&c->tunnel);
+    pthread_mutex_unlock(&c->conn_lock);
+}
+
+static const asb__connector asb__connector_local_tunnel = {
+    "the local tunnel", 1, 1, NULL, asb__lt_prestart, asb__lt_endpoint, asb__lt_reconnect,
+    asb__lt_stop, NULL};
+
+/* >>connector: direct =======================================================
+   ASB_CONNECT_DIRECT: a router URL the caller can reach (direct_url). */
+
+/* The longest direct_url taken (the base URL buffer of a call is 600). */
+#define ASB__DIRECT_URL_MAX 512
+
+static asb_result asb__direct_check(const asb_client_desc *desc, asb_error *err) {
+    asb_url u;
+    asb_result r;
+    if (!desc->direct_url)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "client: ASB_CONNECT_DIRECT needs direct_url");
+    r = asb_url_parse(desc->direct_url, strlen(desc->direct_url), &u, err);
+    if (r != ASB_OK) return r;
+    /* each call copies it into a fixed buffer (asb__endpoint): a longer
+       one would be cut, sending calls to a shorter URL than asked */
+    if (strlen(desc->direct_url) > ASB__DIRECT_URL_MAX)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "client: direct_url is longer than %d bytes", ASB__DIRECT_URL_MAX);
+#if !ASB_TLS
+    if (u.is_https)
+        return asb__fail(err, ASB_ERR_TLS_UNAVAILABLE,
+                         "client: direct_url is https but this build has no TLS (ASB_TLS 0)");
+#endif
+    return ASB_OK;
+}
+
+static asb_result asb__direct_endpoint(asb_client *c, asb_sandbox *sb, int port,
+                                       asb__endpoint *ep, asb_error *err) {
+    (void)sb;
+    (void)port;
+    memset(ep, 0, sizeof *ep);
+    ep->routed = 1;
+    if ((size_t)snprintf(ep->base, sizeof ep->base, "%s", c->direct_url) >= sizeof ep->base)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "client: direct_url too long");
+    return ASB_OK;
+}
+
+static const asb__connector asb__connector_direct = {
+    "direct_url", 1, 0, asb__direct_check, NULL, asb__direct_endpoint, NULL, NULL, NULL};
+
+/* >>connector: gateway ======================================================
+   ASB_CONNECT_GATEWAY: the router behind a Gateway, whose address is
+   watched for once and kept (c->gw_base). */
 /* The Gateway watch: the first valid address wins; invalid ones (paths,
    numeric forms, ...) are skipped, as upstream learned to. */
 typedef struct asb__gw_wait {
@@ -16135,54 +16384,461 @@ static asb_result asb__gateway_base(asb_client *c, asb_error *err) {
     return ASB_OK;
 }
 
-/* The longest direct_url taken (the base URL buffer of a call is 600). */
-#define ASB__DIRECT_URL_MAX 512
+static asb_result asb__gw_check(const asb_client_desc *desc, asb_error *err) {
+    if (!desc->gateway_name)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "client: ASB_CONNECT_GATEWAY needs gateway_name");
+    if (asb_dns_label_validate(desc->gateway_name, strlen(desc->gateway_name), err) != ASB_OK ||
+        (desc->gateway_namespace &&
+         asb_dns_label_validate(desc->gateway_namespace, strlen(desc->gateway_namespace), err) !=
+             ASB_OK))
+        return ASB_ERR_INVALID_ARGUMENT;
+    return ASB_OK;
+}
 
-/* The base URL of the router, starting or rebuilding the tunnel. */
-static asb_result asb__router_base(asb_client *c, char *out, size_t cap, asb_error *err) {
+static asb_result asb__gw_endpoint(asb_client *c, asb_sandbox *sb, int port, asb__endpoint *ep,
+                                   asb_error *err) {
     asb_result r = ASB_OK;
-    if (c->mode == ASB_CONNECT_DIRECT) {
-        if ((size_t)snprintf(out, cap, "%s", c->direct_url) >= cap)
-            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "client: direct_url too long");
-        return ASB_OK;
-    }
-    if (c->mode == ASB_CONNECT_GATEWAY) {
-        pthread_mutex_lock(&c->conn_lock);
-        if (!c->gw_base[0]) r = asb__gateway_base(c, err);
-        if (r == ASB_OK) snprintf(out, cap, "%s", c->gw_base);
-        pthread_mutex_unlock(&c->conn_lock);
-        return r;
-    }
+    (void)sb;
+    (void)port;
+    memset(ep, 0, sizeof *ep);
+    ep->routed = 1;
     pthread_mutex_lock(&c->conn_lock);
-    if (c->tunnel_pid > 0) {
-        int st;
-        if (waitpid(c->tunnel_pid, &st, WNOHANG) == c->tunnel_pid) {
-            if (c->log.fn) {
-                char why[400];
-                asb__tunnel_stderr(c, why, sizeof why);
-                asb__log(&c->log, ASB_LOG_WARN, "tunnel.exited",
-                         "kubectl port-forward (pid %d) exited (%s %d): %s; starting a new one",
-                         (int)c->tunnel_pid, WIFEXITED(st) ? "status" : "signal",
-                         WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), why);
-            }
-            kill(-c->tunnel_pid, SIGKILL); /* the supervisor died alone? its group */
-            c->tunnel_pid = 0; /* kubectl died: reaped here, rebuilt below */
-            asb__tunnel_stop_locked(c);
-        }
-    }
-    if (c->tunnel_pid <= 0) r = asb__tunnel_spawn_locked(c, err);
-    if (r == ASB_OK && !c->tunnel_ready) r = asb__tunnel_wait_locked(c, err);
-    if (r == ASB_OK) {
-        asb__tunnel_drain_locked(c);
-        snprintf(out, cap, "http://127.0.0.1:%d", c->tunnel_port);
-    }
+    if (!c->gw_base[0]) r = asb__gateway_base(c, err);
+    if (r == ASB_OK) snprintf(ep->base, sizeof ep->base, "%s", c->gw_base);
     pthread_mutex_unlock(&c->conn_lock);
     return r;
 }
 
+static const asb__connector asb__connector_gateway = {
+    "the Gateway", 1, 0, asb__gw_check, NULL, asb__gw_endpoint, NULL, NULL, NULL};
+
+/* >>connector: in-cluster ===================================================
+   ASB_CONNECT_IN_CLUSTER: from a pod straight to the sandbox pod, no
+   router: http://<pod IP>:<port>, the IP looked up once per handle (and
+   again when it refuses), else the sandbox's Service name. */
+
+static asb_result asb__sb_cached_ip(asb_sandbox *sb, asb_error *err);
+static int asb__pod_ip_refused(asb_client *c, const asb_error *lookup_err, const char *then);
+
+static asb_result asb__ic_endpoint(asb_client *c, asb_sandbox *sb, int port, asb__endpoint *ep,
+                                   asb_error *err) {
+    asb_error ierr;
+    int cached = sb->ip[0] != '\0';
+    (void)err;
+    memset(ep, 0, sizeof *ep);
+    memset(&ierr, 0, sizeof ierr);
+    if (!asb__pod_ip_refused(c, NULL, NULL) && asb__sb_cached_ip(sb, &ierr) == ASB_OK) {
+        snprintf(ep->base, sizeof ep->base,
+                 strchr(sb->ip, ':') ? "http://[%s]:%d" : "http://%s:%d", sb->ip, port);
+        ep->maybe_stale = cached; /* it may be stale */
+        ep->by_pod_ip = 1;
+        return ASB_OK;
+    }
+    asb__pod_ip_refused(c, &ierr, "in-cluster calls go to each sandbox's Service name from now on");
+    /* <sandbox>.<namespace>.svc.cluster.local: a headless Service the
+       controller makes when the template says `service: true` */
+    snprintf(ep->base, sizeof ep->base, "http://%s.%s.svc.cluster.local:%d", sb->name, sb->ns,
+             port);
+    return ASB_OK;
+}
+
+static asb_result asb__ic_reconnect(asb_client *c, asb_sandbox *sb, int port, int resendable,
+                                    asb__endpoint *ep, int *again, asb_error *err) {
+    /* the pod may have moved: a call that never connected to its IP looks
+       it up again right now, once (the caller forgot the cached one) */
+    *again = ep->by_pod_ip && resendable;
+    return *again ? asb__ic_endpoint(c, sb, port, ep, err) : ASB_OK;
+}
+
+static const asb__connector asb__connector_in_cluster = {
+    "in-cluster", 0, 0, NULL, NULL, asb__ic_endpoint, asb__ic_reconnect, NULL,
+    " (in-cluster without a pod IP: the sandbox's Service name, which exists when its "
+    "template says service: true)"};
+
+/* The connector of a connection mode; NULL for an unknown one. */
+static const asb__connector *asb__connector_of(asb_connection_mode mode) {
+    switch (mode) {
+    case ASB_CONNECT_LOCAL_TUNNEL: return &asb__connector_local_tunnel;
+    case ASB_CONNECT_DIRECT: return &asb__connector_direct;
+    case ASB_CONNECT_GATEWAY: return &asb__connector_gateway;
+    case ASB_CONNECT_IN_CLUSTER: return &asb__connector_in_cluster;
+    }
+    return NULL;
+}
+
+/* >>runtime: legacy ========================================================
+   The runtime the agent-sandbox examples ship (and tools/runtime): an
+   HTTP/1.1 JSON API on server_port (8888), reached through any
+   connector: POST /execute, POST /upload (multipart), GET /download/<path>,
+   GET /list/<path>, GET /exists/<path>, GET / as the readiness probe. */
+
+static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const char *path,
+                               int timeout_ms, asb_http_response *resp, asb_error *err);
+static void asb__client_mask_error(const asb_client *c, asb_error *err);
+
+/* opts.probe_runtime: Ready by the controller need not mean the runtime
+   answers (a template without a readiness probe: the server may still be
+   starting, or the router may not have the new pod): probe GET / until
+   anything but a 5xx or a connection failure comes back, or the
+   deadline. Any answer at all means the server is up.
+   route_only (every create through a router): the Go sandbox-router finds
+   pods in a cache its own pod watch fills, which can learn of the Ready
+   pod after the claim's watch did; a request it cannot place meets a 502
+   (after its DNS fallback and dial retries), and the first call is often
+   a POST that must not be sent twice. So GET / (idempotent) is sent
+   until the router places it: only its 502/503/504 are waited out; any
+   other answer or failure is the first call's to report, as before. */
+static asb_result asb__legacy_probe(asb_sandbox *sb, int64_t deadline, const asb_cancel *cancel,
+                                    int route_only, asb_error *err) {
+    int64_t pause = 50;
+    for (;;) {
+        asb_http_request req;
+        asb_http_response resp;
+        asb_retry_policy once;
+        asb_result r;
+        memset(&req, 0, sizeof req);
+        memset(&once, 0, sizeof once);
+        once.max_attempts = 1;
+        req.retry = &once;
+        req.cancel = cancel;
+        r = asb__sb_call(sb, &req, "/", 0, &resp, err);
+        if (r == ASB_OK || r == ASB_ERR_NOT_FOUND ||
+            (r == ASB_ERR_HTTP_STATUS && resp.status < 500) ||
+            (route_only && (r != ASB_ERR_HTTP_STATUS || resp.status < 502 || resp.status > 504))) {
+            asb_http_response_free(&resp);
+            return ASB_OK;
+        }
+        asb_http_response_free(&resp);
+        if (r != ASB_ERR_HTTP_STATUS && r != ASB_ERR_CONNECT && r != ASB_ERR_RECV &&
+            r != ASB_ERR_SEND)
+            return r; /* not "still starting" (a timeout already spent its wait) */
+        if (asb__now_ms() + pause >= deadline)
+            return asb__fail(err, ASB_ERR_TIMEOUT,
+                             route_only ? "sandbox %s is Ready but the router could not reach it "
+                                          "in time (%s)"
+                                        : "sandbox %s is Ready but its runtime did not answer "
+                                          "in time (%s)",
+                             sb->name, asb_result_str(r));
+        if (asb__sleep_or_cancel(pause, cancel))
+            return asb__fail(err, ASB_ERR_CANCELLED, "sandbox %s: cancelled while probing its runtime",
+                             sb->name);
+        if (pause < 1000) pause *= 2;
+    }
+}
+
+/* The runtime's answers (untrusted bytes from the sandbox side): decoded
+   apart from the calls so they can be fuzzed without a peer. */
+
+/* {"stdout": s, "stderr": s, "exit_code": n}: all or nothing. An exit code
+   outside int (a process's code is 0-255, or minus a signal) is refused
+   rather than cut: 4294967296 must not read as 0, success. */
+static asb_result asb__run_answer_decode(const char *body, size_t len, const asb_allocator *a,
+                                         asb_run_result *result) {
+    asb_json_doc d;
+    int64_t code = 0;
+    asb_result r = ASB_ERR_HTTP_PROTOCOL;
+    result->out.len = result->err.len = 0;
+    if (asb_json_doc_parse(&d, body ? body : "", len, a, NULL) != ASB_OK) return r;
+    if (asb_json_append_string(&d, asb_json_find(&d, 0, "stdout"), &result->out) == ASB_OK &&
+        asb_json_append_string(&d, asb_json_find(&d, 0, "stderr"), &result->err) == ASB_OK &&
+        asb_json_get_int64(&d, asb_json_find(&d, 0, "exit_code"), &code) == ASB_OK &&
+        code >= INT_MIN && code <= INT_MAX) {
+        result->exit_code = (int)code;
+        r = ASB_OK;
+    }
+    asb_json_doc_free(&d);
+    return r;
+}
+
+/* {"exists": bool} */
+static asb_result asb__exists_answer_decode(const char *body, size_t len, const asb_allocator *a,
+                                            int *exists) {
+    asb_json_doc d;
+    asb_result r;
+    *exists = 0;
+    if (asb_json_doc_parse(&d, body ? body : "", len, a, NULL) != ASB_OK)
+        return ASB_ERR_HTTP_PROTOCOL;
+    r = asb_json_get_bool(&d, asb_json_find(&d, 0, "exists"), exists) == ASB_OK
+            ? ASB_OK
+            : ASB_ERR_HTTP_PROTOCOL;
+    asb_json_doc_free(&d);
+    return r;
+}
+
+/* [{"name": s, "size": n, "mod_time": x, "type": "directory"|...}, ...];
+   an entry without a string name is skipped. out->alloc_ is set. */
+static asb_result asb__list_answer_decode(const char *body, size_t len, asb_file_list *out) {
+    asb_json_doc d;
+    asb_json_iter it;
+    int item;
+    asb_result r = ASB_OK;
+    if (asb_json_doc_parse(&d, body ? body : "", len, &out->alloc_, NULL) != ASB_OK)
+        return ASB_ERR_HTTP_PROTOCOL;
+    if (d.toks[0].type != ASB_JSON_ARRAY) {
+        asb_json_doc_free(&d);
+        return ASB_ERR_HTTP_PROTOCOL;
+    }
+    out->entries = (asb_file_entry *)out->alloc_.alloc_fn(
+        ((size_t)d.toks[0].size + 1) * sizeof(asb_file_entry), out->alloc_.user_data);
+    if (!out->entries) r = ASB_ERR_OUT_OF_MEMORY;
+    it = asb_json_iter_begin(&d, 0);
+    while (r == ASB_OK && asb_json_iter_next(&d, &it, NULL, &item)) {
+        asb_file_entry *e = &out->entries[out->count];
+        asb_buf name;
+        int64_t size = 0;
+        memset(e, 0, sizeof *e);
+        asb_buf_init(&name, &out->alloc_);
+        if (asb_json_append_string(&d, asb_json_member(&d, item, "name", 4), &name) != ASB_OK) {
+            asb_buf_free(&name);
+            continue; /* an entry without a name is skipped */
+        }
+        e->name = name.ptr;
+        asb_json_get_int64(&d, asb_json_member(&d, item, "size", 4), &size);
+        e->size = size > 0 ? (uint64_t)size : 0;
+        asb_json_get_double(&d, asb_json_member(&d, item, "mod_time", 8), &e->mod_time);
+        e->is_dir = asb_json_string_eq(&d, asb_json_member(&d, item, "type", 4), "directory", 9);
+        out->count++;
+    }
+    asb_json_doc_free(&d);
+    return r;
+}
+
+/* "/<op>/<percent-encoded path>" after the safe-path rules. */
+static asb_result asb__file_path(const char *op, const char *path, int safe, asb_buf *out,
+                                 char *norm, size_t cap, asb_error *err) {
+    asb_result r;
+    size_t n = 0;
+    if (!path) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "path: NULL");
+    if (safe) {
+        r = asb_path_normalize(path, strlen(path), norm, cap, &n, err);
+        if (r != ASB_OK) return r;
+    } else {
+        snprintf(norm, cap, "%s", path);
+        n = strlen(norm);
+    }
+    asb_buf_append(out, op, strlen(op));
+    return asb_percent_encode_segment(norm, n, out);
+}
+
+/* GET /<op>/<path> through the router; *resp is the caller's to free. */
+static asb_result asb__sb_get(asb_sandbox *sb, const char *op, const char *path, int safe,
+                              size_t cap, asb_write_fn sink, void *sink_user,
+                              asb_http_response *resp, const asb_call_opts *opts,
+                              asb_error *err) {
+    char norm[4096];
+    asb_buf p;
+    asb_http_request req;
+    asb_result r;
+    memset(resp, 0, sizeof *resp);
+    asb_buf_init(&p, &sb->client->alloc);
+    r = asb__file_path(op, path, safe, &p, norm, sizeof norm, err);
+    if (r == ASB_OK) {
+        memset(&req, 0, sizeof req);
+        req.max_body_bytes = cap;
+        req.on_body = sink;
+        req.on_body_user = sink_user;
+        req.cancel = opts ? opts->cancel : NULL;
+        r = asb__sb_call(sb, &req, p.ptr, opts && opts->timeout_ms > 0 ? opts->timeout_ms : 0,
+                         resp, err);
+    }
+    asb_buf_free(&p);
+    return r;
+}
+
+typedef struct asb__upload {
+    const asb_multipart *mp;
+    asb_read_fn read;
+    void *user;
+    uint64_t size, done;
+    int phase;
+    size_t off;
+} asb__upload;
+
+/* The multipart body as one stream: head, the caller's bytes, tail. */
+static long asb__upload_read(void *ud, char *buf, size_t cap) {
+    asb__upload *u = (asb__upload *)ud;
+    for (;;) {
+        if (u->phase == 0 || u->phase == 2) {
+            const asb_buf *b = u->phase == 0 ? &u->mp->head : &u->mp->tail;
+            size_t n = b->len - u->off < cap ? b->len - u->off : cap;
+            if (n == 0) {
+                if (u->phase == 2) return 0;
+                u->phase = 1;
+                u->off = 0;
+                continue;
+            }
+            memcpy(buf, b->ptr + u->off, n);
+            u->off += n;
+            return (long)n;
+        }
+        if (u->done == u->size) {
+            u->phase = 2;
+            u->off = 0;
+            continue;
+        }
+        {
+            size_t want = (uint64_t)cap < u->size - u->done ? cap : (size_t)(u->size - u->done);
+            long n = u->read(u->user, buf, want);
+            if (n <= 0) return -1; /* early end: the length would be a lie */
+            u->done += (uint64_t)n;
+            return n;
+        }
+    }
+}
+/* POST /execute {"command": ...}: the runtime splits the command itself. */
+static asb_result asb__legacy_run(asb_sandbox *sb, const char *command, int timeout_ms,
+                                  const asb_cancel *cancel, asb_run_result *result,
+                                  asb_error *err) {
+    asb_http_request req;
+    asb_http_response resp;
+    asb_http_header ct;
+    asb_buf body;
+    asb_json_writer w;
+    asb_result r;
+    asb_buf_init(&body, &sb->client->alloc);
+    asb_json_writer_init(&w, &body);
+    w.replace_invalid_utf8 = 1;
+    asb_json_object_begin(&w);
+    asb_json_key(&w, "command");
+    asb_json_string(&w, command);
+    asb_json_object_end(&w);
+    if (asb_json_writer_finish(&w) != ASB_OK) {
+        asb_buf_free(&body);
+        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "run: out of memory");
+    }
+    memset(&req, 0, sizeof req);
+    ct.name = "Content-Type";
+    ct.value = "application/json";
+    req.method = "POST";
+    req.headers = &ct;
+    req.header_count = 1;
+    req.body = body.ptr;
+    req.body_len = body.len;
+    req.cancel = cancel;
+    r = asb__sb_call(sb, &req, "/execute", timeout_ms, &resp, err);
+    asb_buf_free(&body);
+    if (r == ASB_OK &&
+        asb__run_answer_decode(resp.body.ptr, resp.body.len, &sb->client->alloc, result) !=
+            ASB_OK) {
+        r = asb__fail(err, ASB_ERR_HTTP_PROTOCOL,
+                      "run: the runtime's answer is not {stdout, stderr, exit_code}");
+        if (err) {
+            err->http_status = resp.status;
+            err->body_len = resp.body.len < sizeof err->body ? resp.body.len : sizeof err->body;
+            if (err->body_len) memcpy(err->body, resp.body.ptr, err->body_len);
+            asb__error_headers(err, &resp);
+            asb__client_mask_error(sb->client, err); /* an echo, like an error's */
+        }
+    }
+    asb_http_response_free(&resp);
+    return r;
+}
+
+/* The multipart upload, streamed: the caller's bytes between the form's
+   head and tail, atomic on the runtime's side. */
+static asb_result asb__legacy_write(asb_sandbox *sb, const char *path, asb_read_fn read,
+                                    void *user_data, uint64_t size, const asb_call_opts *opts,
+                                    asb_error *err) {
+    char norm[4096];
+    asb_multipart mp;
+    asb_buf p;
+    asb_http_request req;
+    asb_http_response resp;
+    asb_http_header ct;
+    asb__upload u;
+    asb_result r;
+    asb_buf_init(&p, &sb->client->alloc);
+    r = asb__file_path("", path, 1, &p, norm, sizeof norm, err);
+    asb_buf_free(&p);
+    if (r != ASB_OK) return r;
+    r = asb_multipart_init(&mp, "file", norm, &sb->client->alloc);
+    if (r != ASB_OK) return asb__fail(err, r, "write: cannot frame the upload");
+    memset(&u, 0, sizeof u);
+    u.mp = &mp;
+    u.read = read;
+    u.user = user_data;
+    u.size = size;
+    memset(&req, 0, sizeof req);
+    ct.name = "Content-Type";
+    ct.value = mp.content_type;
+    req.method = "POST";
+    req.headers = &ct;
+    req.header_count = 1;
+    req.body_read = asb__upload_read;
+    req.body_read_user = &u;
+    req.body_len = mp.head.len + size + mp.tail.len;
+    req.cancel = opts ? opts->cancel : NULL;
+    r = asb__sb_call(sb, &req, "/upload", opts && opts->timeout_ms > 0 ? opts->timeout_ms : 0,
+                     &resp, err);
+    asb_http_response_free(&resp);
+    asb_multipart_free(&mp);
+    return r;
+}
+
+static asb_result asb__legacy_read(asb_sandbox *sb, const char *path, asb_buf *out,
+                                   asb_write_fn sink, void *user, const asb_call_opts *opts,
+                                   asb_error *err) {
+    asb_http_response resp;
+    asb_result r = asb__sb_get(sb, "/download/", path, 1, out ? sb->client->max_read : 0,
+                               out ? NULL : sink, user, &resp, opts, err);
+    if (r == ASB_OK && out)
+        r = asb_buf_append(out, resp.body.ptr ? resp.body.ptr : "", resp.body.len);
+    asb_http_response_free(&resp);
+    return r;
+}
+
+static asb_result asb__legacy_exists(asb_sandbox *sb, const char *path, int *exists,
+                                     const asb_call_opts *opts, asb_error *err) {
+    asb_http_response resp;
+    asb_result r;
+    /* not checked client side (as the reference): the runtime confines it */
+    r = asb__sb_get(sb, "/exists/", path, 0, 0, NULL, NULL, &resp, opts, err);
+    if (r == ASB_OK &&
+        asb__exists_answer_decode(resp.body.ptr, resp.body.len, &sb->client->alloc, exists) !=
+            ASB_OK)
+        r = asb__fail(err, ASB_ERR_HTTP_PROTOCOL, "exists: unexpected answer");
+    asb_http_response_free(&resp);
+    return r;
+}
+
+static asb_result asb__legacy_list(asb_sandbox *sb, const char *path, asb_file_list *out,
+                                   const asb_call_opts *opts, asb_error *err) {
+    asb_http_response resp;
+    asb_result r = asb__sb_get(sb, "/list/", path, 0, 0, NULL, NULL, &resp, opts, err);
+    if (r == ASB_OK) {
+        r = asb__list_answer_decode(resp.body.ptr, resp.body.len, out);
+        if (r == ASB_ERR_OUT_OF_MEMORY)
+            asb__fail(err, r, "list: out of memory");
+        else if (r != ASB_OK)
+            asb__fail(err, r, "list: the answer is not a JSON list");
+    }
+    asb_http_response_free(&resp);
+    return r;
+}
+
+static const asb__runtime asb__runtime_legacy = {
+    "legacy",          asb__legacy_probe, asb__legacy_run,   asb__legacy_write,
+    asb__legacy_read,  asb__legacy_list,  asb__legacy_exists};
+
 /* >>sandbox =================================================================
    The client (registry of handles), create with one watch, and the
    handle's calls to the runtime through the router. */
+
+/* Headers the client writes itself: an extra header may not repeat them
+   (the router reads the first X-Sandbox-ID it sees; two Content-Lengths
+   are request smuggling). */
+static int asb__reserved_header(const char *name) {
+    static const char *const fixed[] = {"X-Request-ID", "Authorization", "Host",
+                                        "Transfer-Encoding", "Connection"};
+    size_t i, n = strlen(name);
+    if ((n >= 10 && asb__ieq(name, 10, "X-Sandbox-")) ||
+        (n >= 8 && asb__ieq(name, 8, "Content-")))
+        return 1;
+    for (i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        if (asb__ieq(name, n, fixed[i])) return 1;
+    return 0;
+}
 
 ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **out,
                                      asb_error *err) {
@@ -16191,43 +16847,21 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
     asb_allocator a;
     asb_result r;
     asb_http_client_desc hd;
+    const asb__connector *conn;
     if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "client: NULL out");
     *out = NULL;
     if (!desc) {
         memset(&zero, 0, sizeof zero);
         desc = &zero;
     }
-    if (desc->mode != ASB_CONNECT_LOCAL_TUNNEL && desc->mode != ASB_CONNECT_DIRECT &&
-        desc->mode != ASB_CONNECT_IN_CLUSTER && desc->mode != ASB_CONNECT_GATEWAY)
-        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "client: unknown connection mode");
-    if (desc->mode == ASB_CONNECT_GATEWAY &&
-        (!desc->gateway_name ||
-         asb_dns_label_validate(desc->gateway_name, strlen(desc->gateway_name), err) != ASB_OK ||
-         (desc->gateway_namespace && asb_dns_label_validate(desc->gateway_namespace,
-                                                            strlen(desc->gateway_namespace),
-                                                            err) != ASB_OK)))
-        return desc->gateway_name ? ASB_ERR_INVALID_ARGUMENT
-                                  : asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
-                                              "client: ASB_CONNECT_GATEWAY needs gateway_name");
+    conn = asb__connector_of(desc->mode);
+    if (!conn) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "client: unknown connection mode");
+    if (conn->check) {
+        r = conn->check(desc, err);
+        if (r != ASB_OK) return r;
+    }
     if (desc->gateway_port < 0 || desc->gateway_port > 65535)
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "client: gateway_port must be 1-65535");
-    if (desc->mode == ASB_CONNECT_DIRECT) {
-        asb_url u;
-        if (!desc->direct_url)
-            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "client: ASB_CONNECT_DIRECT needs direct_url");
-        r = asb_url_parse(desc->direct_url, strlen(desc->direct_url), &u, err);
-        if (r != ASB_OK) return r;
-        /* each call copies it into a fixed buffer (asb__sb_call): a longer
-           one would be cut, sending calls to a shorter URL than asked */
-        if (strlen(desc->direct_url) > ASB__DIRECT_URL_MAX)
-            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
-                             "client: direct_url is longer than %d bytes", ASB__DIRECT_URL_MAX);
-#if !ASB_TLS
-        if (u.is_https)
-            return asb__fail(err, ASB_ERR_TLS_UNAVAILABLE,
-                             "client: direct_url is https but this build has no TLS (ASB_TLS 0)");
-#endif
-    }
 #if !ASB_TLS
     if (desc->gateway_https)
         return asb__fail(err, ASB_ERR_TLS_UNAVAILABLE,
@@ -16248,12 +16882,10 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
     memset(c, 0, sizeof *c);
     c->alloc = a;
     c->log = desc->log.fn ? desc->log : desc->kube.http.log;
-    c->tunnel_err_fd = -1;
-    c->tunnel_out_fd = -1;
-    c->tunnel_life_fd = -1;
+    c->tunnel.err_fd = c->tunnel.out_fd = c->tunnel.life_fd = -1; /* until it is set up */
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->conn_lock, NULL);
-    c->mode = desc->mode;
+    c->conn = conn;
     c->router_port = desc->router_port ? desc->router_port : 8080;
     c->server_port = desc->server_port ? desc->server_port : 8888;
     c->pf_timeout_ms = desc->port_forward_ready_timeout_ms > 0 ? desc->port_forward_ready_timeout_ms
@@ -16362,7 +16994,7 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
         r = asb_buf_append(&kb, "KUBECONFIG=", 11);
         for (i = 0; r == ASB_OK && i < desc->kube.kubeconfig.path_count; i++) {
             const char *kp = desc->kube.kubeconfig.paths[i];
-            if (strchr(kp, ':') && c->mode == ASB_CONNECT_LOCAL_TUNNEL) {
+            if (strchr(kp, ':') && c->conn->uses_kubectl) {
                 asb_buf_free(&kb);
                 asb_client_free(c);
                 return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
@@ -16401,6 +17033,12 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
     if (r != ASB_OK) {
         asb_client_free(c);
         return r;
+    }
+    {
+        /* the local tunnel's, stopped until the first claim */
+        int rp = c->router_port;
+        asb__tunnel_init(&c->tunnel, c, "svc", c->router_svc, c->router_ns, &rp, 1,
+                         ", or use ASB_CONNECT_DIRECT with the router's URL");
     }
     *out = c;
     return ASB_OK;
@@ -16455,9 +17093,7 @@ static const asb_kube_resource *asb__claims(asb_client *c, asb_kube_resource *re
 ASB_API void asb_client_free(asb_client *c) {
     asb_sandbox *s;
     if (!c) return;
-    pthread_mutex_lock(&c->conn_lock);
-    asb__tunnel_stop_locked(c);
-    pthread_mutex_unlock(&c->conn_lock);
+    if (c->conn && c->conn->stop) c->conn->stop(c);
     while ((s = c->handles) != NULL) {
         c->handles = s->next;
         if (c->cleanup && s->active && !s->named && c->kube) {
@@ -16675,6 +17311,8 @@ static asb_sandbox *asb__new_handle(asb_client *c, const char *claim, const char
     if (!sb) return NULL;
     memset(sb, 0, sizeof *sb);
     sb->client = c;
+    sb->conn = c->conn;
+    sb->rt = &asb__runtime_legacy;
     snprintf(sb->claim, sizeof sb->claim, "%s", claim);
     snprintf(sb->name, sizeof sb->name, "%s", name);
     snprintf(sb->ns, sizeof sb->ns, "%s", ns);
@@ -16684,59 +17322,6 @@ static asb_sandbox *asb__new_handle(asb_client *c, const char *claim, const char
         snprintf(sb->pod, sizeof sb->pod, "%s", sb->name);
     asb_buf_free(&body);
     return sb;
-}
-
-static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const char *path,
-                               int timeout_ms, asb_http_response *resp, asb_error *err);
-
-/* opts.probe_runtime: Ready by the controller need not mean the runtime
-   answers (a template without a readiness probe: the server may still be
-   starting, or the router may not have the new pod): probe GET / until
-   anything but a 5xx or a connection failure comes back, or the
-   deadline. Any answer at all means the server is up.
-   route_only (every create through a router): the Go sandbox-router finds
-   pods in a cache its own pod watch fills, which can learn of the Ready
-   pod after the claim's watch did; a request it cannot place meets a 502
-   (after its DNS fallback and dial retries), and the first call is often
-   a POST that must not be sent twice. So GET / (idempotent) is sent
-   until the router places it: only its 502/503/504 are waited out; any
-   other answer or failure is the first call's to report, as before. */
-static asb_result asb__wait_runtime(asb_sandbox *sb, int64_t deadline, const asb_cancel *cancel,
-                                    int route_only, asb_error *err) {
-    int64_t pause = 50;
-    for (;;) {
-        asb_http_request req;
-        asb_http_response resp;
-        asb_retry_policy once;
-        asb_result r;
-        memset(&req, 0, sizeof req);
-        memset(&once, 0, sizeof once);
-        once.max_attempts = 1;
-        req.retry = &once;
-        req.cancel = cancel;
-        r = asb__sb_call(sb, &req, "/", 0, &resp, err);
-        if (r == ASB_OK || r == ASB_ERR_NOT_FOUND ||
-            (r == ASB_ERR_HTTP_STATUS && resp.status < 500) ||
-            (route_only && (r != ASB_ERR_HTTP_STATUS || resp.status < 502 || resp.status > 504))) {
-            asb_http_response_free(&resp);
-            return ASB_OK;
-        }
-        asb_http_response_free(&resp);
-        if (r != ASB_ERR_HTTP_STATUS && r != ASB_ERR_CONNECT && r != ASB_ERR_RECV &&
-            r != ASB_ERR_SEND)
-            return r; /* not "still starting" (a timeout already spent its wait) */
-        if (asb__now_ms() + pause >= deadline)
-            return asb__fail(err, ASB_ERR_TIMEOUT,
-                             route_only ? "sandbox %s is Ready but the router could not reach it "
-                                          "in time (%s)"
-                                        : "sandbox %s is Ready but its runtime did not answer "
-                                          "in time (%s)",
-                             sb->name, asb_result_str(r));
-        if (asb__sleep_or_cancel(pause, cancel))
-            return asb__fail(err, ASB_ERR_CANCELLED, "sandbox %s: cancelled while probing its runtime",
-                             sb->name);
-        if (pause < 1000) pause *= 2;
-    }
 }
 
 /* What the claim watch learned. */
@@ -17218,15 +17803,10 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
     }
     asb_buf_free(&resp);
     if (r != ASB_OK) return r;
-    if (c->mode == ASB_CONNECT_LOCAL_TUNNEL) {
-        /* kubectl starts while the controller works. No kubectl at all is
-           worth failing for now, before waiting for Ready; any other
-           failure to start shows on the first call, with its message. */
-        asb_result tr = ASB_OK;
-        pthread_mutex_lock(&c->conn_lock);
-        if (c->tunnel_pid <= 0) tr = asb__tunnel_spawn_locked(c, err);
-        pthread_mutex_unlock(&c->conn_lock);
-        if (tr == ASB_ERR_KUBECTL_MISSING) {
+    if (c->conn->prestart) {
+        /* e.g. kubectl starts while the controller works */
+        asb_result tr = c->conn->prestart(c, err);
+        if (tr != ASB_OK) {
             if (created) asb_kube_delete_uid(c->kube, &res, ns, claim, cw.uid, NULL); /* no orphan */
             asb__log(&c->log, ASB_LOG_ERROR, "sandbox.create", "claim %s %s: %s", claim,
                      created ? "deleted" : "left as it was",
@@ -17276,8 +17856,8 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
     }
     snprintf(sb->uid, sizeof sb->uid, "%s", cw.uid);
     sb->named = opts->claim_name != NULL;
-    r = opts->probe_runtime || c->mode != ASB_CONNECT_IN_CLUSTER
-            ? asb__wait_runtime(sb, t_start + wo.deadline_ms, opts->cancel, !opts->probe_runtime, err)
+    r = opts->probe_runtime || sb->conn->routed
+            ? sb->rt->probe(sb, t_start + wo.deadline_ms, opts->cancel, !opts->probe_runtime, err)
             : ASB_OK;
     if (r != ASB_OK) {
         if (created) asb_kube_delete_uid(c->kube, &res, ns, claim, cw.uid, NULL); /* no orphan */
@@ -17376,24 +17956,6 @@ static int asb__pod_ip_refused(asb_client *c, const asb_error *lookup_err, const
     return refused;
 }
 
-/* In-cluster: http://<pod IP>:<port>, else the sandbox's Service name
-   (<sandbox>.<namespace>.svc.cluster.local: a headless Service the
-   controller makes when the template says `service: true`). Returns 1
-   when the IP came from the cache (it may be stale). */
-static int asb__sb_base_in_cluster(asb_sandbox *sb, const char *port, char *base, size_t cap) {
-    asb_error ierr;
-    int cached = sb->ip[0] != '\0';
-    memset(&ierr, 0, sizeof ierr);
-    if (!asb__pod_ip_refused(sb->client, NULL, NULL) && asb__sb_cached_ip(sb, &ierr) == ASB_OK) {
-        snprintf(base, cap, strchr(sb->ip, ':') ? "http://[%s]:%s" : "http://%s:%s", sb->ip, port);
-        return cached;
-    }
-    asb__pod_ip_refused(sb->client, &ierr,
-                        "in-cluster calls go to each sandbox's Service name from now on");
-    snprintf(base, cap, "http://%s.%s.svc.cluster.local:%s", sb->name, sb->ns, port);
-    return 0;
-}
-
 /* req->url = base + path, in url (reused). */
 static void asb__sb_url(asb_buf *url, const char *base, const char *path, asb_http_request *req) {
     url->len = 0;
@@ -17441,11 +18003,13 @@ static asb_result asb__sb_do(asb_client *c, asb_http_request *req, int64_t t0, i
     return asb_http_do(c->http, req, resp, err);
 }
 
-/* One call to the runtime through the router, with its headers. */
+/* One HTTP call to the runtime's port, to the endpoint the handle's
+   connector gives, with the router's headers when it is routed. */
 static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const char *path,
                                int timeout_ms, asb_http_response *resp, asb_error *err) {
     asb_client *c;
-    char base[600], port[16], rid[40], tsec[24], podip[ASB_IP_SIZE];
+    asb__endpoint ep;
+    char port[16], rid[40], tsec[24], podip[ASB_IP_SIZE];
     asb_http_header h[24];
     size_t nh = 0, i;
     asb_buf url;
@@ -17453,7 +18017,7 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
     unsigned char rnd[8];
     asb_error lerr;
     int64_t t0 = asb__now_ms();
-    int stale_ok = 0; /* in-cluster with a cached IP: one quick try first */
+    int again = 0;
     asb_retry_policy once;
     const asb_retry_policy *policy = req->retry;
     memset(resp, 0, sizeof *resp);
@@ -17468,20 +18032,16 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
         asb_dns_label_validate(sb->ns, strlen(sb->ns), err) != ASB_OK)
         return ASB_ERR_INVALID_ARGUMENT;
     snprintf(port, sizeof port, "%d", c->server_port);
-    if (c->mode == ASB_CONNECT_IN_CLUSTER) {
-        stale_ok = asb__sb_base_in_cluster(sb, port, base, sizeof base);
-    } else {
-        r = asb__router_base(c, base, sizeof base, err);
-        if (r != ASB_OK) {
-            asb__log(&c->log, ASB_LOG_ERROR, "sandbox.call", "%s (sandbox %s/%s)",
-                     err ? err->message : asb_result_str(r), sb->ns, sb->name);
-            return r;
-        }
+    r = sb->conn->endpoint(c, sb, c->server_port, &ep, err);
+    if (r != ASB_OK) {
+        asb__log(&c->log, ASB_LOG_ERROR, "sandbox.call", "%s (sandbox %s/%s)",
+                 err ? err->message : asb_result_str(r), sb->ns, sb->name);
+        return r;
     }
     /* one id for every retry of this call, so logs tie them together */
     asb__random_bytes(rnd, sizeof rnd);
     for (i = 0; i < 8; i++) snprintf(rid + 2 * i, 3, "%02x", rnd[i]);
-    if (c->mode != ASB_CONNECT_IN_CLUSTER) {
+    if (ep.routed) {
         h[nh].name = "X-Sandbox-ID";
         h[nh++].value = sb->name;
         h[nh].name = "X-Sandbox-Namespace";
@@ -17512,7 +18072,7 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
         /* whole seconds, rounded up, without the overflow of
            (ms + 999) / 1000 near INT_MAX */
         snprintf(tsec, sizeof tsec, "%d", timeout_ms / 1000 + (timeout_ms % 1000 != 0));
-        if (c->mode != ASB_CONNECT_IN_CLUSTER) {
+        if (ep.routed) {
             h[nh].name = "X-Sandbox-Timeout";
             h[nh++].value = tsec;
         }
@@ -17521,8 +18081,8 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
     req->headers = h;
     req->header_count = nh;
     asb_buf_init(&url, &c->alloc);
-    asb__sb_url(&url, base, path, req);
-    if (stale_ok && !req->retry) {
+    asb__sb_url(&url, ep.base, path, req);
+    if (ep.maybe_stale && !req->retry) {
         /* a refused connect to a cached address means "look again", not
            "back off and retry the same address" */
         memset(&once, 0, sizeof once);
@@ -17541,23 +18101,18 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
         r = asb__sb_do(c, req, t0, timeout_ms, resp, err);
     }
     req->retry = policy;
-    if (sb->ip[0] && (r == ASB_ERR_CONNECT || (r == ASB_ERR_HTTP_STATUS && resp->status == 502))) {
-        /* the pod may have moved: look its IP up again next time, and for
-           an in-cluster call that never connected, right now, once */
-        sb->ip[0] = '\0';
-        if (r == ASB_ERR_CONNECT && c->mode == ASB_CONNECT_IN_CLUSTER && req->body_read == NULL) {
-            asb_http_response_free(resp);
-            asb__sb_base_in_cluster(sb, port, base, sizeof base);
-            asb__sb_url(&url, base, path, req);
-            r = asb__sb_do(c, req, t0, timeout_ms, resp, err);
-        }
-    }
-    if (r == ASB_ERR_CONNECT && c->mode == ASB_CONNECT_LOCAL_TUNNEL) {
-        /* never reached anything: the tunnel may have died; rebuild, once */
-        asb_http_response_free(resp);
-        r = asb__router_base(c, base, sizeof base, err);
-        if (r == ASB_OK) {
-            asb__sb_url(&url, base, path, req);
+    if (sb->ip[0] && (r == ASB_ERR_CONNECT || (r == ASB_ERR_HTTP_STATUS && resp->status == 502)))
+        sb->ip[0] = '\0'; /* the pod may have moved: look its IP up again next time */
+    if (r == ASB_ERR_CONNECT && sb->conn->reconnect) {
+        /* never reached anything: what the connector started may have
+           died, or the pod moved; the connector rebuilds it, once */
+        asb_result cr = sb->conn->reconnect(c, sb, c->server_port, req->body_read == NULL, &ep,
+                                            &again, err);
+        if (cr != ASB_OK || again) asb_http_response_free(resp);
+        if (cr != ASB_OK) {
+            r = cr;
+        } else if (again) {
+            asb__sb_url(&url, ep.base, path, req);
             r = asb__sb_do(c, req, t0, timeout_ms, resp, err);
         }
     }
@@ -17567,11 +18122,10 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
            cutting mbedTLS's detail if the message is full */
         asb__error_hint(err, " (asb_client_desc.sandbox_tls sets the router's CA and server_name)");
     }
-    if (r == ASB_ERR_DNS && err && c->mode == ASB_CONNECT_IN_CLUSTER) {
-        /* no pod IP, and the Service name does not resolve: say why the
-           name was used and when it exists */
-        asb__error_hint(err, " (in-cluster without a pod IP: the sandbox's Service name, "
-                             "which exists when its template says service: true)");
+    if (r == ASB_ERR_DNS && err && sb->conn->dns_hint) {
+        /* e.g. in-cluster without a pod IP, and the Service name does not
+           resolve: say why the name was used and when it exists */
+        asb__error_hint(err, sb->conn->dns_hint);
     }
     if (r != ASB_OK) asb__client_mask_error(c, err);
     if (err) {
@@ -17585,7 +18139,7 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
             asb__fail(err, r, "%s: cancelled after %lld ms%s", what, (long long)took,
                       exec ? "; the command may still be running in the sandbox" : "");
         else if (r == ASB_ERR_HTTP_STATUS && resp->status == 502 && exec && took >= 25000 &&
-                 c->mode != ASB_CONNECT_IN_CLUSTER)
+                 ep.routed)
             /* the Go sandbox-router's ResponseHeaderTimeout: its 502 looks
                like a dial failure; the time it took tells them apart */
             asb__error_hint(err, " (after a long wait: the router gave up waiting for the "
@@ -17666,83 +18220,6 @@ static void asb__command_executable(const char *cmd, char *out, size_t cap) {
     out[n] = '\0';
 }
 
-/* The runtime's answers (untrusted bytes from the sandbox side): decoded
-   apart from the calls so they can be fuzzed without a peer. */
-
-/* {"stdout": s, "stderr": s, "exit_code": n}: all or nothing. An exit code
-   outside int (a process's code is 0-255, or minus a signal) is refused
-   rather than cut: 4294967296 must not read as 0, success. */
-static asb_result asb__run_answer_decode(const char *body, size_t len, const asb_allocator *a,
-                                         asb_run_result *result) {
-    asb_json_doc d;
-    int64_t code = 0;
-    asb_result r = ASB_ERR_HTTP_PROTOCOL;
-    result->out.len = result->err.len = 0;
-    if (asb_json_doc_parse(&d, body ? body : "", len, a, NULL) != ASB_OK) return r;
-    if (asb_json_append_string(&d, asb_json_find(&d, 0, "stdout"), &result->out) == ASB_OK &&
-        asb_json_append_string(&d, asb_json_find(&d, 0, "stderr"), &result->err) == ASB_OK &&
-        asb_json_get_int64(&d, asb_json_find(&d, 0, "exit_code"), &code) == ASB_OK &&
-        code >= INT_MIN && code <= INT_MAX) {
-        result->exit_code = (int)code;
-        r = ASB_OK;
-    }
-    asb_json_doc_free(&d);
-    return r;
-}
-
-/* {"exists": bool} */
-static asb_result asb__exists_answer_decode(const char *body, size_t len, const asb_allocator *a,
-                                            int *exists) {
-    asb_json_doc d;
-    asb_result r;
-    *exists = 0;
-    if (asb_json_doc_parse(&d, body ? body : "", len, a, NULL) != ASB_OK)
-        return ASB_ERR_HTTP_PROTOCOL;
-    r = asb_json_get_bool(&d, asb_json_find(&d, 0, "exists"), exists) == ASB_OK
-            ? ASB_OK
-            : ASB_ERR_HTTP_PROTOCOL;
-    asb_json_doc_free(&d);
-    return r;
-}
-
-/* [{"name": s, "size": n, "mod_time": x, "type": "directory"|...}, ...];
-   an entry without a string name is skipped. out->alloc_ is set. */
-static asb_result asb__list_answer_decode(const char *body, size_t len, asb_file_list *out) {
-    asb_json_doc d;
-    asb_json_iter it;
-    int item;
-    asb_result r = ASB_OK;
-    if (asb_json_doc_parse(&d, body ? body : "", len, &out->alloc_, NULL) != ASB_OK)
-        return ASB_ERR_HTTP_PROTOCOL;
-    if (d.toks[0].type != ASB_JSON_ARRAY) {
-        asb_json_doc_free(&d);
-        return ASB_ERR_HTTP_PROTOCOL;
-    }
-    out->entries = (asb_file_entry *)out->alloc_.alloc_fn(
-        ((size_t)d.toks[0].size + 1) * sizeof(asb_file_entry), out->alloc_.user_data);
-    if (!out->entries) r = ASB_ERR_OUT_OF_MEMORY;
-    it = asb_json_iter_begin(&d, 0);
-    while (r == ASB_OK && asb_json_iter_next(&d, &it, NULL, &item)) {
-        asb_file_entry *e = &out->entries[out->count];
-        asb_buf name;
-        int64_t size = 0;
-        memset(e, 0, sizeof *e);
-        asb_buf_init(&name, &out->alloc_);
-        if (asb_json_append_string(&d, asb_json_member(&d, item, "name", 4), &name) != ASB_OK) {
-            asb_buf_free(&name);
-            continue; /* an entry without a name is skipped */
-        }
-        e->name = name.ptr;
-        asb_json_get_int64(&d, asb_json_member(&d, item, "size", 4), &size);
-        e->size = size > 0 ? (uint64_t)size : 0;
-        asb_json_get_double(&d, asb_json_member(&d, item, "mod_time", 8), &e->mod_time);
-        e->is_dir = asb_json_string_eq(&d, asb_json_member(&d, item, "type", 4), "directory", 9);
-        out->count++;
-    }
-    asb_json_doc_free(&d);
-    return r;
-}
-
 ASB_API void asb_run_result_free(asb_run_result *r) {
     if (!r) return;
     asb_buf_free(&r->out);
@@ -17764,53 +18241,13 @@ ASB_API asb_result asb_sandbox_run_opts(asb_sandbox *sb, const char *command,
                                         const asb_call_opts *opts, asb_run_result *result,
                                         asb_error *err) {
     int timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms : ASB__RUN_DEFAULT_TIMEOUT_MS;
-    asb_http_request req;
-    asb_http_response resp;
-    asb_http_header ct;
-    asb_buf body;
-    asb_json_writer w;
     asb_result r;
     if (!result) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "run: NULL result");
     memset(result, 0, sizeof *result);
     if (!sb || !command) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "run: NULL argument");
     asb_buf_init(&result->out, &sb->client->alloc);
     asb_buf_init(&result->err, &sb->client->alloc);
-    asb_buf_init(&body, &sb->client->alloc);
-    asb_json_writer_init(&w, &body);
-    w.replace_invalid_utf8 = 1;
-    asb_json_object_begin(&w);
-    asb_json_key(&w, "command");
-    asb_json_string(&w, command);
-    asb_json_object_end(&w);
-    if (asb_json_writer_finish(&w) != ASB_OK) {
-        asb_buf_free(&body);
-        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "run: out of memory");
-    }
-    memset(&req, 0, sizeof req);
-    ct.name = "Content-Type";
-    ct.value = "application/json";
-    req.method = "POST";
-    req.headers = &ct;
-    req.header_count = 1;
-    req.body = body.ptr;
-    req.body_len = body.len;
-    req.cancel = opts ? opts->cancel : NULL;
-    r = asb__sb_call(sb, &req, "/execute", timeout_ms, &resp, err);
-    asb_buf_free(&body);
-    if (r == ASB_OK &&
-        asb__run_answer_decode(resp.body.ptr, resp.body.len, &sb->client->alloc, result) !=
-            ASB_OK) {
-        r = asb__fail(err, ASB_ERR_HTTP_PROTOCOL,
-                      "run: the runtime's answer is not {stdout, stderr, exit_code}");
-        if (err) {
-            err->http_status = resp.status;
-            err->body_len = resp.body.len < sizeof err->body ? resp.body.len : sizeof err->body;
-            if (err->body_len) memcpy(err->body, resp.body.ptr, err->body_len);
-            asb__error_headers(err, &resp);
-            asb__client_mask_error(sb->client, err); /* an echo, like an error's */
-        }
-    }
-    asb_http_response_free(&resp);
+    r = sb->rt->run(sb, command, timeout_ms, opts ? opts->cancel : NULL, result, err);
     if (sb->client->log.fn) {
         char raw[64], exe[100];
         asb__command_executable(command, raw, sizeof raw);
@@ -17824,23 +18261,6 @@ ASB_API asb_result asb_sandbox_run_opts(asb_sandbox *sb, const char *command,
                      exe, asb_result_str(r), sb->ns, sb->name);
     }
     return r;
-}
-
-/* "/<op>/<percent-encoded path>" after the safe-path rules. */
-static asb_result asb__file_path(const char *op, const char *path, int safe, asb_buf *out,
-                                 char *norm, size_t cap, asb_error *err) {
-    asb_result r;
-    size_t n = 0;
-    if (!path) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "path: NULL");
-    if (safe) {
-        r = asb_path_normalize(path, strlen(path), norm, cap, &n, err);
-        if (r != ASB_OK) return r;
-    } else {
-        snprintf(norm, cap, "%s", path);
-        n = strlen(norm);
-    }
-    asb_buf_append(out, op, strlen(op));
-    return asb_percent_encode_segment(norm, n, out);
 }
 
 /* A memory buffer as an asb_read_fn, so write() is write_stream(). */
@@ -17873,31 +18293,6 @@ ASB_API asb_result asb_sandbox_write_opts(asb_sandbox *sb, const char *path, con
     return asb_sandbox_write_stream_opts(sb, path, asb__mem_read, &m, (uint64_t)len, opts, err);
 }
 
-/* GET /<op>/<path> through the router; *resp is the caller's to free. */
-static asb_result asb__sb_get(asb_sandbox *sb, const char *op, const char *path, int safe,
-                              size_t cap, asb_write_fn sink, void *sink_user,
-                              asb_http_response *resp, const asb_call_opts *opts,
-                              asb_error *err) {
-    char norm[4096];
-    asb_buf p;
-    asb_http_request req;
-    asb_result r;
-    memset(resp, 0, sizeof *resp);
-    asb_buf_init(&p, &sb->client->alloc);
-    r = asb__file_path(op, path, safe, &p, norm, sizeof norm, err);
-    if (r == ASB_OK) {
-        memset(&req, 0, sizeof req);
-        req.max_body_bytes = cap;
-        req.on_body = sink;
-        req.on_body_user = sink_user;
-        req.cancel = opts ? opts->cancel : NULL;
-        r = asb__sb_call(sb, &req, p.ptr, opts && opts->timeout_ms > 0 ? opts->timeout_ms : 0,
-                         resp, err);
-    }
-    asb_buf_free(&p);
-    return r;
-}
-
 ASB_API asb_result asb_sandbox_read(asb_sandbox *sb, const char *path, asb_buf *out,
                                     asb_error *err) {
     return asb_sandbox_read_opts(sb, path, out, NULL, err);
@@ -17905,14 +18300,8 @@ ASB_API asb_result asb_sandbox_read(asb_sandbox *sb, const char *path, asb_buf *
 
 ASB_API asb_result asb_sandbox_read_opts(asb_sandbox *sb, const char *path, asb_buf *out,
                                          const asb_call_opts *opts, asb_error *err) {
-    asb_http_response resp;
-    asb_result r;
     if (!sb || !out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "read: NULL argument");
-    r = asb__sb_get(sb, "/download/", path, 1, sb->client->max_read, NULL, NULL, &resp, opts,
-                    err);
-    if (r == ASB_OK) r = asb_buf_append(out, resp.body.ptr ? resp.body.ptr : "", resp.body.len);
-    asb_http_response_free(&resp);
-    return r;
+    return sb->rt->read(sb, path, out, NULL, NULL, opts, err);
 }
 
 ASB_API asb_result asb_sandbox_exists(asb_sandbox *sb, const char *path, int *exists,
@@ -17922,18 +18311,9 @@ ASB_API asb_result asb_sandbox_exists(asb_sandbox *sb, const char *path, int *ex
 
 ASB_API asb_result asb_sandbox_exists_opts(asb_sandbox *sb, const char *path, int *exists,
                                            const asb_call_opts *opts, asb_error *err) {
-    asb_http_response resp;
-    asb_result r;
     if (!sb || !exists) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "exists: NULL argument");
     *exists = 0;
-    /* not checked client side (as the reference): the runtime confines it */
-    r = asb__sb_get(sb, "/exists/", path, 0, 0, NULL, NULL, &resp, opts, err);
-    if (r == ASB_OK &&
-        asb__exists_answer_decode(resp.body.ptr, resp.body.len, &sb->client->alloc, exists) !=
-            ASB_OK)
-        r = asb__fail(err, ASB_ERR_HTTP_PROTOCOL, "exists: unexpected answer");
-    asb_http_response_free(&resp);
-    return r;
+    return sb->rt->exists(sb, path, exists, opts, err);
 }
 
 /* -- attach, list, delete ------------------------------------------------------ */
@@ -18347,47 +18727,6 @@ ASB_API asb_result asb_client_delete_all(asb_client *c, asb_error *err) {
 
 /* -- streaming files and listing --------------------------------------------------- */
 
-typedef struct asb__upload {
-    const asb_multipart *mp;
-    asb_read_fn read;
-    void *user;
-    uint64_t size, done;
-    int phase;
-    size_t off;
-} asb__upload;
-
-/* The multipart body as one stream: head, the caller's bytes, tail. */
-static long asb__upload_read(void *ud, char *buf, size_t cap) {
-    asb__upload *u = (asb__upload *)ud;
-    for (;;) {
-        if (u->phase == 0 || u->phase == 2) {
-            const asb_buf *b = u->phase == 0 ? &u->mp->head : &u->mp->tail;
-            size_t n = b->len - u->off < cap ? b->len - u->off : cap;
-            if (n == 0) {
-                if (u->phase == 2) return 0;
-                u->phase = 1;
-                u->off = 0;
-                continue;
-            }
-            memcpy(buf, b->ptr + u->off, n);
-            u->off += n;
-            return (long)n;
-        }
-        if (u->done == u->size) {
-            u->phase = 2;
-            u->off = 0;
-            continue;
-        }
-        {
-            size_t want = (uint64_t)cap < u->size - u->done ? cap : (size_t)(u->size - u->done);
-            long n = u->read(u->user, buf, want);
-            if (n <= 0) return -1; /* early end: the length would be a lie */
-            u->done += (uint64_t)n;
-            return n;
-        }
-    }
-}
-
 ASB_API asb_result asb_sandbox_write_stream(asb_sandbox *sb, const char *path, asb_read_fn read,
                                             void *user_data, uint64_t size, asb_error *err) {
     return asb_sandbox_write_stream_opts(sb, path, read, user_data, size, NULL, err);
@@ -18397,41 +18736,8 @@ ASB_API asb_result asb_sandbox_write_stream_opts(asb_sandbox *sb, const char *pa
                                                  asb_read_fn read, void *user_data,
                                                  uint64_t size, const asb_call_opts *opts,
                                                  asb_error *err) {
-    char norm[4096];
-    asb_multipart mp;
-    asb_buf p;
-    asb_http_request req;
-    asb_http_response resp;
-    asb_http_header ct;
-    asb__upload u;
-    asb_result r;
     if (!sb || !read) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "write: NULL argument");
-    asb_buf_init(&p, &sb->client->alloc);
-    r = asb__file_path("", path, 1, &p, norm, sizeof norm, err);
-    asb_buf_free(&p);
-    if (r != ASB_OK) return r;
-    r = asb_multipart_init(&mp, "file", norm, &sb->client->alloc);
-    if (r != ASB_OK) return asb__fail(err, r, "write: cannot frame the upload");
-    memset(&u, 0, sizeof u);
-    u.mp = &mp;
-    u.read = read;
-    u.user = user_data;
-    u.size = size;
-    memset(&req, 0, sizeof req);
-    ct.name = "Content-Type";
-    ct.value = mp.content_type;
-    req.method = "POST";
-    req.headers = &ct;
-    req.header_count = 1;
-    req.body_read = asb__upload_read;
-    req.body_read_user = &u;
-    req.body_len = mp.head.len + size + mp.tail.len;
-    req.cancel = opts ? opts->cancel : NULL;
-    r = asb__sb_call(sb, &req, "/upload", opts && opts->timeout_ms > 0 ? opts->timeout_ms : 0,
-                     &resp, err);
-    asb_http_response_free(&resp);
-    asb_multipart_free(&mp);
-    return r;
+    return sb->rt->write(sb, path, read, user_data, size, opts, err);
 }
 
 ASB_API asb_result asb_sandbox_read_stream(asb_sandbox *sb, const char *path, asb_write_fn write,
@@ -18442,12 +18748,8 @@ ASB_API asb_result asb_sandbox_read_stream(asb_sandbox *sb, const char *path, as
 ASB_API asb_result asb_sandbox_read_stream_opts(asb_sandbox *sb, const char *path,
                                                 asb_write_fn write, void *user_data,
                                                 const asb_call_opts *opts, asb_error *err) {
-    asb_http_response resp;
-    asb_result r;
     if (!sb || !write) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "read: NULL argument");
-    r = asb__sb_get(sb, "/download/", path, 1, 0, write, user_data, &resp, opts, err);
-    asb_http_response_free(&resp);
-    return r;
+    return sb->rt->read(sb, path, NULL, write, user_data, opts, err);
 }
 
 /* A descriptor as an asb_read_fn: read(2), EINTR retried. */
@@ -18530,21 +18832,12 @@ ASB_API asb_result asb_sandbox_list(asb_sandbox *sb, const char *path, asb_file_
 
 ASB_API asb_result asb_sandbox_list_opts(asb_sandbox *sb, const char *path, asb_file_list *out,
                                          const asb_call_opts *opts, asb_error *err) {
-    asb_http_response resp;
     asb_result r;
     if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "list: NULL out");
     memset(out, 0, sizeof *out);
     if (!sb) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "list: NULL handle");
     out->alloc_ = sb->client->alloc;
-    r = asb__sb_get(sb, "/list/", path, 0, 0, NULL, NULL, &resp, opts, err);
-    if (r == ASB_OK) {
-        r = asb__list_answer_decode(resp.body.ptr, resp.body.len, out);
-        if (r == ASB_ERR_OUT_OF_MEMORY)
-            asb__fail(err, r, "list: out of memory");
-        else if (r != ASB_OK)
-            asb__fail(err, r, "list: the answer is not a JSON list");
-    }
-    asb_http_response_free(&resp);
+    r = sb->rt->list(sb, path, out, opts, err);
     if (r != ASB_OK) asb_file_list_free(out);
     return r;
 }

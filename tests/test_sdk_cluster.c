@@ -18,6 +18,16 @@
 #include <sys/prctl.h>
 #endif
 
+/* The router's base URL, from the client's connector as a call gets it
+   (starting the tunnel when the connector has one). */
+static asb_result router_base(asb_client *c, char *out, size_t cap, asb_error *err) {
+    asb__endpoint ep;
+    asb_result r = c->conn->endpoint(c, NULL, c->server_port, &ep, err);
+    size_t n = strlen(ep.base);
+    if (r == ASB_OK && n < cap) memcpy(out, ep.base, n + 1);
+    return r;
+}
+
 static char kubeconfig[1024];
 
 static asb_client *new_client(asb_error *err) {
@@ -429,9 +439,9 @@ ASBT_TEST(another_local_user_cannot_take_over_the_tunnel) {
         fprintf(stderr, "    create: %s\n", err.message);
     ASBT_CHECK(sb != NULL);
     ASBT_CHECK(echo_ok(sb, "through the real tunnel", 30000));
-    kpid = kubectl_of(c->tunnel_pid);
+    kpid = kubectl_of(c->tunnel.pid);
     ASBT_CHECK(kpid > 0);
-    ASBT_CHECK(listener_of(kpid, c->tunnel_port)); /* kubectl's own socket */
+    ASBT_CHECK(listener_of(kpid, c->tunnel.local[0])); /* kubectl's own socket */
     asb__sleep_ms(200); /* the attacker has had its look */
     kill(att, SIGKILL);
     waitpid(att, NULL, 0);
@@ -468,12 +478,12 @@ ASBT_TEST(killed_kubectl_is_replaced_on_the_next_call) {
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
     ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_OK);
     asb_run_result_free(&rr);
-    first = c->tunnel_pid; /* the supervisor; kubectl runs under it */
+    first = c->tunnel.pid; /* the supervisor; kubectl runs under it */
     ASBT_CHECK(first > 0 && kubectl_of(first) > 0);
     kill(kubectl_of(first), SIGKILL); /* kubectl alone: its supervisor follows */
     asb__sleep_ms(200);
     ASBT_CHECK(echo_ok(sb, "again", 0));
-    ASBT_CHECK(c->tunnel_pid > 0 && c->tunnel_pid != first);
+    ASBT_CHECK(c->tunnel.pid > 0 && c->tunnel.pid != first);
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
     asb_client_free(c);
     /* the old kubectl was reaped and the new one stopped: no child left */
@@ -502,7 +512,7 @@ ASBT_TEST(kubectl_dies_with_a_program_that_never_freed_its_client) {
                       ASB_OK &&
             asb_sandbox_run(s2, "true", 0, &rr, &err) == ASB_OK) {
             char pid[32];
-            int n = snprintf(pid, sizeof pid, "%d\n", (int)c2->tunnel_pid);
+            int n = snprintf(pid, sizeof pid, "%d\n", (int)c2->tunnel.pid);
             if (write(ready[1], pid, (size_t)n) < 0) _exit(3);
             for (;;) pause();
         }
@@ -814,7 +824,7 @@ ASBT_TEST(in_cluster_mode_talks_to_the_pod_ip_without_the_router) {
     for (i = 0; i < 5; i++) {
         ASBT_CHECK(echo_ok(sb, "direct", 0));
     }
-    ASBT_EQ_INT(c->tunnel_pid, 0); /* no kubectl was needed */
+    ASBT_EQ_INT(c->tunnel.pid, 0); /* no kubectl was needed */
     /* the pod IP was looked up once for five calls, as the reference does */
     ASBT_EQ_INT(asbt_log_count(&ls, "sandbox.pod_ip:"), 1);
     /* a pod that moved: the cached address refuses (a loopback address of
@@ -1068,7 +1078,7 @@ ASBT_TEST(gateway_mode_skips_bad_addresses_and_reaches_the_router) {
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
     ASBT_CHECK(echo_ok(sb, "through the gateway", 0));
     ASBT_CONTAINS(c->gw_base, "http://127.0.0.1:"); /* evil.com/admin, 2130706433 skipped */
-    ASBT_EQ_INT(c->tunnel_pid, 0);
+    ASBT_EQ_INT(c->tunnel.pid, 0);
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
     asb_client_free(c);
     /* a Gateway that never gets an address: create's check that the
@@ -2028,7 +2038,7 @@ ASBT_TEST(router_refuses_forbidden_pod_ips_with_400_and_the_client_shows_it) {
     ASBT_CHECK(c != NULL);
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
     ASBT_EQ_RES(asb_sandbox_pod_ip(sb, ip, &err), ASB_OK);
-    ASBT_EQ_RES(asb__router_base(c, base, sizeof base, &err), ASB_OK); /* kubectl tunnel */
+    ASBT_EQ_RES(router_base(c, base, sizeof base, &err), ASB_OK); /* kubectl tunnel */
     snprintf(url, sizeof url, "%s/execute", base);
     /* i == 0: the sandbox's real pod IP, so the 400s below come from the
        pod IP alone */
