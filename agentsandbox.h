@@ -14353,12 +14353,16 @@ static int asb__ws_bio_recv(void *ctx, unsigned char *buf, size_t len) {
 /* Reads what is there: >0 bytes appended to the reader, 0 nothing now,
    -1 the peer ended the connection, -2 it failed. */
 static long asb__ws_read_some(asb_ws *ws) {
-    char buf[16384];
+    char *buf;
+    size_t cap = 65536;
     long n;
     asb__conn *c = ws->c;
+    /* straight into the reader's buffer: no copy */
+    if (asb_buf_reserve(&ws->rd.in, cap) != ASB_OK) return -2;
+    buf = ws->rd.in.ptr + ws->rd.in.len;
 #if ASB_TLS
     if (c->use_tls) {
-        int k = mbedtls_ssl_read(&c->ssl, (unsigned char *)buf, sizeof buf);
+        int k = mbedtls_ssl_read(&c->ssl, (unsigned char *)buf, cap);
         if (k == MBEDTLS_ERR_SSL_WANT_READ || k == MBEDTLS_ERR_SSL_WANT_WRITE) return 0;
 #ifdef MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET
         if (k == MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET) return 0; /* poll again */
@@ -14369,12 +14373,13 @@ static long asb__ws_read_some(asb_ws *ws) {
     } else
 #endif
     {
-        ssize_t s = recv(c->fd, buf, sizeof buf, 0);
+        ssize_t s = recv(c->fd, buf, cap, 0);
         if (s < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -2;
         if (s == 0) return -1;
         n = (long)s;
     }
-    if (asb_buf_append(&ws->rd.in, buf, (size_t)n) != ASB_OK) return -2;
+    ws->rd.in.len += (size_t)n;
+    ws->rd.in.ptr[ws->rd.in.len] = '\0';
     return n;
 }
 
@@ -14446,11 +14451,29 @@ static asb_result asb__ws_write_all(asb_ws *ws, const char *p, size_t n) {
     return ASB_OK;
 }
 
+/* XORs p[0, n) with the 4-byte key, 8 bytes at a time (64 MiB through a
+   byte loop costs more than the TLS record layer). */
+static void asb__ws_mask(unsigned char *p, size_t n, const unsigned char m[4]) {
+    unsigned char k8[8];
+    uint64_t k;
+    size_t i = 0;
+    memcpy(k8, m, 4);
+    memcpy(k8 + 4, m, 4);
+    memcpy(&k, k8, 8);
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        w ^= k;
+        memcpy(p + i, &w, 8);
+    }
+    for (; i < n; i++) p[i] = (unsigned char)(p[i] ^ m[i & 3]);
+}
+
 /* One masked frame: header, masking key, prefix then data, masked. */
 static asb_result asb__ws_send_frame(asb_ws *ws, int opcode, const void *prefix, size_t plen,
                                      const void *data, size_t len) {
     unsigned char h[14], *m;
-    size_t hl = 2, total = plen + len, i;
+    size_t hl = 2, total = plen + len;
     asb_buf *o = &ws->out;
     if (ws->failed) return ASB_ERR_SEND;
     h[0] = (unsigned char)(0x80 | opcode);
@@ -14480,7 +14503,7 @@ static asb_result asb__ws_send_frame(asb_ws *ws, int opcode, const void *prefix,
     memcpy(o->ptr, h, hl);
     if (plen) memcpy(o->ptr + hl, prefix, plen);
     if (len) memcpy(o->ptr + hl + plen, data, len);
-    for (i = 0; i < total; i++) o->ptr[hl + i] = (char)(o->ptr[hl + i] ^ m[i & 3]);
+    asb__ws_mask((unsigned char *)o->ptr + hl, total, m);
     o->len = hl + total;
     return asb__ws_write_all(ws, o->ptr, o->len);
 }
@@ -15268,6 +15291,11 @@ static void asb__pf_note_error(asb_portforward *pf, const asb_error *e) {
     pthread_mutex_unlock(&pf->lock);
 }
 
+/* Local bytes per message. The kubelet side (x/net/websocket) reads each
+   message whole into a buffer it grows by doubling, so very large
+   messages cost it more than they save us; 16-64 KiB measured alike. */
+#define ASB__PF_CHUNK 32768
+
 /* Moves bytes both ways until either side ends. The pod's bytes wait in
    `pend` while the socket is full (then the WebSocket is not read: the
    apiserver's TCP window pushes back); the local side's bytes go out as
@@ -15276,10 +15304,11 @@ static void *asb__pf_relay(void *arg) {
     asb__pf_stream *st = (asb__pf_stream *)arg;
     asb_portforward *pf = st->pf;
     asb_ws *ws = st->ws;
-    char *buf = (char *)pf->alloc.alloc_fn(32768, pf->alloc.user_data);
+    char *buf = (char *)pf->alloc.alloc_fn(ASB__PF_CHUNK, pf->alloc.user_data);
     asb_buf pend, etext;
     size_t pend_pos = 0;
-    int local_open = 1;
+    int local_open = 1, ws_ended = 0; /* ws_ended: the server's side closed;
+                                         what it sent before is still parsed */
     asb_error e;
     memset(&e, 0, sizeof e);
     asb_buf_init(&pend, &pf->alloc);
@@ -15297,8 +15326,26 @@ static void *asb__pf_relay(void *arg) {
                 goto out;
             }
             if (op == ASB_WS_BINARY && pl.len >= 1 && pl.ptr[0] == 0) {
+                /* to the local side at once; what it does not take waits */
+                size_t done = 0;
                 pend.len = pend_pos = 0;
-                if (pl.len > 1 && asb_buf_append(&pend, pl.ptr + 1, pl.len - 1) != ASB_OK) goto out;
+                while (done < pl.len - 1) {
+#ifdef MSG_NOSIGNAL
+                    ssize_t w = send(st->sp, pl.ptr + 1 + done, pl.len - 1 - done, MSG_NOSIGNAL);
+#else
+                    ssize_t w = send(st->sp, pl.ptr + 1 + done, pl.len - 1 - done, 0);
+#endif
+                    if (w > 0) {
+                        done += (size_t)w;
+                        continue;
+                    }
+                    if (w < 0 && errno == EINTR) continue;
+                    if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) goto out;
+                    break;
+                }
+                if (done < pl.len - 1 &&
+                    asb_buf_append(&pend, pl.ptr + 1 + done, pl.len - 1 - done) != ASB_OK)
+                    goto out;
             } else if (op == ASB_WS_BINARY && pl.len >= 1 && pl.ptr[0] == 1) {
                 size_t room = etext.len < 400 ? 400 - etext.len : 0;
                 size_t take = pl.len - 1 < room ? pl.len - 1 : room;
@@ -15307,6 +15354,7 @@ static void *asb__pf_relay(void *arg) {
                 if (asb__ws_control(ws, op, pl)) goto out;
             }
         }
+        if (ws_ended && pend.len == pend_pos) goto lost; /* all of it handed on */
         if (pend.len > pend_pos) { /* to the local side, as far as it takes */
 #ifdef MSG_NOSIGNAL
             ssize_t w = send(st->sp, pend.ptr + pend_pos, pend.len - pend_pos, MSG_NOSIGNAL);
@@ -15321,10 +15369,9 @@ static void *asb__pf_relay(void *arg) {
         pfd[0].fd = st->sp;
         pfd[0].events = (short)((local_open ? POLLIN : 0) | (pend.len > pend_pos ? POLLOUT : 0));
         pfd[0].revents = 0;
-        if (pend.len == pend_pos) {
+        if (pend.len == pend_pos && !ws_ended) {
             if (asb__ws_has_buffered(ws)) {
-                long n = asb__ws_read_some(ws);
-                if (n < 0) goto lost;
+                if (asb__ws_read_some(ws) < 0) ws_ended = 1;
                 continue;
             }
             pfd[1].fd = ws->c->fd;
@@ -15338,11 +15385,15 @@ static void *asb__pf_relay(void *arg) {
             goto out;
         }
         if (n_pfd == 2 && pfd[1].revents) {
-            long n = asb__ws_read_some(ws);
-            if (n < 0) goto lost;
+            /* what is there, a few reads' worth, before parsing */
+            long n;
+            do
+                n = asb__ws_read_some(ws);
+            while (n > 0 && ws->rd.in.len - ws->rd.pos < ((size_t)256 << 10));
+            if (n < 0) ws_ended = 1; /* after the messages before it */
         }
         if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-            ssize_t n = recv(st->sp, buf, 32768, 0);
+            ssize_t n = recv(st->sp, buf, ASB__PF_CHUNK, 0);
             if (n > 0) {
                 static const char chan = 0;
                 if (asb__ws_send_frame(ws, ASB_WS_BINARY, &chan, 1, buf, (size_t)n) != ASB_OK)
@@ -15501,6 +15552,15 @@ ASB_API asb_result asb_portforward_dial(asb_portforward *pf, int *fd, asb_error 
         setsockopt(sv[1], SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
     }
 #endif
+    {
+        /* room for a few messages each way, so the relay rarely waits on
+           the local side while the apiserver's bytes queue up */
+        int sz = 1 << 20, i;
+        for (i = 0; i < 2; i++) {
+            setsockopt(sv[i], SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+            setsockopt(sv[i], SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+        }
+    }
     st = (asb__pf_stream *)pf->alloc.alloc_fn(sizeof *st, pf->alloc.user_data);
     if (!st) {
         close(sv[0]);
