@@ -122,11 +122,11 @@
    asb_buf_free, ...), to call whatever the call returned.
 
    ===========================================================================
-   CONNECTING: the four ways to reach a sandbox
+   CONNECTING: the five ways to reach a sandbox
    ===========================================================================
 
    Claims are always created and deleted through the Kubernetes API. The
-   calls to the sandbox itself (run, files) travel one of four ways, set
+   calls to the sandbox itself (run, files) travel one of five ways, set
    in asb_client_desc.mode; each has an example program:
 
      ASB_CONNECT_LOCAL_TUNNEL  the default: one `kubectl port-forward` per
@@ -142,6 +142,10 @@
      ASB_CONNECT_IN_CLUSTER    from a pod straight to the sandbox pod, no
                                router (kube.in_cluster = 1 for the pod's
                                service account); examples/in_cluster.c
+     ASB_CONNECT_NATIVE_TUNNEL the router Service through the apiserver's
+                               port-forward from inside the process (as
+                               the local tunnel, without kubectl: nothing
+                               is spawned); examples/native_tunnel.c
 
    examples/attach.c picks up a sandbox another process created;
    examples/bigfile.c streams large files in flat memory.
@@ -191,6 +195,7 @@
                                          ">>connector: direct",
                                          ">>connector: gateway",
                                          ">>connector: in-cluster",
+                                         ">>connector: native tunnel",
                                          ">>runtime: legacy", ">>sandbox"
        License ......................... end of file
 
@@ -407,7 +412,8 @@
                  stopped with SIGTERM then SIGKILL, always reaped.
      connector   asb_client_desc.mode: ASB_CONNECT_LOCAL_TUNNEL (default),
                  _DIRECT (router URL), _IN_CLUSTER (pod IP, no router
-                 headers), _GATEWAY (the Gateway's first valid address);
+                 headers), _GATEWAY (the Gateway's first valid address),
+                 _NATIVE_TUNNEL (kubectl-free port-forward to the router);
                  router headers (X-Sandbox-ID/-Namespace/-Port/-Timeout, a
                  stable X-Request-ID, optional X-Sandbox-Pod-IP), a bearer
                  token and extra headers for routers that require auth.
@@ -2339,9 +2345,18 @@ typedef enum asb_connection_mode {
                                      always, once a lookup got 401/403: the
                                      account may not read Sandboxes); no
                                      router headers */
-    ASB_CONNECT_GATEWAY           /* the router behind a Gateway: the first
+    ASB_CONNECT_GATEWAY,          /* the router behind a Gateway: the first
                                      valid status.addresses[] value (watched
                                      for until it appears) */
+    ASB_CONNECT_NATIVE_TUNNEL     /* the router Service through the
+                                     apiserver's port-forward, from inside
+                                     this process (asb_portforward: one
+                                     WebSocket per connection, the kube
+                                     client's credentials); no kubectl,
+                                     nothing spawned. Needs RBAC get (or
+                                     create) on pods/portforward and
+                                     get/list on services and pods in
+                                     router_namespace */
 } asb_connection_mode;
 
 typedef struct asb_client_desc {
@@ -15633,7 +15648,7 @@ ASB_API void asb_portforward_free(asb_portforward *pf) {
                 there (kubectl, the Gateway's address). Chosen per client
                 by asb_client_desc.mode: ">>connector: local tunnel",
                 ">>connector: direct", ">>connector: gateway",
-                ">>connector: in-cluster".
+                ">>connector: in-cluster", ">>connector: native tunnel".
      runtime    the protocol of the server in the sandbox. It implements
                 the handle's calls (run, write, read, list, exists, the
                 readiness probe) on the endpoints its connector gives:
@@ -15683,6 +15698,13 @@ typedef struct asb__connector {
     void (*stop)(struct asb_client *c);
     /* appended to a DNS failure's message; NULL: nothing to add */
     const char *dns_hint;
+    /* The client's sandbox connections come from here instead of TCP
+       (asb_http_client_desc.dial). NULL: TCP to the endpoint. */
+    asb_result (*dial)(struct asb_client *c, const char *host, int port, int *fd,
+                       asb_error *err);
+    /* A failed call's message gains what the connector knows of why (a
+       port-forward stream's error). NULL: nothing. */
+    void (*explain)(struct asb_client *c, asb_result r, asb_error *err);
 } asb__connector;
 
 typedef struct asb__runtime {
@@ -15787,6 +15809,8 @@ struct asb_client {
                                not `lock`: creates, lists and deletes on
                                other threads go on meanwhile */
     asb__tunnel tunnel;   /* the local tunnel's kubectl to the router */
+    asb_portforward *native_pf; /* the native tunnel's forward to the
+                               router (made once, under conn_lock) */
     asb_sandbox *handles;
 };
 
@@ -16341,7 +16365,7 @@ static void asb__lt_stop(asb_client *c) {
 
 static const asb__connector asb__connector_local_tunnel = {
     "the local tunnel", 1, 1, NULL, asb__lt_prestart, asb__lt_endpoint, asb__lt_reconnect,
-    asb__lt_stop, NULL};
+    asb__lt_stop, NULL, NULL, NULL};
 
 /* >>connector: direct =======================================================
    ASB_CONNECT_DIRECT: a router URL the caller can reach (direct_url). */
@@ -16381,7 +16405,8 @@ static asb_result asb__direct_endpoint(asb_client *c, asb_sandbox *sb, int port,
 }
 
 static const asb__connector asb__connector_direct = {
-    "direct_url", 1, 0, asb__direct_check, NULL, asb__direct_endpoint, NULL, NULL, NULL};
+    "direct_url", 1, 0, asb__direct_check, NULL, asb__direct_endpoint, NULL, NULL, NULL, NULL,
+    NULL};
 
 /* >>connector: gateway ======================================================
    ASB_CONNECT_GATEWAY: the router behind a Gateway, whose address is
@@ -16471,7 +16496,7 @@ static asb_result asb__gw_endpoint(asb_client *c, asb_sandbox *sb, int port, asb
 }
 
 static const asb__connector asb__connector_gateway = {
-    "the Gateway", 1, 0, asb__gw_check, NULL, asb__gw_endpoint, NULL, NULL, NULL};
+    "the Gateway", 1, 0, asb__gw_check, NULL, asb__gw_endpoint, NULL, NULL, NULL, NULL, NULL};
 
 /* >>connector: in-cluster ===================================================
    ASB_CONNECT_IN_CLUSTER: from a pod straight to the sandbox pod, no
@@ -16514,15 +16539,110 @@ static asb_result asb__ic_reconnect(asb_client *c, asb_sandbox *sb, int port, in
 static const asb__connector asb__connector_in_cluster = {
     "in-cluster", 0, 0, NULL, NULL, asb__ic_endpoint, asb__ic_reconnect, NULL,
     " (in-cluster without a pod IP: the sandbox's Service name, which exists when its "
-    "template says service: true)"};
+    "template says service: true)",
+    NULL, NULL};
+
+/* >>connector: native tunnel ===============================================
+   ASB_CONNECT_NATIVE_TUNNEL: the router Service reached through the
+   apiserver's port-forward from inside this process (">>portforward"):
+   every connection of the client's HTTP client is one WebSocket stream
+   to the router pod, dialled by asb_portforward_dial. Nothing is
+   spawned; the Service is resolved at the first call and again after a
+   stream fails (a pod that died or moved). A stream that dies under a
+   call fails that call, with the stream's error in the message. */
+
+static void asb__error_hint(asb_error *err, const char *hint);
+
+/* The forward, made at first use (no I/O until a dial). */
+static asb_result asb__nt_forward(asb_client *c, asb_portforward **out, asb_error *err) {
+    asb_result r = ASB_OK;
+    pthread_mutex_lock(&c->conn_lock);
+    if (!c->native_pf) {
+        asb_portforward_desc d;
+        char port[16];
+        snprintf(port, sizeof port, "%d", c->router_port);
+        memset(&d, 0, sizeof d);
+        d.ns = c->router_ns;
+        d.service = c->router_svc;
+        d.port = port;
+        d.timeout_ms = c->pf_timeout_ms;
+        d.log = &c->log;
+        r = asb_portforward_create(c->kube, &d, &c->native_pf, err);
+    }
+    *out = c->native_pf;
+    pthread_mutex_unlock(&c->conn_lock);
+    return r;
+}
+
+static asb_result asb__nt_prestart(asb_client *c, asb_error *err) {
+    asb_portforward *pf;
+    return asb__nt_forward(c, &pf, err);
+}
+
+static asb_result asb__nt_endpoint(asb_client *c, asb_sandbox *sb, int port, asb__endpoint *ep,
+                                   asb_error *err) {
+    (void)sb;
+    (void)port; /* the router's port is forwarded; the sandbox's goes in a header */
+    (void)err;
+    memset(ep, 0, sizeof *ep);
+    ep->routed = 1;
+    /* the host only names the Service in Host: (connections are dialled) */
+    snprintf(ep->base, sizeof ep->base, "http://%s.%s:%d", c->router_svc, c->router_ns,
+             c->router_port);
+    return ASB_OK;
+}
+
+static asb_result asb__nt_dial(asb_client *c, const char *host, int port, int *fd,
+                               asb_error *err) {
+    asb_portforward *pf;
+    asb_result r = asb__nt_forward(c, &pf, err);
+    (void)host;
+    (void)port;
+    if (r != ASB_OK) return r;
+    r = asb_portforward_dial(pf, fd, err); /* outside conn_lock: threads dial at once */
+    if (r == ASB_ERR_KUBE_API && err && err->http_status == 403)
+        asb__error_hint(err, " (the native tunnel needs get or create on pods/portforward, and "
+                             "get/list on services and pods, in the router's namespace)");
+    return r;
+}
+
+static void asb__nt_explain(asb_client *c, asb_result r, asb_error *err) {
+    asb_portforward *pf;
+    asb_error e;
+    char hint[ASB_ERROR_MESSAGE_SIZE];
+    pthread_mutex_lock(&c->conn_lock);
+    pf = c->native_pf;
+    pthread_mutex_unlock(&c->conn_lock);
+    if (!pf || (r != ASB_ERR_RECV && r != ASB_ERR_SEND && r != ASB_ERR_HTTP_PROTOCOL &&
+                r != ASB_ERR_HTTP_SHORT_BODY))
+        return;
+    if (asb_portforward_take_error(pf, &e)) {
+        snprintf(hint, sizeof hint, " (%.300s; the next call resolves the router again)",
+                 e.message);
+        asb__error_hint(err, hint);
+    }
+}
+
+static void asb__nt_stop(asb_client *c) {
+    pthread_mutex_lock(&c->conn_lock);
+    asb_portforward_free(c->native_pf); /* ends the streams, joins their relays */
+    c->native_pf = NULL;
+    pthread_mutex_unlock(&c->conn_lock);
+}
+
+static const asb__connector asb__connector_native_tunnel = {
+    "the native tunnel", 1, 0, NULL, asb__nt_prestart, asb__nt_endpoint, NULL, asb__nt_stop, NULL,
+    asb__nt_dial, asb__nt_explain};
 
 /* The connector of a connection mode; NULL for an unknown one. */
+
 static const asb__connector *asb__connector_of(asb_connection_mode mode) {
     switch (mode) {
     case ASB_CONNECT_LOCAL_TUNNEL: return &asb__connector_local_tunnel;
     case ASB_CONNECT_DIRECT: return &asb__connector_direct;
     case ASB_CONNECT_GATEWAY: return &asb__connector_gateway;
     case ASB_CONNECT_IN_CLUSTER: return &asb__connector_in_cluster;
+    case ASB_CONNECT_NATIVE_TUNNEL: return &asb__connector_native_tunnel;
     }
     return NULL;
 }
@@ -16900,6 +17020,13 @@ static int asb__reserved_header(const char *name) {
     return 0;
 }
 
+/* asb_http_client_desc.dial for a connector that makes connections. */
+static asb_result asb__client_dial(void *user, const char *host, int port, int *fd,
+                                   asb_error *err) {
+    asb_client *c = (asb_client *)user;
+    return c->conn->dial(c, host, port, fd, err);
+}
+
 ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **out,
                                      asb_error *err) {
     asb_client_desc zero;
@@ -17082,6 +17209,10 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
     hd.allocator = &c->alloc;
     hd.log = c->log;
     if (!hd.max_body_bytes) hd.max_body_bytes = c->max_output;
+    if (conn->dial) { /* the connector makes the connections */
+        hd.dial = asb__client_dial;
+        hd.dial_user_data = c;
+    }
     r = asb_http_client_create(&hd, &c->http, err);
     if (r == ASB_ERR_TLS_CONFIG && err) {
         /* the kubeconfig's CA fails with the same words: say which one */
@@ -18182,6 +18313,7 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
            cutting mbedTLS's detail if the message is full */
         asb__error_hint(err, " (asb_client_desc.sandbox_tls sets the router's CA and server_name)");
     }
+    if (r != ASB_OK && err && sb->conn->explain) sb->conn->explain(c, r, err);
     if (r == ASB_ERR_DNS && err && sb->conn->dns_hint) {
         /* e.g. in-cluster without a pod IP, and the Service name does not
            resolve: say why the name was used and when it exists */

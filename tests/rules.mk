@@ -337,6 +337,11 @@ $(TB)/asan/test_portforward_cluster: tests/test_portforward_cluster.c $(TEST_DEP
 	@mkdir -p $(@D)
 	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) $< -o $@ $(LINK)
 ALL_TARGETS += $(TB)/asan/test_portforward_cluster
+# test_sdk_cluster's cases that do not test kubectl itself, run again with
+# ASB_CONNECT_MODE=native (the client's kubectl-free tunnel).
+NATIVE_SDK_CASES := quick_start missing_template a_ready_timeout bad_labels a_second_client \
+                    list_all a_64_mib files_go_up status_pod_name long_commands \
+                    one_client_serves_threads set_based_label
 # The threaded case again under ThreadSanitizer: one client shared by
 # threads that each drive their own sandbox.
 $(TB)/tsan/test_sdk_cluster: tests/test_sdk_cluster.c $(TEST_DEPS)
@@ -358,7 +363,7 @@ test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster \
                    $(TB)/asan/test_portforward_cluster \
                    $(TB)/tsan/test_sdk_cluster $(EX)/quickstart \
                    $(EX)/attach $(EX)/bigfile $(EX)/direct_url $(EX)/gateway $(EX)/in_cluster \
-                   $(EX)/local_tunnel $(TB)/asan/troubleshooting
+                   $(EX)/local_tunnel $(EX)/native_tunnel $(TB)/asan/troubleshooting
 	@$(KC_ENV) $(MAKE) --no-print-directory cluster-up AGENT_SANDBOX=v0.4.6 > $(TB)/cluster-up.log 2>&1 || \
 	  { tail -20 $(TB)/cluster-up.log; $(KC_ENV) $(MAKE) --no-print-directory cluster-down; exit 1; }; \
 	export ASB_CLUSTER_KUBECONFIGS=$(KC_STATE)/kubeconfig; \
@@ -368,6 +373,8 @@ test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster \
 	tests/kube/dns-fallback-setup.sh $(KC_STATE) || \
 	  { echo "dns fallback setup failed"; $(KC_ENV) $(MAKE) --no-print-directory cluster-down; exit 1; }; \
 	echo "--- test_sdk_cluster" && $(TB)/asan/test_sdk_cluster && \
+	echo "--- test_sdk_cluster, the cases that are not about kubectl, in native-tunnel mode" && \
+	ASB_CONNECT_MODE=native $(TB)/asan/test_sdk_cluster $(NATIVE_SDK_CASES) && \
 	echo "--- test_sdk_cluster one_client_serves_threads, gateway_mode (ThreadSanitizer)" && \
 	TSAN_OPTIONS=halt_on_error=1 $(TB)/tsan/test_sdk_cluster one_client_serves_threads \
 	  gateway_mode_skips_bad_addresses && \
@@ -378,6 +385,8 @@ test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster \
 	echo "--- examples/bigfile" && $(EX)/bigfile 64 && \
 	echo "--- examples/local_tunnel" && out=$$($(EX)/local_tunnel agent-sandbox-system) && \
 	echo "$$out" && [ "$$(grep -c '^sandbox-claim-[0-9a-f]*: sandbox [12] through the tunnel$$' <<<"$$out")" = 2 ] && \
+	echo "--- examples/native_tunnel (no kubectl)" && out=$$($(EX)/native_tunnel) && \
+	echo "$$out" && grep -qx 'run: exit 0, stdout: hello without kubectl' <<<"$$out" && \
 	echo "--- tools/cli end to end (agentsandbox, tools/cli/tests/e2e.sh)" && \
 	tools/cli/tests/e2e.sh $(CLI_BIN) && \
 	echo "--- examples/direct_url" && out=$$($(EX)/direct_url "http://127.0.0.1:$$ASB_ROUTER_PORT") && \
@@ -408,6 +417,8 @@ test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster \
 	  tests/upstream/python_sdk_long_command.py > $(TB)/python-sdk.log 2>&1 & pypid=$$!; \
 	ASB_AGENT_SANDBOX=v0.5.6 $(TB)/asan/test_sdk_cluster warm_pool v1beta1; rc=$$?; \
 	wait $$pypid; pyrc=$$?; cat $(TB)/python-sdk.log; [ $$pyrc = 0 ] || rc=1; \
+	echo "--- test_sdk_cluster warm_pool, v1beta1 in native-tunnel mode"; \
+	ASB_CONNECT_MODE=native ASB_AGENT_SANDBOX=v0.5.6 $(TB)/asan/test_sdk_cluster warm_pool v1beta1 || rc=1; \
 	echo "--- test_portforward_cluster (no kubectl; the router, and sandboxd pods over HTTP/1.1 and HTTP/2)"; \
 	ASB_CLUSTER_KUBECONFIGS=$(KC_STATE)/kubeconfig $(TB)/asan/test_portforward_cluster || rc=1; \
 	echo "--- examples/quickstart pool:python-sandbox-warmpool (v0.5.6 claims from a warm pool)"; \

@@ -13,6 +13,7 @@
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
 #include "asbtest.h"
+#include <dirent.h>
 
 static const char *kc_dir(void) {
     const char *dir = getenv("ASB_CLUSTER_KUBECONFIGS");
@@ -661,6 +662,85 @@ ASBT_TEST(sandboxd_pod_answers_http1_and_grpc_over_http2_through_the_forward) {
     asb_kube_client_free(kc);
 }
 
+/* Processes whose parent is this one, from /proc. */
+static int child_processes(void) {
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d)) != NULL) {
+        char path[64], buf[512];
+        FILE *f;
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        f = fopen(path, "r");
+        if (!f) continue;
+        if (fgets(buf, sizeof buf, f)) {
+            char *rp = strrchr(buf, ')');
+            int ppid = 0;
+            if (rp && sscanf(rp + 2, "%*c %d", &ppid) == 1 && ppid == (int)getpid()) n++;
+        }
+        fclose(f);
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+/* The threads of this process, from /proc/self/status. */
+static int thread_count(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    int n = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "Threads:", 8) == 0) n = atoi(line + 8);
+    if (f) fclose(f);
+    return n;
+}
+
+/* The client in ASB_CONNECT_NATIVE_TUNNEL mode, with no kubectl on PATH:
+   a claim from the warm pool, commands and a file, no child process at
+   any point, and every relay thread gone after asb_client_free. */
+ASBT_TEST(native_mode_drives_a_sandbox_with_no_kubectl_and_no_child_process) {
+    asb_client_desc d;
+    asb_create_opts o;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_run_result rr;
+    asb_buf back;
+    asb_error err;
+    char kc[1100];
+    const char *old_path = getenv("PATH");
+    char saved[4096];
+    int threads_before = thread_count(), i;
+    snprintf(saved, sizeof saved, "%s", old_path ? old_path : "");
+    setenv("PATH", "/nonexistent", 1); /* no kubectl to find */
+    snprintf(kc, sizeof kc, "%s/admin.kubeconfig", kc_dir());
+    memset(&d, 0, sizeof d);
+    d.mode = ASB_CONNECT_NATIVE_TUNNEL;
+    d.kube.kubeconfig.path = kc;
+    memset(&o, 0, sizeof o);
+    o.warm_pool = "python-sandbox-warmpool";
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    if (asb_client_create_sandbox(c, NULL, &o, &sb, &err) != ASB_OK)
+        fprintf(stderr, "    create: %s\n", err.message);
+    ASBT_CHECK(sb != NULL);
+    for (i = 0; i < 5; i++) {
+        ASBT_EQ_RES(asb_sandbox_run(sb, "echo native", 60000, &rr, &err), ASB_OK);
+        ASBT_EQ_STR(rr.out.ptr, "native\n");
+        asb_run_result_free(&rr);
+    }
+    ASBT_EQ_RES(asb_sandbox_write(sb, "n.txt", "no kubectl\n", 11, &err), ASB_OK);
+    asb_buf_init(&back, NULL);
+    ASBT_EQ_RES(asb_sandbox_read(sb, "n.txt", &back, &err), ASB_OK);
+    ASBT_EQ_STR(back.ptr, "no kubectl\n");
+    asb_buf_free(&back);
+    ASBT_EQ_INT(child_processes(), 0);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
+    setenv("PATH", saved, 1);
+    ASBT_EQ_INT(child_processes(), 0);
+    ASBT_EQ_INT(thread_count(), threads_before);
+}
+
 typedef struct many_arg {
     asb_portforward *pf;
     int ok;
@@ -728,5 +808,6 @@ ASBT_LIST(ASBT_CASE(service_resolves_to_the_ready_router_pod_by_port_number_or_n
           ASBT_CASE(server_refusing_the_upgrade_suggests_the_kubectl_tunnel)
           ASBT_CASE(http_client_dials_through_the_forward_and_re_resolves_after_a_failure)
           ASBT_CASE(sandboxd_pod_answers_http1_and_grpc_over_http2_through_the_forward)
-          ASBT_CASE(eight_streams_at_once_each_with_its_own_websocket))
+          ASBT_CASE(eight_streams_at_once_each_with_its_own_websocket)
+          ASBT_CASE(native_mode_drives_a_sandbox_with_no_kubectl_and_no_child_process))
 ASBT_MAIN()

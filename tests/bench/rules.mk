@@ -99,3 +99,20 @@ bench-sdk: $(BENCH_SDK_BIN) $(BENCH_SDK_STAMP) cluster-build cluster-runtime
 	done; \
 	/usr/bin/python3 tests/bench/bench_sdk.py report $$out/ours.txt $$out/theirs.txt $(BENCH_PY_BASELINE) \
 	  $$out/floor.txt
+
+# bench-native: the kubectl-free tunnel (ASB_CONNECT_NATIVE_TUNNEL) against
+# kubectl port-forward (the local tunnel), the same run, alternating:
+# run("true") latency and 64 MiB write + read (tests/bench/bench_native.c),
+# on test-kube-cluster's cluster state (v0.4.6), always stopped after.
+BENCH_NATIVE_BIN := $(BUILD)/tests/bench_native
+$(BENCH_NATIVE_BIN): tests/bench/bench_native.c agentsandbox.h
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O2 -DNDEBUG $(CFLAGS_WARN) $< -o $@ $(LINK)
+ALL_TARGETS += $(BENCH_NATIVE_BIN)
+BENCH_TIERS += bench-native
+.PHONY: bench-native
+bench-native: $(BENCH_NATIVE_BIN)
+	@$(KC_ENV) $(MAKE) --no-print-directory cluster-up AGENT_SANDBOX=v0.4.6 > $(BUILD)/tests/cluster-up.log 2>&1 || \
+	  { tail -20 $(BUILD)/tests/cluster-up.log; $(KC_ENV) $(MAKE) --no-print-directory cluster-down; exit 1; }; \
+	KUBECONFIG=$(KC_STATE)/kubeconfig/admin.kubeconfig $(BENCH_NATIVE_BIN); rc=$$?; \
+	$(KC_ENV) $(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; exit $$rc
