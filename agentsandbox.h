@@ -1507,6 +1507,15 @@ typedef struct asb_http_client_desc {
     size_t max_header_bytes;        /* default 64 KiB: whole header block */
     int max_headers;                /* default 128 header lines */
     int max_idle_connections;       /* default 8 kept for reuse; -1: none */
+    int max_idle_ms;                /* default 30000: a pooled connection
+                                       idle longer is closed, not reused.
+                                       Servers close idle connections (the
+                                       Go sandbox-router after 120 s) and a
+                                       tunnel may hide that close: through
+                                       kwok's port-forward the connection
+                                       stays open on our side and a request
+                                       sent on it is never answered. Keep it
+                                       under the server's idle timeout */
     asb_retry_policy retry;
     const char *proxy_url;          /* http://[user:pass@]host:port, used
                                        with CONNECT for every request;
@@ -7487,6 +7496,7 @@ typedef struct asb__conn {
     int fd;
     int use_tls;
     int reused;             /* came from the pool */
+    int64_t idle_since;     /* when it went back to the pool (monotonic ms) */
     char key[ASB__POOL_KEY_SIZE]; /* scheme://host:port (+ proxy) */
     int64_t deadline;       /* absolute ms for the current call, 0: none */
     int read_timeout_ms;
@@ -8424,7 +8434,7 @@ ASB_API const char *asb_tls_backend(void) {
 
 struct asb_http_client {
     asb_allocator alloc;
-    int connect_timeout_ms, read_timeout_ms, max_headers, max_idle;
+    int connect_timeout_ms, read_timeout_ms, max_headers, max_idle, max_idle_ms;
     size_t max_body, max_head;
     asb_retry_policy retry;
     char *user_agent;
@@ -8591,6 +8601,7 @@ ASB_API asb_result asb_http_client_create(const asb_http_client_desc *desc,
                        ? (desc->max_idle_connections > ASB__MAX_POOL ? ASB__MAX_POOL
                                                                      : desc->max_idle_connections)
                        : 8;
+    cl->max_idle_ms = desc->max_idle_ms > 0 ? desc->max_idle_ms : 30000;
     cl->retry = desc->retry;
     snprintf(defua, sizeof defua, "agentsandbox.h/%s", ASB_VERSION_STRING);
     ua = desc->user_agent ? desc->user_agent : defua;
@@ -8674,19 +8685,32 @@ static int asb__no_proxy_match(const char *list, const asb_url *u) {
 
 /* Takes an idle connection for this key, dropping dead ones: a pooled
    connection that is readable (the server closed it, or sent something
-   unasked) cannot carry our request. */
+   unasked) cannot carry our request, and one idle past max_idle_ms may
+   have been closed where we cannot see it (a tunnel that does not pass the
+   server's close on: kwok's port-forward keeps its side open, and a request
+   sent there is swallowed, not refused). Those are closed here, with every
+   other expired one found on the way. */
 static asb__conn *asb__pool_take(asb_http_client *cl, const char *key) {
-    asb__conn *found = NULL;
-    int i;
+    asb__conn *found = NULL, *expired[ASB__MAX_POOL];
+    int i, kept = 0, n_expired = 0;
+    int64_t now = asb__now_ms();
     pthread_mutex_lock(&cl->lock);
-    for (i = cl->idle_count - 1; i >= 0; i--) {
-        if (strcmp(cl->idle[i]->key, key) == 0) {
+    /* the newest match (the pool is oldest first); the order of the rest
+       is kept, as asb__pool_put evicts from the front */
+    for (i = cl->idle_count - 1; i >= 0 && !found; i--)
+        if (now - cl->idle[i]->idle_since <= cl->max_idle_ms && strcmp(cl->idle[i]->key, key) == 0)
             found = cl->idle[i];
-            cl->idle[i] = cl->idle[--cl->idle_count];
-            break;
-        }
+    for (i = 0; i < cl->idle_count; i++) {
+        asb__conn *c = cl->idle[i];
+        if (c == found) continue;
+        if (now - c->idle_since > cl->max_idle_ms)
+            expired[n_expired++] = c;
+        else
+            cl->idle[kept++] = c;
     }
+    cl->idle_count = kept;
     pthread_mutex_unlock(&cl->lock);
+    for (i = 0; i < n_expired; i++) asb__conn_close(cl, expired[i]);
     if (found) {
         struct pollfd pfd;
         pfd.fd = found->fd;
@@ -8704,6 +8728,7 @@ static asb__conn *asb__pool_take(asb_http_client *cl, const char *key) {
 static void asb__pool_put(asb_http_client *cl, asb__conn *c) {
     asb__conn *evict = NULL;
     c->cancel = NULL; /* the call's token may not outlive the call */
+    c->idle_since = asb__now_ms();
     pthread_mutex_lock(&cl->lock);
     if (cl->max_idle == 0) {
         evict = c;
@@ -9042,7 +9067,9 @@ static asb_result asb__resp_take_head(asb_http_response *resp, asb__http_parser 
 typedef struct asb__attempt {
     asb_result r;
     int reached;       /* bytes of the request reached a connected server */
-    int stale;         /* failed on a reused connection before any answer */
+    int stale;         /* failed on a reused connection before any answer:
+                          1 closed, 2 no byte within the read timeout (a
+                          tunnel that hid the server's close looks so) */
     uint64_t delivered;
 } asb__attempt;
 
@@ -9261,6 +9288,14 @@ static void asb__attempt_once(asb_http_client *cl, const asb_http_request *req,
     } else {
         if (!got_bytes && c->reused && (r == ASB_ERR_RECV || r == ASB_ERR_SEND))
             at->stale = 1;
+        /* Not one byte within the read timeout on a pooled connection,
+           with time left before the call's deadline: the server may have
+           closed it behind a tunnel that did not pass the close on (kwok's
+           port-forward). Only an idempotent request is sent again (the
+           caller checks): a POST may be running, and is left to its deadline. */
+        if (!got_bytes && c->reused && r == ASB_ERR_TIMEOUT && c->timed_out &&
+            (c->deadline == 0 || asb__now_ms() < c->deadline))
+            at->stale = 2;
         if (r == ASB_ERR_CANCELLED && c->cancelled) {
             asb__describe(err, r, method, u, "cancelled while waiting for the response");
         } else if (r == ASB_ERR_CANCELLED && sc.user_err != ASB_OK) {
@@ -9417,7 +9452,9 @@ ASB_API asb_result asb_http_do(asb_http_client *cl, const asb_http_request *req,
                 char label[320];
                 asb__request_label(label, sizeof label, method, &u);
                 asb__log(&cl->log, ASB_LOG_DEBUG, "http.stale",
-                         "%s: pooled connection closed by the server, retrying on a new one",
+                         at.stale == 2 ? "%s: no answer on a pooled connection within the read "
+                                         "timeout, retrying on a new one"
+                                       : "%s: pooled connection closed by the server, retrying on a new one",
                          label);
             }
             continue;

@@ -643,18 +643,24 @@ ASBT_TEST(stalls_hit_the_read_timeout_and_trickles_the_deadline) {
     f->d.retry.max_attempts = 1;
     ASBT_EQ_RES(fx_open(f), ASB_OK);
     t0 = asb__now_ms();
+    /* Order, not speed (a loaded machine may take seconds): the peer
+       closes after its 20 s stall, which would be ASB_ERR_RECV, so the
+       timeout is ours, and it came before the peer's close. */
     ASBT_EQ_RES(fx_get(f, FAULT("/stall?s=20")), ASB_ERR_TIMEOUT);
-    ASBT_CHECK(asb__now_ms() - t0 < 3000);
+    ASBT_CHECK(asb__now_ms() - t0 < 20000);
     t0 = asb__now_ms();
     ASBT_EQ_RES(fx_get(f, FAULT("/stall-headers?s=20")), ASB_ERR_TIMEOUT);
-    ASBT_CHECK(asb__now_ms() - t0 < 3000);
+    ASBT_CHECK(asb__now_ms() - t0 < 20000);
     ASBT_CONTAINS(f->err.message, "timed out");
     memset(&f->req, 0, sizeof f->req);
+    /* 100 bytes 100 ms apart: the read timeout (300 ms) never fires and
+       the answer would be whole after 10 s; the 700 ms deadline ends it
+       before that */
     f->req.url = FAULT("/trickle?ms=100&n=100");
     f->req.timeout_ms = 700;
     t0 = asb__now_ms();
     ASBT_EQ_RES(fx_do(f), ASB_ERR_TIMEOUT);
-    ASBT_CHECK(asb__now_ms() - t0 < 3000);
+    ASBT_CHECK(asb__now_ms() - t0 < 10000);
     ASBT_EQ_INT(fx_close(f), 0);
     free(f);
 }
@@ -674,7 +680,11 @@ ASBT_TEST(connect_failures_are_retried_and_connect_timeouts_fire) {
     ASBT_EQ_RES(fx_get(f, url("http://127.0.0.1:%s/", env("ASB_PEER_HANG_PORT"))),
                 ASB_ERR_TIMEOUT);
     ASBT_EQ_INT(f->resp.attempts, 1); /* a timeout spent its budget */
-    ASBT_CHECK(asb__now_ms() - t0 < 2000);
+    /* The connect timeout (300 ms), not the kernel's SYN retries (over
+       a minute, and ASB_ERR_CONNECT "Connection timed out") ended it;
+       the bound is the order of the two, not a speed. */
+    ASBT_CONTAINS(f->err.message, ": timed out");
+    ASBT_CHECK(asb__now_ms() - t0 < 60000);
     ASBT_EQ_INT(fx_close(f), 0);
     free(f);
 }
@@ -796,12 +806,13 @@ ASBT_TEST(retry_after_sets_the_wait_and_429_is_retried) {
     ASBT_EQ_RES(fx_get(f, FAULT("/flaky-503/ra-secs/1?retry_after=1")), ASB_OK);
     ms = asb__now_ms() - t0;
     ASBT_EQ_INT(f->resp.attempts, 2);
-    ASBT_CHECK(ms >= 1000 && ms < 3000);
+    ASBT_CHECK(ms >= 1000); /* the logged wait below says whose it was */
     ASBT_CONTAINS(log.text.ptr, "status 503, attempt 1 of 5; retrying in 1000 ms (its Retry-After)");
-    /* an HTTP date 3 s ahead, taken just before the request (the case above
+    /* an HTTP date 5 s ahead, taken just before the request (the case above
        took a second or more of the clock): whole seconds, so the client
-       waits 1-3 s, by how far the clock ran before the 503 came back */
-    when = time(NULL) + 3;
+       waits up to 5 s, less by how far the clock ran before the 503 came
+       back (a machine stalled 4 s there still passes) */
+    when = time(NULL) + 5;
     gmtime_r(&when, &tm);
     strftime(date, sizeof date, "%a,%%20%d%%20%b%%20%Y%%20%H:%M:%S%%20GMT", &tm);
     snprintf(path, sizeof path, "/flaky-503/ra-date/1?retry_after=%s", date);
@@ -809,9 +820,9 @@ ASBT_TEST(retry_after_sets_the_wait_and_429_is_retried) {
     ASBT_EQ_RES(fx_get(f, FAULT(path)), ASB_OK);
     ms = asb__now_ms() - t0;
     ASBT_EQ_INT(f->resp.attempts, 2);
-    ASBT_CHECK(ms >= 900);
     w = logged_wait(log.text.ptr, "ra-date", &theirs);
-    ASBT_CHECK(w >= 1000 && w <= 3000 && theirs);
+    ASBT_CHECK(w >= 1 && w <= 5000 && theirs);
+    ASBT_CHECK(ms >= w); /* it waited what it said */
     /* a date gone by, or a value that is neither: the backoff alone */
     ASBT_EQ_RES(fx_get(f, FAULT("/flaky-503/ra-past/1?retry_after=Sun,%2006%20Nov%201994%2008:49:37%20GMT")),
                 ASB_OK);
@@ -830,7 +841,7 @@ ASBT_TEST(retry_after_sets_the_wait_and_429_is_retried) {
        below the 120 s a wrong wait would take, and far above a slow machine) */
     t0 = asb__now_ms();
     ASBT_EQ_RES(fx_get(f, FAULT("/flaky-503/ra-long/3?retry_after=120")), ASB_ERR_HTTP_STATUS);
-    ASBT_CHECK(asb__now_ms() - t0 < 30000);
+    ASBT_CHECK(asb__now_ms() - t0 < 120000);
     ASBT_CHECK(strstr(log.text.ptr, "/flaky-503/ra-long/") == NULL);
     ASBT_EQ_INT(f->resp.attempts, 1);
     ASBT_EQ_INT(f->err.http_status, 503);
@@ -915,6 +926,56 @@ ASBT_TEST(stale_pooled_connections_are_replaced_safely) {
     f->req.body_len = 1;
     ASBT_CHECK(fx_do(f) != ASB_OK);
     ASBT_EQ_INT(counter("kp-dropped"), 1);
+    ASBT_EQ_INT(fx_close(f), 0);
+    free(f);
+}
+
+/* A server closed an idle pooled connection behind a tunnel that did not
+   pass the close on (kwok's port-forward: seen as a POST through kubectl
+   never answered, the router never logging it): the connection looks
+   alive and swallows what is sent. One idle past max_idle_ms is not
+   reused; and a GET that meets such a connection anyway gets no byte
+   within the read timeout and is sent again on a new one (a POST is not:
+   it may be running; it waits for its deadline). */
+ASBT_TEST(pooled_connections_idle_too_long_are_not_reused) {
+    fixture *f = fx_new();
+    asbt_log log;
+    f->d.max_idle_ms = 300;
+    f->d.read_timeout_ms = 1000;
+    f->d.retry.max_attempts = 1;
+    asbt_log_open(&log, &f->d.log, ASB_LOG_DEBUG);
+    ASBT_EQ_RES(fx_open(f), ASB_OK);
+    ASBT_EQ_RES(fx_get(f, FAULT("/keepalive-then-swallow/sw-idle")), ASB_OK);
+    asb__sleep_ms(600); /* past max_idle_ms: that connection is not used again */
+    memset(&f->req, 0, sizeof f->req);
+    f->req.method = "POST";
+    f->req.url = FAULT("/echo");
+    f->req.body = "x";
+    f->req.body_len = 1;
+    f->req.timeout_ms = 20000;
+    ASBT_EQ_RES(fx_do(f), ASB_OK);
+    ASBT_EQ_INT(f->resp.attempts, 1);
+    ASBT_EQ_INT(counter("sw-idle-swallowed"), 0);
+    ASBT_EQ_INT(fx_close(f), 0);
+    /* within max_idle_ms the connection is reused: a GET that gets no byte
+       within the read timeout is sent once more on a new connection */
+    f->d.max_idle_ms = 60000;
+    ASBT_EQ_RES(fx_open(f), ASB_OK);
+    ASBT_EQ_RES(fx_get(f, FAULT("/keepalive-then-swallow/sw-get")), ASB_OK);
+    ASBT_EQ_RES(fx_get(f, FAULT("/echo")), ASB_OK);
+    ASBT_EQ_INT(f->resp.status, 200);
+    ASBT_EQ_INT(counter("sw-get-swallowed"), 1);
+    ASBT_CONTAINS(log.text.ptr, "no answer on a pooled connection within the read timeout");
+    /* ... a POST is not sent twice: it ends at its read timeout */
+    ASBT_EQ_RES(fx_get(f, FAULT("/keepalive-then-swallow/sw-post")), ASB_OK);
+    memset(&f->req, 0, sizeof f->req);
+    f->req.method = "POST";
+    f->req.url = FAULT("/echo");
+    f->req.body = "x";
+    f->req.body_len = 1;
+    ASBT_EQ_RES(fx_do(f), ASB_ERR_TIMEOUT);
+    ASBT_EQ_INT(counter("sw-post-swallowed"), 1);
+    asbt_log_close(&log);
     ASBT_EQ_INT(fx_close(f), 0);
     free(f);
 }
@@ -1317,6 +1378,7 @@ ASBT_LIST(
     ASBT_CASE(post_is_never_retried_after_reaching_the_server)
     ASBT_CASE(redirects_are_errors_and_never_followed)
     ASBT_CASE(stale_pooled_connections_are_replaced_safely)
+    ASBT_CASE(pooled_connections_idle_too_long_are_not_reused)
     ASBT_CASE(connection_close_is_honoured)
     ASBT_CASE(request_bytes_are_exact)
     ASBT_CASE(streamed_multipart_upload_has_an_exact_length)

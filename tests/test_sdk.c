@@ -774,7 +774,7 @@ ASBT_TEST(a_command_past_its_deadline_is_a_timeout_that_names_it) {
     took = now_ms() - t0;
     asb_run_result_free(&rr);
     ASBT_CHECK(took >= 1500);
-    ASBT_CHECK(took < 15000); /* generous: a loaded machine */
+    ASBT_CHECK(took < 20000); /* before the recorder's answer: an order, not a speed */
     ASBT_EQ_INT(err.code, ASB_ERR_TIMEOUT);
     ASBT_CONTAINS(err.message, "1500 ms deadline");
     ASBT_CONTAINS(err.message, "may still be running");
@@ -850,7 +850,9 @@ ASBT_TEST(cancel_from_another_thread_ends_a_waiting_call_at_once) {
         if (i == 0) ASBT_CONTAINS(err.message, "may still be running");
         fprintf(stderr, "    cancel latency (%s): %lld us\n", i == 0 ? "run" : i == 1 ? "read" : "write",
                 (long long)latency);
-        ASBT_CHECK(latency < 2000000); /* loose: a loaded machine; measured well under 1 ms */
+        /* before the recorder's answer (30 s): the token ended the wait;
+           an order, not a speed (measured well under 1 ms, printed above) */
+        ASBT_CHECK(latency < 30000000);
         ASBT_EQ_INT(asb_cancel_is_triggered(k.token), 1);
         asb_cancel_reset(k.token);
         ASBT_EQ_INT(asb_cancel_is_triggered(k.token), 0);
@@ -903,7 +905,7 @@ ASBT_TEST(cancel_ends_a_tls_handshake_that_gets_no_answer) {
 #if ASB_TLS
     ASBT_EQ_RES(r, ASB_ERR_CANCELLED);
     ASBT_CONTAINS(err.message, "cancelled");
-    ASBT_CHECK(latency < 2000000);
+    ASBT_CHECK(latency < 10000000); /* before the 10 s handshake timeout: an order */
 #else
     ASBT_EQ_RES(r, ASB_ERR_TLS_UNAVAILABLE);
     (void)latency;
@@ -1039,7 +1041,7 @@ ASBT_TEST(a_create_waiting_for_ready_is_cancelled_and_deletes_its_claim) {
     ASBT_CHECK(sb == NULL);
     ASBT_CONTAINS(err.message, "cancelled while waiting for Ready");
     fprintf(stderr, "    create cancelled %lld us after the trigger\n", (long long)latency);
-    ASBT_CHECK(latency < 2000000);
+    ASBT_CHECK(latency < 30000000); /* before the recorder's 30 s: an order, not a speed */
     /* POST, the watch, the DELETE of the claim it named */
     ASBT_EQ_INT(recorder_count(rec), 3);
     ASBT_CHECK(recorder_get(rec, 0, &q));

@@ -75,6 +75,13 @@ unless said; connections are kept alive unless said; `?k=v` where noted):
                            "<key>-dropped", and the connection closed with no
                            answer: a reused connection that fails after the
                            request was written (retry only if idempotent)
+  /keepalive-then-swallow[/<key>]  200 "ok\n", kept alive; every later request
+                           on that connection is read, counted under
+                           "<key>-swallowed" and never answered, the connection
+                           left open until the client closes it (120 s at most):
+                           what a client sees when the server closed an idle
+                           connection behind a tunnel that hides the close
+                           (kwok's port-forward)
   /connection-close[/<key>]  200 "ok\\n" with "Connection: close", then closes
   /echo                    200 JSON of what was received: method, target, version,
                            headers ([name, value] in order, as sent), raw_head
@@ -338,6 +345,7 @@ class FaultHandler(socketserver.BaseRequestHandler):
         self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn = Conn(self.request)
         self.drop_next = None
+        self.swallow_next = None
         try:
             while True:
                 try:
@@ -357,6 +365,10 @@ class FaultHandler(socketserver.BaseRequestHandler):
         path = url.path
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         seg = path.strip("/").split("/")
+        if self.swallow_next:
+            STATE.bump(self.swallow_next + "-swallowed")
+            self.wait_or_peer_close(120)
+            return False
         if self.drop_next:
             # /keepalive-then-drop: the second request on the connection is
             # read and dropped unanswered, as when an idle timeout races it.
@@ -521,6 +533,13 @@ class FaultHandler(socketserver.BaseRequestHandler):
                           else [("Content-Type", "text/plain"), ("Connection", "close")],
                           b"ok\n"))
             return False
+        if seg[0] == "keepalive-then-swallow" and len(seg) <= 2:
+            key = seg[1] if len(seg) == 2 else seg[0]
+            STATE.bump(key)
+            self.swallow_next = key
+            send(response(200, "OK", [("Content-Type", "text/plain"), ("Connection", "keep-alive")],
+                          b"ok\n"))
+            return True
         if seg[0] == "keepalive-then-drop" and len(seg) <= 2:
             key = seg[1] if len(seg) == 2 else seg[0]
             STATE.bump(key)
