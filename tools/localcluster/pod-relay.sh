@@ -28,4 +28,4 @@ set -- ${stat##*) }
 [ "${20:-}" = "$start" ] || { echo "pod-relay: pid $pid is another process now" >&2; exit 1; }
 ! [ /proc/self/fd/3 -ef /proc/self/ns/net ] ||
   { echo "pod-relay: pid $pid is in the host network namespace" >&2; exit 1; }
-exec nsenter --net=/proc/self/fd/3 -- socat STDIO TCP:127.0.0.1:"$port"
+exec nsenter --net=/proc/self/fd/3 -- socat STDIO TCP:127.0.0.1:"$port",nodelay
