@@ -1481,7 +1481,15 @@ ASB_API void asb_cancel_free(asb_cancel *token);
    is retried when it provably never did (DNS failure, connection refused).
    A streamed response that already delivered bytes is never retried.
    A Retry-After on a retried answer (seconds or an HTTP date) sets the
-   wait when it is longer than the backoff's. */
+   wait when it is longer than the backoff's.
+   Pooled connections: one the server closed is replaced (a request that
+   provably did not reach it is sent again, whatever its method); one idle
+   past max_idle_ms is not reused; and an idempotent request that gets no
+   byte within the read timeout on a pooled connection is sent once more on
+   a new one (a tunnel such as kwok's port-forward can hide the server's
+   close, so the request was swallowed). A POST is never sent twice that
+   way: it may be running (a command in a sandbox), so it waits for its
+   deadline and fails with ASB_ERR_TIMEOUT. */
 typedef struct asb_retry_policy {
     int max_attempts;   /* default 5 (1 turns retries off) */
     int backoff_ms;     /* default 500: waits 0.5, 1, 2, 4 s ... */
