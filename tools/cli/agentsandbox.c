@@ -107,8 +107,9 @@ static const char *const USAGE =
     "  --context NAME       kubeconfig context (default: its current-context)\n"
     "  -n, --namespace NS   namespace (default: the context's, else \"default\")\n"
     "  --connect MODE       how to reach sandboxes: tunnel (default: kubectl\n"
-    "                       port-forward to the router), direct=URL,\n"
-    "                       gateway=NAME[/NS], in-cluster\n"
+    "                       port-forward to the router), native (the same\n"
+    "                       port-forward from inside the tool: no kubectl),\n"
+    "                       direct=URL, gateway=NAME[/NS], in-cluster\n"
     "  --router-namespace NS  the router's namespace (default agent-sandbox-system)\n"
     "  -o, --output FORMAT  json, yaml, name, or wide (get, ls: more columns);\n"
     "                       default: a table or plain names. Text from the\n"
@@ -619,6 +620,8 @@ static int open_client(cli *c) {
     d.router_namespace = c->router_ns;
     if (!c->connect || strcmp(c->connect, "tunnel") == 0) {
         d.mode = ASB_CONNECT_LOCAL_TUNNEL;
+    } else if (strcmp(c->connect, "native") == 0) {
+        d.mode = ASB_CONNECT_NATIVE_TUNNEL;
     } else if (strncmp(c->connect, "direct=", 7) == 0) {
         d.mode = ASB_CONNECT_DIRECT;
         d.direct_url = c->connect + 7;
@@ -635,7 +638,7 @@ static int open_client(cli *c) {
     } else if (strcmp(c->connect, "in-cluster") == 0) {
         d.mode = ASB_CONNECT_IN_CLUSTER;
     } else {
-        return usage_error(c, "--connect %s: the modes are tunnel, direct=URL, "
+        return usage_error(c, "--connect %s: the modes are tunnel, native, direct=URL, "
                               "gateway=NAME[/NS] and in-cluster", c->connect);
     }
     r = asb_client_create(&d, &c->client, &e);
@@ -1796,7 +1799,7 @@ static const char *const COMPLETION_BASH =
     "    done\n"
     "    case $prev in\n"
     "        -o|--output) COMPREPLY=($(compgen -W 'json yaml name wide' -- \"$cur\")); return 0 ;;\n"
-    "        --connect) COMPREPLY=($(compgen -W 'tunnel direct= gateway= in-cluster' -- \"$cur\")); return 0 ;;\n"
+    "        --connect) COMPREPLY=($(compgen -W 'tunnel native direct= gateway= in-cluster' -- \"$cur\")); return 0 ;;\n"
     "        --kubeconfig) COMPREPLY=($(compgen -f -- \"$cur\")); return 0 ;;\n"
     "        -n|--namespace|--context|--router-namespace|-l|--selector|--label|--env|--ttl|--timeout|--name|--warm-pool) return 0 ;;\n"
     "    esac\n"

@@ -75,6 +75,10 @@ ok exec-timeout-hint has_err 'raise --timeout'
 t 0 exec-verbose "$B" -v=2 exec cli-e2e-one -- true
 ok exec-verbose-logs has_err '^agentsandbox: debug '
 ok exec-verbose-no-key eval "! grep -q 'BEGIN\|PRIVATE\|client-key' '$OUT/e'"
+# the router through the apiserver's port-forward from inside the tool,
+# with no kubectl on PATH
+t 0 exec-native "env" PATH=/nonexistent "$B" --connect native exec cli-e2e-one -- echo native
+ok exec-native-output out_is native
 if [ -n "${ASB_ROUTER_PORT:-}" ]; then
     t 0 exec-direct "$B" --connect "direct=http://127.0.0.1:$ASB_ROUTER_PORT" exec cli-e2e-one -- echo direct
     ok exec-direct-output out_is direct
