@@ -15369,6 +15369,7 @@ static void *asb__pf_relay(void *arg) {
     size_t pend_pos = 0;
     int local_open = 1, ws_ended = 0; /* ws_ended: the server's side closed;
                                          what it sent before is still parsed */
+    int64_t last_io = asb__now_ms(); /* the last data either way */
     asb_error e;
     memset(&e, 0, sizeof e);
     asb_buf_init(&pend, &pf->alloc);
@@ -15388,6 +15389,7 @@ static void *asb__pf_relay(void *arg) {
             if (op == ASB_WS_BINARY && pl.len >= 1 && pl.ptr[0] == 0) {
                 /* to the local side at once; what it does not take waits */
                 size_t done = 0;
+                last_io = asb__now_ms();
                 pend.len = pend_pos = 0;
                 while (done < pl.len - 1) {
 #ifdef MSG_NOSIGNAL
@@ -15456,7 +15458,21 @@ static void *asb__pf_relay(void *arg) {
             ssize_t n = recv(st->sp, buf, ASB__PF_CHUNK, 0);
             if (n > 0) {
                 static const char chan = 0;
-                if (asb__ws_send_frame(ws, ASB_WS_BINARY, &chan, 1, buf, (size_t)n) != ASB_OK)
+                size_t first = 0;
+                int64_t now = asb__now_ms();
+                if (now - last_io >= 500 && n > 1) {
+                    /* After a pause the pod's end may have closed, and the
+                       kubelet's copy loop (kwok's too) only notices on its
+                       second write to it: the first byte goes alone, so a
+                       dead target fails this request at once (the error
+                       channel) instead of swallowing it until a timeout. */
+                    first = 1;
+                    if (asb__ws_send_frame(ws, ASB_WS_BINARY, &chan, 1, buf, 1) != ASB_OK)
+                        goto lost;
+                }
+                last_io = now;
+                if (asb__ws_send_frame(ws, ASB_WS_BINARY, &chan, 1, buf + first,
+                                       (size_t)n - first) != ASB_OK)
                     goto lost;
             } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
                 /* the local side closed: v4 has no half-close, the stream ends */

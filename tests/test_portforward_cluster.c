@@ -60,6 +60,26 @@ static int cluster_port(const char *name) {
     return (int)v;
 }
 
+/* The claim options for this cluster's release: a template on v0.4.x, the
+   warm pool from v0.5 on (cluster.json's "agent_sandbox"). Returns the
+   template to pass (NULL with the pool). */
+static const char *claim_source(asb_create_opts *o) {
+    char path[1100], *text = NULL;
+    size_t len = 0;
+    asb_allocator a;
+    int v04 = 0;
+    asb__allocator_resolve(NULL, &a);
+    snprintf(path, sizeof path, "%s/../cluster.json", kc_dir());
+    if (asb__read_file(&a, path, &text, &len, 1 << 20) == ASB_OK) {
+        v04 = strstr(text, "\"agent_sandbox\": \"v0.4") != NULL;
+        a.free_fn(text, a.user_data);
+    }
+    memset(o, 0, sizeof *o);
+    if (v04) return "python-sandbox-template";
+    o->warm_pool = "python-sandbox-warmpool";
+    return NULL;
+}
+
 /* Writes all of s to a non-blocking socket. */
 static int send_all(int fd, const char *s, size_t n) {
     while (n) {
@@ -717,10 +737,8 @@ ASBT_TEST(native_mode_drives_a_sandbox_with_no_kubectl_and_no_child_process) {
     memset(&d, 0, sizeof d);
     d.mode = ASB_CONNECT_NATIVE_TUNNEL;
     d.kube.kubeconfig.path = kc;
-    memset(&o, 0, sizeof o);
-    o.warm_pool = "python-sandbox-warmpool";
     ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
-    if (asb_client_create_sandbox(c, NULL, &o, &sb, &err) != ASB_OK)
+    if (asb_client_create_sandbox(c, claim_source(&o), &o, &sb, &err) != ASB_OK)
         fprintf(stderr, "    create: %s\n", err.message);
     ASBT_CHECK(sb != NULL);
     for (i = 0; i < 5; i++) {
@@ -739,6 +757,62 @@ ASBT_TEST(native_mode_drives_a_sandbox_with_no_kubectl_and_no_child_process) {
     setenv("PATH", saved, 1);
     ASBT_EQ_INT(child_processes(), 0);
     ASBT_EQ_INT(thread_count(), threads_before);
+}
+
+/* tools/localcluster/lc.py stop-router or start-router on this cluster. */
+static int lc_router(const char *what) {
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "LC_STATE_DIR='%s/..' python3 tools/localcluster/lc.py %s >&2",
+             kc_dir(), what);
+    return system(cmd) == 0;
+}
+
+/* The router dies under the native tunnel (SIGKILL, as a crash): the next
+   command fails, and its message carries the port-forward's own error;
+   once the router runs again, the next command resolves the Service
+   again and works, with the same client and handle. */
+ASBT_TEST(native_mode_fails_clearly_while_the_router_is_down_and_recovers) {
+    asb_client_desc d;
+    asb_create_opts o;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_run_result rr;
+    asb_error err;
+    asb_error down_err;
+    asb_result down;
+    char kc[1100];
+    int i, ok = 0, stopped, started;
+    snprintf(kc, sizeof kc, "%s/admin.kubeconfig", kc_dir());
+    memset(&d, 0, sizeof d);
+    d.mode = ASB_CONNECT_NATIVE_TUNNEL;
+    d.kube.kubeconfig.path = kc;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    if (asb_client_create_sandbox(c, claim_source(&o), &o, &sb, &err) != ASB_OK)
+        fprintf(stderr, "    create: %s\n", err.message);
+    ASBT_CHECK(sb != NULL);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "echo before", 60000, &rr, &err), ASB_OK);
+    asb_run_result_free(&rr);
+    /* the router is started again before anything is checked: a failed
+       check leaves the test, and the cases after it need the router */
+    stopped = lc_router("stop-router");
+    down = asb_sandbox_run(sb, "echo during", 60000, &rr, &down_err);
+    asb_run_result_free(&rr);
+    started = lc_router("start-router");
+    ASBT_CHECK(stopped && started);
+    ASBT_CHECK(down != ASB_OK);
+    fprintf(stderr, "    while down: %s\n", down_err.message);
+    ASBT_CONTAINS(down_err.message, "error forwarding port 8080 to pod sandbox-router");
+    ASBT_CONTAINS(down_err.message, "the next call resolves the router again");
+    for (i = 0; i < 20 && !ok; i++) { /* the router's pod cache fills again */
+        ok = asb_sandbox_run(sb, "echo after", 60000, &rr, &err) == ASB_OK && rr.exit_code == 0 &&
+             rr.out.ptr && strcmp(rr.out.ptr, "after\n") == 0;
+        if (!ok) fprintf(stderr, "    after restart, try %d: %s\n", i + 1, err.message);
+        asb_run_result_free(&rr);
+        if (!ok) asb__sleep_ms(500);
+    }
+    ASBT_CHECK(ok);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
 }
 
 typedef struct many_arg {
@@ -809,5 +883,6 @@ ASBT_LIST(ASBT_CASE(service_resolves_to_the_ready_router_pod_by_port_number_or_n
           ASBT_CASE(http_client_dials_through_the_forward_and_re_resolves_after_a_failure)
           ASBT_CASE(sandboxd_pod_answers_http1_and_grpc_over_http2_through_the_forward)
           ASBT_CASE(eight_streams_at_once_each_with_its_own_websocket)
-          ASBT_CASE(native_mode_drives_a_sandbox_with_no_kubectl_and_no_child_process))
+          ASBT_CASE(native_mode_drives_a_sandbox_with_no_kubectl_and_no_child_process)
+          ASBT_CASE(native_mode_fails_clearly_while_the_router_is_down_and_recovers))
 ASBT_MAIN()

@@ -6,6 +6,9 @@
   lc.py status                               what runs
   lc.py restart-apiserver                    stop kube-apiserver and start it again
                                              with the same arguments (watch tests)
+  lc.py stop-router / start-router           SIGKILL the sandbox-router (a pod that dies
+                                             under a tunnel), start it again with the same
+                                             arguments and port (tunnel recovery tests)
   lc.py pod-exec NS/POD -- COMMAND...        run COMMAND beside sandboxd in a sandboxd pod:
                                              in its network namespace, with its container's
                                              env, in its root dir (a sidecar, as kubectl exec
@@ -940,6 +943,38 @@ def cmd_status():
     return 0 if ok else 1
 
 
+def cmd_stop_router():
+    """SIGKILL the sandbox-router, as a crash would: its connections end
+    without a goodbye; kwok's forward to it fails from then on."""
+    pid = read_pidfile(p("pids", "sandbox-router.pid"))
+    if not pid:
+        die("sandbox-router is not running in %s" % STATE)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    wait_until("sandbox-router gone", lambda: proc_starttime(pid) is None, 10)
+    log("sandbox-router killed (pid %d)" % pid)
+
+
+def cmd_start_router():
+    """Start the sandbox-router again with its saved arguments (same port,
+    same DNS isolation); wait until its port accepts."""
+    info = json.load(open(p("cluster.json")))
+    with open(p("logs", "sandbox-router.argv.json")) as f:
+        saved = json.load(f)
+    start("sandbox-router", saved["argv"], env=saved["env"] or None)
+
+    def accepts():
+        try:
+            socket.create_connection(("127.0.0.1", info["ports"]["router"]), 1).close()
+            return True
+        except OSError:
+            return False
+    wait_until("sandbox-router accepting", accepts, 30, "sandbox-router")
+    log("sandbox-router started (pid %d)" % read_pidfile(p("pids", "sandbox-router.pid")))
+
+
 def cmd_restart_apiserver():
     """Stop kube-apiserver (SIGTERM, as a rolling upgrade would) and start it
     again with the same arguments on the same port; wait for /readyz. Open
@@ -1758,6 +1793,10 @@ def main(argv):
         return cmd_status()
     elif cmd == "restart-apiserver":
         cmd_restart_apiserver()
+    elif cmd == "stop-router":
+        cmd_stop_router()
+    elif cmd == "start-router":
+        cmd_start_router()
     elif cmd == "podrunner":
         cmd_podrunner()
     elif cmd == "pod-exec":
