@@ -174,6 +174,7 @@
        kubeconfig, Kubernetes .......... search "KUBERNETES"
        WebSocket, port-forward ......... search "PORT-FORWARD"
        Small rules (paths, labels, ...)  search "RULES"
+       Tracing, latency histograms ..... search "TRACING"
        The first errors, what to do .... search "TROUBLESHOOTING"
        Deadlines, cancel tokens ........ search "DEADLINES AND CANCELLATION"
        Connectors, runtimes (internal) . search "CONNECTORS AND RUNTIMES"
@@ -182,15 +183,16 @@
                                          memory, JSON, rules, YAML, HTTP,
                                          HTTP/2 and gRPC, kubeconfig,
                                          Kubernetes, WebSocket and
-                                         port-forward, sandboxes, TLS
-                                         backend
+                                         port-forward, tracing,
+                                         sandboxes, TLS backend
        Implementation banners .......... search ">>platform", ">>bytes",
                                          ">>json", ">>rules", ">>yaml",
                                          ">>kubeconfig", ">>http", ">>tls",
                                          ">>http (client)", ">>http2",
                                          ">>grpc", ">>protobuf", ">>kube",
                                          ">>websocket", ">>portforward",
-                                         ">>sandbox (types)", ">>tunnel",
+                                         ">>trace", ">>sandbox (types)",
+                                         ">>tunnel",
                                          ">>connector: local tunnel",
                                          ">>connector: direct",
                                          ">>connector: gateway",
@@ -230,6 +232,10 @@
                                                    aliasing" past it).
      ASB_YAML_MAX_ANCHORS    1024     impl. file   anchors one document may
                                                    define.
+     ASB_TRACING             1        impl. file   0 builds without the tracer
+                                                   (>>trace): every hook compiles
+                                                   to nothing; tracer.enable is
+                                                   then ASB_ERR_INVALID_ARGUMENT.
      ASB_H2_MAX_QUEUED_REPLIES 1000   impl. file   unsent PING/SETTINGS ACKs and
                                                    RST_STREAMs before an HTTP/2
                                                    peer counts as flooding.
@@ -306,6 +312,10 @@
                       its first 60 bytes of debug text, quoted)
      http2.error      WARN we ended the connection: a protocol error
      http2.closed     WARN the connection was lost or closed by the peer
+     otel.export      WARN an OTLP export failed, its batch dropped (once
+                      per run of failures: logged again after a success)
+     otel.drop        WARN the exporter's queue was full: spans dropped
+                      (the first of a run; the total at asb_client_free)
    Records never carry tokens, header values, request or response bodies,
    file contents or a command's arguments and environment.
 
@@ -424,6 +434,12 @@
                  insecure; the kubeconfig's TLS is the API server's alone.
                  One example program per mode: examples/quickstart.c and
                  local_tunnel.c, direct_url.c, gateway.c, in_cluster.c.
+     tracing     asb_tracer_desc in asb_client_desc.tracer: spans per call
+                 under a lifecycle span per handle, W3C trace context on
+                 requests and claims, callbacks and an OTLP/HTTP JSON
+                 exporter on its own thread; asb_client_latency
+                 (histograms); asb_traceparent_parse / _format. See
+                 "TRACING".
      sandbox     asb_sandbox (handle): asb_sandbox_run (stdout, stderr,
                  exit code; binary-safe), asb_sandbox_write / _write_stream,
                  asb_sandbox_read / _read_stream / _read_to_fd,
@@ -716,6 +732,62 @@
    reports through asb_error with a message that names what was wrong.
 
    ===========================================================================
+   TRACING: OpenTelemetry spans and latency histograms
+   ===========================================================================
+
+   Off by default and then free (no allocation, no clock read). Set
+   asb_client_desc.tracer.enable = 1 and the client records, as the
+   reference SDK's tracer does, one span per call named
+   "<service>.<operation>" (service_name, else $OTEL_SERVICE_NAME, else
+   "sandbox-client"), all children of a "<service>.lifecycle" span per
+   handle (from create or attach to terminate, close or client free):
+
+     create_claim          sandbox.claim.name, sandbox.lifecycle.
+                           shutdown_time and .shutdown_policy (with a TTL)
+     wait_for_claim_ready  sandbox.claim.name
+     delete_claim          sandbox.claim.name
+     run                   sandbox.command.executable (the program's base
+                           name only: `API_KEY=x ./run.sh --arg` records
+                           "run.sh"), sandbox.exit_code
+     write / read          sandbox.file.path, sandbox.file.size
+     list                  sandbox.file.path, sandbox.file.count
+     exists                sandbox.file.path, sandbox.file.exists
+
+   A failed call's span has status ERROR with the code's name
+   (asb_result_str) and the attributes asb.error.code, error.type and,
+   from HTTP, http.response.status_code; never an error message, a
+   command's arguments or environment, file contents, a header or a token.
+
+   Propagation: every request of a call to the router or runtime carries
+   W3C traceparent (its span) and tracestate (tracer.parent_state); a new
+   claim carries the annotation opentelemetry.io/trace-context, the
+   reference's JSON {"traceparent": "00-..."} of the create_claim span.
+   tracer.parent (a traceparent value) puts the lifecycle spans in your
+   trace; asb_sandbox_traceparent gives a handle's, for your own spans.
+
+   Export: tracer.on_span_end gets each span as it ends (name, ids, times,
+   attributes, status) on the calling thread. The built-in OTLP/HTTP
+   exporter (JSON: POST <endpoint>/v1/traces and /v1/metrics) runs when an
+   endpoint is set, by the options or as every OpenTelemetry SDK reads it:
+   OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+   OTEL_EXPORTER_OTLP_METRICS_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS,
+   OTEL_SERVICE_NAME; OTEL_SDK_DISABLED=true turns tracing off. Spans are
+   queued (at most max_queued_spans; more are dropped and counted) and
+   sent in batches from the exporter's own thread every export_interval_ms
+   (at once at 512 spans), with the histograms; asb_client_free sends the
+   rest (waiting at most otlp_timeout_ms). An export never makes a call
+   fail or wait: a failed one is logged (otel.export, once per run of
+   failures) and its batch dropped.
+
+   Histograms (ms; asb_client_latency reads them, the exporter sends them
+   as cumulative OTLP histograms): sandbox_client_create_ready_latency_ms
+   (create to Ready), sandbox_client_discovery_latency_ms {mode:
+   port_forward (the tunnel's start), gateway (the Gateway's address)},
+   sandbox_client_call_latency_ms {op: create_claim, wait_for_claim_ready,
+   delete_claim, run, write, read, list, exists}; each with status
+   success or failure, as the reference's Prometheus histograms.
+
+   ===========================================================================
    TROUBLESHOOTING: the first errors, and what to do
    ===========================================================================
 
@@ -788,6 +860,9 @@
 
 #ifndef ASB_TLS
 #define ASB_TLS 1
+#endif
+#ifndef ASB_TRACING
+#define ASB_TRACING 1
 #endif
 
 #include <stddef.h>
@@ -2346,6 +2421,144 @@ ASB_API void asb_portforward_counts(asb_portforward *pf, unsigned long *opened,
 ASB_API void asb_portforward_free(asb_portforward *pf);
 
 /* ==========================================================================
+   Tracing and latency metrics (OpenTelemetry, no dependency)
+   ========================================================================== */
+
+/* A W3C trace context: the ids of a span and its flags (bit 0: sampled). */
+typedef struct asb_trace_context {
+    unsigned char trace_id[16];
+    unsigned char span_id[8];
+    unsigned char flags;
+} asb_trace_context;
+
+/* "00-<32 hex>-<16 hex>-<2 hex>" and its NUL. */
+#define ASB_TRACEPARENT_SIZE 56
+
+/* Reads a W3C traceparent header value (version 00; a later version is
+   read by its first four fields, as the W3C spec asks). All-zero ids,
+   upper-case hex and version ff are refused.
+   Errors: ASB_ERR_INVALID_ARGUMENT, its message saying which field. */
+ASB_API asb_result asb_traceparent_parse(const char *s, size_t len, asb_trace_context *out,
+                                         asb_error *err);
+/* Writes ctx as a traceparent value into out (NUL-terminated). Cannot
+   fail. */
+ASB_API void asb_traceparent_format(const asb_trace_context *ctx,
+                                    char out[ASB_TRACEPARENT_SIZE]);
+
+typedef enum asb_attr_type {
+    ASB_ATTR_STRING = 1,
+    ASB_ATTR_INT,
+    ASB_ATTR_BOOL
+} asb_attr_type;
+
+/* One span attribute; str for ASB_ATTR_STRING, num for the others (a
+   bool is 0 or 1). */
+typedef struct asb_span_attr {
+    const char *key;
+    asb_attr_type type;
+    const char *str;
+    int64_t num;
+} asb_span_attr;
+
+/* A finished span, as asb_tracer_desc.on_span_end receives it. Every
+   pointer is borrowed for the callback's duration only. */
+typedef struct asb_span_data {
+    const char *name;                /* "<service>.<operation>" */
+    asb_trace_context ctx;           /* trace id, this span's id, flags */
+    unsigned char parent_span_id[8]; /* all zero: a root span */
+    int64_t start_unix_ns;
+    int64_t end_unix_ns;
+    const asb_span_attr *attrs;
+    size_t attr_count;
+    asb_result status;               /* ASB_OK, or the call's error code */
+} asb_span_data;
+
+/* Runs on the thread whose call ended the span; keep it short (the call
+   returns after it). */
+typedef void (*asb_span_end_fn)(void *user_data, const asb_span_data *span);
+
+/* Tracing for an asb_client (asb_client_desc.tracer); see TRACING. */
+typedef struct asb_tracer_desc {
+    int enable;                    /* default 0: off, and free: no
+                                      allocation, no clock read. 1: spans,
+                                      propagation, latency histograms */
+    const char *service_name;      /* default $OTEL_SERVICE_NAME, else
+                                      "sandbox-client"; names the spans
+                                      "<service>.<operation>" (at most
+                                      100 bytes) */
+    const char *parent;            /* default NULL. A traceparent value:
+                                      every lifecycle span becomes its
+                                      child, in its trace */
+    const char *parent_state;      /* default NULL: the tracestate sent on
+                                      with every traceparent (at most 512
+                                      bytes) */
+    asb_span_end_fn on_span_end;   /* default NULL: no callback */
+    void *user_data;               /* for on_span_end */
+    int otlp;                      /* default 0: the OTLP/HTTP exporter
+                                      runs when an endpoint is set (below
+                                      or $OTEL_EXPORTER_OTLP_ENDPOINT /
+                                      _TRACES_ENDPOINT) or
+                                      $OTEL_TRACES_EXPORTER is "otlp".
+                                      1: always (endpoint default
+                                      http://localhost:4318). -1: never */
+    const char *otlp_endpoint;     /* default $OTEL_EXPORTER_OTLP_ENDPOINT,
+                                      else http://localhost:4318; the
+                                      exporter appends /v1/traces and
+                                      /v1/metrics */
+    const char *otlp_traces_endpoint;  /* default
+                                      $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT:
+                                      the whole URL for spans */
+    const char *otlp_metrics_endpoint; /* default
+                                      $OTEL_EXPORTER_OTLP_METRICS_ENDPOINT:
+                                      the whole URL for histograms */
+    const char *otlp_headers;      /* default $OTEL_EXPORTER_OTLP_HEADERS:
+                                      "k=v,k2=v2" (values percent-decoded;
+                                      never logged), at most 16 */
+    int otlp_timeout_ms;           /* default 10000: one export request;
+                                      also bounds the flush in
+                                      asb_client_free */
+    int export_interval_ms;        /* default 1000: how long spans wait to
+                                      be batched */
+    size_t max_queued_spans;       /* default 2048: spans waiting for the
+                                      exporter; more are dropped (counted,
+                                      logged once) */
+} asb_tracer_desc;
+
+/* The latency histograms a traced client keeps (see TRACING). */
+typedef enum asb_latency_kind {
+    ASB_LATENCY_CREATE_READY = 0, /* create_sandbox, start to Ready */
+    ASB_LATENCY_TUNNEL_START,     /* kubectl port-forward coming up */
+    ASB_LATENCY_GATEWAY_DISCOVERY,/* the Gateway's address found */
+    ASB_LATENCY_CREATE_CLAIM,     /* the claim's POST */
+    ASB_LATENCY_WAIT_READY,       /* the claim's watch until Ready */
+    ASB_LATENCY_DELETE,           /* a claim's DELETE */
+    ASB_LATENCY_RUN,
+    ASB_LATENCY_WRITE,
+    ASB_LATENCY_READ,
+    ASB_LATENCY_LIST,
+    ASB_LATENCY_EXISTS,
+    ASB_LATENCY_KIND_COUNT
+} asb_latency_kind;
+
+#define ASB_LATENCY_MAX_BUCKETS 24
+
+/* One histogram series: the calls of one kind that succeeded, or those
+   that failed. buckets[i] counts the calls of at most bounds_ms[i] ms
+   (and more than bounds_ms[i-1]); buckets[bucket_count] those above the
+   last bound. */
+typedef struct asb_latency_stats {
+    const char *metric;      /* the exported name, e.g.
+                                "sandbox_client_call_latency_ms" */
+    const char *label;       /* its attribute ("op" or "mode") */
+    const char *label_value; /* e.g. "run", "port_forward" */
+    uint64_t count;
+    double sum_ms, min_ms, max_ms;
+    size_t bucket_count;     /* bounds; buckets has one more */
+    const double *bounds_ms; /* static storage */
+    uint64_t buckets[ASB_LATENCY_MAX_BUCKETS + 1];
+} asb_latency_stats;
+
+/* ==========================================================================
    Sandboxes: the client and the sandbox handle
    ========================================================================== */
 
@@ -2456,6 +2669,9 @@ typedef struct asb_client_desc {
                                       the tunnel, the Kubernetes layer and
                                       HTTP (used for kube.http.log too,
                                       unless that one is set) */
+    asb_tracer_desc tracer;        /* default: off. OpenTelemetry spans,
+                                      trace context on requests and claims,
+                                      latency histograms; see TRACING */
 } asb_client_desc;
 
 typedef struct asb_client asb_client;
@@ -2940,6 +3156,20 @@ ASB_API asb_result asb_sandbox_status(asb_sandbox *sb, asb_sandbox_state *state,
    Errors: ASB_ERR_NOT_FOUND, ASB_ERR_KUBE_API, the transport codes. */
 #define ASB_IP_SIZE 64
 ASB_API asb_result asb_sandbox_pod_ip(asb_sandbox *sb, char out[ASB_IP_SIZE], asb_error *err);
+
+/* Tracing: the calls that need a client or a handle (types above the
+   sandbox declarations). */
+/* Reads one histogram series (failed 0: the successes, 1: the failures)
+   since the client was made.
+   Errors: ASB_ERR_INVALID_ARGUMENT also when the client traces nothing
+   (asb_tracer_desc.enable 0, or OTEL_SDK_DISABLED=true).
+   Threads: any thread, while calls run. */
+ASB_API asb_result asb_client_latency(asb_client *client, asb_latency_kind kind, int failed,
+                                      asb_latency_stats *out, asb_error *err);
+/* The handle's lifecycle span as a traceparent value, for a program that
+   links its own spans to ours; "" when the client does not trace. Cannot
+   fail. */
+ASB_API void asb_sandbox_traceparent(const asb_sandbox *sb, char out[ASB_TRACEPARENT_SIZE]);
 
 /* ==========================================================================
    TLS backend
@@ -15697,6 +15927,952 @@ ASB_API void asb_portforward_free(asb_portforward *pf) {
     pf->alloc.free_fn(pf, pf->alloc.user_data);
 }
 
+/* >>trace ===================================================================
+   OpenTelemetry spans and latency histograms, without OpenTelemetry: the
+   ids come from the CSPRNG, spans are encoded with the JSON writer and
+   sent by the HTTP client, as OTLP/HTTP JSON, from one thread per client.
+   Everything here hangs off asb_client.tracer, NULL when tracing is off:
+   every hook then costs one test of a NULL pointer (asb__span_start
+   leaves s->t NULL, and every other call returns at once). */
+
+#if ASB_TRACING
+
+#define ASB__SPAN_ATTRS 8
+#define ASB__OTLP_MAX_HEADERS 16
+
+/* One histogram series. */
+typedef struct asb__hist {
+    uint64_t count;
+    double sum, min, max;
+    uint64_t buckets[ASB_LATENCY_MAX_BUCKETS + 1];
+} asb__hist;
+
+typedef struct asb__tracer {
+    asb_allocator alloc;
+    asb_logger log;
+    char service[104];
+    char state[520];          /* tracestate sent on, "" for none */
+    int has_parent;
+    asb_trace_context parent;
+    asb_span_end_fn on_end;
+    void *user_data;
+    int64_t start_unix_ns;    /* the histograms' start time */
+    pthread_mutex_t lock;     /* below; held briefly, never while sending */
+    asb__hist hist[ASB_LATENCY_KIND_COUNT][2];
+    int hist_dirty;           /* a latency recorded since the last export */
+    /* the exporter (exporting 0: none) */
+    int exporting;
+    asb_http_client *http;
+    char *traces_url, *metrics_url;
+    asb_http_header headers[ASB__OTLP_MAX_HEADERS];
+    size_t header_count;
+    char *header_mem;         /* the header names and values */
+    size_t header_mem_len;
+    int timeout_ms, interval_ms;
+    size_t max_queued;
+    asb_buf queue;            /* span objects, comma-separated */
+    size_t queued;
+    uint64_t dropped;
+    int drop_logged;          /* the first drop of a run of them was logged */
+    int fail_logged;          /* an export failed and was logged; a success re-arms */
+    int stop;
+    int thread_started;
+    pthread_cond_t cv;
+    pthread_t thread;
+} asb__tracer;
+
+/* A span being recorded, on the stack of the call it times. */
+typedef struct asb__span {
+    asb__tracer *t;           /* NULL: not recording */
+    const char *op;
+    asb_latency_kind kind;    /* ASB_LATENCY_KIND_COUNT: no histogram */
+    asb_trace_context ctx;
+    unsigned char parent[8];
+    int64_t start_ns;         /* wall clock, for the span */
+    int64_t t0_ns;            /* monotonic, for the latency */
+    asb_span_attr attrs[ASB__SPAN_ATTRS];
+    size_t nattr;
+    char buf[64];             /* one attribute's own copy: the executable,
+                                 the shutdown time */
+} asb__span;
+
+static const double asb__lat_bounds_slow[] = {100, 250, 500, 750, 1000, 1250, 1500, 2000,
+                                              2500, 5000, 10000, 30000, 60000, 120000, 240000};
+static const double asb__lat_bounds_call[] = {1,    2,    5,     10,    25,    50,    100,
+                                              250,  500,  1000,  2500,  5000,  10000, 30000,
+                                              60000, 120000, 240000};
+
+/* name, attribute, value, span operation, slow bounds? */
+static const struct asb__lat_info {
+    const char *metric, *label, *value;
+    int slow;
+} asb__lat_info[ASB_LATENCY_KIND_COUNT] = {
+    {"sandbox_client_create_ready_latency_ms", "op", "create_sandbox", 1},
+    {"sandbox_client_discovery_latency_ms", "mode", "port_forward", 1},
+    {"sandbox_client_discovery_latency_ms", "mode", "gateway", 1},
+    {"sandbox_client_call_latency_ms", "op", "create_claim", 0},
+    {"sandbox_client_call_latency_ms", "op", "wait_for_claim_ready", 1},
+    {"sandbox_client_call_latency_ms", "op", "delete_claim", 0},
+    {"sandbox_client_call_latency_ms", "op", "run", 0},
+    {"sandbox_client_call_latency_ms", "op", "write", 0},
+    {"sandbox_client_call_latency_ms", "op", "read", 0},
+    {"sandbox_client_call_latency_ms", "op", "list", 0},
+    {"sandbox_client_call_latency_ms", "op", "exists", 0},
+};
+
+static void asb__lat_bounds(asb_latency_kind k, const double **b, size_t *n) {
+    if (asb__lat_info[k].slow) {
+        *b = asb__lat_bounds_slow;
+        *n = sizeof asb__lat_bounds_slow / sizeof asb__lat_bounds_slow[0];
+    } else {
+        *b = asb__lat_bounds_call;
+        *n = sizeof asb__lat_bounds_call / sizeof asb__lat_bounds_call[0];
+    }
+}
+
+static int64_t asb__wall_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t asb__mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void asb__hex(char *out, const unsigned char *p, size_t n) {
+    static const char hex[] = "0123456789abcdef";
+    size_t i;
+    for (i = 0; i < n; i++) {
+        out[2 * i] = hex[p[i] >> 4];
+        out[2 * i + 1] = hex[p[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+static int asb__all_zero(const unsigned char *p, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (p[i]) return 0;
+    return 1;
+}
+
+/* Records one latency (under the lock: calls on several threads). */
+static void asb__hist_add(asb__tracer *t, asb_latency_kind k, int failed, double ms) {
+    const double *b;
+    size_t n, i;
+    asb__hist *h;
+    if (!t || (int)k < 0 || k >= ASB_LATENCY_KIND_COUNT) return;
+    asb__lat_bounds(k, &b, &n);
+    for (i = 0; i < n && ms > b[i]; i++) {}
+    pthread_mutex_lock(&t->lock);
+    h = &t->hist[k][failed ? 1 : 0];
+    if (h->count == 0 || ms < h->min) h->min = ms;
+    if (h->count == 0 || ms > h->max) h->max = ms;
+    h->count++;
+    h->sum += ms;
+    h->buckets[i]++;
+    t->hist_dirty = 1;
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* Starts a span: `parent` (a lifecycle span's context) or, with none, the
+   tracer's own parent, else a new trace. tracer NULL: nothing at all. */
+static void asb__span_start(asb__tracer *t, asb__span *s, const char *op, asb_latency_kind kind,
+                            const asb_trace_context *parent) {
+    s->t = t;
+    if (!t) return;
+    s->op = op;
+    s->kind = kind;
+    s->nattr = 0;
+    s->buf[0] = '\0';
+    if (!parent && t->has_parent) parent = &t->parent;
+    if (parent) {
+        memcpy(s->ctx.trace_id, parent->trace_id, 16);
+        memcpy(s->parent, parent->span_id, 8);
+        s->ctx.flags = parent->flags;
+    } else {
+        memset(s->parent, 0, 8);
+        s->ctx.flags = 1;
+        do asb__random_bytes(s->ctx.trace_id, 16);
+        while (asb__all_zero(s->ctx.trace_id, 16));
+    }
+    do asb__random_bytes(s->ctx.span_id, 8);
+    while (asb__all_zero(s->ctx.span_id, 8));
+    s->start_ns = asb__wall_ns();
+    s->t0_ns = asb__mono_ns();
+}
+
+/* Attributes: values are borrowed until asb__span_end (strings from the
+   call's arguments or the handle). */
+static void asb__span_str(asb__span *s, const char *key, const char *v) {
+    if (!s || !s->t || s->nattr >= ASB__SPAN_ATTRS || !v) return;
+    s->attrs[s->nattr].key = key;
+    s->attrs[s->nattr].type = ASB_ATTR_STRING;
+    s->attrs[s->nattr].str = v;
+    s->attrs[s->nattr++].num = 0;
+}
+
+static void asb__span_int(asb__span *s, const char *key, int64_t v, asb_attr_type type) {
+    if (!s || !s->t || s->nattr >= ASB__SPAN_ATTRS) return;
+    s->attrs[s->nattr].key = key;
+    s->attrs[s->nattr].type = type;
+    s->attrs[s->nattr].str = NULL;
+    s->attrs[s->nattr++].num = v;
+}
+
+/* The command's program, and only that (asb__command_executable: no
+   argument, no VAR=value, no path). */
+static void asb__command_executable(const char *cmd, char *out, size_t cap);
+static void asb__span_command(asb__span *s, const char *cmd) {
+    if (!s->t) return;
+    asb__command_executable(cmd ? cmd : "", s->buf, sizeof s->buf);
+    asb__span_str(s, "sandbox.command.executable", s->buf);
+}
+
+/* An attribute whose value does not outlive the span: copied (one per
+   span). s may be NULL. */
+static void asb__span_str_copy(asb__span *s, const char *key, const char *v) {
+    if (!s || !s->t) return;
+    snprintf(s->buf, sizeof s->buf, "%s", v);
+    asb__span_str(s, key, s->buf);
+}
+
+/* A span's context as a parent, NULL when it records nothing. */
+static const asb_trace_context *asb__span_ctx(const asb__span *s) {
+    return s && s->t ? &s->ctx : NULL;
+}
+
+/* One OTLP/JSON attribute. */
+static void asb__otlp_attr(asb_json_writer *w, const char *key, const asb_span_attr *a,
+                           const char *sval) {
+    char num[24];
+    asb_json_object_begin(w);
+    asb_json_key(w, "key");
+    asb_json_string(w, key);
+    asb_json_key(w, "value");
+    asb_json_object_begin(w);
+    if (sval || (a && a->type == ASB_ATTR_STRING)) {
+        asb_json_key(w, "stringValue");
+        asb_json_string(w, sval ? sval : a->str);
+    } else if (a->type == ASB_ATTR_BOOL) {
+        asb_json_key(w, "boolValue");
+        asb_json_bool(w, a->num != 0);
+    } else {
+        snprintf(num, sizeof num, "%lld", (long long)a->num);
+        asb_json_key(w, "intValue"); /* int64 as a string, as OTLP/JSON has it */
+        asb_json_string(w, num);
+    }
+    asb_json_object_end(w);
+    asb_json_object_end(w);
+}
+
+static void asb__otlp_resource(asb_json_writer *w, const asb__tracer *t) {
+    asb_json_key(w, "resource");
+    asb_json_object_begin(w);
+    asb_json_key(w, "attributes");
+    asb_json_array_begin(w);
+    asb__otlp_attr(w, "service.name", NULL, t->service);
+    asb__otlp_attr(w, "telemetry.sdk.name", NULL, "agentsandbox.h");
+    asb__otlp_attr(w, "telemetry.sdk.language", NULL, "c");
+    asb__otlp_attr(w, "telemetry.sdk.version", NULL, ASB_VERSION_STRING);
+    asb_json_array_end(w);
+    asb_json_object_end(w);
+}
+
+static void asb__otlp_scope(asb_json_writer *w) {
+    asb_json_key(w, "scope");
+    asb_json_object_begin(w);
+    asb_json_key(w, "name");
+    asb_json_string(w, "agentsandbox.h");
+    asb_json_key(w, "version");
+    asb_json_string(w, ASB_VERSION_STRING);
+    asb_json_object_end(w);
+}
+
+/* One span as an OTLP/JSON Span object. */
+static asb_result asb__otlp_span(asb_buf *b, const asb_span_data *d) {
+    asb_json_writer w;
+    char hex[40], num[24];
+    size_t i;
+    asb_json_writer_init(&w, b);
+    w.replace_invalid_utf8 = 1; /* a path in an attribute may be any bytes */
+    asb_json_object_begin(&w);
+    asb_json_key(&w, "traceId");
+    asb__hex(hex, d->ctx.trace_id, 16);
+    asb_json_string(&w, hex);
+    asb_json_key(&w, "spanId");
+    asb__hex(hex, d->ctx.span_id, 8);
+    asb_json_string(&w, hex);
+    if (!asb__all_zero(d->parent_span_id, 8)) {
+        asb_json_key(&w, "parentSpanId");
+        asb__hex(hex, d->parent_span_id, 8);
+        asb_json_string(&w, hex);
+    }
+    asb_json_key(&w, "flags");
+    asb_json_int64(&w, 0x100 | (d->ctx.flags & 0xff)); /* has-is-remote bit, not remote */
+    asb_json_key(&w, "name");
+    asb_json_string(&w, d->name);
+    asb_json_key(&w, "kind");
+    asb_json_int64(&w, 1); /* SPAN_KIND_INTERNAL, as the reference's spans */
+    asb_json_key(&w, "startTimeUnixNano");
+    snprintf(num, sizeof num, "%lld", (long long)d->start_unix_ns);
+    asb_json_string(&w, num);
+    asb_json_key(&w, "endTimeUnixNano");
+    snprintf(num, sizeof num, "%lld", (long long)d->end_unix_ns);
+    asb_json_string(&w, num);
+    asb_json_key(&w, "attributes");
+    asb_json_array_begin(&w);
+    for (i = 0; i < d->attr_count; i++) asb__otlp_attr(&w, d->attrs[i].key, &d->attrs[i], NULL);
+    asb_json_array_end(&w);
+    asb_json_key(&w, "status");
+    asb_json_object_begin(&w);
+    if (d->status != ASB_OK) {
+        asb_json_key(&w, "code");
+        asb_json_int64(&w, 2); /* STATUS_CODE_ERROR */
+        asb_json_key(&w, "message");
+        asb_json_string(&w, asb_result_str(d->status)); /* never err->message: it may quote a body */
+    }
+    asb_json_object_end(&w);
+    asb_json_object_end(&w);
+    return asb_json_writer_finish(&w);
+}
+
+/* Ends a span: its latency, the callback, the exporter's queue. The
+   span's error code is the call's; err (may be NULL) adds its HTTP
+   status. */
+static void asb__span_end(asb__span *s, asb_result r, const asb_error *err) {
+    asb__tracer *t = s->t;
+    asb_span_data d;
+    char name[160];
+    if (!t) return;
+    if (r != ASB_OK) {
+        asb__span_int(s, "asb.error.code", (int64_t)r, ASB_ATTR_INT);
+        asb__span_str(s, "error.type", asb_result_str(r));
+        if (err && err->http_status > 0)
+            asb__span_int(s, "http.response.status_code", err->http_status, ASB_ATTR_INT);
+    }
+    s->t = NULL; /* ended once */
+    memset(&d, 0, sizeof d);
+    snprintf(name, sizeof name, "%s.%s", t->service, s->op);
+    d.name = name;
+    d.ctx = s->ctx;
+    memcpy(d.parent_span_id, s->parent, 8);
+    d.start_unix_ns = s->start_ns;
+    d.end_unix_ns = asb__wall_ns();
+    d.attrs = s->attrs;
+    d.attr_count = s->nattr;
+    d.status = r;
+    if (s->kind != ASB_LATENCY_KIND_COUNT)
+        asb__hist_add(t, s->kind, r != ASB_OK, (double)(asb__mono_ns() - s->t0_ns) / 1e6);
+    if (t->on_end) t->on_end(t->user_data, &d);
+    if (t->exporting) {
+        int drop_log = 0;
+        pthread_mutex_lock(&t->lock);
+        if (t->queued >= t->max_queued) {
+            t->dropped++;
+            if (!t->drop_logged) drop_log = t->drop_logged = 1;
+        } else {
+            size_t mark = t->queue.len;
+            if (t->queued) asb_buf_append(&t->queue, ",", 1);
+            if (asb__otlp_span(&t->queue, &d) == ASB_OK) {
+                t->queued++;
+                if (t->queued >= 512) pthread_cond_signal(&t->cv); /* a full batch */
+            } else {
+                t->queue.len = mark; /* out of memory: this span is lost, not the batch */
+                if (t->queue.ptr) t->queue.ptr[mark] = '\0';
+                t->dropped++;
+            }
+        }
+        pthread_mutex_unlock(&t->lock);
+        if (drop_log)
+            asb__log(&t->log, ASB_LOG_WARN, "otel.drop",
+                     "the exporter's queue is full (%zu spans): spans are dropped until it "
+                     "drains",
+                     t->max_queued);
+    }
+}
+
+/* Adds a latency without a span (create to ready; tunnel start, Gateway
+   discovery, in ms). */
+static void asb__latency(asb__tracer *t, asb_latency_kind k, int failed, int64_t t0_ns) {
+    if (t) asb__hist_add(t, k, failed, (double)(asb__mono_ns() - t0_ns) / 1e6);
+}
+
+static void asb__latency_ms(asb__tracer *t, asb_latency_kind k, int failed, int64_t ms) {
+    if (t) asb__hist_add(t, k, failed, (double)ms);
+}
+
+/* The traceparent (and tracestate) of the span a call is in, as request
+   headers: tp must outlive the request. Returns how many were added. */
+static size_t asb__trace_headers(const asb__span *s, asb_http_header *h, char *tp) {
+    size_t n = 0;
+    if (!s || !s->t) return 0;
+    asb_traceparent_format(&s->ctx, tp);
+    h[n].name = "traceparent";
+    h[n++].value = tp;
+    if (s->t->state[0]) {
+        h[n].name = "tracestate";
+        h[n++].value = s->t->state;
+    }
+    return n;
+}
+
+/* The claim's opentelemetry.io/trace-context annotation, as the reference
+   writes it: {"traceparent": ..., "tracestate": ...} of the create_claim
+   span. */
+static void asb__trace_annotation(const asb__span *s, asb_json_writer *w) {
+    char tp[ASB_TRACEPARENT_SIZE], val[700];
+    if (!s || !s->t) return;
+    asb_traceparent_format(&s->ctx, tp);
+    if (s->t->state[0])
+        snprintf(val, sizeof val, "{\"traceparent\": \"%s\", \"tracestate\": \"%s\"}", tp,
+                 s->t->state); /* both checked: no quote or backslash */
+    else
+        snprintf(val, sizeof val, "{\"traceparent\": \"%s\"}", tp);
+    asb_json_key(w, "opentelemetry.io/trace-context");
+    asb_json_string(w, val);
+}
+
+/* -- the OTLP/HTTP exporter ---------------------------------------------------- */
+
+/* One POST; failures are the caller's to log (once). */
+static asb_result asb__otlp_post(asb__tracer *t, const char *url, const asb_buf *body,
+                                 asb_error *err) {
+    asb_http_request req;
+    asb_http_response resp;
+    asb_http_header h[ASB__OTLP_MAX_HEADERS + 1];
+    asb_retry_policy once;
+    asb_result r;
+    size_t i;
+    memset(&req, 0, sizeof req);
+    memset(&once, 0, sizeof once);
+    once.max_attempts = 1; /* a failed batch is dropped, not retried: the
+                              next one must not wait behind it */
+    h[0].name = "Content-Type";
+    h[0].value = "application/json";
+    for (i = 0; i < t->header_count; i++) h[i + 1] = t->headers[i];
+    req.method = "POST";
+    req.url = url;
+    req.headers = h;
+    req.header_count = t->header_count + 1;
+    req.body = body->ptr;
+    req.body_len = body->len;
+    req.retry = &once;
+    req.timeout_ms = t->timeout_ms;
+    req.read_timeout_ms = t->timeout_ms;
+    r = asb_http_do(t->http, &req, &resp, err);
+    asb_http_response_free(&resp);
+    return r;
+}
+
+/* The histograms as an OTLP/JSON metrics request (cumulative). */
+static asb_result asb__otlp_metrics(asb__tracer *t, const asb__hist (*h)[2], asb_buf *b) {
+    asb_json_writer w;
+    char num[32];
+    int64_t now = asb__wall_ns();
+    const char *names[] = {"sandbox_client_create_ready_latency_ms",
+                           "sandbox_client_discovery_latency_ms",
+                           "sandbox_client_call_latency_ms"};
+    size_t m, k, f, i, n;
+    const double *bounds;
+    asb_json_writer_init(&w, b);
+    asb_json_object_begin(&w);
+    asb_json_key(&w, "resourceMetrics");
+    asb_json_array_begin(&w);
+    asb_json_object_begin(&w);
+    asb__otlp_resource(&w, t);
+    asb_json_key(&w, "scopeMetrics");
+    asb_json_array_begin(&w);
+    asb_json_object_begin(&w);
+    asb__otlp_scope(&w);
+    asb_json_key(&w, "metrics");
+    asb_json_array_begin(&w);
+    for (m = 0; m < 3; m++) {
+        int any = 0;
+        for (k = 0; k < ASB_LATENCY_KIND_COUNT; k++)
+            if (strcmp(asb__lat_info[k].metric, names[m]) == 0 && (h[k][0].count || h[k][1].count))
+                any = 1;
+        if (!any) continue;
+        asb_json_object_begin(&w);
+        asb_json_key(&w, "name");
+        asb_json_string(&w, names[m]);
+        asb_json_key(&w, "unit");
+        asb_json_string(&w, "ms");
+        asb_json_key(&w, "histogram");
+        asb_json_object_begin(&w);
+        asb_json_key(&w, "aggregationTemporality");
+        asb_json_int64(&w, 2); /* CUMULATIVE */
+        asb_json_key(&w, "dataPoints");
+        asb_json_array_begin(&w);
+        for (k = 0; k < ASB_LATENCY_KIND_COUNT; k++) {
+            if (strcmp(asb__lat_info[k].metric, names[m]) != 0) continue;
+            asb__lat_bounds((asb_latency_kind)k, &bounds, &n);
+            for (f = 0; f < 2; f++) {
+                const asb__hist *p = &h[k][f];
+                asb_span_attr a;
+                if (!p->count) continue;
+                memset(&a, 0, sizeof a);
+                asb_json_object_begin(&w);
+                asb_json_key(&w, "attributes");
+                asb_json_array_begin(&w);
+                asb__otlp_attr(&w, asb__lat_info[k].label, &a, asb__lat_info[k].value);
+                asb__otlp_attr(&w, "status", &a, f ? "failure" : "success");
+                asb_json_array_end(&w);
+                asb_json_key(&w, "startTimeUnixNano");
+                snprintf(num, sizeof num, "%lld", (long long)t->start_unix_ns);
+                asb_json_string(&w, num);
+                asb_json_key(&w, "timeUnixNano");
+                snprintf(num, sizeof num, "%lld", (long long)now);
+                asb_json_string(&w, num);
+                asb_json_key(&w, "count");
+                snprintf(num, sizeof num, "%llu", (unsigned long long)p->count);
+                asb_json_string(&w, num);
+                asb_json_key(&w, "sum");
+                asb_json_double(&w, p->sum);
+                asb_json_key(&w, "min");
+                asb_json_double(&w, p->min);
+                asb_json_key(&w, "max");
+                asb_json_double(&w, p->max);
+                asb_json_key(&w, "bucketCounts");
+                asb_json_array_begin(&w);
+                for (i = 0; i <= n; i++) {
+                    snprintf(num, sizeof num, "%llu", (unsigned long long)p->buckets[i]);
+                    asb_json_string(&w, num);
+                }
+                asb_json_array_end(&w);
+                asb_json_key(&w, "explicitBounds");
+                asb_json_array_begin(&w);
+                for (i = 0; i < n; i++) asb_json_double(&w, bounds[i]);
+                asb_json_array_end(&w);
+                asb_json_object_end(&w);
+            }
+        }
+        asb_json_array_end(&w);
+        asb_json_object_end(&w);
+        asb_json_object_end(&w);
+    }
+    asb_json_array_end(&w);
+    asb_json_object_end(&w);
+    asb_json_array_end(&w);
+    asb_json_object_end(&w);
+    asb_json_array_end(&w);
+    asb_json_object_end(&w);
+    return asb_json_writer_finish(&w);
+}
+
+/* Logs an export failure once per run of failures (the first), never
+   the headers (they may hold a key). */
+static void asb__otlp_failed(asb__tracer *t, const char *what, size_t spans, asb_result r,
+                             const asb_error *e) {
+    if (t->fail_logged) return;
+    t->fail_logged = 1;
+    asb__log(&t->log, ASB_LOG_WARN, "otel.export",
+             "%s export failed, %zu span%s dropped; later failures are not logged until an "
+             "export succeeds: %s",
+             what, spans, spans == 1 ? "" : "s", e->message[0] ? e->message : asb_result_str(r));
+}
+
+/* The exporter thread: every interval (or at a full batch, or at stop)
+   it takes the queued spans and sends them, then the histograms if they
+   changed. Nothing a call does waits for it. */
+static void *asb__otlp_thread(void *arg) {
+    asb__tracer *t = (asb__tracer *)arg;
+    asb_buf batch, body;
+    asb__hist snap[ASB_LATENCY_KIND_COUNT][2];
+    asb_buf_init(&batch, &t->alloc);
+    asb_buf_init(&body, &t->alloc);
+    pthread_mutex_lock(&t->lock);
+    for (;;) {
+        int stop, metrics;
+        size_t spans;
+        asb_buf tmp;
+        if (!t->stop && t->queued < 512) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_sec += t->interval_ms / 1000;
+            ts.tv_nsec += (long)(t->interval_ms % 1000) * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&t->cv, &t->lock, &ts);
+        }
+        stop = t->stop;
+        spans = t->queued;
+        tmp = batch; /* swap: the callers go on filling an empty queue */
+        batch = t->queue;
+        t->queue = tmp;
+        t->queue.len = 0;
+        t->queued = 0;
+        metrics = t->hist_dirty;
+        if (metrics) memcpy(snap, t->hist, sizeof snap);
+        t->hist_dirty = 0;
+        pthread_mutex_unlock(&t->lock);
+        if (spans) {
+            asb_error e;
+            asb_result r;
+            static const char head[] = "{\"resourceSpans\":[{";
+            asb_json_writer w;
+            body.len = 0;
+            /* the resource and scope through the writer, the spans as queued */
+            asb_buf_append(&body, head, sizeof head - 1);
+            {
+                asb_buf res;
+                asb_buf_init(&res, &t->alloc);
+                asb_json_writer_init(&w, &res);
+                asb_json_object_begin(&w);
+                asb__otlp_resource(&w, t);
+                asb_json_object_end(&w);
+                if (asb_json_writer_finish(&w) == ASB_OK && res.len > 2)
+                    asb_buf_append(&body, res.ptr + 1, res.len - 2); /* without its braces */
+                res.len = 0;
+                asb_json_writer_init(&w, &res);
+                asb_json_object_begin(&w);
+                asb__otlp_scope(&w);
+                asb_json_object_end(&w);
+                asb_buf_append(&body, ",\"scopeSpans\":[{", 16);
+                if (asb_json_writer_finish(&w) == ASB_OK && res.len > 2)
+                    asb_buf_append(&body, res.ptr + 1, res.len - 2);
+                asb_buf_free(&res);
+            }
+            asb_buf_append(&body, ",\"spans\":[", 10);
+            asb_buf_append(&body, batch.ptr, batch.len);
+            asb_buf_append(&body, "]}]}]}", 6);
+            memset(&e, 0, sizeof e);
+            r = body.ptr ? asb__otlp_post(t, t->traces_url, &body, &e) : ASB_ERR_OUT_OF_MEMORY;
+            if (r != ASB_OK) asb__otlp_failed(t, "trace", spans, r, &e);
+            else t->fail_logged = 0;
+        }
+        batch.len = 0;
+        if (metrics) {
+            asb_error e;
+            asb_result r;
+            body.len = 0;
+            memset(&e, 0, sizeof e);
+            r = asb__otlp_metrics(t, (const asb__hist(*)[2])snap, &body);
+            if (r == ASB_OK) r = asb__otlp_post(t, t->metrics_url, &body, &e);
+            if (r != ASB_OK) asb__otlp_failed(t, "metrics", 0, r, &e);
+        }
+        pthread_mutex_lock(&t->lock);
+        if (stop) break;
+        if (spans) t->drop_logged = 0; /* the queue drained: log the next overflow */
+    }
+    pthread_mutex_unlock(&t->lock);
+    asb_buf_free(&batch);
+    asb_buf_free(&body);
+    return NULL;
+}
+
+/* A URL from an option, else an environment variable, else base+suffix. */
+static char *asb__otlp_url(asb__tracer *t, const char *opt, const char *env, const char *base,
+                           const char *suffix) {
+    const char *v = opt && *opt ? opt : getenv(env);
+    size_t n;
+    char *u;
+    if (v && *v) return asb__strdup(&t->alloc, v, strlen(v));
+    n = strlen(base);
+    while (n && base[n - 1] == '/') n--;
+    u = (char *)t->alloc.alloc_fn(n + strlen(suffix) + 1, t->alloc.user_data);
+    if (!u) return NULL;
+    memcpy(u, base, n);
+    memcpy(u + n, suffix, strlen(suffix) + 1);
+    return u;
+}
+
+static int asb__unhex(int c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* "k=v,k2=v2" (OTEL_EXPORTER_OTLP_HEADERS' format: values percent-
+   encoded, blanks around items ignored) into t->headers. The error never
+   quotes a value. */
+static asb_result asb__otlp_headers(asb__tracer *t, const char *s, asb_error *err) {
+    size_t n = strlen(s), o = 0;
+    const char *p = s, *end = s + n;
+    char *m = (char *)t->alloc.alloc_fn(n + 1, t->alloc.user_data);
+    if (!m) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "out of memory");
+    memset(m, 0, n + 1);
+    t->header_mem = m;
+    t->header_mem_len = n + 1;
+    while (p < end) {
+        const char *item_end = (const char *)memchr(p, ',', (size_t)(end - p));
+        const char *eq, *ks, *ke, *vs, *ve;
+        char *name, *value;
+        if (!item_end) item_end = end;
+        ks = p;
+        while (ks < item_end && (*ks == ' ' || *ks == '\t')) ks++;
+        if (ks == item_end) { /* an empty item */
+            p = item_end + 1;
+            continue;
+        }
+        eq = (const char *)memchr(ks, '=', (size_t)(item_end - ks));
+        if (!eq || eq == ks || t->header_count >= ASB__OTLP_MAX_HEADERS)
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "tracer: OTLP headers: item %zu is not key=value (or more than "
+                             "%d items)",
+                             t->header_count + 1, ASB__OTLP_MAX_HEADERS);
+        ke = eq;
+        while (ke > ks && (ke[-1] == ' ' || ke[-1] == '\t')) ke--;
+        vs = eq + 1;
+        while (vs < item_end && (*vs == ' ' || *vs == '\t')) vs++;
+        ve = item_end;
+        while (ve > vs && (ve[-1] == ' ' || ve[-1] == '\t')) ve--;
+        name = m + o;
+        memcpy(name, ks, (size_t)(ke - ks));
+        o += (size_t)(ke - ks);
+        m[o++] = '\0';
+        value = m + o;
+        for (; vs < ve; vs++) {
+            int hi, lo;
+            if (*vs == '%' && ve - vs >= 3 && (hi = asb__unhex(vs[1])) >= 0 &&
+                (lo = asb__unhex(vs[2])) >= 0) {
+                m[o++] = (char)(hi * 16 + lo);
+                vs += 2;
+            } else {
+                m[o++] = *vs;
+            }
+        }
+        m[o++] = '\0';
+        if (strlen(value) != (size_t)(m + o - 1 - value) || strpbrk(name, "\r\n: ") ||
+            strpbrk(value, "\r\n"))
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "tracer: OTLP header %zu has a forbidden byte (CR, LF, NUL, or "
+                             "':' or a blank in its name)",
+                             t->header_count + 1);
+        t->headers[t->header_count].name = name;
+        t->headers[t->header_count++].value = value;
+        p = item_end + 1;
+    }
+    return ASB_OK;
+}
+
+static void asb__tracer_free(asb__tracer *t) {
+    if (!t) return;
+    if (t->thread_started) {
+        pthread_mutex_lock(&t->lock);
+        t->stop = 1;
+        pthread_cond_signal(&t->cv);
+        pthread_mutex_unlock(&t->lock);
+        pthread_join(t->thread, NULL); /* the last batch: at most otlp_timeout_ms */
+    }
+    if (t->dropped)
+        asb__log(&t->log, ASB_LOG_WARN, "otel.drop", "%llu span%s dropped in all",
+                 (unsigned long long)t->dropped, t->dropped == 1 ? " was" : "s were");
+    asb_http_client_free(t->http);
+    if (t->header_mem) {
+        asb__wipe(t->header_mem, t->header_mem_len); /* may hold an API key */
+        t->alloc.free_fn(t->header_mem, t->alloc.user_data);
+    }
+    t->alloc.free_fn(t->traces_url, t->alloc.user_data);
+    t->alloc.free_fn(t->metrics_url, t->alloc.user_data);
+    asb_buf_free(&t->queue);
+    pthread_cond_destroy(&t->cv);
+    pthread_mutex_destroy(&t->lock);
+    t->alloc.free_fn(t, t->alloc.user_data);
+}
+
+static int asb__env_true(const char *name) {
+    const char *v = getenv(name);
+    return v && (strcmp(v, "true") == 0 || strcmp(v, "TRUE") == 0 || strcmp(v, "True") == 0);
+}
+
+/* Makes the tracer of a client (*out NULL when tracing is off). */
+static asb_result asb__tracer_create(const asb_tracer_desc *d, const asb_allocator *a,
+                                     const asb_logger *log, asb__tracer **out,
+                                     asb_error *err) {
+    asb__tracer *t;
+    const char *svc, *ev;
+    int otlp;
+    asb_result r = ASB_OK;
+    *out = NULL;
+    if (!d->enable || asb__env_true("OTEL_SDK_DISABLED")) return ASB_OK;
+    svc = d->service_name && *d->service_name ? d->service_name : getenv("OTEL_SERVICE_NAME");
+    if (!svc || !*svc) svc = "sandbox-client";
+    if (strlen(svc) > 100)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "tracer: service_name over 100 bytes");
+    if (d->parent_state &&
+        (strlen(d->parent_state) > 512 || strpbrk(d->parent_state, "\"\\\r\n")))
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "tracer: parent_state over 512 bytes or with a quote, backslash, CR "
+                         "or LF");
+    t = (asb__tracer *)a->alloc_fn(sizeof *t, a->user_data);
+    if (!t) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "out of memory");
+    memset(t, 0, sizeof *t);
+    t->alloc = *a;
+    t->log = *log;
+    pthread_mutex_init(&t->lock, NULL);
+    {
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&t->cv, &ca);
+        pthread_condattr_destroy(&ca);
+    }
+    asb_buf_init(&t->queue, &t->alloc);
+    snprintf(t->service, sizeof t->service, "%s", svc);
+    if (d->parent_state) snprintf(t->state, sizeof t->state, "%s", d->parent_state);
+    if (d->parent) {
+        r = asb_traceparent_parse(d->parent, strlen(d->parent), &t->parent, err);
+        if (r != ASB_OK) {
+            asb__tracer_free(t);
+            return r;
+        }
+        t->has_parent = 1;
+    }
+    t->on_end = d->on_span_end;
+    t->user_data = d->user_data;
+    t->start_unix_ns = asb__wall_ns();
+    ev = getenv("OTEL_TRACES_EXPORTER");
+    otlp = d->otlp;
+    if (otlp == 0) {
+        if (ev && strcmp(ev, "none") == 0) otlp = -1;
+        else if ((d->otlp_endpoint && *d->otlp_endpoint) ||
+                 (d->otlp_traces_endpoint && *d->otlp_traces_endpoint) ||
+                 (getenv("OTEL_EXPORTER_OTLP_ENDPOINT") && *getenv("OTEL_EXPORTER_OTLP_ENDPOINT")) ||
+                 (getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") &&
+                  *getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")) ||
+                 (ev && strcmp(ev, "otlp") == 0))
+            otlp = 1;
+    }
+    if (otlp == 1) {
+        asb_http_client_desc hd;
+        const char *base = d->otlp_endpoint && *d->otlp_endpoint
+                               ? d->otlp_endpoint
+                               : getenv("OTEL_EXPORTER_OTLP_ENDPOINT");
+        const char *hdrs = d->otlp_headers ? d->otlp_headers : getenv("OTEL_EXPORTER_OTLP_HEADERS");
+        if (!base || !*base) base = "http://localhost:4318";
+        t->timeout_ms = d->otlp_timeout_ms > 0 ? d->otlp_timeout_ms : 10000;
+        t->interval_ms = d->export_interval_ms > 0 ? d->export_interval_ms : 1000;
+        t->max_queued = d->max_queued_spans ? d->max_queued_spans : 2048;
+        t->traces_url = asb__otlp_url(t, d->otlp_traces_endpoint,
+                                      "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", base, "/v1/traces");
+        t->metrics_url = asb__otlp_url(t, d->otlp_metrics_endpoint,
+                                       "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", base, "/v1/metrics");
+        if (!t->traces_url || !t->metrics_url) r = asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "out of memory");
+        if (r == ASB_OK && hdrs && *hdrs) r = asb__otlp_headers(t, hdrs, err);
+        if (r == ASB_OK) {
+            asb_url u;
+            if (asb_url_parse(t->traces_url, strlen(t->traces_url), &u, NULL) != ASB_OK ||
+                asb_url_parse(t->metrics_url, strlen(t->metrics_url), &u, NULL) != ASB_OK)
+                r = asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                              "tracer: the OTLP endpoint is not an http(s) URL");
+        }
+        if (r == ASB_OK) {
+            memset(&hd, 0, sizeof hd);
+            hd.allocator = &t->alloc;
+            hd.connect_timeout_ms = t->timeout_ms;
+            hd.read_timeout_ms = t->timeout_ms;
+            hd.max_body_bytes = 64 * 1024; /* the collector's answers are small */
+            hd.max_idle_connections = 1;
+            r = asb_http_client_create(&hd, &t->http, err);
+        }
+        if (r == ASB_OK) {
+            t->exporting = 1;
+            if (pthread_create(&t->thread, NULL, asb__otlp_thread, t) != 0)
+                r = asb__fail(err, ASB_ERR_IO, "tracer: cannot start the exporter thread");
+            else
+                t->thread_started = 1;
+        }
+        if (r != ASB_OK) {
+            asb__tracer_free(t);
+            return r;
+        }
+    }
+    *out = t;
+    return ASB_OK;
+}
+
+#else /* ASB_TRACING 0: the hooks compile to nothing */
+
+typedef struct asb__tracer asb__tracer;
+typedef struct asb__span {
+    asb__tracer *t;
+} asb__span;
+#define asb__span_start(tr, s, op, kind, parent) ((void)(tr), (void)(parent), (s)->t = NULL)
+#define asb__span_str(s, k, v) ((void)(s), (void)(v))
+#define asb__span_str_copy(s, k, v) ((void)(s), (void)(v))
+#define asb__span_int(s, k, v, type) ((void)(s), (void)(v))
+#define asb__span_command(s, cmd) ((void)(s), (void)(cmd))
+#define asb__span_end(s, r, err) ((void)(s), (void)(r), (void)(err))
+#define asb__span_ctx(s) ((void)(s), (const asb_trace_context *)NULL)
+#define asb__latency(tr, k, failed, t0) ((void)(tr))
+#define asb__latency_ms(tr, k, failed, ms) ((void)(tr), (void)(ms))
+#define asb__trace_headers(s, h, tp) ((void)(s), (void)(h), (void)(tp), (size_t)0)
+#define asb__trace_annotation(s, w) ((void)(s), (void)(w))
+#define asb__tracer_free(tr) ((void)(tr))
+
+#endif /* ASB_TRACING */
+
+ASB_API asb_result asb_traceparent_parse(const char *s, size_t len, asb_trace_context *out,
+                                         asb_error *err) {
+    size_t i;
+    static const char *const field[] = {"version", "trace-id", "parent-id", "flags"};
+    static const size_t width[] = {2, 32, 16, 2};
+    size_t pos = 0, f;
+    unsigned char version = 0;
+    if (!s || !out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "traceparent: NULL argument");
+    memset(out, 0, sizeof *out);
+    for (f = 0; f < 4; f++) {
+        if (pos + width[f] > len)
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "traceparent: %s is cut short",
+                             field[f]);
+        for (i = 0; i < width[f]; i++) {
+            char c = s[pos + i];
+            int v = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+            unsigned char *dst;
+            if (v < 0)
+                return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                                 "traceparent: %s is not lower-case hex", field[f]);
+            dst = f == 0 ? &version : f == 1 ? &out->trace_id[i / 2]
+                                   : f == 2 ? &out->span_id[i / 2] : &out->flags;
+            *dst = (unsigned char)((i % 2 == 0) ? (v << 4) : (*dst | v));
+        }
+        pos += width[f];
+        if (f < 3) {
+            if (pos >= len || s[pos] != '-')
+                return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                                 "traceparent: a '-' must follow the %s", field[f]);
+            pos++;
+        }
+    }
+    if (version == 0xff)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "traceparent: version ff is invalid");
+    if (pos != len && (version == 0 || s[pos] != '-'))
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "traceparent: bytes after the flags");
+    for (i = 0; i < 16 && !out->trace_id[i]; i++) {}
+    if (i == 16) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "traceparent: trace-id is zero");
+    for (i = 0; i < 8 && !out->span_id[i]; i++) {}
+    if (i == 8) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "traceparent: parent-id is zero");
+    return ASB_OK;
+}
+
+ASB_API void asb_traceparent_format(const asb_trace_context *ctx, char out[ASB_TRACEPARENT_SIZE]) {
+    static const char hex[] = "0123456789abcdef";
+    size_t i, o = 0;
+    out[o++] = '0';
+    out[o++] = '0';
+    out[o++] = '-';
+    for (i = 0; i < 16; i++) {
+        out[o++] = hex[ctx->trace_id[i] >> 4];
+        out[o++] = hex[ctx->trace_id[i] & 15];
+    }
+    out[o++] = '-';
+    for (i = 0; i < 8; i++) {
+        out[o++] = hex[ctx->span_id[i] >> 4];
+        out[o++] = hex[ctx->span_id[i] & 15];
+    }
+    out[o++] = '-';
+    out[o++] = hex[ctx->flags >> 4];
+    out[o++] = hex[ctx->flags & 15];
+    out[o] = '\0';
+}
+
 /* >>sandbox (types) =========================================================
    CONNECTORS AND RUNTIMES.
    The client, the handle, and the two small interfaces the sandbox layer
@@ -15838,6 +17014,10 @@ struct asb_sandbox {
     char ip[ASB_IP_SIZE]; /* pod IP for calls (in-cluster, X-Sandbox-Pod-IP),
                              looked up once, as the reference does; "" after
                              a call that could not connect: looked up again */
+    asb__span life;         /* the <service>.lifecycle span (life.t NULL:
+                               none: tracing off, or ended) */
+    const asb__span *trace_cur; /* the span of the call under way, whose
+                               context goes out as traceparent */
 };
 
 struct asb_client {
@@ -15873,6 +17053,7 @@ struct asb_client {
     asb_portforward *native_pf; /* the native tunnel's forward to the
                                router (made once, under conn_lock) */
     asb_sandbox *handles;
+    asb__tracer *tracer;  /* NULL: tracing off (see >>trace) */
 };
 
 /* >>tunnel ==================================================================
@@ -16398,12 +17579,17 @@ static asb_result asb__lt_prestart(asb_client *c, asb_error *err) {
 static asb_result asb__lt_endpoint(asb_client *c, asb_sandbox *sb, int port, asb__endpoint *ep,
                                    asb_error *err) {
     asb_result r;
+    int was_up;
     (void)sb;
     (void)port; /* the router's port is forwarded; the sandbox's goes in a header */
     memset(ep, 0, sizeof *ep);
     ep->routed = 1;
     pthread_mutex_lock(&c->conn_lock);
+    was_up = c->tunnel.pid > 0 && c->tunnel.ready;
     r = asb__tunnel_ensure_locked(&c->tunnel, err);
+    if (!was_up) /* kubectl's start (spawned here or at the create) to listening */
+        asb__latency_ms(c->tracer, ASB_LATENCY_TUNNEL_START, r != ASB_OK,
+                        asb__now_ms() - c->tunnel.t0);
     if (r == ASB_OK) snprintf(ep->base, sizeof ep->base, "http://127.0.0.1:%d", c->tunnel.local[0]);
     pthread_mutex_unlock(&c->conn_lock);
     return r;
@@ -16550,7 +17736,11 @@ static asb_result asb__gw_endpoint(asb_client *c, asb_sandbox *sb, int port, asb
     memset(ep, 0, sizeof *ep);
     ep->routed = 1;
     pthread_mutex_lock(&c->conn_lock);
-    if (!c->gw_base[0]) r = asb__gateway_base(c, err);
+    if (!c->gw_base[0]) {
+        int64_t t0 = asb__now_ms();
+        r = asb__gateway_base(c, err);
+        asb__latency_ms(c->tracer, ASB_LATENCY_GATEWAY_DISCOVERY, r != ASB_OK, asb__now_ms() - t0);
+    }
     if (r == ASB_OK) snprintf(ep->base, sizeof ep->base, "%s", c->gw_base);
     pthread_mutex_unlock(&c->conn_lock);
     return r;
@@ -17066,6 +18256,87 @@ static const asb__runtime asb__runtime_legacy = {
    The client (registry of handles), create with one watch, and the
    handle's calls to the runtime through the router. */
 
+/* -- tracing a handle's calls (see >>trace) ------------------------------------ */
+
+#if ASB_TRACING
+/* A call's span, child of the handle's lifecycle span; its context goes
+   out with the call's requests (asb__sb_call). */
+static void asb__sb_span_begin(asb_sandbox *sb, asb__span *s, const char *op,
+                               asb_latency_kind kind) {
+    asb__span_start(sb->client->tracer, s, op, kind, sb->life.t ? &sb->life.ctx : NULL);
+    if (s->t) sb->trace_cur = s;
+}
+
+static void asb__sb_span_finish(asb_sandbox *sb, asb__span *s, asb_result r,
+                                const asb_error *err) {
+    if (sb->trace_cur == s) sb->trace_cur = NULL;
+    asb__span_end(s, r, err);
+}
+
+/* The lifecycle span ends with the handle's use: terminate, close, or
+   the client's free. */
+static void asb__sb_life_end(asb_sandbox *sb, asb_result r) {
+    if (!sb->life.t) return;
+    asb__span_str(&sb->life, "sandbox.claim.name", sb->claim);
+    asb__span_str(&sb->life, "sandbox.name", sb->name);
+    asb__span_str(&sb->life, "sandbox.namespace", sb->ns);
+    asb__span_end(&sb->life, r, NULL);
+}
+
+ASB_API void asb_sandbox_traceparent(const asb_sandbox *sb, char out[ASB_TRACEPARENT_SIZE]) {
+    if (!out) return;
+    out[0] = '\0';
+    if (sb && sb->life.t) asb_traceparent_format(&sb->life.ctx, out);
+}
+
+ASB_API asb_result asb_client_latency(asb_client *c, asb_latency_kind kind, int failed,
+                                      asb_latency_stats *out, asb_error *err) {
+    asb__tracer *t;
+    const asb__hist *h;
+    size_t n;
+    if (!c || !out || (int)kind < 0 || kind >= ASB_LATENCY_KIND_COUNT)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "latency: NULL argument or unknown kind");
+    memset(out, 0, sizeof *out);
+    t = c->tracer;
+    if (!t)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "latency: the client records none (tracer.enable is 0, or "
+                         "OTEL_SDK_DISABLED is true)");
+    out->metric = asb__lat_info[kind].metric;
+    out->label = asb__lat_info[kind].label;
+    out->label_value = asb__lat_info[kind].value;
+    asb__lat_bounds(kind, &out->bounds_ms, &n);
+    out->bucket_count = n;
+    pthread_mutex_lock(&t->lock);
+    h = &t->hist[kind][failed ? 1 : 0];
+    out->count = h->count;
+    out->sum_ms = h->sum;
+    out->min_ms = h->min;
+    out->max_ms = h->max;
+    memcpy(out->buckets, h->buckets, (n + 1) * sizeof out->buckets[0]);
+    pthread_mutex_unlock(&t->lock);
+    return ASB_OK;
+}
+#else
+#define asb__sb_span_begin(sb, sp, op, kind) ((void)(sb), (sp)->t = NULL)
+#define asb__sb_span_finish(sb, s, r, err) ((void)(s), (void)(r), (void)(err))
+#define asb__sb_life_end(sb, r) ((void)(sb))
+ASB_API void asb_sandbox_traceparent(const asb_sandbox *sb, char out[ASB_TRACEPARENT_SIZE]) {
+    (void)sb;
+    if (out) out[0] = '\0';
+}
+ASB_API asb_result asb_client_latency(asb_client *c, asb_latency_kind kind, int failed,
+                                      asb_latency_stats *out, asb_error *err) {
+    (void)c;
+    (void)kind;
+    (void)failed;
+    if (out) memset(out, 0, sizeof *out);
+    return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                     "latency: the library was built with ASB_TRACING 0");
+}
+#endif
+
+
 /* Headers the client writes itself: an extra header may not repeat them
    (the router reads the first X-Sandbox-ID it sees; two Content-Lengths
    are request smuggling). */
@@ -17282,6 +18553,13 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
         snprintf(err->message, sizeof err->message, "sandbox_tls: %.*s",
                  (int)sizeof m - 20, m);
     }
+#if ASB_TRACING
+    if (r == ASB_OK) r = asb__tracer_create(&desc->tracer, &c->alloc, &c->log, &c->tracer, err);
+#else
+    if (r == ASB_OK && desc->tracer.enable)
+        r = asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                      "client: tracer.enable, but the library was built with ASB_TRACING 0");
+#endif
     if (r != ASB_OK) {
         asb_client_free(c);
         return r;
@@ -17351,10 +18629,19 @@ ASB_API void asb_client_free(asb_client *c) {
         if (c->cleanup && s->active && !s->named && c->kube) {
             /* a claim the caller named is theirs: closed, never deleted */
             asb_kube_resource res;
-            asb_kube_delete_uid(c->kube, asb__claims(c, &res), s->ns, s->claim, s->uid, NULL);
+            asb__span d;
+            asb_result dr;
+            asb_error derr;
+            asb__sb_span_begin(s, &d, "delete_claim", ASB_LATENCY_DELETE);
+            asb__span_str(&d, "sandbox.claim.name", s->claim);
+            dr = asb_kube_delete_uid(c->kube, asb__claims(c, &res), s->ns, s->claim, s->uid,
+                                     &derr);
+            asb__sb_span_finish(s, &d, dr == ASB_ERR_NOT_FOUND ? ASB_OK : dr, &derr);
         }
+        asb__sb_life_end(s, ASB_OK);
         c->alloc.free_fn(s, c->alloc.user_data);
     }
+    asb__tracer_free(c->tracer); /* flushes: the last spans are the lifecycles above */
     asb_http_client_free(c->http);
     asb_kube_client_free(c->kube);
     if (c->direct_url) c->alloc.free_fn(c->direct_url, c->alloc.user_data);
@@ -17697,7 +18984,7 @@ static int asb__create_may_have_landed(asb_result r, const asb_error *e) {
 
 static asb_result asb__claim_manifest(asb_client *c, const char *claim, const char *tpl,
                                       const asb_create_opts *o, const char *ns, asb_buf *b,
-                                      asb_error *err) {
+                                      asb__span *trace, asb_error *err) {
     asb_json_writer w;
     char now[ASB_TIME_SIZE], shut[ASB_TIME_SIZE], av[128];
     size_t i;
@@ -17732,6 +19019,7 @@ static asb_result asb__claim_manifest(asb_client *c, const char *claim, const ch
     asb_json_object_begin(&w);
     asb_json_key(&w, "agents.x-k8s.io/client-first-requested-at");
     asb_json_string(&w, now);
+    asb__trace_annotation(trace, &w);
     asb_json_object_end(&w);
     asb_json_object_end(&w);
     asb_json_key(&w, "spec");
@@ -17810,6 +19098,8 @@ static asb_result asb__claim_manifest(asb_client *c, const char *claim, const ch
         asb_json_key(&w, "shutdownPolicy");
         asb_json_string(&w, "Delete");
         asb_json_object_end(&w);
+        asb__span_str_copy(trace, "sandbox.lifecycle.shutdown_time", shut);
+        asb__span_str(trace, "sandbox.lifecycle.shutdown_policy", "Delete");
     }
     asb_json_object_end(&w);
     asb_json_object_end(&w);
@@ -17913,9 +19203,11 @@ static asb_result asb__adopt_check(asb_client *c, const char *claim, const char 
     return r;
 }
 
-ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
+static asb_result asb__client_create_sandbox(asb_client *c, const char *tpl,
                                              const asb_create_opts *opts, asb_sandbox **out,
-                                             asb_error *err) {
+                                             asb__span *life, asb_error *err) {
+    asb__span span; /* create_claim, then wait_for_claim_ready */
+    asb__span prev; /* an adopted handle's lifecycle, ended */
     asb_create_opts zero;
     const char *ns;
     char claim[254], rv[64] = "";
@@ -17930,6 +19222,7 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
     int created = 1, done = 0, v1beta1_opts;
     asb_error local;
     if (!err) err = &local; /* a 409 must be seen even when the caller passes no err */
+    prev.t = NULL;
     if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "create: NULL out");
     *out = NULL;
     if (!opts) {
@@ -17991,7 +19284,10 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
     t_start = asb__now_ms();
     asb_buf_init(&body, &c->alloc);
     asb_buf_init(&resp, &c->alloc);
-    r = asb__claim_manifest(c, claim, tpl, opts, ns, &body, err);
+    asb__span_start(c->tracer, &span, "create_claim", ASB_LATENCY_CREATE_CLAIM,
+                    asb__span_ctx(life));
+    asb__span_str(&span, "sandbox.claim.name", claim);
+    r = asb__claim_manifest(c, claim, tpl, opts, ns, &body, &span, err);
     if (r == ASB_OK) {
         asb_error cerr;
         memset(&cerr, 0, sizeof cerr);
@@ -18023,6 +19319,7 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
         }
         if (r != ASB_OK && err) *err = cerr;
     }
+    asb__span_end(&span, r, err);
     asb_buf_free(&body);
     if (r == ASB_ERR_KUBE_API && err->http_status == 409 && opts->claim_name) {
         /* the name is taken: never ours to delete */
@@ -18074,8 +19371,12 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
     wo.resource_version = rv[0] ? rv : NULL;
     wo.deadline_ms = opts->ready_timeout_ms > 0 ? opts->ready_timeout_ms : 180000;
     wo.cancel = opts->cancel;
+    asb__span_start(c->tracer, &span, "wait_for_claim_ready", ASB_LATENCY_WAIT_READY,
+                    asb__span_ctx(life));
+    asb__span_str(&span, "sandbox.claim.name", claim);
     r = done ? ASB_OK : asb_kube_watch(c->kube, &res, ns, &wo, asb__claim_event, &cw, err);
     if (r == ASB_OK) r = cw.outcome;
+    asb__span_end(&span, r, err);
     if (r != ASB_OK) {
         /* no orphan, ever: the claim we made goes before the error returns
            (only while it is still ours: the UID is the precondition) */
@@ -18137,10 +19438,36 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
             sb->next = c->handles;
             c->handles = sb;
         }
+        if (life && life->t) {
+            /* the handle's lifecycle is this create's; an adopted handle's
+               earlier one ends, outside the lock (a callback may call us) */
+            prev = sb->life;
+            sb->life = *life;
+            life->t = NULL;
+        }
     }
     pthread_mutex_unlock(&c->lock);
+    asb__span_end(&prev, ASB_OK, NULL);
     *out = sb;
     return ASB_OK;
+}
+
+/* The lifecycle span starts with the create; a handle takes it over. */
+ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
+                                             const asb_create_opts *opts, asb_sandbox **out,
+                                             asb_error *err) {
+#if ASB_TRACING
+    asb__span life;
+    asb_result r;
+    if (!c || !c->tracer) return asb__client_create_sandbox(c, tpl, opts, out, NULL, err);
+    asb__span_start(c->tracer, &life, "lifecycle", ASB_LATENCY_KIND_COUNT, NULL);
+    r = asb__client_create_sandbox(c, tpl, opts, out, &life, err);
+    asb__latency(c->tracer, ASB_LATENCY_CREATE_READY, r != ASB_OK, life.t0_ns);
+    asb__span_end(&life, r, err); /* a failed create's: a handle took it otherwise */
+    return r;
+#else
+    return asb__client_create_sandbox(c, tpl, opts, out, NULL, err);
+#endif
 }
 
 ASB_API const char *asb_sandbox_claim_name(const asb_sandbox *sb) { return sb ? sb->claim : NULL; }
@@ -18149,17 +19476,23 @@ ASB_API const char *asb_sandbox_namespace(const asb_sandbox *sb) { return sb ? s
 ASB_API int asb_sandbox_is_active(const asb_sandbox *sb) { return sb && sb->active && !sb->closed; }
 
 ASB_API void asb_sandbox_close_connection(asb_sandbox *sb) {
-    if (sb) sb->closed = 1;
+    if (!sb) return;
+    sb->closed = 1;
+    asb__sb_life_end(sb, ASB_OK);
 }
 
 ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err) {
+    asb__span span;
     asb_kube_resource res;
     asb_result r;
     if (!sb) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "terminate: NULL handle");
     if (!sb->active) return ASB_OK;
+    asb__sb_span_begin(sb, &span, "delete_claim", ASB_LATENCY_DELETE);
+    asb__span_str(&span, "sandbox.claim.name", sb->claim);
     r = asb_kube_delete_uid(sb->client->kube, asb__claims(sb->client, &res), sb->ns, sb->claim,
                             sb->uid, err);
     if (r == ASB_ERR_NOT_FOUND) r = ASB_OK; /* already gone is fine */
+    asb__sb_span_finish(sb, &span, r, err);
     if (r == ASB_ERR_KUBE_API && err && err->http_status == 409 && sb->uid[0]) {
         /* the UID precondition failed: the claim of that name now is
            another one, ours is gone; that one is not ours to delete */
@@ -18169,6 +19502,7 @@ ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err) {
         r = ASB_OK;
     }
     if (r == ASB_OK) sb->active = 0;       /* only on success: retry later */
+    if (r == ASB_OK) asb__sb_life_end(sb, ASB_OK);
     if (r == ASB_OK)
         asb__log(&sb->client->log, ASB_LOG_INFO, "sandbox.delete", "claim %s/%s deleted", sb->ns,
                  sb->claim);
@@ -18262,6 +19596,7 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
     asb_client *c;
     asb__endpoint ep;
     char port[16], rid[40], tsec[24], podip[ASB_IP_SIZE];
+    char tp[ASB_TRACEPARENT_SIZE];
     asb_http_header h[24];
     size_t nh = 0, i;
     asb_buf url;
@@ -18320,6 +19655,7 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
     }
     h[nh].name = "X-Request-ID";
     h[nh++].value = rid;
+    nh += asb__trace_headers(sb->trace_cur, h + nh, tp); /* traceparent, tracestate */
     if (timeout_ms > 0) {
         /* whole seconds, rounded up, without the overflow of
            (ms + 999) / 1000 near INT_MAX */
@@ -18495,12 +19831,17 @@ ASB_API asb_result asb_sandbox_run_opts(asb_sandbox *sb, const char *command,
                                         asb_error *err) {
     int timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms : ASB__RUN_DEFAULT_TIMEOUT_MS;
     asb_result r;
+    asb__span span;
     if (!result) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "run: NULL result");
     memset(result, 0, sizeof *result);
     if (!sb || !command) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "run: NULL argument");
     asb_buf_init(&result->out, &sb->client->alloc);
     asb_buf_init(&result->err, &sb->client->alloc);
+    asb__sb_span_begin(sb, &span, "run", ASB_LATENCY_RUN); /* tracing off: one test */
+    asb__span_command(&span, command); /* the program's name, nothing else */
     r = sb->rt->run(sb, command, timeout_ms, opts ? opts->cancel : NULL, result, err);
+    if (r == ASB_OK) asb__span_int(&span, "sandbox.exit_code", result->exit_code, ASB_ATTR_INT);
+    asb__sb_span_finish(sb, &span, r, err);
     if (sb->client->log.fn) {
         char raw[64], exe[100];
         asb__command_executable(command, raw, sizeof raw);
@@ -18553,8 +19894,18 @@ ASB_API asb_result asb_sandbox_read(asb_sandbox *sb, const char *path, asb_buf *
 
 ASB_API asb_result asb_sandbox_read_opts(asb_sandbox *sb, const char *path, asb_buf *out,
                                          const asb_call_opts *opts, asb_error *err) {
+    asb__span span;
+    asb_result r;
+    size_t before;
     if (!sb || !out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "read: NULL argument");
-    return sb->rt->read(sb, path, out, NULL, NULL, opts, err);
+    before = out->len;
+    asb__sb_span_begin(sb, &span, "read", ASB_LATENCY_READ);
+    asb__span_str(&span, "sandbox.file.path", path);
+    r = sb->rt->read(sb, path, out, NULL, NULL, opts, err);
+    if (r == ASB_OK)
+        asb__span_int(&span, "sandbox.file.size", (int64_t)(out->len - before), ASB_ATTR_INT);
+    asb__sb_span_finish(sb, &span, r, err);
+    return r;
 }
 
 ASB_API asb_result asb_sandbox_exists(asb_sandbox *sb, const char *path, int *exists,
@@ -18564,9 +19915,16 @@ ASB_API asb_result asb_sandbox_exists(asb_sandbox *sb, const char *path, int *ex
 
 ASB_API asb_result asb_sandbox_exists_opts(asb_sandbox *sb, const char *path, int *exists,
                                            const asb_call_opts *opts, asb_error *err) {
+    asb__span span;
+    asb_result r;
     if (!sb || !exists) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "exists: NULL argument");
     *exists = 0;
-    return sb->rt->exists(sb, path, exists, opts, err);
+    asb__sb_span_begin(sb, &span, "exists", ASB_LATENCY_EXISTS);
+    asb__span_str(&span, "sandbox.file.path", path);
+    r = sb->rt->exists(sb, path, exists, opts, err);
+    if (r == ASB_OK) asb__span_int(&span, "sandbox.file.exists", *exists != 0, ASB_ATTR_BOOL);
+    asb__sb_span_finish(sb, &span, r, err);
+    return r;
 }
 
 /* -- attach, list, delete ------------------------------------------------------ */
@@ -18578,7 +19936,22 @@ static asb_sandbox *asb__find_handle(asb_client *c, const char *ns, const char *
     return NULL;
 }
 
+static asb_result asb__client_get_sandbox(asb_client *c, const char *claim, const char *ns,
+                                          int resolve_timeout_ms, asb_sandbox **out,
+                                          asb_error *err);
+/* An attached handle starts its lifecycle span (unless it has one). */
 ASB_API asb_result asb_client_get_sandbox(asb_client *c, const char *claim, const char *ns,
+                                          int resolve_timeout_ms, asb_sandbox **out,
+                                          asb_error *err) {
+    asb_result r = asb__client_get_sandbox(c, claim, ns, resolve_timeout_ms, out, err);
+#if ASB_TRACING
+    if (r == ASB_OK && c->tracer && !(*out)->life.t)
+        asb__span_start(c->tracer, &(*out)->life, "lifecycle", ASB_LATENCY_KIND_COUNT, NULL);
+#endif
+    return r;
+}
+
+static asb_result asb__client_get_sandbox(asb_client *c, const char *claim, const char *ns,
                                           int resolve_timeout_ms, asb_sandbox **out,
                                           asb_error *err) {
     asb_kube_resource res, sbres;
@@ -18922,19 +20295,32 @@ ASB_API asb_result asb_client_list_all(asb_client *c, const char *ns, const char
 
 ASB_API asb_result asb_client_delete_sandbox(asb_client *c, const char *claim, const char *ns,
                                              asb_error *err) {
+    asb__span span;
     asb_kube_resource res;
     asb_sandbox *s;
     asb_result r;
     if (!c || !claim) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "delete: NULL argument");
     if (!ns) ns = asb_client_namespace(c);
     r = asb__api_version(c, err);
+    if (c->tracer) { /* a child of the handle's lifecycle, if there is one */
+        pthread_mutex_lock(&c->lock);
+        s = asb__find_handle(c, ns, claim);
+        asb__span_start(c->tracer, &span, "delete_claim", ASB_LATENCY_DELETE,
+                        s ? asb__span_ctx(&s->life) : NULL);
+        pthread_mutex_unlock(&c->lock);
+    } else {
+        span.t = NULL;
+    }
+    asb__span_str(&span, "sandbox.claim.name", claim);
     if (r == ASB_OK) r = asb_kube_delete(c->kube, asb__claims(c, &res), ns, claim, err);
+    asb__span_end(&span, r, err);
     if (r == ASB_OK || r == ASB_ERR_NOT_FOUND) {
         /* gone either way: a handle for it ends */
         pthread_mutex_lock(&c->lock);
         s = asb__find_handle(c, ns, claim);
         if (s) s->active = 0;
         pthread_mutex_unlock(&c->lock);
+        if (s) asb__sb_life_end(s, ASB_OK); /* handles live until the client's free */
         asb__log(&c->log, ASB_LOG_INFO, "sandbox.delete", "claim %s/%s %s", ns, claim,
                  r == ASB_OK ? "deleted" : "not found (gone already)");
     } else {
@@ -18989,9 +20375,33 @@ ASB_API asb_result asb_sandbox_write_stream_opts(asb_sandbox *sb, const char *pa
                                                  asb_read_fn read, void *user_data,
                                                  uint64_t size, const asb_call_opts *opts,
                                                  asb_error *err) {
+    asb__span span;
+    asb_result r;
     if (!sb || !read) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "write: NULL argument");
-    return sb->rt->write(sb, path, read, user_data, size, opts, err);
+    /* write and write_from_fd end here: one "write" span for each */
+    asb__sb_span_begin(sb, &span, "write", ASB_LATENCY_WRITE);
+    asb__span_str(&span, "sandbox.file.path", path);
+    asb__span_int(&span, "sandbox.file.size", (int64_t)size, ASB_ATTR_INT);
+    r = sb->rt->write(sb, path, read, user_data, size, opts, err);
+    asb__sb_span_finish(sb, &span, r, err);
+    return r;
 }
+
+#if ASB_TRACING
+/* A stream's bytes, counted on their way to the caller's sink (the read
+   span's sandbox.file.size). */
+typedef struct asb__count_sink {
+    asb_write_fn write;
+    void *user;
+    uint64_t n;
+} asb__count_sink;
+
+static asb_result asb__count_write(void *ud, const char *data, size_t len) {
+    asb__count_sink *c = (asb__count_sink *)ud;
+    c->n += len;
+    return c->write(c->user, data, len);
+}
+#endif
 
 ASB_API asb_result asb_sandbox_read_stream(asb_sandbox *sb, const char *path, asb_write_fn write,
                                            void *user_data, asb_error *err) {
@@ -19001,7 +20411,25 @@ ASB_API asb_result asb_sandbox_read_stream(asb_sandbox *sb, const char *path, as
 ASB_API asb_result asb_sandbox_read_stream_opts(asb_sandbox *sb, const char *path,
                                                 asb_write_fn write, void *user_data,
                                                 const asb_call_opts *opts, asb_error *err) {
+#if ASB_TRACING
+    asb__span span;
+    asb_result r;
+    asb__count_sink cs;
+#endif
     if (!sb || !write) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "read: NULL argument");
+#if ASB_TRACING
+    if (sb->client->tracer) { /* read_to_fd ends here too: one "read" span */
+        cs.write = write;
+        cs.user = user_data;
+        cs.n = 0;
+        asb__sb_span_begin(sb, &span, "read", ASB_LATENCY_READ);
+        asb__span_str(&span, "sandbox.file.path", path);
+        r = sb->rt->read(sb, path, NULL, asb__count_write, &cs, opts, err);
+        asb__span_int(&span, "sandbox.file.size", (int64_t)cs.n, ASB_ATTR_INT);
+        asb__sb_span_finish(sb, &span, r, err);
+        return r;
+    }
+#endif
     return sb->rt->read(sb, path, NULL, write, user_data, opts, err);
 }
 
@@ -19085,12 +20513,17 @@ ASB_API asb_result asb_sandbox_list(asb_sandbox *sb, const char *path, asb_file_
 
 ASB_API asb_result asb_sandbox_list_opts(asb_sandbox *sb, const char *path, asb_file_list *out,
                                          const asb_call_opts *opts, asb_error *err) {
+    asb__span span;
     asb_result r;
     if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "list: NULL out");
     memset(out, 0, sizeof *out);
     if (!sb) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "list: NULL handle");
     out->alloc_ = sb->client->alloc;
+    asb__sb_span_begin(sb, &span, "list", ASB_LATENCY_LIST);
+    asb__span_str(&span, "sandbox.file.path", path);
     r = sb->rt->list(sb, path, out, opts, err);
+    if (r == ASB_OK) asb__span_int(&span, "sandbox.file.count", (int64_t)out->count, ASB_ATTR_INT);
+    asb__sb_span_finish(sb, &span, r, err);
     if (r != ASB_OK) asb_file_list_free(out);
     return r;
 }

@@ -5,7 +5,7 @@
 TB := $(BUILD)/tests
 HDR := agentsandbox.h
 TEST_SRCS := tests/test_json.c tests/test_rules.c tests/test_http.c tests/test_yaml.c tests/test_sdk.c \
-             tests/test_ws.c
+             tests/test_ws.c tests/test_trace.c
 TEST_DEPS := $(HDR) tests/asbtest.h tests/recorder.h tests/logsink.h
 ORACLE_HDRS := tests/oracle/jsmn_oracle.h tests/oracle/json_ref.h \
                tests/oracle/json_contract.h tests/oracle/k8s_gen.h
@@ -89,10 +89,10 @@ test-compile-matrix:
 	printf '#define AGENTSANDBOX_IMPLEMENTATION\n#include "agentsandbox.h"\n' > $(TB)/matrix/impl.c; \
 	printf '#include "agentsandbox.h"\nint use(void);\nint use(void) { return (int)asb_result_str(ASB_OK)[0]; }\n' > $(TB)/matrix/user.c; \
 	printf '#define ASB_STATIC\n#define AGENTSANDBOX_IMPLEMENTATION\n#include "agentsandbox.h"\n' > $(TB)/matrix/static.c; \
-	n=0; for cc in $(MATRIX_CC); do for tls in 0 1; do for f in impl user static; do \
-	  $$cc -DASB_TLS=$$tls -I. $(CFLAGS_WARN) -c $(TB)/matrix/$$f.c -o $(TB)/matrix/$$f.o || \
-	    { echo "compile-matrix: FAILED: $$cc ASB_TLS=$$tls $$f.c"; exit 1; }; n=$$((n+1)); \
-	done; done; done; echo "compile-matrix: $$n builds clean"
+	n=0; for cc in $(MATRIX_CC); do for tls in 0 1; do for tr in 1 0; do for f in impl user static; do \
+	  $$cc -DASB_TLS=$$tls -DASB_TRACING=$$tr -I. $(CFLAGS_WARN) -c $(TB)/matrix/$$f.c -o $(TB)/matrix/$$f.o || \
+	    { echo "compile-matrix: FAILED: $$cc ASB_TLS=$$tls ASB_TRACING=$$tr $$f.c"; exit 1; }; n=$$((n+1)); \
+	done; done; done; done; echo "compile-matrix: $$n builds clean"
 
 # The implementation exports only asb_* symbols and, under ASB_STATIC, none.
 test-symbols:

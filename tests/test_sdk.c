@@ -1204,7 +1204,7 @@ ASBT_TEST(v1beta1_options_become_the_claim_spec_and_are_checked_first) {
     o.volume_claim_template_count = 1;
     ASBT_EQ_RES(asb__create_opts_check(&o, &err), ASB_OK);
     asb_buf_init(&b, NULL);
-    ASBT_EQ_RES(asb__claim_manifest(&c, "named.claim", NULL, &o, "default", &b, &err), ASB_OK);
+    ASBT_EQ_RES(asb__claim_manifest(&c, "named.claim", NULL, &o, "default", &b, NULL, &err), ASB_OK);
     ASBT_EQ_RES(parse_manifest(&d, &b), ASB_OK);
     ASBT_CHECK(asb_json_string_eq(&d, asb_json_find(&d, 0, "metadata.name"), "named.claim", 11));
     ASBT_CHECK(asb_json_string_eq(&d, asb_json_find(&d, 0, "spec.warmPoolRef.name"), "pool", 4));
@@ -1225,7 +1225,7 @@ ASBT_TEST(v1beta1_options_become_the_claim_spec_and_are_checked_first) {
     memset(&o, 0, sizeof o);
     o.warm_pool = "pool";
     b.len = 0;
-    ASBT_EQ_RES(asb__claim_manifest(&c, "x", NULL, &o, "default", &b, &err), ASB_OK);
+    ASBT_EQ_RES(asb__claim_manifest(&c, "x", NULL, &o, "default", &b, NULL, &err), ASB_OK);
     ASBT_EQ_RES(parse_manifest(&d, &b), ASB_OK);
     ASBT_CHECK(asb_json_find(&d, 0, "spec.env") < 0);
     ASBT_CHECK(asb_json_find(&d, 0, "spec.additionalPodMetadata") < 0);

@@ -1,0 +1,553 @@
+/* Tracing (>>trace): spans through the callback, trace context on the
+   router's requests, the OTLP/HTTP exporter against a recorder, and an
+   exporter whose collector is dead or stalled. The real OpenTelemetry
+   Collector end to end: tests/test_otel_cluster.c (make test-otel). */
+#define AGENTSANDBOX_IMPLEMENTATION
+#include "../agentsandbox.h"
+#include "asbtest.h"
+#include "recorder.h"
+#include "logsink.h"
+
+#include <stdlib.h>
+
+/* Spans the callback saw, copied (the callback's are borrowed). */
+#define MAX_SPANS 64
+typedef struct seen_span {
+    char name[128];
+    asb_trace_context ctx;
+    unsigned char parent[8];
+    int64_t start, end;
+    asb_result status;
+    char attrs[1024]; /* "key=value;" for each */
+} seen_span;
+typedef struct seen {
+    pthread_mutex_t mu;
+    int n;
+    seen_span s[MAX_SPANS];
+} seen;
+
+static void on_span(void *ud, const asb_span_data *d) {
+    seen *sn = (seen *)ud;
+    seen_span *o;
+    size_t i, l = 0;
+    pthread_mutex_lock(&sn->mu);
+    if (sn->n < MAX_SPANS) {
+        o = &sn->s[sn->n++];
+        memset(o, 0, sizeof *o);
+        snprintf(o->name, sizeof o->name, "%s", d->name);
+        o->ctx = d->ctx;
+        memcpy(o->parent, d->parent_span_id, 8);
+        o->start = d->start_unix_ns;
+        o->end = d->end_unix_ns;
+        o->status = d->status;
+        for (i = 0; i < d->attr_count && l < sizeof o->attrs; i++) {
+            const asb_span_attr *a = &d->attrs[i];
+            int n = a->type == ASB_ATTR_STRING
+                        ? snprintf(o->attrs + l, sizeof o->attrs - l, "%s=%s;", a->key, a->str)
+                        : snprintf(o->attrs + l, sizeof o->attrs - l, "%s=%lld;", a->key,
+                                   (long long)a->num);
+            if (n > 0) l += (size_t)n;
+        }
+    }
+    pthread_mutex_unlock(&sn->mu);
+}
+
+static const seen_span *find_span(seen *sn, const char *name, int nth) {
+    int i;
+    for (i = 0; i < sn->n; i++)
+        if (strcmp(sn->s[i].name, name) == 0 && nth-- == 0) return &sn->s[i];
+    return NULL;
+}
+
+static char unit_cfg[256];
+
+static int refused_port(void) {
+    static int fd = -1;
+    struct sockaddr_in a;
+    socklen_t al = sizeof a;
+    if (fd < 0) {
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0) return -1;
+    }
+    if (getsockname(fd, (struct sockaddr *)&a, &al) != 0) return -1;
+    return ntohs(a.sin_port); /* bound, never listening: connects are refused */
+}
+
+/* A port that accepts connections (the kernel's backlog) and never
+   answers: a stalled collector. */
+static int stalled_port(int *fd_out) {
+    struct sockaddr_in a;
+    socklen_t al = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 64) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &al) != 0)
+        return -1;
+    *fd_out = fd;
+    return ntohs(a.sin_port);
+}
+
+static int write_unit_kubeconfig(void) {
+    FILE *f;
+    snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-test-trace-%d.kubeconfig", (int)getpid());
+    f = fopen(unit_cfg, "w");
+    if (!f) return 0;
+    fprintf(f,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+            "    server: http://127.0.0.1:%d\ncontexts:\n- name: c\n  context: {cluster: c, "
+            "user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n",
+            refused_port());
+    return fclose(f) == 0;
+}
+
+/* A direct-mode client to a recorder standing in for the router. */
+static asb_client *traced_client(recorder *router, const asb_tracer_desc *td,
+                                 const asb_logger *log, asb_error *err) {
+    asb_client_desc d;
+    asb_client *c = NULL;
+    char url[64];
+    if (!write_unit_kubeconfig()) return NULL;
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", router ? router->port : refused_port());
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = unit_cfg;
+    d.kube.http.retry.max_attempts = 1;
+    d.mode = ASB_CONNECT_DIRECT;
+    d.direct_url = url;
+    d.claim_api_version = "v1alpha1";
+    if (td) d.tracer = *td;
+    if (log) d.log = *log;
+    if (asb_client_create(&d, &c, err) != ASB_OK) c = NULL;
+    unlink(unit_cfg);
+    return c;
+}
+
+/* A handle as create/get make one, with its lifecycle span as get starts
+   it (no cluster here). */
+static asb_sandbox *traced_handle(asb_client *c, const char *name) {
+    asb_sandbox *sb = asb__new_handle(c, "sandbox-claim-0000beef", name, "default");
+    if (sb) {
+        sb->next = c->handles;
+        c->handles = sb;
+        asb__span_start(c->tracer, &sb->life, "lifecycle", ASB_LATENCY_KIND_COUNT, NULL);
+    }
+    return sb;
+}
+
+static const char run_ok[] = "{\"stdout\":\"hi\",\"stderr\":\"\",\"exit_code\":3}";
+
+static void hex(char *out, const unsigned char *p, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) snprintf(out + 2 * i, 3, "%02x", p[i]);
+}
+
+ASBT_TEST(traceparent_parses_and_formats_as_w3c_says) {
+    static const char good[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    static const char *const bad[] = {
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",     /* no flags */
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",  /* zero trace */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",  /* zero span */
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",  /* upper case */
+        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",  /* version ff */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x", /* v00 + more */
+        "00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "",
+    };
+    asb_trace_context ctx;
+    char out[ASB_TRACEPARENT_SIZE];
+    asb_error err;
+    size_t i;
+    ASBT_EQ_RES(asb_traceparent_parse(good, strlen(good), &ctx, &err), ASB_OK);
+    ASBT_EQ_INT(ctx.flags, 1);
+    ASBT_EQ_INT(ctx.trace_id[0], 0x4b);
+    ASBT_EQ_INT(ctx.span_id[7], 0xb7);
+    asb_traceparent_format(&ctx, out);
+    ASBT_EQ_STR(out, good);
+    /* a later version is read by its first four fields */
+    ASBT_EQ_RES(asb_traceparent_parse("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00-abc",
+                                      59, &ctx, &err),
+                ASB_OK);
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        asb_result r = asb_traceparent_parse(bad[i], strlen(bad[i]), &ctx, &err);
+        if (r == ASB_OK) fprintf(stderr, "    accepted: %s\n", bad[i]);
+        ASBT_EQ_RES(r, ASB_ERR_INVALID_ARGUMENT);
+        ASBT_CONTAINS(err.message, "traceparent");
+    }
+}
+
+/* The reference's spans: <service>.<op> under the handle's lifecycle,
+   the attributes it records, the program name alone of a command, the
+   run span's context on the request the router gets. */
+ASBT_TEST(handle_calls_are_spans_under_the_lifecycle_with_upstream_attributes) {
+    static seen sn;
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_tracer_desc td;
+    asb_client *c;
+    asb_sandbox *sb;
+    asb_error err;
+    asb_run_result rr;
+    asb_buf out;
+    asb_file_list fl;
+    int ex = 0, i;
+    recorder_request q;
+    char tp[128], want[ASB_TRACEPARENT_SIZE], life_tp[ASB_TRACEPARENT_SIZE];
+    const seen_span *life, *run, *s;
+    memset(&sn, 0, sizeof sn);
+    pthread_mutex_init(&sn.mu, NULL);
+    ASBT_CHECK(rec != NULL);
+    memset(&td, 0, sizeof td);
+    td.enable = 1;
+    td.otlp = -1;
+    td.on_span_end = on_span;
+    td.user_data = &sn;
+    c = traced_client(rec, &td, NULL, &err);
+    ASBT_CHECK(c != NULL);
+    sb = traced_handle(c, "sb-1");
+    ASBT_CHECK(sb != NULL);
+    asb_sandbox_traceparent(sb, life_tp);
+    ASBT_EQ_INT((int)strlen(life_tp), 55);
+
+    recorder_reply(rec, 200, run_ok);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "API_KEY=sekrit1 TOKEN=sekrit2 ./run.sh --password sekrit3",
+                                5000, &rr, &err),
+                ASB_OK);
+    asb_run_result_free(&rr);
+    ASBT_CHECK(recorder_get(rec, 0, &q));
+    ASBT_CHECK(recorder_header(q.head, "traceparent", tp, sizeof tp));
+    ASBT_CHECK(!recorder_header(q.head, "tracestate", want, sizeof want));
+    recorder_reply(rec, 200, "{}");
+    ASBT_EQ_RES(asb_sandbox_write(sb, "dir/f.txt", "12345", 5, &err), ASB_OK);
+    recorder_reply(rec, 200, "abcdefg");
+    asb_buf_init(&out, NULL);
+    ASBT_EQ_RES(asb_sandbox_read(sb, "dir/f.txt", &out, &err), ASB_OK);
+    asb_buf_free(&out);
+    recorder_reply(rec, 200, "{\"exists\": true}");
+    ASBT_EQ_RES(asb_sandbox_exists(sb, "dir/f.txt", &ex, &err), ASB_OK);
+    recorder_reply(rec, 200, "[{\"name\":\"a\",\"size\":1,\"type\":\"file\",\"mod_time\":1},"
+                             "{\"name\":\"b\",\"size\":2,\"type\":\"directory\",\"mod_time\":2}]");
+    ASBT_EQ_RES(asb_sandbox_list(sb, "dir", &fl, &err), ASB_OK);
+    asb_file_list_free(&fl);
+    recorder_reply(rec, 500, "{\"error\":\"boom\"}");
+    ASBT_EQ_RES(asb_sandbox_run(sb, "false", 5000, &rr, &err), ASB_ERR_HTTP_STATUS);
+    asb_run_result_free(&rr);
+    ASBT_EQ_INT(sn.n, 6); /* the lifecycle is still open */
+    asb_sandbox_close_connection(sb);
+    ASBT_EQ_INT(sn.n, 7);
+
+    life = find_span(&sn, "sandbox-client.lifecycle", 0);
+    run = find_span(&sn, "sandbox-client.run", 0);
+    ASBT_CHECK(life != NULL && run != NULL);
+    asb_traceparent_format(&life->ctx, want);
+    ASBT_EQ_STR(want, life_tp);
+    ASBT_CHECK(memcmp(life->parent, "\0\0\0\0\0\0\0\0", 8) == 0); /* a root */
+    for (i = 0; i < sn.n; i++) {
+        s = &sn.s[i];
+        ASBT_CHECK(memcmp(s->ctx.trace_id, life->ctx.trace_id, 16) == 0);
+        if (s != life) ASBT_CHECK(memcmp(s->parent, life->ctx.span_id, 8) == 0);
+        ASBT_CHECK(s->end >= s->start);
+        /* nothing of the command but its program, anywhere */
+        ASBT_CHECK(strstr(s->attrs, "sekrit") == NULL);
+        ASBT_CHECK(strstr(s->attrs, "password") == NULL);
+    }
+    asb_traceparent_format(&run->ctx, want);
+    ASBT_EQ_STR(tp, want); /* the router saw the run span's context */
+    ASBT_EQ_STR(run->attrs, "sandbox.command.executable=run.sh;sandbox.exit_code=3;");
+    ASBT_EQ_RES(run->status, ASB_OK);
+    s = find_span(&sn, "sandbox-client.write", 0);
+    ASBT_CHECK(s != NULL);
+    ASBT_EQ_STR(s->attrs, "sandbox.file.path=dir/f.txt;sandbox.file.size=5;");
+    s = find_span(&sn, "sandbox-client.read", 0);
+    ASBT_CHECK(s != NULL);
+    ASBT_EQ_STR(s->attrs, "sandbox.file.path=dir/f.txt;sandbox.file.size=7;");
+    s = find_span(&sn, "sandbox-client.exists", 0);
+    ASBT_CHECK(s != NULL);
+    ASBT_EQ_STR(s->attrs, "sandbox.file.path=dir/f.txt;sandbox.file.exists=1;");
+    s = find_span(&sn, "sandbox-client.list", 0);
+    ASBT_CHECK(s != NULL);
+    ASBT_EQ_STR(s->attrs, "sandbox.file.path=dir;sandbox.file.count=2;");
+    s = find_span(&sn, "sandbox-client.run", 1);
+    ASBT_CHECK(s != NULL);
+    ASBT_EQ_RES(s->status, ASB_ERR_HTTP_STATUS);
+    ASBT_EQ_STR(s->attrs, "sandbox.command.executable=false;asb.error.code=-301;"
+                          "error.type=ASB_ERR_HTTP_STATUS;http.response.status_code=500;");
+    ASBT_CONTAINS(life->attrs, "sandbox.claim.name=sandbox-claim-0000beef;");
+    {
+        asb_latency_stats st;
+        size_t b;
+        uint64_t sum = 0;
+        ASBT_EQ_RES(asb_client_latency(c, ASB_LATENCY_RUN, 0, &st, &err), ASB_OK);
+        ASBT_EQ_INT((int)st.count, 1);
+        ASBT_EQ_STR(st.metric, "sandbox_client_call_latency_ms");
+        ASBT_EQ_STR(st.label_value, "run");
+        for (b = 0; b <= st.bucket_count; b++) sum += st.buckets[b];
+        ASBT_EQ_INT((int)sum, 1);
+        ASBT_EQ_RES(asb_client_latency(c, ASB_LATENCY_RUN, 1, &st, &err), ASB_OK);
+        ASBT_EQ_INT((int)st.count, 1);
+        ASBT_EQ_RES(asb_client_latency(c, ASB_LATENCY_READ, 0, &st, &err), ASB_OK);
+        ASBT_EQ_INT((int)st.count, 1);
+    }
+    asb_client_free(c);
+    ASBT_EQ_INT(sn.n, 7); /* a closed handle's lifecycle ended once */
+    recorder_stop(rec);
+    pthread_mutex_destroy(&sn.mu);
+}
+
+ASBT_TEST(tracing_off_records_nothing_and_sends_no_traceparent) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client *c;
+    asb_sandbox *sb;
+    asb_error err;
+    asb_run_result rr;
+    recorder_request q;
+    asb_latency_stats st;
+    char v[128];
+    asb_tracer_desc td;
+    ASBT_CHECK(rec != NULL);
+    c = traced_client(rec, NULL, NULL, &err);
+    ASBT_CHECK(c != NULL);
+    ASBT_CHECK(c->tracer == NULL);
+    sb = traced_handle(c, "sb-1");
+    ASBT_CHECK(sb != NULL);
+    asb_sandbox_traceparent(sb, v);
+    ASBT_EQ_STR(v, "");
+    recorder_reply(rec, 200, run_ok);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 5000, &rr, &err), ASB_OK);
+    asb_run_result_free(&rr);
+    ASBT_CHECK(recorder_get(rec, 0, &q));
+    ASBT_CHECK(!recorder_header(q.head, "traceparent", v, sizeof v));
+    ASBT_EQ_RES(asb_client_latency(c, ASB_LATENCY_RUN, 0, &st, &err), ASB_ERR_INVALID_ARGUMENT);
+    asb_client_free(c);
+    /* OTEL_SDK_DISABLED=true turns an enabled tracer off */
+    memset(&td, 0, sizeof td);
+    td.enable = 1;
+    setenv("OTEL_SDK_DISABLED", "true", 1);
+    c = traced_client(rec, &td, NULL, &err);
+    unsetenv("OTEL_SDK_DISABLED");
+    ASBT_CHECK(c != NULL && c->tracer == NULL);
+    asb_client_free(c);
+    recorder_stop(rec);
+}
+
+/* A caller's traceparent and tracestate: our spans join its trace, and
+   the state goes on with every request. The service name from
+   OTEL_SERVICE_NAME when the option is unset. */
+ASBT_TEST(a_parent_context_puts_our_spans_in_the_callers_trace) {
+    static seen sn;
+    static const char parent[] = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_tracer_desc td;
+    asb_client *c;
+    asb_sandbox *sb;
+    asb_error err;
+    asb_run_result rr;
+    recorder_request q;
+    char v[256], want[40];
+    const seen_span *life, *run;
+    memset(&sn, 0, sizeof sn);
+    pthread_mutex_init(&sn.mu, NULL);
+    ASBT_CHECK(rec != NULL);
+    memset(&td, 0, sizeof td);
+    td.enable = 1;
+    td.otlp = -1;
+    td.parent = parent;
+    td.parent_state = "congo=t61rcWkgMzE";
+    td.on_span_end = on_span;
+    td.user_data = &sn;
+    setenv("OTEL_SERVICE_NAME", "agent-7", 1);
+    c = traced_client(rec, &td, NULL, &err);
+    unsetenv("OTEL_SERVICE_NAME");
+    ASBT_CHECK(c != NULL);
+    sb = traced_handle(c, "sb-1");
+    recorder_reply(rec, 200, run_ok);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "/usr/bin/python3 -c 'print(1)'", 5000, &rr, &err), ASB_OK);
+    asb_run_result_free(&rr);
+    ASBT_CHECK(recorder_get(rec, 0, &q));
+    ASBT_CHECK(recorder_header(q.head, "tracestate", v, sizeof v));
+    ASBT_EQ_STR(v, "congo=t61rcWkgMzE");
+    ASBT_CHECK(recorder_header(q.head, "traceparent", v, sizeof v));
+    ASBT_CHECK(strncmp(v, "00-0af7651916cd43dd8448eb211c80319c-", 36) == 0);
+    asb_client_free(c); /* ends the lifecycle */
+    life = find_span(&sn, "agent-7.lifecycle", 0);
+    run = find_span(&sn, "agent-7.run", 0);
+    ASBT_CHECK(life != NULL && run != NULL);
+    hex(want, life->parent, 8);
+    ASBT_EQ_STR(want, "b7ad6b7169203331");
+    hex(want, life->ctx.trace_id, 16);
+    ASBT_EQ_STR(want, "0af7651916cd43dd8448eb211c80319c");
+    ASBT_EQ_STR(run->attrs, "sandbox.command.executable=python3;sandbox.exit_code=3;");
+    /* a bad parent is refused when the client is made */
+    td.parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331";
+    ASBT_CHECK(traced_client(rec, &td, NULL, &err) == NULL);
+    ASBT_EQ_RES(err.code, ASB_ERR_INVALID_ARGUMENT);
+    ASBT_CONTAINS(err.message, "traceparent");
+    recorder_stop(rec);
+    pthread_mutex_destroy(&sn.mu);
+}
+
+/* The exporter's requests: POST /v1/traces and /v1/metrics, JSON, the
+   OTEL_EXPORTER_OTLP_HEADERS headers (percent-decoded), flushed at free. */
+ASBT_TEST(the_otlp_exporter_posts_spans_and_histograms_flushed_at_free) {
+    recorder *rec = recorder_start("127.0.0.1"), *col = recorder_start("127.0.0.1");
+    asb_tracer_desc td;
+    asb_client *c;
+    asb_sandbox *sb;
+    asb_error err;
+    asb_run_result rr;
+    char ep[64], v[256];
+    int i, traces = 0, metrics = 0;
+    ASBT_CHECK(rec != NULL && col != NULL);
+    snprintf(ep, sizeof ep, "http://127.0.0.1:%d/", col->port);
+    memset(&td, 0, sizeof td);
+    td.enable = 1;
+    td.service_name = "svc-x";
+    td.export_interval_ms = 60000; /* only the flush at free sends */
+    setenv("OTEL_EXPORTER_OTLP_ENDPOINT", ep, 1);
+    setenv("OTEL_EXPORTER_OTLP_HEADERS", " x-api-key = a%20b%2Cc , x-tenant=t1", 1);
+    c = traced_client(rec, &td, NULL, &err);
+    unsetenv("OTEL_EXPORTER_OTLP_ENDPOINT");
+    unsetenv("OTEL_EXPORTER_OTLP_HEADERS");
+    ASBT_CHECK(c != NULL);
+    sb = traced_handle(c, "sb-1");
+    recorder_reply(rec, 200, run_ok);
+    for (i = 0; i < 3; i++) {
+        ASBT_EQ_RES(asb_sandbox_run(sb, "true", 5000, &rr, &err), ASB_OK);
+        asb_run_result_free(&rr);
+    }
+    ASBT_EQ_INT(recorder_count(col), 0);
+    recorder_reply(col, 200, "{}");
+    asb_client_free(c);
+    ASBT_EQ_INT(recorder_count(col), 2);
+    for (i = 0; i < 2; i++) {
+        recorder_request q;
+#if ASB_JSON_MAX_DOC_TOKENS >= 4096
+        asb_json_doc d;
+#endif
+        ASBT_CHECK(recorder_get(col, i, &q));
+        ASBT_CHECK(recorder_header(q.head, "Content-Type", v, sizeof v));
+        ASBT_EQ_STR(v, "application/json");
+        ASBT_CHECK(recorder_header(q.head, "x-api-key", v, sizeof v));
+        ASBT_EQ_STR(v, "a b,c");
+        ASBT_CHECK(recorder_header(q.head, "x-tenant", v, sizeof v));
+        ASBT_EQ_STR(v, "t1");
+        if (strncmp(q.head, "POST /v1/traces ", 16) == 0) {
+            traces++;
+            ASBT_CHECK(recorder_has(q.body, q.body_len, "\"name\":\"svc-x.run\""));
+#if ASB_JSON_MAX_DOC_TOKENS >= 4096 /* the tiny build's doc holds 64 tokens */
+            ASBT_EQ_RES(asb_json_doc_parse(&d, q.body, q.body_len, NULL, NULL), ASB_OK);
+            ASBT_CHECK(asb_json_string_eq(
+                &d, asb_json_find(&d, 0, "resourceSpans.0.resource.attributes.0.value.stringValue"),
+                "svc-x", 5));
+            /* three runs, then the lifecycle ended by the free */
+            ASBT_EQ_INT(d.toks[asb_json_find(&d, 0, "resourceSpans.0.scopeSpans.0.spans")].size, 4);
+            ASBT_CHECK(asb_json_string_eq(
+                &d, asb_json_find(&d, 0, "resourceSpans.0.scopeSpans.0.spans.3.name"),
+                "svc-x.lifecycle", 15));
+            asb_json_doc_free(&d);
+#endif
+        } else if (strncmp(q.head, "POST /v1/metrics ", 17) == 0) {
+            metrics++;
+            ASBT_CHECK(recorder_has(q.body, q.body_len, "\"count\":\"3\""));
+#if ASB_JSON_MAX_DOC_TOKENS >= 4096
+            ASBT_EQ_RES(asb_json_doc_parse(&d, q.body, q.body_len, NULL, NULL), ASB_OK);
+            ASBT_CHECK(asb_json_string_eq(
+                &d, asb_json_find(&d, 0, "resourceMetrics.0.scopeMetrics.0.metrics.0.name"),
+                "sandbox_client_call_latency_ms", 30));
+            ASBT_CHECK(asb_json_string_eq(
+                &d,
+                asb_json_find(&d, 0,
+                              "resourceMetrics.0.scopeMetrics.0.metrics.0.histogram.dataPoints.0."
+                              "count"),
+                "3", 1));
+            asb_json_doc_free(&d);
+#endif
+        }
+    }
+    ASBT_EQ_INT(traces, 1);
+    ASBT_EQ_INT(metrics, 1);
+    recorder_stop(rec);
+    recorder_stop(col);
+}
+
+/* A collector that refuses connections, or accepts and never answers:
+   every call succeeds, none waits for it, the first failure is logged
+   once, and the client frees within the export timeout. */
+ASBT_TEST(a_dead_or_stalled_collector_never_fails_a_call_and_is_logged_once) {
+    int round;
+    for (round = 0; round < 2; round++) {
+        recorder *rec = recorder_start("127.0.0.1");
+        asb_tracer_desc td;
+        asb_client *c;
+        asb_sandbox *sb;
+        asb_error err;
+        asb_run_result rr;
+        asbt_log lg;
+        asb_logger logger;
+        char ep[64];
+        int i, sfd = -1, port;
+        ASBT_CHECK(rec != NULL);
+        port = round == 0 ? refused_port() : stalled_port(&sfd);
+        ASBT_CHECK(port > 0);
+        snprintf(ep, sizeof ep, "http://127.0.0.1:%d", port);
+        asbt_log_open(&lg, &logger, ASB_LOG_DEBUG);
+        memset(&td, 0, sizeof td);
+        td.enable = 1;
+        td.otlp_endpoint = ep;
+        td.otlp_timeout_ms = 300;
+        td.export_interval_ms = 20;
+        td.max_queued_spans = 8;
+        c = traced_client(rec, &td, &logger, &err);
+        ASBT_CHECK(c != NULL);
+        sb = traced_handle(c, "sb-1");
+        recorder_reply(rec, 200, run_ok);
+        for (i = 0; i < 40; i++) {
+            ASBT_EQ_RES(asb_sandbox_run(sb, "true", 5000, &rr, &err), ASB_OK);
+            asb_run_result_free(&rr);
+            if (i % 10 == 0) usleep(30000); /* let the exporter try, and fail, more than once */
+        }
+        asb_client_free(c);
+        if (asbt_log_count(&lg, "otel.export") != 1) fprintf(stderr, "%s", lg.text.ptr);
+        ASBT_EQ_INT(asbt_log_count(&lg, "otel.export"), 1);
+        ASBT_CHECK(strstr(lg.text.ptr, ep + 7) != NULL || strstr(lg.text.ptr, "127.0.0.1") != NULL);
+        asbt_log_close(&lg);
+        if (sfd >= 0) close(sfd);
+        recorder_stop(rec);
+    }
+}
+
+ASBT_TEST(bad_tracer_options_are_refused_clearly) {
+    asb_tracer_desc td;
+    asb_error err;
+    memset(&td, 0, sizeof td);
+    td.enable = 1;
+    td.otlp = 1;
+    td.otlp_headers = "novalue";
+    ASBT_CHECK(traced_client(NULL, &td, NULL, &err) == NULL);
+    ASBT_CONTAINS(err.message, "OTLP headers");
+    td.otlp_headers = "k=v\r\nInjected: 1";
+    ASBT_CHECK(traced_client(NULL, &td, NULL, &err) == NULL);
+    ASBT_CONTAINS(err.message, "forbidden byte");
+    ASBT_CHECK(strstr(err.message, "Injected") == NULL);
+    td.otlp_headers = NULL;
+    td.otlp_endpoint = "ftp://collector";
+    ASBT_CHECK(traced_client(NULL, &td, NULL, &err) == NULL);
+    ASBT_CONTAINS(err.message, "OTLP endpoint");
+    td.otlp_endpoint = NULL;
+    td.parent_state = "a=\"b";
+    ASBT_CHECK(traced_client(NULL, &td, NULL, &err) == NULL);
+    ASBT_CONTAINS(err.message, "parent_state");
+}
+
+ASBT_LIST(
+    ASBT_CASE(traceparent_parses_and_formats_as_w3c_says)
+    ASBT_CASE(handle_calls_are_spans_under_the_lifecycle_with_upstream_attributes)
+    ASBT_CASE(tracing_off_records_nothing_and_sends_no_traceparent)
+    ASBT_CASE(a_parent_context_puts_our_spans_in_the_callers_trace)
+    ASBT_CASE(the_otlp_exporter_posts_spans_and_histograms_flushed_at_free)
+    ASBT_CASE(a_dead_or_stalled_collector_never_fails_a_call_and_is_logged_once)
+    ASBT_CASE(bad_tracer_options_are_refused_clearly))
+
+ASBT_MAIN()
