@@ -31,6 +31,8 @@ Environment:
                        each sandboxd pod (default: the cache's sandboxd-<version>)
   LC_SERVICE_CIDR      service range, must be loopback (default 127.2.0.0/24)
   LC_NO_DNS_ISOLATION  set: run daemons without the private loopback-only resolv.conf
+  LC_OTLP_ENDPOINT     an OTLP/gRPC collector (http://127.0.0.1:PORT): the agent-sandbox
+                       controller (--enable-tracing) and the router send it their spans
 """
 
 import base64
@@ -805,14 +807,20 @@ def cmd_up(version):
                 "--health-probe-bind-address=127.0.0.1:%d" % ports["controller-probe"]]
     if version == VERSIONS["AGENT_SANDBOX_V05"]:
         ctl_args += ["--enable-webhook=false"]
-    start("agent-sandbox-controller", ctl_args)
+    # Tracing tests: both continue a client's trace (the claim's
+    # opentelemetry.io/trace-context annotation, the traceparent header).
+    otlp = os.environ.get("LC_OTLP_ENDPOINT")
+    otlp_env = {"OTEL_EXPORTER_OTLP_ENDPOINT": otlp} if otlp else None
+    if otlp:
+        ctl_args += ["--enable-tracing"]
+    start("agent-sandbox-controller", ctl_args, env=otlp_env)
 
     start("sandbox-router", [
         binpath("sandbox-router"), "--http-bind-address=127.0.0.1:%d" % ports["router"],
         "--metrics-bind-address=127.0.0.1:%d" % ports["router-metrics"],
         "--health-probe-bind-address=127.0.0.1:%d" % ports["router-probe"],
         "--allow-loopback-pod-ip=true", "--cache-enabled=true", "--kubeconfig=" + kc("sandbox-router"),
-        "--access-log=true"])
+        "--access-log=true"], env=otlp_env)
 
     start("podrunner", [sys.executable, os.path.abspath(__file__), "podrunner"],
           env={"LC_STATE_DIR": STATE, "LC_RUNTIME_BIN": RUNTIME_BIN, "LC_RUNTIME_PORT": str(RUNTIME_PORT),
