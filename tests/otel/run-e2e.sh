@@ -4,7 +4,9 @@
 # loopback only) and the local control plane (agent-sandbox v0.5.6), whose
 # controller and router send their own spans to the same collector.
 #
-#   run-e2e.sh COLLECTOR DRIVER STATE
+#   run-e2e.sh COLLECTOR DRIVER STATE [bench BENCH RUNS]
+# With "bench": the same collector and cluster, then BENCH (make
+# bench-otel) instead of the tests.
 # STATE: a directory of its own (the cluster's state, the collector's
 # config and output). LC_POD_CIDR / LC_SERVICE_CIDR come from the caller.
 set -uo pipefail
@@ -63,6 +65,12 @@ make -C "$ROOT" --no-print-directory cluster-up AGENT_SANDBOX=v0.5.6 > "$OT/clus
 export KUBECONFIG=$LC_STATE_DIR/kubeconfig/admin.kubeconfig
 export OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:$HTTP_PORT
 unset OTEL_SERVICE_NAME OTEL_SDK_DISABLED OTEL_EXPORTER_OTLP_TRACES_ENDPOINT OTEL_EXPORTER_OTLP_HEADERS
+
+if [ "${4:-}" = bench ]; then
+  port=$(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["ports"]["router"])' \
+         "$LC_STATE_DIR/cluster.json") || exit 1
+  "$5" "http://127.0.0.1:$port" "${6:-2000}"; exit $?
+fi
 
 echo "--- otel: a traced sandbox life"
 "$DRIVER" traced "$OT/facts.txt" || { echo "otel: the traced run failed"; exit 1; }

@@ -26,3 +26,20 @@ test-otel: $(TB)/asan/otel_e2e cluster-build cluster-runtime
 	@col=$$($(OTELCOL_DIR)/build.sh | tail -1) || exit 1; \
 	LC_POD_CIDR=$(OTEL_POD_CIDR) LC_SERVICE_CIDR=$(OTEL_SERVICE_CIDR) \
 	  tests/otel/run-e2e.sh "$$col" $(TB)/asan/otel_e2e $(OTEL_STATE)
+
+# make bench-otel: run("true") with tracing off, on (exporting to the
+# collector) and built without the tracer, interleaved in one process
+# (tests/otel/bench_otel.c); the same collector and cluster setup.
+BENCH_OTEL_RUNS ?= 2000
+$(BUILD)/tests/bench_otel: tests/otel/bench_otel.c tests/otel/bench_otel_nt.c agentsandbox.h
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O2 -DNDEBUG $(CFLAGS_WARN) tests/otel/bench_otel.c tests/otel/bench_otel_nt.c \
+	  -o $@ $(LINK)
+ALL_TARGETS += $(BUILD)/tests/bench_otel
+BENCH_TIERS += bench-otel
+.PHONY: bench-otel
+bench-otel: $(BUILD)/tests/bench_otel $(TB)/asan/otel_e2e cluster-build cluster-runtime
+	@col=$$($(OTELCOL_DIR)/build.sh | tail -1) || exit 1; \
+	LC_POD_CIDR=$(OTEL_POD_CIDR) LC_SERVICE_CIDR=$(OTEL_SERVICE_CIDR) \
+	  tests/otel/run-e2e.sh "$$col" $(TB)/asan/otel_e2e $(OTEL_STATE) bench \
+	  $(BUILD)/tests/bench_otel $(BENCH_OTEL_RUNS)
