@@ -311,11 +311,18 @@ $(TB)/tsan/test_sdk: tests/test_sdk.c $(TEST_DEPS)
 	@mkdir -p $(@D)
 	$(CLANG) -std=c11 -O1 -g -fsanitize=thread $(CFLAGS_WARN) $< -o $@ $(LINK)
 ALL_TARGETS += $(TB)/tsan/test_sdk
+# The tracer's exporter thread beside the calls that queue its spans.
+$(TB)/tsan/test_trace: tests/test_trace.c $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CLANG) -std=c11 -O1 -g -fsanitize=thread $(CFLAGS_WARN) $< -o $@ $(LINK)
+ALL_TARGETS += $(TB)/tsan/test_trace
 .PHONY: test-tsan
 TEST_TIERS += test-tsan
-test-tsan: $(TB)/tsan/test_sdk
+test-tsan: $(TB)/tsan/test_sdk $(TB)/tsan/test_trace
 	@echo "--- tsan/test_sdk from_many_threads, cancel (a token triggered from another thread)"; \
-	  TSAN_OPTIONS=halt_on_error=1 $(TB)/tsan/test_sdk from_many_threads cancel
+	  TSAN_OPTIONS=halt_on_error=1 $(TB)/tsan/test_sdk from_many_threads cancel && \
+	echo "--- tsan/test_trace (the OTLP exporter's thread)" && \
+	  TSAN_OPTIONS=halt_on_error=1 $(TB)/tsan/test_trace
 
 # --- the Kubernetes layer on the real local control plane --------------------
 # Brings a cluster up (tools/localcluster), runs the tests, always tears it

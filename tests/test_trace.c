@@ -22,7 +22,7 @@ typedef struct seen_span {
 } seen_span;
 typedef struct seen {
     pthread_mutex_t mu;
-    int n;
+    int n, total; /* kept, and seen in all */
     seen_span s[MAX_SPANS];
 } seen;
 
@@ -31,6 +31,7 @@ static void on_span(void *ud, const asb_span_data *d) {
     seen_span *o;
     size_t i, l = 0;
     pthread_mutex_lock(&sn->mu);
+    sn->total++;
     if (sn->n < MAX_SPANS) {
         o = &sn->s[sn->n++];
         memset(o, 0, sizeof *o);
@@ -518,6 +519,73 @@ ASBT_TEST(a_dead_or_stalled_collector_never_fails_a_call_and_is_logged_once) {
     }
 }
 
+typedef struct worker {
+    asb_sandbox *sb;
+    int ok;
+} worker;
+
+static void *work(void *arg) {
+    worker *w = (worker *)arg;
+    int i;
+    for (i = 0; i < 50; i++) {
+        asb_run_result rr;
+        asb_error err;
+        if (asb_sandbox_run(w->sb, "true", 5000, &rr, &err) == ASB_OK) w->ok++;
+        asb_run_result_free(&rr);
+    }
+    return NULL;
+}
+
+/* One traced client, four threads with a handle each, the exporter on:
+   every span reaches the callback and the histogram once (TSan: make
+   test-tsan runs this too). */
+ASBT_TEST(threads_of_one_traced_client_each_record_their_own_spans) {
+    static seen sn;
+    recorder *rec = recorder_start("127.0.0.1"), *col = recorder_start("127.0.0.1");
+    asb_tracer_desc td;
+    asb_client *c;
+    asb_error err;
+    asb_latency_stats st;
+    pthread_t th[4];
+    worker w[4];
+    char ep[64], name[16];
+    int i, total = 0;
+    memset(&sn, 0, sizeof sn);
+    pthread_mutex_init(&sn.mu, NULL);
+    ASBT_CHECK(rec != NULL && col != NULL);
+    snprintf(ep, sizeof ep, "http://127.0.0.1:%d", col->port);
+    recorder_reply(rec, 200, run_ok);
+    recorder_reply(col, 200, "{}");
+    memset(&td, 0, sizeof td);
+    td.enable = 1;
+    td.otlp_endpoint = ep;
+    td.export_interval_ms = 5;
+    td.on_span_end = on_span;
+    td.user_data = &sn;
+    c = traced_client(rec, &td, NULL, &err);
+    ASBT_CHECK(c != NULL);
+    for (i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "sb-%d", i);
+        w[i].sb = traced_handle(c, name);
+        w[i].ok = 0;
+        ASBT_CHECK(w[i].sb != NULL);
+    }
+    for (i = 0; i < 4; i++) ASBT_CHECK(pthread_create(&th[i], NULL, work, &w[i]) == 0);
+    for (i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        total += w[i].ok;
+    }
+    ASBT_EQ_INT(total, 200);
+    ASBT_EQ_RES(asb_client_latency(c, ASB_LATENCY_RUN, 0, &st, &err), ASB_OK);
+    ASBT_EQ_INT((int)st.count, 200);
+    asb_client_free(c);
+    ASBT_EQ_INT(sn.total, 204); /* 200 runs, 4 lifecycles */
+    ASBT_CHECK(recorder_count(col) >= 1);
+    recorder_stop(rec);
+    recorder_stop(col);
+    pthread_mutex_destroy(&sn.mu);
+}
+
 ASBT_TEST(bad_tracer_options_are_refused_clearly) {
     asb_tracer_desc td;
     asb_error err;
@@ -548,6 +616,7 @@ ASBT_LIST(
     ASBT_CASE(a_parent_context_puts_our_spans_in_the_callers_trace)
     ASBT_CASE(the_otlp_exporter_posts_spans_and_histograms_flushed_at_free)
     ASBT_CASE(a_dead_or_stalled_collector_never_fails_a_call_and_is_logged_once)
+    ASBT_CASE(threads_of_one_traced_client_each_record_their_own_spans)
     ASBT_CASE(bad_tracer_options_are_refused_clearly))
 
 ASBT_MAIN()
