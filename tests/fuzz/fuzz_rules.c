@@ -1,5 +1,6 @@
 /* Fuzz target: the small parsers of untrusted text in the rules layer
-   (paths, base64, RFC 3339 times, labels, percent-encoding), each with a
+   (paths, base64, RFC 3339 times, labels, percent-encoding, W3C
+   traceparent), each with a
    property that must hold on every input. */
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../../agentsandbox.h"
@@ -101,5 +102,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_REQUIRE(strcmp(b.ptr ? b.ptr : "", ".") != 0 &&
                  strcmp(b.ptr ? b.ptr : "", "..") != 0);
     asb_buf_free(&b);
+
+    /* traceparent: an accepted value has non-zero ids, formats back to
+       its own first 55 bytes (version 00 exactly them, no more) */
+    {
+        asb_trace_context ctx, again;
+        char tp[ASB_TRACEPARENT_SIZE];
+        if (asb_traceparent_parse(s, size, &ctx, &err) == ASB_OK) {
+            FUZZ_REQUIRE(size >= 55);
+            asb_traceparent_format(&ctx, tp);
+            FUZZ_REQUIRE(memcmp(tp + 2, s + 2, 53) == 0);
+            FUZZ_REQUIRE(s[0] != '0' || s[1] != '0' || size == 55);
+            FUZZ_REQUIRE(asb_traceparent_parse(tp, 55, &again, NULL) == ASB_OK &&
+                         memcmp(&again, &ctx, sizeof ctx) == 0);
+        } else {
+            FUZZ_REQUIRE(strncmp(err.message, "traceparent: ", 13) == 0);
+        }
+    }
     return 0;
 }
