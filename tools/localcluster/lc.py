@@ -1191,6 +1191,8 @@ class PodRunner:
         if sbd is None:
             kind, env, port, ports = "legacy", None, RUNTIME_PORT, [RUNTIME_PORT]
             argv = [RUNTIME_BIN, "--listen", ip, "--port", str(RUNTIME_PORT), "--base-dir", base]
+            if os.environ.get("LC_OTLP_ENDPOINT"):
+                argv.append("--access-log")  # its lines carry each request's traceparent
         else:
             kind, argv, env, ports = "sandboxd", *self.sandboxd_argv(pod, sbd, base)
             port = ports[0]

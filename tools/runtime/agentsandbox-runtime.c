@@ -636,6 +636,9 @@ struct rt_request {
     int expect_continue;
     const char *content_type;       /* NULL when absent */
     size_t content_type_len;
+    const char *traceparent;        /* W3C trace context, for the access
+                                       log (NULL when absent) */
+    size_t traceparent_len;
     const char *error;              /* why rt_parse_head refused it */
 };
 
@@ -788,6 +791,9 @@ static int rt_parse_head(const char *head, size_t len, struct rt_request *req)
                 return rt_head_error(req, 400, "conflicting Content-Length headers");
             req->has_content_length = 1;
             req->content_length = n;
+        } else if (rt_ieq(p, name_len, "traceparent")) {
+            req->traceparent = v;
+            req->traceparent_len = (size_t)(ve - v);
         } else if (rt_ieq(p, name_len, "transfer-encoding")) {
             /* Only a single "chunked" coding: anything else could mean the
                body length is not what we think it is. */
@@ -3515,9 +3521,14 @@ static void *rt_conn_main(void *arg)
         c->body_done = !c->req.chunked && !(c->req.has_content_length && c->req.content_length);
         rt_dispatch(c);
         if (g_cfg.access_log) {
-            rt_log("%.*s %.*s %d %llu %.1fms", (int)c->req.method_len, c->req.method,
+            /* with the caller's trace context, so a request is found
+               in a trace (its value is printable: checked above) */
+            rt_log("%.*s %.*s %d %llu %.1fms%s%.*s", (int)c->req.method_len, c->req.method,
                    (int)(c->req.target_len > 200 ? 200 : c->req.target_len), c->req.target,
-                   c->status, c->sent, (rt_now() - t0) * 1000);
+                   c->status, c->sent, (rt_now() - t0) * 1000,
+                   c->req.traceparent ? " traceparent=" : "",
+                   (int)(c->req.traceparent_len > 64 ? 64 : c->req.traceparent_len),
+                   c->req.traceparent ? c->req.traceparent : "");
         }
         if (!c->body_done) {
             c->keep_alive = 0;
