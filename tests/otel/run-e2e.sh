@@ -77,6 +77,12 @@ echo "--- otel: a traced sandbox life"
 # The controller and router batch their spans (5 s): the checker waits
 # for them (bounded) before it judges.
 python3 "$HERE/check_collector.py" "$OT/out.json" "$OT/facts.txt" || exit 1
+# The runtime in the pod got the trace too (the router forwards it, with
+# its own span as the parent): its access log has our trace id.
+tid=$(sed -n 's/^lifecycle 00-\([0-9a-f]*\)-.*/\1/p' "$OT/facts.txt")
+n=$(cat "$LC_STATE_DIR"/logs/runtime-*.log 2>/dev/null | grep -c "^.*POST /execute 200 .* traceparent=00-$tid-")
+echo "otel: the runtime logged $n /execute requests in trace $tid"
+[ "$n" = 2 ] || { echo "otel: want the 2 runs' requests"; grep -h traceparent "$LC_STATE_DIR"/logs/runtime-*.log | tail -5; exit 1; }
 
 echo "--- otel: the collector stalled (SIGSTOP): calls go on"
 kill -STOP "$COLPID"
