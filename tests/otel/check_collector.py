@@ -160,7 +160,8 @@ def main():
 
     # Histograms.
     mine = {m["name"]: m for m in metrics if m["service"] == "sandbox-client"}
-    for name in ["sandbox_client_call_latency_ms", "sandbox_client_create_ready_latency_ms"]:
+    for name in ["sandbox_client_call_latency_ms", "sandbox_client_create_ready_latency_ms",
+                 "sandbox_client_discovery_latency_ms"]:  # the local tunnel's start
         if name not in mine:
             fail("metric %s missing (have %s)" % (name, sorted(mine)))
     # one export of this life's client (cumulative: the last has every call;
