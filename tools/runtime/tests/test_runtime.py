@@ -283,12 +283,11 @@ def test_execute_captures_50_mib_without_deadlock(srv):
     out_n, err_n = 50 << 20, 10 << 20
     # stderr first: a server reading only stdout would deadlock here.
     cmd = ("sh -c \"head -c %d /dev/zero | tr '\\\\0' e >&2; head -c %d /dev/zero | tr '\\\\0' o\"" % (err_n, out_n))
-    t = time.time()
+    # A deadlock would end in execute()'s 60 s read timeout, not here.
     res = execute(srv, cmd)
     assert res["exit_code"] == 0, res["stderr"][:200]
     assert len(res["stdout"]) == out_n and res["stdout"].count("o") == out_n
     assert len(res["stderr"]) == err_n and res["stderr"].count("e") == err_n
-    assert time.time() - t < 30
 
 
 def test_execute_timeout_kills_the_whole_group():
@@ -297,7 +296,7 @@ def test_execute_timeout_kills_the_whole_group():
         t = time.time()
         res = execute(srv, "sh -c 'sleep 30 & echo $! > bg.pid; sleep 30'")
         took = time.time() - t
-        assert took < 6, took
+        assert took < 30, took  # before the sleeps would end: the group was killed
         assert res["exit_code"] == 1 and res["stdout"] == "", res
         assert "timed out after 1 seconds" in res["stderr"], res
         pid = int(open(os.path.join(srv.base, "bg.pid")).read())
@@ -320,12 +319,16 @@ def test_execute_timeout_kills_the_whole_group():
 
 def test_slow_upload_does_not_block_execute(srv):
     result = {}
+    executed = threading.Event()
 
     def slow_body():
         yield b"--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"slow.txt\"\r\n\r\n"
         for i in range(40):
             time.sleep(0.1)
             yield b"x" * 10
+        # The body ends only after the command was answered: an order, so
+        # a loaded machine cannot turn this into a race.
+        executed.wait(60)
         yield b"\r\n--B--\r\n"
 
     def upload():
@@ -336,10 +339,9 @@ def test_slow_upload_does_not_block_execute(srv):
     th = threading.Thread(target=upload)
     th.start()
     time.sleep(0.3)
-    t = time.time()
     assert execute(srv, "true")["exit_code"] == 0
-    assert time.time() - t < 2.0
-    assert th.is_alive(), "upload finished too early to prove anything"
+    assert th.is_alive(), "upload finished before the command: it proves nothing"
+    executed.set()
     th.join()
     assert result["status"] == 200
     assert open(os.path.join(srv.base, "slow.txt"), "rb").read() == b"x" * 400
@@ -714,7 +716,8 @@ def test_sigterm_stops_promptly_with_idle_connections():
     t = time.time()
     srv.proc.send_signal(signal.SIGTERM)
     rc = srv.proc.wait(timeout=10)
-    assert rc == 0 and time.time() - t < 3, (rc, time.time() - t)
+    # before the 10 s --shutdown-grace: the idle connection did not hold it
+    assert rc == 0 and time.time() - t < 10, (rc, time.time() - t)
     s.close()
     srv.stop()
 
@@ -776,7 +779,6 @@ def test_stalled_clients_are_timed_out():
         # A head trickled past the header timeout gets 408; an idle one is closed.
         s = socket.create_connection(("127.0.0.1", srv.port))
         s.settimeout(10)
-        t = time.time()
         for piece in [b"GET / HTTP/1.1\r\n", b"Host: x\r\n", b"X-Slow: 1\r\n", b"X-Slow: 2\r\n"]:
             try:
                 s.sendall(piece)
@@ -793,8 +795,7 @@ def test_stalled_clients_are_timed_out():
         except OSError:
             pass
         s.close()
-        assert out.startswith(b"HTTP/1.1 408 "), out
-        assert time.time() - t < 6
+        assert out.startswith(b"HTTP/1.1 408 "), out  # the header timeout's answer (idle closes quietly)
         idle = socket.create_connection(("127.0.0.1", srv.port))
         idle.settimeout(10)
         assert idle.recv(10) == b""  # closed by the server after --idle-timeout
