@@ -108,11 +108,18 @@ $(TB)/static/peak_rss: tests/static/peak_rss.c
 	$(CC) -std=c99 -O2 $(CFLAGS_WARN) $< -o $@
 
 TEST_TIERS += test-static
-test-static: $(TB)/static/glibc/test_static $(TB)/static/musl/test_static \
+STATIC_TEST_BINS := $(TB)/static/glibc/test_static $(TB)/static/musl/test_static \
              $(TB)/static/https_get $(TB)/static/peak_rss \
              $(TB)/static/glibc/https_get $(TB)/static/no_getrandom \
              $(TB)/static/glibc/test_resolve $(TB)/static/musl/test_resolve \
              $(UNIT_NAMES:%=$(TB)/static/musl/%) $(UNIT_NAMES:%=$(TB)/static/m32/%)
+.PHONY: static-test-bins cross-bins
+static-test-bins: $(STATIC_TEST_BINS)
+# Compiling is most of the cost of this tier and of test-cross (each unit
+# test includes the whole implementation): two builds at a time, whatever
+# -j make test runs with.
+test-static:
+	@$(MAKE) --no-print-directory -j2 static-test-bins
 	@echo "--- name resolution: a silent nameserver, then no /etc/resolv.conf (glibc, musl)"; \
 	tests/static/resolver-test.sh $(TB)/static/glibc/test_resolve $(TB)/static/musl/test_resolve
 	@echo "--- the static musl runtime server in an empty root, then its quick suite"; \
@@ -183,7 +190,9 @@ $(foreach t,$(CROSS_TARGETS),$(eval $(call CROSS_RULES,$(t))))
 TEST_TIERS += test-cross
 # The host's locale archive is little-endian: s390x gets its own de_DE
 # (localedef --big-endian), found through LOCPATH.
-test-cross: $(foreach t,$(CROSS_TARGETS),$(UNIT_NAMES:%=$(TB)/cross/$(t)/%) $(TB)/cross/$(t)/https_get)
+cross-bins: $(foreach t,$(CROSS_TARGETS),$(UNIT_NAMES:%=$(TB)/cross/$(t)/%) $(TB)/cross/$(t)/https_get)
+test-cross:
+	@$(MAKE) --no-print-directory -j2 cross-bins
 	@set -e; loc=$(TB)/cross/s390x/locale; \
 	[ -d $$loc/de_DE.UTF-8 ] || { mkdir -p $$loc && localedef --big-endian -i de_DE -f UTF-8 $$loc/de_DE.UTF-8; }; \
 	for t in $(CROSS_TARGETS); do \
