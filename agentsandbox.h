@@ -15939,6 +15939,7 @@ ASB_API void asb_portforward_free(asb_portforward *pf) {
 
 #define ASB__SPAN_ATTRS 8
 #define ASB__OTLP_MAX_HEADERS 16
+#define ASB__OTLP_MAX_VALUE 1024 /* bytes of a string attribute, exported */
 
 /* One histogram series. */
 typedef struct asb__hist {
@@ -16155,8 +16156,12 @@ static void asb__otlp_attr(asb_json_writer *w, const char *key, const asb_span_a
     asb_json_key(w, "value");
     asb_json_object_begin(w);
     if (sval || (a && a->type == ASB_ATTR_STRING)) {
+        const char *v = sval ? sval : a->str;
+        size_t n = strlen(v);
         asb_json_key(w, "stringValue");
-        asb_json_string(w, sval ? sval : a->str);
+        /* a caller's path may be any length: the queue's memory is bounded
+           by spans x attributes x this (a cut character becomes U+FFFD) */
+        asb_json_string_n(w, v, n < ASB__OTLP_MAX_VALUE ? n : ASB__OTLP_MAX_VALUE);
     } else if (a->type == ASB_ATTR_BOOL) {
         asb_json_key(w, "boolValue");
         asb_json_bool(w, a->num != 0);
@@ -16379,6 +16384,7 @@ static asb_result asb__otlp_metrics(asb__tracer *t, const asb__hist (*h)[2], asb
     size_t m, k, f, i, n;
     const double *bounds;
     asb_json_writer_init(&w, b);
+    w.replace_invalid_utf8 = 1;
     asb_json_object_begin(&w);
     asb_json_key(&w, "resourceMetrics");
     asb_json_array_begin(&w);
@@ -16523,6 +16529,7 @@ static void *asb__otlp_thread(void *arg) {
                 asb_buf res;
                 asb_buf_init(&res, &t->alloc);
                 asb_json_writer_init(&w, &res);
+                w.replace_invalid_utf8 = 1; /* a service name of any bytes */
                 asb_json_object_begin(&w);
                 asb__otlp_resource(&w, t);
                 asb_json_object_end(&w);

@@ -586,6 +586,46 @@ ASBT_TEST(threads_of_one_traced_client_each_record_their_own_spans) {
     pthread_mutex_destroy(&sn.mu);
 }
 
+/* What the exporter queues stays bounded and valid whatever the caller
+   passes: a path of any length is cut, bytes that are not UTF-8 become
+   U+FFFD, never an invalid document. */
+ASBT_TEST(exported_attributes_are_bounded_and_always_valid_json) {
+    asb_span_data d;
+    asb_span_attr a[2];
+    asb_buf b;
+    asb_json_doc doc;
+    char *big = (char *)malloc(100000);
+    ASBT_CHECK(big != NULL);
+    memset(big, 'a', 99999);
+    big[99999] = '\0';
+    big[1023] = (char)0xe2; /* a 3-byte character cut by the limit */
+    big[1024] = (char)0x82;
+    memset(&d, 0, sizeof d);
+    memset(a, 0, sizeof a);
+    a[0].key = "sandbox.file.path";
+    a[0].type = ASB_ATTR_STRING;
+    a[0].str = big;
+    a[1].key = "x";
+    a[1].type = ASB_ATTR_STRING;
+    a[1].str = "\xff\xfe";
+    d.name = "svc\xff.write";
+    d.ctx.trace_id[0] = 1;
+    d.ctx.span_id[0] = 1;
+    d.attrs = a;
+    d.attr_count = 2;
+    asb_buf_init(&b, NULL);
+    ASBT_EQ_RES(asb__otlp_span(&b, &d), ASB_OK);
+    ASBT_CHECK(b.len < 2000);
+#if ASB_JSON_MAX_DOC_TOKENS >= 4096
+    ASBT_EQ_RES(asb_json_doc_parse(&doc, b.ptr, b.len, NULL, NULL), ASB_OK);
+    asb_json_doc_free(&doc);
+#else
+    (void)doc;
+#endif
+    asb_buf_free(&b);
+    free(big);
+}
+
 ASBT_TEST(bad_tracer_options_are_refused_clearly) {
     asb_tracer_desc td;
     asb_error err;
@@ -617,6 +657,7 @@ ASBT_LIST(
     ASBT_CASE(the_otlp_exporter_posts_spans_and_histograms_flushed_at_free)
     ASBT_CASE(a_dead_or_stalled_collector_never_fails_a_call_and_is_logged_once)
     ASBT_CASE(threads_of_one_traced_client_each_record_their_own_spans)
+    ASBT_CASE(exported_attributes_are_bounded_and_always_valid_json)
     ASBT_CASE(bad_tracer_options_are_refused_clearly))
 
 ASBT_MAIN()
