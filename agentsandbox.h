@@ -151,6 +151,40 @@
    examples/bigfile.c streams large files in flat memory.
 
    ===========================================================================
+   RUNTIMES: legacy and sandboxd
+   ===========================================================================
+
+   The server in the sandbox is one of two, set in asb_client_desc.runtime;
+   the handle calls (run, write, read, list, exists and their _opts and
+   stream forms) behave the same on both:
+
+     ASB_RUNTIME_LEGACY    the default: the HTTP/1.1 JSON runtime
+                           (/execute, /upload, ...) on server_port, through
+                           any of the four modes above
+     ASB_RUNTIME_SANDBOXD  sandboxd (KEP-539.2): files over REST on
+                           sandboxd_rest_port (8080), processes over gRPC
+                           on sandboxd_grpc_port (9090); run is
+                           /bin/sh -c <command>, as the Python SDK 1.0.8
+                           runs it. sandboxd listens on the pod's loopback,
+                           so it is reached by ASB_CONNECT_LOCAL_TUNNEL
+                           (then `kubectl port-forward pod/<pod> :8080
+                           :9090`, one per sandbox, stopped with the
+                           handle), ASB_CONNECT_IN_CLUSTER (the pod IP,
+                           for sandboxd builds that listen beyond
+                           loopback) or ASB_CONNECT_IN_POD (a program
+                           beside sandboxd in its pod: SANDBOXD_REST_ADDR
+                           and SANDBOXD_GRPC_ADDR, no Kubernetes API,
+                           asb_client_sandbox_in_pod)
+     ASB_RUNTIME_AUTO      per sandbox: sandboxd when its pod spec declares
+                           it (SANDBOXD_*_ADDR or a container "sandboxd")
+
+   Only sandboxd has streaming processes (asb_sandbox_process_start: output
+   through a callback as it comes, stdin, signals, a PTY and its size),
+   run with env and cwd, file delete, stat, write with a file mode and its
+   metadata; the legacy runtime answers those with ASB_ERR_UNSUPPORTED.
+   asb_sandbox_runtime says which one a handle has.
+
+   ===========================================================================
    LOWER LAYERS, for power users
    ===========================================================================
 
@@ -165,6 +199,7 @@
    ===========================================================================
 
        Quick start, connection modes ... search "QUICK START", "CONNECTING"
+       legacy runtime and sandboxd ..... search "RUNTIMES"
        Compile-time options ............ search "OPTIONS"
        Memory, errors, logging, threads  search "CONVENTIONS"
        The design of the whole API ..... search "DESIGN"
@@ -198,7 +233,10 @@
                                          ">>connector: gateway",
                                          ">>connector: in-cluster",
                                          ">>connector: native tunnel",
-                                         ">>runtime: legacy", ">>sandbox"
+                                         ">>connector: sandboxd pod tunnel",
+                                         ">>connector: in-pod",
+                                         ">>runtime: legacy",
+                                         ">>runtime: sandboxd", ">>sandbox"
        License ......................... end of file
 
    ===========================================================================
@@ -292,6 +330,10 @@
                       milliseconds, X-Request-ID, attempts); ERROR a failure
      sandbox.pod_ip   WARN the pod IP lookup was refused: header turned off,
                       or in-cluster calls use Service names from then on
+     sandbox.process  DEBUG a streaming process started (id, PTY) and
+                      exited (code)
+     sandbox.runtime  WARN ASB_RUNTIME_AUTO found sandboxd in a pod spec that
+                      the client's mode cannot reach: the legacy runtime
      tunnel.start     INFO kubectl port-forward ready (pid, port, ms)
      tunnel.exited    WARN kubectl died (its stderr); a new one follows
      gateway.address  INFO the Gateway address chosen
@@ -944,6 +986,14 @@ typedef enum asb_result {
     ASB_ERR_WARMPOOL_NOT_FOUND = -801,
     ASB_ERR_CLAIM_FAILED = -802,    /* a terminal Ready=False reason */
     ASB_ERR_METADATA = -803,        /* claim deleted while resolving */
+    ASB_ERR_PERMISSION_DENIED = -804, /* the runtime refused a path or cwd
+                                       (outside the sandbox root, or not
+                                       allowed): err->reason has its code */
+    ASB_ERR_CONFLICT = -805,        /* e.g. deleting a non-empty directory
+                                       without recursive */
+    ASB_ERR_UNSUPPORTED = -806,     /* the sandbox's runtime has no such
+                                       call (e.g. a streaming process on the
+                                       legacy runtime) */
 
     /* gRPC and protobuf */
     ASB_ERR_GRPC_STATUS = -900,     /* a non-OK grpc-status: see reason */
@@ -2578,7 +2628,7 @@ typedef enum asb_connection_mode {
     ASB_CONNECT_GATEWAY,          /* the router behind a Gateway: the first
                                      valid status.addresses[] value (watched
                                      for until it appears) */
-    ASB_CONNECT_NATIVE_TUNNEL     /* the router Service through the
+    ASB_CONNECT_NATIVE_TUNNEL,    /* the router Service through the
                                      apiserver's port-forward, from inside
                                      this process (asb_portforward: one
                                      WebSocket per connection, the kube
@@ -2587,7 +2637,39 @@ typedef enum asb_connection_mode {
                                      create) on pods/portforward and
                                      get/list on services and pods in
                                      router_namespace */
+    ASB_CONNECT_IN_POD            /* a program beside sandboxd in the same
+                                     pod (its sidecar layout): sandboxd on
+                                     sandboxd_rest_addr / _grpc_addr, no
+                                     Kubernetes API at all; the one handle
+                                     is asb_client_sandbox_in_pod's */
 } asb_connection_mode;
+
+/* The server in the sandbox, which decides how the handle's calls go on
+   the wire (see RUNTIMES at the top). The handle API is the same on both;
+   a few calls need sandboxd (ASB_ERR_UNSUPPORTED on the legacy one). */
+typedef enum asb_runtime_kind {
+    ASB_RUNTIME_LEGACY = 0, /* default: the HTTP/1.1 JSON runtime
+                               (/execute, /upload, /download, /list,
+                               /exists) on server_port, through any
+                               connection mode */
+    ASB_RUNTIME_SANDBOXD,   /* sandboxd (KEP-539.2): files over REST on
+                               sandboxd_rest_port, processes over gRPC on
+                               sandboxd_grpc_port. Reached with
+                               ASB_CONNECT_LOCAL_TUNNEL (then one `kubectl
+                               port-forward pod/<pod> :<rest> :<grpc>` per
+                               sandbox, shared by its calls, stopped with
+                               the handle, rebuilt when it dies),
+                               ASB_CONNECT_IN_CLUSTER (the pod IP) or
+                               ASB_CONNECT_IN_POD; not through a router
+                               (direct_url, Gateway): ASB_ERR_INVALID_
+                               ARGUMENT from asb_client_create */
+    ASB_RUNTIME_AUTO        /* per sandbox, when it is created or
+                               attached: sandboxd when its template's pod
+                               spec declares SANDBOXD_REST_ADDR or
+                               SANDBOXD_GRPC_ADDR, or has a container named
+                               "sandboxd"; the legacy runtime otherwise
+                               (also when the template cannot be read) */
+} asb_runtime_kind;
 
 typedef struct asb_client_desc {
     asb_kube_client_desc kube;     /* kubeconfig or in-cluster settings.
@@ -2604,6 +2686,16 @@ typedef struct asb_client_desc {
     const char *kubectl_path;      /* default "kubectl" (searched on PATH) */
     int port_forward_ready_timeout_ms; /* default 30000 */
     int server_port;               /* the runtime's port; default 8888 */
+    asb_runtime_kind runtime;      /* default ASB_RUNTIME_LEGACY */
+    int sandboxd_rest_port;        /* sandboxd's REST port in the pod;
+                                      default 8080 */
+    int sandboxd_grpc_port;        /* sandboxd's gRPC port; default 9090 */
+    const char *sandboxd_rest_addr; /* ASB_CONNECT_IN_POD: sandboxd's REST
+                                      listener, "host:port" (a loopback
+                                      address); default the environment's
+                                      SANDBOXD_REST_ADDR */
+    const char *sandboxd_grpc_addr; /* ASB_CONNECT_IN_POD: its gRPC
+                                      listener; default SANDBOXD_GRPC_ADDR */
     const char *claim_api_version; /* default NULL: the cluster's preferred
                                       version, from API discovery ("v1alpha1"
                                       on agent-sandbox v0.4.x, "v1beta1" on
@@ -2877,6 +2969,21 @@ typedef struct asb_call_opts {
     int timeout_ms;           /* the call's deadline; default 0: the
                                  default above (run 60000, files none) */
     const asb_cancel *cancel; /* default NULL: not cancellable */
+    const asb_env_var *env;   /* run (sandboxd): more environment for the
+                                 command, over sandboxd's own
+                                 (container_name unused; names checked
+                                 with asb_env_name_validate). Default
+                                 none. The legacy runtime has no way to
+                                 pass it: ASB_ERR_UNSUPPORTED */
+    size_t env_count;
+    const char *cwd;          /* run (sandboxd): the working directory,
+                                 relative to the sandbox root (outside it:
+                                 ASB_ERR_PERMISSION_DENIED). Default NULL:
+                                 the root. Legacy: ASB_ERR_UNSUPPORTED */
+    unsigned file_mode;       /* write calls (sandboxd): the file's
+                                 permission bits, 0 to 0777 (e.g. 0755).
+                                 Default 0: sandboxd's own 0644. Legacy:
+                                 ASB_ERR_UNSUPPORTED unless 0 */
 } asb_call_opts;
 
 /* Runs a command in the sandbox (POST /execute; never retried once it
@@ -3125,6 +3232,176 @@ ASB_API asb_result asb_sandbox_list(asb_sandbox *sb, const char *path, asb_file_
                                     asb_error *err);
 ASB_API asb_result asb_sandbox_list_opts(asb_sandbox *sb, const char *path, asb_file_list *out,
                                          const asb_call_opts *opts, asb_error *err);
+
+/* -- what only sandboxd can do (see RUNTIMES) --------------------------------
+   On the legacy runtime each of these returns ASB_ERR_UNSUPPORTED before
+   anything is sent. Errors from sandboxd map to codes: NOT_FOUND (HTTP
+   404 or gRPC NOT_FOUND) -> ASB_ERR_NOT_FOUND, PERMISSION_DENIED (403) ->
+   ASB_ERR_PERMISSION_DENIED, CONFLICT (409) -> ASB_ERR_CONFLICT,
+   INVALID_ARGUMENT (400) -> ASB_ERR_INVALID_ARGUMENT; err->reason holds
+   sandboxd's code ("PERMISSION_DENIED") and err->message its message;
+   other gRPC statuses are ASB_ERR_GRPC_STATUS. */
+
+/* The name of the handle's runtime: "legacy" or "sandboxd" (with
+   ASB_RUNTIME_AUTO, what the template asked for). Cannot fail.
+   Ownership: static storage. */
+ASB_API const char *asb_sandbox_runtime(const asb_sandbox *sb);
+
+/* The sandbox this program runs beside (ASB_CONNECT_IN_POD): a handle on
+   sandboxd at the client's sandboxd_rest_addr / _grpc_addr, with no claim
+   (asb_sandbox_terminate only ends the handle; its name is "in-pod").
+   Each call returns the same handle.
+   Errors: ASB_ERR_INVALID_ARGUMENT (another connection mode, or no
+   address: neither the description nor SANDBOXD_REST_ADDR /
+   SANDBOXD_GRPC_ADDR gives one, or one that is not host:port).
+   Ownership: *out belongs to the client, as from create_sandbox. */
+ASB_API asb_result asb_client_sandbox_in_pod(asb_client *client, asb_sandbox **out,
+                                             asb_error *err);
+
+/* What HEAD says about a path (no body moves). */
+typedef struct asb_file_stat {
+    int exists;      /* 0: nothing there (not an error) */
+    int is_dir;
+    uint64_t size;   /* a file's bytes (0 for a directory) */
+    double mod_time; /* POSIX seconds, from Last-Modified; 0: not given */
+} asb_file_stat;
+/* Stats a path relative to the sandbox root (HEAD /v1/files/<path>).
+   A missing path is *out with exists 0 and ASB_OK.
+   Errors: ASB_ERR_PERMISSION_DENIED (outside the root), the transport
+   codes, ASB_ERR_UNSUPPORTED (legacy). opts NULL: defaults. */
+ASB_API asb_result asb_sandbox_stat(asb_sandbox *sb, const char *path, asb_file_stat *out,
+                                    const asb_call_opts *opts, asb_error *err);
+/* Removes a file, or a directory with recursive 1 (all it holds too).
+   A non-empty directory without recursive is ASB_ERR_CONFLICT and
+   nothing is removed; a missing path is ASB_ERR_NOT_FOUND; the root
+   itself is refused (ASB_ERR_INVALID_ARGUMENT) before anything is sent.
+   Errors: those, ASB_ERR_PERMISSION_DENIED, ASB_ERR_UNSUPPORTED (legacy). */
+ASB_API asb_result asb_sandbox_delete_file(asb_sandbox *sb, const char *path, int recursive,
+                                           const asb_call_opts *opts, asb_error *err);
+/* sandboxd's GET /v1/metadata: the JSON object {"env": {...}} of the
+   non-secret SANDBOX_* variables the orchestrator set, appended to *out
+   as received (parse it with asb_json_doc_parse).
+   Errors: the transport codes, ASB_ERR_UNSUPPORTED (legacy).
+   Ownership: out is the caller's (asb_buf_free). */
+ASB_API asb_result asb_sandbox_metadata(asb_sandbox *sb, asb_buf *out,
+                                        const asb_call_opts *opts, asb_error *err);
+
+/* -- streaming processes (sandboxd) -----------------------------------------------
+   A process started in the sandbox whose output arrives as it is made,
+   with stdin, signals and a terminal size: the C face of sandboxd's
+   Start/WriteStdin/SendSignal/ResizeTTY.
+
+       static void show(void *u, asb_process_output which, const char *p,
+                        size_t n) {
+           fwrite(p, 1, n, which == ASB_PROCESS_STDERR ? stderr : stdout);
+       }
+       ...
+       asb_process_opts po;
+       asb_process *p;
+       int code;
+       memset(&po, 0, sizeof po);
+       po.shell = "while read l; do echo \"got $l\"; done";
+       po.on_output = show;
+       if (asb_sandbox_process_start(sb, &po, &p, &err) == ASB_OK) {
+           asb_process_write_stdin(p, "a\nb\n", 4, &err);
+           asb_process_close_stdin(p, &err);
+           asb_process_wait(p, 0, &code, &err); // output arrives here
+           asb_process_free(p);
+       }
+
+   Threads: asb_process_wait delivers the output on its thread, one wait
+   at a time; write_stdin, close_stdin, signal and resize may be called
+   from any other thread meanwhile (one thread reading while another
+   types is the point). */
+
+typedef struct asb_process asb_process;
+
+typedef enum asb_process_output {
+    ASB_PROCESS_STDOUT = 1, /* with a PTY, everything the terminal shows */
+    ASB_PROCESS_STDERR = 2
+} asb_process_output;
+
+/* One chunk of output as sandboxd sent it (chunks of a stream arrive in
+   order and complete; a line may be split across chunks). `data` is
+   borrowed until the return. */
+typedef void (*asb_process_output_fn)(void *user_data, asb_process_output which,
+                                      const char *data, size_t len);
+
+typedef struct asb_process_opts {
+    const char *const *argv;  /* the program and its arguments, argc of
+                                 them (no shell; argv[0] is looked up on
+                                 sandboxd's PATH); or NULL with `shell` */
+    size_t argc;
+    const char *shell;        /* a command line, run as /bin/sh -c <shell>.
+                                 Exactly one of argv and shell */
+    const asb_env_var *env;   /* more environment, over sandboxd's own
+                                 (container_name unused); default none */
+    size_t env_count;
+    const char *cwd;          /* relative to the sandbox root; default
+                                 NULL: the root. Outside it:
+                                 ASB_ERR_PERMISSION_DENIED */
+    int pty;                  /* default 0: pipes for stdin, stdout,
+                                 stderr. 1: a pseudo-terminal (stdout and
+                                 stderr arrive merged as STDOUT; the
+                                 program sees a terminal, e.g. for a
+                                 shell's prompt) */
+    unsigned pty_rows;        /* with pty: the size; default 24 x 80 */
+    unsigned pty_cols;
+    asb_process_output_fn on_output; /* default NULL: output dropped */
+    void *user_data;
+    int timeout_ms;           /* default 0: none. Else a deadline for the
+                                 whole process, from the start: past it
+                                 the stream is cancelled (sandboxd then
+                                 kills the process) and wait returns
+                                 ASB_ERR_TIMEOUT */
+    const asb_cancel *cancel; /* default NULL. Triggered: as the deadline,
+                                 with ASB_ERR_CANCELLED */
+} asb_process_opts;
+
+/* Starts a process and returns once sandboxd has started it (its init
+   event came); output that came with it is delivered from this call.
+   Errors: ASB_ERR_INVALID_ARGUMENT (neither or both of argv and shell, an
+   empty argv, a bad env name), ASB_ERR_NOT_FOUND (no such program),
+   ASB_ERR_PERMISSION_DENIED (cwd outside the root), the transport codes,
+   ASB_ERR_UNSUPPORTED (legacy runtime).
+   Ownership: *out is the caller's; free it with asb_process_free (also
+   after the process ended). The handle must outlive it. */
+ASB_API asb_result asb_sandbox_process_start(asb_sandbox *sb, const asb_process_opts *opts,
+                                             asb_process **out, asb_error *err);
+/* sandboxd's id of the process (for logs). Cannot fail. */
+ASB_API int asb_process_id(const asb_process *p);
+/* Sends bytes to the process's stdin (the terminal's input with a PTY),
+   in order with other writes. Any thread.
+   Errors: ASB_ERR_NOT_FOUND (the process has ended), ASB_ERR_CLOSED
+   (stdin was closed), the transport codes. */
+ASB_API asb_result asb_process_write_stdin(asb_process *p, const void *data, size_t len,
+                                           asb_error *err);
+/* Closes stdin (EOF); idempotent. Any thread. Errors: as write_stdin. */
+ASB_API asb_result asb_process_close_stdin(asb_process *p, asb_error *err);
+/* Delivers SIGINT, SIGTERM or SIGKILL (the <signal.h> numbers) to the
+   process's group. Any thread.
+   Errors: ASB_ERR_INVALID_ARGUMENT (another signal), ASB_ERR_NOT_FOUND
+   (it has ended), the transport codes. */
+ASB_API asb_result asb_process_signal(asb_process *p, int sig, asb_error *err);
+/* Resizes the PTY (the program gets SIGWINCH). Any thread.
+   Errors: ASB_ERR_INVALID_ARGUMENT (0 rows or cols), ASB_ERR_GRPC_STATUS
+   with reason FAILED_PRECONDITION (no PTY), ASB_ERR_NOT_FOUND (ended). */
+ASB_API asb_result asb_process_resize(asb_process *p, unsigned rows, unsigned cols,
+                                      asb_error *err);
+/* Delivers output to on_output until the process exits, then sets
+   *exit_code (its exit status 0-255, or -1 when a signal ended it:
+   sandboxd reports no signal number) and returns ASB_OK.
+   timeout_ms > 0 waits at most that long: ASB_ERR_TIMEOUT when it still
+   runs (call again; nothing is lost). After the exit, returns the same
+   code again at once.
+   Errors: ASB_ERR_TIMEOUT, opts' deadline or cancel (ASB_ERR_TIMEOUT,
+   ASB_ERR_CANCELLED: the process is ended), the transport codes (the
+   stream broke: the process may still run). */
+ASB_API asb_result asb_process_wait(asb_process *p, int timeout_ms, int *exit_code,
+                                    asb_error *err);
+/* Ends the stream if the process still runs (sandboxd then kills it) and
+   frees. NULL is harmless. Only when no other call on p is running. */
+ASB_API void asb_process_free(asb_process *p);
 
 /* The pod behind a handle (the Sandbox's agents.x-k8s.io/pod-name
    annotation, else the sandbox name) and the selector's name hash
@@ -3463,6 +3740,9 @@ ASB_API const char *asb_result_str(asb_result code) {
     case ASB_ERR_WARMPOOL_NOT_FOUND: return "ASB_ERR_WARMPOOL_NOT_FOUND";
     case ASB_ERR_CLAIM_FAILED: return "ASB_ERR_CLAIM_FAILED";
     case ASB_ERR_METADATA: return "ASB_ERR_METADATA";
+    case ASB_ERR_PERMISSION_DENIED: return "ASB_ERR_PERMISSION_DENIED";
+    case ASB_ERR_CONFLICT: return "ASB_ERR_CONFLICT";
+    case ASB_ERR_UNSUPPORTED: return "ASB_ERR_UNSUPPORTED";
     case ASB_ERR_GRPC_STATUS: return "ASB_ERR_GRPC_STATUS";
     case ASB_ERR_PROTOBUF_INVALID: return "ASB_ERR_PROTOBUF_INVALID";
     }
@@ -16890,13 +17170,17 @@ ASB_API void asb_traceparent_format(const asb_trace_context *ctx, char out[ASB_T
                 port of the sandbox (a base URL, and whether a sandbox
                 router sits behind it) and owns what it started to get
                 there (kubectl, the Gateway's address). Chosen per client
-                by asb_client_desc.mode: ">>connector: local tunnel",
+                by asb_client_desc.mode (asb__connector_of, the one place
+                the mode is read): ">>connector: local tunnel",
                 ">>connector: direct", ">>connector: gateway",
-                ">>connector: in-cluster", ">>connector: native tunnel".
+                ">>connector: in-cluster", ">>connector: native tunnel", and for
+                sandboxd ">>connector: sandboxd pod tunnel", ">>connector: in-pod".
      runtime    the protocol of the server in the sandbox. It implements
                 the handle's calls (run, write, read, list, exists, the
-                readiness probe) on the endpoints its connector gives:
-                ">>runtime: legacy" (the HTTP/1.1 JSON API).
+                readiness probe; stat, delete, metadata, processes where
+                it has them) on the endpoints its connector gives, per
+                handle: ">>runtime: legacy" (the HTTP/1.1 JSON API),
+                ">>runtime: sandboxd" (REST + gRPC).
 
    asb__sb_call (">>sandbox") joins the two for one HTTP exchange: the
    connector's endpoint, the router's headers when the endpoint is
@@ -16940,6 +17224,9 @@ typedef struct asb__connector {
                             int resendable, asb__endpoint *ep, int *again, asb_error *err);
     /* asb_client_free: stop what the connector started. NULL: nothing. */
     void (*stop)(struct asb_client *c);
+    /* The handle is done with the connection (closed, terminated, freed):
+       stop what was started for it alone. NULL: nothing. */
+    void (*release)(struct asb_sandbox *sb);
     /* appended to a DNS failure's message; NULL: nothing to add */
     const char *dns_hint;
     /* The client's sandbox connections come from here instead of TCP
@@ -16957,9 +17244,10 @@ typedef struct asb__runtime {
        a router can place the sandbox (route_only 1), within deadline. */
     asb_result (*probe)(struct asb_sandbox *sb, int64_t deadline, const asb_cancel *cancel,
                         int route_only, asb_error *err);
-    /* result is set up (empty buffers) by the caller */
+    /* result is set up (empty buffers) by the caller; opts may be NULL,
+       its timeout is timeout_ms (resolved) */
     asb_result (*run)(struct asb_sandbox *sb, const char *command, int timeout_ms,
-                      const asb_cancel *cancel, asb_run_result *result, asb_error *err);
+                      const asb_call_opts *opts, asb_run_result *result, asb_error *err);
     /* norm: the path after asb_path_normalize; exactly size bytes */
     asb_result (*write)(struct asb_sandbox *sb, const char *norm, asb_read_fn read, void *user,
                         uint64_t size, const asb_call_opts *opts, asb_error *err);
@@ -16971,6 +17259,17 @@ typedef struct asb__runtime {
                        const asb_call_opts *opts, asb_error *err);
     asb_result (*exists)(struct asb_sandbox *sb, const char *path, int *exists,
                          const asb_call_opts *opts, asb_error *err);
+    /* the calls only some runtimes have; NULL: ASB_ERR_UNSUPPORTED */
+    asb_result (*stat)(struct asb_sandbox *sb, const char *path, asb_file_stat *out,
+                       const asb_call_opts *opts, asb_error *err);
+    asb_result (*delete_file)(struct asb_sandbox *sb, const char *path, int recursive,
+                              const asb_call_opts *opts, asb_error *err);
+    asb_result (*metadata)(struct asb_sandbox *sb, asb_buf *out, const asb_call_opts *opts,
+                           asb_error *err);
+    asb_result (*process_start)(struct asb_sandbox *sb, const asb_process_opts *opts,
+                                asb_process **out, asb_error *err);
+    /* run's env and cwd, write's file_mode: 1 when the runtime can */
+    int has_run_env;
 } asb__runtime;
 
 /* One `kubectl port-forward <kind>/<name> :<port>...` (">>tunnel"): the
@@ -17005,8 +17304,20 @@ struct asb__tunnel {
 struct asb_sandbox {
     struct asb_client *client;
     struct asb_sandbox *next;
-    const asb__connector *conn; /* the client's */
+    const asb__connector *conn; /* the client's, or the sandboxd one its
+                                   mode pairs with */
     const asb__runtime *rt;     /* what serves this sandbox */
+    int in_pod;                 /* asb_client_sandbox_in_pod's: no claim */
+    pthread_mutex_t conn_lock;  /* the handle's own connection state below,
+                                   held while kubectl comes up or a gRPC
+                                   connection is made */
+    asb__tunnel *tunnel;        /* sandboxd pod tunnel (NULL until used) */
+    pthread_mutex_t h2_lock;    /* h2 and h2_old; taken before conn_lock */
+    asb_h2_conn *h2;            /* sandboxd's gRPC connection (lazily) */
+    asb_h2_conn **h2_old;       /* connections that broke while processes
+                                   still had streams on them: freed with
+                                   the handle */
+    size_t h2_old_count;
     char claim[254]; /* a DNS-1123 subdomain: at most 253 bytes */
     char uid[64];   /* the claim's metadata.uid ("" if never seen): deletes
                        and re-attaches are pinned to it */
@@ -17032,11 +17343,18 @@ struct asb_client {
     asb_kube_client *kube;
     asb_http_client *http;
     const asb__connector *conn; /* from asb_client_desc.mode */
+    const asb__connector *sd_conn; /* the one a sandboxd handle uses with
+                                      that mode; NULL: none can (routers) */
+    asb_sandbox *in_pod;  /* asb_client_sandbox_in_pod's handle */
     char *direct_url;
     char *router_ns, *router_svc, *kubectl, *api_version;
     char *kube_path, *kube_context; /* handed to kubectl as the client's */
     char *kube_env;  /* "KUBECONFIG=a:b" for kubectl, from kubeconfig.paths */
     int router_port, server_port, pf_timeout_ms, cleanup;
+    asb_runtime_kind runtime;
+    int sd_rest_port, sd_grpc_port;
+    char sd_rest_addr[300], sd_grpc_addr[300]; /* in-pod: "host:port" */
+    asb_h2_desc h2_desc;  /* sandboxd gRPC connections: the client's limits */
     size_t max_output, max_read;
     char *router_auth;    /* "Bearer <token>" or NULL */
     asb_http_header *extra;
@@ -17619,7 +17937,7 @@ static void asb__lt_stop(asb_client *c) {
 
 static const asb__connector asb__connector_local_tunnel = {
     "the local tunnel", 1, 1, NULL, asb__lt_prestart, asb__lt_endpoint, asb__lt_reconnect,
-    asb__lt_stop, NULL, NULL, NULL};
+    asb__lt_stop, NULL, NULL, NULL, NULL};
 
 /* >>connector: direct =======================================================
    ASB_CONNECT_DIRECT: a router URL the caller can reach (direct_url). */
@@ -17660,7 +17978,7 @@ static asb_result asb__direct_endpoint(asb_client *c, asb_sandbox *sb, int port,
 
 static const asb__connector asb__connector_direct = {
     "direct_url", 1, 0, asb__direct_check, NULL, asb__direct_endpoint, NULL, NULL, NULL, NULL,
-    NULL};
+    NULL, NULL};
 
 /* >>connector: gateway ======================================================
    ASB_CONNECT_GATEWAY: the router behind a Gateway, whose address is
@@ -17754,7 +18072,8 @@ static asb_result asb__gw_endpoint(asb_client *c, asb_sandbox *sb, int port, asb
 }
 
 static const asb__connector asb__connector_gateway = {
-    "the Gateway", 1, 0, asb__gw_check, NULL, asb__gw_endpoint, NULL, NULL, NULL, NULL, NULL};
+    "the Gateway", 1, 0, asb__gw_check, NULL, asb__gw_endpoint, NULL, NULL, NULL, NULL, NULL,
+    NULL};
 
 /* >>connector: in-cluster ===================================================
    ASB_CONNECT_IN_CLUSTER: from a pod straight to the sandbox pod, no
@@ -17795,7 +18114,7 @@ static asb_result asb__ic_reconnect(asb_client *c, asb_sandbox *sb, int port, in
 }
 
 static const asb__connector asb__connector_in_cluster = {
-    "in-cluster", 0, 0, NULL, NULL, asb__ic_endpoint, asb__ic_reconnect, NULL,
+    "in-cluster", 0, 0, NULL, NULL, asb__ic_endpoint, asb__ic_reconnect, NULL, NULL,
     " (in-cluster without a pod IP: the sandbox's Service name, which exists when its "
     "template says service: true)",
     NULL, NULL};
@@ -17890,17 +18209,138 @@ static void asb__nt_stop(asb_client *c) {
 
 static const asb__connector asb__connector_native_tunnel = {
     "the native tunnel", 1, 0, NULL, asb__nt_prestart, asb__nt_endpoint, NULL, asb__nt_stop, NULL,
-    asb__nt_dial, asb__nt_explain};
+    NULL, asb__nt_dial, asb__nt_explain};
 
-/* The connector of a connection mode; NULL for an unknown one. */
 
-static const asb__connector *asb__connector_of(asb_connection_mode mode) {
+/* >>connector: sandboxd pod tunnel ==========================================
+   The sandboxd runtime with ASB_CONNECT_LOCAL_TUNNEL. sandboxd listens on
+   the pod's loopback, where no router reaches, so each sandbox gets its
+   own `kubectl port-forward pod/<pod> :<rest> :<grpc>` (as the Python SDK
+   1.0.8 does): started on the handle's first call, shared by all its
+   calls, rebuilt when kubectl dies, stopped with the handle. */
+
+static asb_result asb__pt_endpoint(asb_client *c, asb_sandbox *sb, int port, asb__endpoint *ep,
+                                   asb_error *err) {
+    asb_result r = ASB_OK;
+    int i;
+    memset(ep, 0, sizeof *ep);
+    if (!sb) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "sandboxd pod tunnel: no sandbox");
+    /* the pod name goes into kubectl's argv: an object name, never an option */
+    if (asb_claim_name_validate(sb->pod, strlen(sb->pod), NULL) != ASB_OK)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "sandbox %s: its pod name \"%.60s\" is not an object name", sb->name,
+                         sb->pod);
+    pthread_mutex_lock(&sb->conn_lock);
+    if (!sb->tunnel) {
+        int ports[2];
+        ports[0] = c->sd_rest_port;
+        ports[1] = c->sd_grpc_port;
+        sb->tunnel = (asb__tunnel *)c->alloc.alloc_fn(sizeof *sb->tunnel, c->alloc.user_data);
+        if (!sb->tunnel)
+            r = asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "sandboxd pod tunnel: out of memory");
+        else
+            asb__tunnel_init(sb->tunnel, c, "pod", sb->pod, sb->ns, ports, 2,
+                             ", or run in the cluster (ASB_CONNECT_IN_CLUSTER)");
+    }
+    if (r == ASB_OK) r = asb__tunnel_ensure_locked(sb->tunnel, err);
+    if (r == ASB_OK) {
+        for (i = 0; i < 2 && sb->tunnel->remote[i] != port; i++) {}
+        if (i == 2)
+            r = asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "sandboxd pod tunnel: port %d is not forwarded",
+                          port);
+        else
+            snprintf(ep->base, sizeof ep->base, "http://127.0.0.1:%d", sb->tunnel->local[i]);
+    }
+    pthread_mutex_unlock(&sb->conn_lock);
+    return r;
+}
+
+static asb_result asb__pt_reconnect(asb_client *c, asb_sandbox *sb, int port, int resendable,
+                                    asb__endpoint *ep, int *again, asb_error *err) {
+    /* never reached anything: kubectl may have died; rebuilt, once */
+    asb_result r = asb__pt_endpoint(c, sb, port, ep, err);
+    (void)resendable;
+    *again = r == ASB_OK;
+    return r;
+}
+
+static void asb__pt_release(asb_sandbox *sb) {
+    pthread_mutex_lock(&sb->conn_lock);
+    if (sb->tunnel) {
+        asb__tunnel_stop_locked(sb->tunnel);
+        sb->client->alloc.free_fn(sb->tunnel, sb->client->alloc.user_data);
+        sb->tunnel = NULL;
+    }
+    pthread_mutex_unlock(&sb->conn_lock);
+}
+
+static const asb__connector asb__connector_pod_tunnel = {
+    "the sandboxd pod tunnel", 0, 1, NULL, NULL, asb__pt_endpoint, asb__pt_reconnect, NULL,
+    asb__pt_release, NULL, NULL, NULL};
+
+/* >>connector: in-pod ========================================================
+   ASB_CONNECT_IN_POD: a program beside sandboxd in its pod (the sidecar
+   layout of sandboxd's user guide) reaches it on the loopback addresses
+   the pod declares, SANDBOXD_REST_ADDR and SANDBOXD_GRPC_ADDR; no
+   Kubernetes API, no claim, one handle (asb_client_sandbox_in_pod). */
+
+/* "host:port" as the base URL it names, checked as a URL. */
+static asb_result asb__in_pod_addr(const char *given, const char *env_name, char *out, size_t cap,
+                                   asb_error *err) {
+    const char *a = given ? given : getenv(env_name);
+    asb_url u;
+    if (!a || !*a)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "client: ASB_CONNECT_IN_POD needs sandboxd's address: set %s in the "
+                         "environment (as sandboxd's pod declares it) or in asb_client_desc",
+                         env_name);
+    if (strstr(a, "://") || !strchr(a, ':') ||
+        (size_t)snprintf(out, cap, "http://%s", a) >= cap ||
+        asb_url_parse(out, strlen(out), &u, NULL) != ASB_OK) {
+        char q[120];
+        asb__quote(q, sizeof q, a, strlen(a), 80);
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "client: %s \"%s\" is not host:port", env_name, q);
+    }
+    return ASB_OK;
+}
+
+static asb_result asb__in_pod_check(const asb_client_desc *d, asb_error *err) {
+    char tmp[300];
+    asb_result r = asb__in_pod_addr(d->sandboxd_rest_addr, "SANDBOXD_REST_ADDR", tmp, sizeof tmp,
+                                    err);
+    if (r == ASB_OK)
+        r = asb__in_pod_addr(d->sandboxd_grpc_addr, "SANDBOXD_GRPC_ADDR", tmp, sizeof tmp, err);
+    return r;
+}
+
+static asb_result asb__in_pod_endpoint(asb_client *c, asb_sandbox *sb, int port,
+                                       asb__endpoint *ep, asb_error *err) {
+    (void)sb;
+    (void)err;
+    memset(ep, 0, sizeof *ep);
+    snprintf(ep->base, sizeof ep->base, "%s",
+             port == c->sd_grpc_port ? c->sd_grpc_addr : c->sd_rest_addr);
+    return ASB_OK;
+}
+
+static const asb__connector asb__connector_in_pod = {
+    "in-pod", 0, 0, asb__in_pod_check, NULL, asb__in_pod_endpoint, NULL, NULL, NULL, NULL, NULL,
+    NULL};
+
+/* The one dispatch on asb_client_desc.mode: the connector of a mode for
+   the legacy runtime (sandboxd 0) or for sandboxd (1). NULL: an unknown
+   mode, or one that cannot reach that runtime (sandboxd sits beyond any
+   router; in-pod has only sandboxd). */
+static const asb__connector *asb__connector_of(asb_connection_mode mode, int sandboxd) {
     switch (mode) {
-    case ASB_CONNECT_LOCAL_TUNNEL: return &asb__connector_local_tunnel;
-    case ASB_CONNECT_DIRECT: return &asb__connector_direct;
-    case ASB_CONNECT_GATEWAY: return &asb__connector_gateway;
+    case ASB_CONNECT_LOCAL_TUNNEL:
+        return sandboxd ? &asb__connector_pod_tunnel : &asb__connector_local_tunnel;
+    case ASB_CONNECT_DIRECT: return sandboxd ? NULL : &asb__connector_direct;
+    case ASB_CONNECT_GATEWAY: return sandboxd ? NULL : &asb__connector_gateway;
     case ASB_CONNECT_IN_CLUSTER: return &asb__connector_in_cluster;
-    case ASB_CONNECT_NATIVE_TUNNEL: return &asb__connector_native_tunnel;
+    case ASB_CONNECT_NATIVE_TUNNEL: return sandboxd ? NULL : &asb__connector_native_tunnel;
+    case ASB_CONNECT_IN_POD: return sandboxd ? &asb__connector_in_pod : NULL;
     }
     return NULL;
 }
@@ -17913,6 +18353,9 @@ static const asb__connector *asb__connector_of(asb_connection_mode mode) {
 
 static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const char *path,
                                int timeout_ms, asb_http_response *resp, asb_error *err);
+static asb_result asb__sb_call_port(asb_sandbox *sb, int server_port, asb_http_request *req,
+                                    const char *path, int timeout_ms, asb_http_response *resp,
+                                    asb_error *err);
 static void asb__client_mask_error(const asb_client *c, asb_error *err);
 
 /* opts.probe_runtime: Ready by the controller need not mean the runtime
@@ -18126,7 +18569,7 @@ static long asb__upload_read(void *ud, char *buf, size_t cap) {
 }
 /* POST /execute {"command": ...}: the runtime splits the command itself. */
 static asb_result asb__legacy_run(asb_sandbox *sb, const char *command, int timeout_ms,
-                                  const asb_cancel *cancel, asb_run_result *result,
+                                  const asb_call_opts *opts, asb_run_result *result,
                                   asb_error *err) {
     asb_http_request req;
     asb_http_response resp;
@@ -18153,7 +18596,7 @@ static asb_result asb__legacy_run(asb_sandbox *sb, const char *command, int time
     req.header_count = 1;
     req.body = body.ptr;
     req.body_len = body.len;
-    req.cancel = cancel;
+    req.cancel = opts ? opts->cancel : NULL;
     r = asb__sb_call(sb, &req, "/execute", timeout_ms, &resp, err);
     asb_buf_free(&body);
     if (r == ASB_OK &&
@@ -18257,7 +18700,826 @@ static asb_result asb__legacy_list(asb_sandbox *sb, const char *path, asb_file_l
 
 static const asb__runtime asb__runtime_legacy = {
     "legacy",          asb__legacy_probe, asb__legacy_run,   asb__legacy_write,
-    asb__legacy_read,  asb__legacy_list,  asb__legacy_exists};
+    asb__legacy_read,  asb__legacy_list,  asb__legacy_exists, NULL, NULL, NULL, NULL, 0};
+
+/* >>runtime: sandboxd =======================================================
+   sandboxd (KEP-539.2, agent-sandbox packages/sandboxd): files over REST
+   on sandboxd_rest_port (GET/HEAD/PUT/DELETE /v1/files/<path>, GET
+   /v1/health, GET /v1/metadata), processes over gRPC on
+   sandboxd_grpc_port (process.v1.ProcessService), on one HTTP/2
+   connection per handle (made on first use, again once it broke). run
+   wraps the command in /bin/sh -c, as the Python SDK 1.0.8 does, so a
+   command line means the same on both runtimes. */
+
+#define ASB__SD_METHOD(m) "/process.v1.ProcessService/" m
+
+/* sandboxd's JSON error body ({"code": ..., "message": ...}) and gRPC
+   status names, as asb_result codes; err->reason keeps the name. */
+static asb_result asb__sd_code(const char *code, asb_result fallback) {
+    if (strcmp(code, "NOT_FOUND") == 0) return ASB_ERR_NOT_FOUND;
+    if (strcmp(code, "PERMISSION_DENIED") == 0) return ASB_ERR_PERMISSION_DENIED;
+    if (strcmp(code, "CONFLICT") == 0 || strcmp(code, "ALREADY_EXISTS") == 0)
+        return ASB_ERR_CONFLICT;
+    if (strcmp(code, "INVALID_ARGUMENT") == 0) return ASB_ERR_INVALID_ARGUMENT;
+    return fallback;
+}
+
+/* A failed REST call: the code and message of sandboxd's error body go
+   into *err (the status and the body's first bytes stay there too). */
+static asb_result asb__sd_rest_error(asb_result r, const char *what, const char *path,
+                                     asb_error *e) {
+    asb_json_doc d;
+    char code[64] = "", msg[300] = "", q[160];
+    if (r == ASB_OK || e->http_status < 400) return r;
+    if (e->body_len && asb_json_doc_parse(&d, e->body, e->body_len, NULL, NULL) == ASB_OK) {
+        asb_json_get_string(&d, asb_json_find(&d, 0, "code"), code, sizeof code, NULL);
+        asb_json_get_string(&d, asb_json_find(&d, 0, "message"), msg, sizeof msg, NULL);
+        asb_json_doc_free(&d);
+    }
+    asb__scrub_controls(code);
+    asb__scrub_controls(msg);
+    if (!code[0]) { /* no body (HEAD) or not sandboxd's: by the status */
+        snprintf(code, sizeof code, "%s",
+                 e->http_status == 403   ? "PERMISSION_DENIED"
+                 : e->http_status == 404 ? "NOT_FOUND"
+                 : e->http_status == 409 ? "CONFLICT"
+                 : e->http_status == 400 ? "INVALID_ARGUMENT"
+                                         : "");
+    }
+    r = asb__sd_code(code, r);
+    asb__quote(q, sizeof q, path, strlen(path), 120);
+    {
+        int status = e->http_status;
+        asb__fail(e, r, "%s \"%s\": sandboxd answered %d %s%s%s", what, q, status, code,
+                  msg[0] ? ": " : "", msg);
+        e->http_status = status;
+    }
+    snprintf(e->reason, sizeof e->reason, "%s", code);
+    return r;
+}
+
+/* A failed gRPC call: its status name as an asb_result. */
+static asb_result asb__sd_grpc_error(asb_result r, asb_error *e) {
+    if (r == ASB_ERR_GRPC_STATUS) {
+        asb_result m = asb__sd_code(e->reason, r);
+        if (m != r) e->code = m;
+        return m;
+    }
+    return r;
+}
+
+/* "/v1/files/<path as one percent-encoded segment>" ('/' as %2F, as
+   sandboxd's spec asks; "." and ".." as %2E, %2E%2E). */
+static asb_result asb__sd_files_path(const char *path, asb_buf *out) {
+    asb_result r = asb_buf_append(out, "/v1/files/", 10);
+    return r == ASB_OK ? asb_percent_encode_segment(path, strlen(path), out) : r;
+}
+
+/* One REST call on sandboxd's port: sb_call on the REST port, the error
+   mapped. *resp is the caller's to free. */
+static asb_result asb__sd_rest(asb_sandbox *sb, asb_http_request *req, const char *url_path,
+                               const char *what, const char *path, int timeout_ms,
+                               asb_http_response *resp, asb_error *err) {
+    asb_error e;
+    asb_result r;
+    memset(&e, 0, sizeof e);
+    r = asb__sb_call_port(sb, sb->client->sd_rest_port, req, url_path, timeout_ms, resp, &e);
+    r = asb__sd_rest_error(r, what, path, &e);
+    if (r != ASB_OK && err) *err = e;
+    return r;
+}
+
+/* The handle's gRPC connection: made on first use, and again when the
+   last one broke (kubectl died, sandboxd restarted). A broken one is kept
+   until the handle goes, for streams a process may still hold. */
+static asb_result asb__sd_h2(asb_sandbox *sb, asb_h2_conn **out, asb_error *err) {
+    asb_client *c = sb->client;
+    asb_result r = ASB_OK;
+    *out = NULL;
+    if (!sb->active || sb->closed)
+        return asb__fail(err, ASB_ERR_CLOSED, "sandbox: the handle was terminated or closed");
+    pthread_mutex_lock(&sb->h2_lock);
+    if (sb->h2 && !asb_h2_conn_usable(sb->h2)) {
+        asb_h2_conn **old = (asb_h2_conn **)c->alloc.realloc_fn(
+            sb->h2_old, (sb->h2_old_count + 1) * sizeof *old, c->alloc.user_data);
+        if (!old) {
+            r = asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "sandboxd: out of memory");
+        } else {
+            sb->h2_old = old;
+            sb->h2_old[sb->h2_old_count++] = sb->h2;
+            sb->h2 = NULL;
+        }
+    }
+    if (r == ASB_OK && !sb->h2) {
+        asb__endpoint ep;
+        r = sb->conn->endpoint(c, sb, c->sd_grpc_port, &ep, err);
+        if (r == ASB_OK) {
+            asb_h2_desc d = c->h2_desc;
+            d.url = ep.base;
+            r = asb_h2_connect(&d, &sb->h2, err);
+            if (r == ASB_ERR_CONNECT && sb->conn->reconnect) {
+                int again = 0;
+                r = sb->conn->reconnect(c, sb, c->sd_grpc_port, 1, &ep, &again, err);
+                if (r == ASB_OK && again) {
+                    d.url = ep.base;
+                    r = asb_h2_connect(&d, &sb->h2, err);
+                } else if (r == ASB_OK) {
+                    r = ASB_ERR_CONNECT;
+                }
+            }
+        }
+    }
+    if (r == ASB_OK) *out = sb->h2;
+    pthread_mutex_unlock(&sb->h2_lock);
+    return r;
+}
+
+/* Reads what the call's stream has (waiting at most until `until`, 0:
+   no limit, in slices that watch `cancel`) and feeds complete messages
+   to sink. *ended: the stream is over and the result is the call's
+   status. ASB_ERR_TIMEOUT: `until` passed with nothing to read. */
+static asb_result asb__sd_read(asb_grpc_call *call, asb__grpc_deframer *d, asb__grpc_sink sink,
+                               void *ctx, int64_t until, const asb_cancel *cancel, int *ended,
+                               asb_error *err) {
+    char buf[16384];
+    asb_h2_stream *s = call->s;
+    *ended = 0;
+    for (;;) {
+        size_t n = 0;
+        int64_t slice = asb__now_ms() + 100, saved;
+        asb_result r;
+        if (cancel && asb_cancel_is_triggered(cancel))
+            return asb__fail(err, ASB_ERR_CANCELLED, "sandboxd %s: cancelled", call->method);
+        if (until && asb__now_ms() >= until)
+            return asb__fail(err, ASB_ERR_TIMEOUT, "sandboxd %s: still running", call->method);
+        if (until && until < slice) slice = until;
+        pthread_mutex_lock(&s->conn->mu);
+        saved = s->deadline; /* the call's own, if any, comes first */
+        s->deadline = saved && saved < slice ? saved : slice;
+        pthread_mutex_unlock(&s->conn->mu);
+        r = asb_h2_stream_read(s, buf, sizeof buf, &n, err);
+        pthread_mutex_lock(&s->conn->mu);
+        s->deadline = saved;
+        pthread_mutex_unlock(&s->conn->mu);
+        if (r == ASB_ERR_TIMEOUT && !(saved && asb__now_ms() >= saved)) continue; /* a slice */
+        if (r != ASB_OK) {
+            if (s->reset_by_peer && s->failed)
+                r = asb__grpc_status_result(call, asb__grpc_from_rst(s->rst_code),
+                                            "stream reset by the server", 26, err);
+            else if (r == ASB_ERR_TIMEOUT && err)
+                snprintf(err->reason, sizeof err->reason, "DEADLINE_EXCEEDED");
+            return asb__sd_grpc_error(r, err);
+        }
+        if (n == 0) {
+            *ended = 1;
+            return asb__sd_grpc_error(asb__grpc_finish(call, d, err), err);
+        }
+        r = asb__grpc_feed(d, buf, n, sink, ctx);
+        if (r == ASB_ERR_TOO_LARGE)
+            return asb__fail(err, r, "sandboxd %s: a message above %lu bytes", call->method,
+                             (unsigned long)d->max);
+        if (r == ASB_ERR_CANCELLED) /* the sink refused a message: its err says why */
+            return ASB_ERR_PROTOBUF_INVALID;
+        if (r != ASB_OK)
+            return asb__fail(err, r, "sandboxd %s: a malformed or compressed message",
+                             call->method);
+        return ASB_OK;
+    }
+}
+
+typedef struct asb__sd_unary_ctx {
+    asb_buf *out;
+    int count;
+} asb__sd_unary_ctx;
+
+static int asb__sd_unary_sink(void *ctx, const char *msg, size_t len) {
+    asb__sd_unary_ctx *u = (asb__sd_unary_ctx *)ctx;
+    u->count++;
+    return u->count == 1 ? asb_buf_append(u->out, msg, len) != ASB_OK : 1;
+}
+
+/* A unary call on the handle's gRPC connection, with a deadline and a
+   cancel token; the one response message appended to *resp. */
+static asb_result asb__sd_unary(asb_sandbox *sb, const char *method, const asb_buf *req,
+                                int timeout_ms, const asb_cancel *cancel, size_t max,
+                                asb_buf *resp, asb_error *err) {
+    asb_grpc_call_desc cd;
+    asb_grpc_call *call = NULL;
+    asb_h2_conn *h2;
+    asb__grpc_deframer d;
+    asb__sd_unary_ctx u;
+    asb_error e;
+    int ended = 0;
+    asb_result r;
+    memset(&e, 0, sizeof e);
+    r = asb__sd_h2(sb, &h2, &e);
+    memset(&cd, 0, sizeof cd);
+    cd.method = method;
+    cd.timeout_ms = timeout_ms;
+    cd.max_message_bytes = max;
+    if (r == ASB_OK) r = asb_grpc_call_start(h2, &cd, req->ptr, req->len, &call, &e);
+    if (r == ASB_ERR_CLOSED) {
+        /* the connection went away between the check and the open (a GOAWAY,
+           a dead kubectl): once more on a fresh one; nothing was sent */
+        r = asb__sd_h2(sb, &h2, &e);
+        if (r == ASB_OK) r = asb_grpc_call_start(h2, &cd, req->ptr, req->len, &call, &e);
+    }
+    memset(&d, 0, sizeof d);
+    d.max = cd.max_message_bytes ? cd.max_message_bytes : (size_t)4 << 20;
+    asb_buf_init(&d.msg, &sb->client->alloc);
+    u.out = resp;
+    u.count = 0;
+    while (r == ASB_OK && !ended)
+        r = asb__sd_read(call, &d, asb__sd_unary_sink, &u, 0, cancel, &ended, &e);
+    if (r == ASB_OK && u.count != 1)
+        r = asb__fail(&e, ASB_ERR_HTTP_PROTOCOL, "sandboxd %s: %d response messages, not 1",
+                      method, u.count);
+    asb_buf_free(&d.msg);
+    asb_grpc_call_free(call);
+    if (r != ASB_OK && err) *err = e;
+    return r;
+}
+
+/* ProcessConfig from a caller's env list: names checked, arrays built in
+   `names` / `values` (the caller frees both). */
+static asb_result asb__sd_env(asb_client *c, const asb_env_var *env, size_t n,
+                              const char ***names, const char ***values, asb_error *err) {
+    size_t i;
+    *names = *values = NULL;
+    if (!n) return ASB_OK;
+    if (!env) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "env is NULL");
+    for (i = 0; i < n; i++)
+        if (asb_env_name_validate(env[i].name, env[i].name ? strlen(env[i].name) : 0, err) !=
+            ASB_OK)
+            return ASB_ERR_INVALID_ARGUMENT;
+    *names = (const char **)c->alloc.alloc_fn(n * sizeof(char *), c->alloc.user_data);
+    *values = (const char **)c->alloc.alloc_fn(n * sizeof(char *), c->alloc.user_data);
+    if (!*names || !*values) {
+        if (*names) c->alloc.free_fn((void *)*names, c->alloc.user_data);
+        if (*values) c->alloc.free_fn((void *)*values, c->alloc.user_data);
+        *names = *values = NULL;
+        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    for (i = 0; i < n; i++) {
+        (*names)[i] = env[i].name;
+        (*values)[i] = env[i].value ? env[i].value : "";
+    }
+    return ASB_OK;
+}
+
+static void asb__sd_env_free(asb_client *c, const char **names, const char **values) {
+    if (names) c->alloc.free_fn((void *)names, c->alloc.user_data);
+    if (values) c->alloc.free_fn((void *)values, c->alloc.user_data);
+}
+
+/* GET /v1/health until it says 200 (probe_runtime), within deadline. */
+static asb_result asb__sd_probe(asb_sandbox *sb, int64_t deadline, const asb_cancel *cancel,
+                                int route_only, asb_error *err) {
+    int64_t pause = 50;
+    (void)route_only; /* no router in front of sandboxd */
+    for (;;) {
+        asb_http_request req;
+        asb_http_response resp;
+        asb_retry_policy once;
+        asb_result r;
+        memset(&req, 0, sizeof req);
+        memset(&once, 0, sizeof once);
+        once.max_attempts = 1;
+        req.retry = &once;
+        req.cancel = cancel;
+        r = asb__sb_call_port(sb, sb->client->sd_rest_port, &req, "/v1/health", 0, &resp, err);
+        asb_http_response_free(&resp);
+        if (r == ASB_OK) return ASB_OK;
+        if (r != ASB_ERR_HTTP_STATUS && r != ASB_ERR_CONNECT && r != ASB_ERR_RECV &&
+            r != ASB_ERR_SEND)
+            return r;
+        if (asb__now_ms() + pause >= deadline)
+            return asb__fail(err, ASB_ERR_TIMEOUT,
+                             "sandbox %s is Ready but sandboxd's /v1/health did not say ok in "
+                             "time (%s)",
+                             sb->name, asb_result_str(r));
+        if (asb__sleep_or_cancel(pause, cancel))
+            return asb__fail(err, ASB_ERR_CANCELLED, "sandbox %s: cancelled while probing sandboxd",
+                             sb->name);
+        if (pause < 1000) pause *= 2;
+    }
+}
+
+/* Execute {/bin/sh -c command} with the options' env and cwd. */
+static asb_result asb__sd_run_ex(asb_sandbox *sb, const char *command, int timeout_ms,
+                                 const asb_call_opts *opts, asb_run_result *result,
+                                 asb_error *err) {
+    asb_client *c = sb->client;
+    const char *argv[3];
+    const char **names = NULL, **values = NULL;
+    asb__pv1_config cfg;
+    asb__pv1_exec_result x;
+    asb_buf req, resp;
+    asb_result r;
+    argv[0] = "/bin/sh";
+    argv[1] = "-c";
+    argv[2] = command;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.argv = argv;
+    cfg.argc = 3;
+    r = asb__sd_env(c, opts ? opts->env : NULL, opts ? opts->env_count : 0, &names, &values, err);
+    if (r != ASB_OK) return r;
+    cfg.env_names = names;
+    cfg.env_values = values;
+    cfg.env_count = names ? opts->env_count : 0;
+    cfg.cwd = opts && opts->cwd && *opts->cwd ? opts->cwd : NULL;
+    asb_buf_init(&req, &c->alloc);
+    asb_buf_init(&resp, &c->alloc);
+    if (asb__pv1_execute_request(&req, &cfg) != ASB_OK)
+        r = asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "run: out of memory");
+    asb__sd_env_free(c, names, values);
+    /* both outputs and the framing: one message */
+    if (r == ASB_OK)
+        r = asb__sd_unary(sb, ASB__SD_METHOD("Execute"), &req, timeout_ms,
+                          opts ? opts->cancel : NULL, 2 * c->max_output + 64, &resp, err);
+    if (r == ASB_OK) r = asb__pv1_execute_response(resp.ptr, resp.len, &x, err);
+    if (r == ASB_OK && x.out.len + x.errout.len > c->max_output)
+        r = asb__fail(err, ASB_ERR_TOO_LARGE, "run: %zu bytes of output, above max_output_bytes %zu",
+                      x.out.len + x.errout.len, c->max_output);
+    if (r == ASB_OK) r = asb_buf_append(&result->out, x.out.ptr ? x.out.ptr : "", x.out.len);
+    if (r == ASB_OK) r = asb_buf_append(&result->err, x.errout.ptr ? x.errout.ptr : "", x.errout.len);
+    if (r == ASB_OK) result->exit_code = x.exit_code;
+    if (r == ASB_ERR_TIMEOUT && err)
+        asb__fail(err, r, "run: no answer within the %d ms deadline; the command may still be "
+                          "running in the sandbox", timeout_ms);
+    asb_buf_free(&req);
+    asb_buf_free(&resp);
+    return r;
+}
+
+/* A body of exactly `size` bytes from the caller's reader. */
+typedef struct asb__sd_body {
+    asb_read_fn read;
+    void *user;
+    uint64_t size, done;
+} asb__sd_body;
+
+static long asb__sd_body_read(void *ud, char *buf, size_t cap) {
+    asb__sd_body *b = (asb__sd_body *)ud;
+    size_t want = (uint64_t)cap < b->size - b->done ? cap : (size_t)(b->size - b->done);
+    long n;
+    if (want == 0) return 0;
+    n = b->read(b->user, buf, want);
+    if (n <= 0) return -1; /* early end: the length would be a lie */
+    b->done += (uint64_t)n;
+    return n;
+}
+
+/* PUT the raw bytes (streamed; sandboxd writes a temporary file and
+   renames it, so a reader never sees half of it). */
+static asb_result asb__sd_write(asb_sandbox *sb, const char *path, asb_read_fn read,
+                                void *user_data, uint64_t size, const asb_call_opts *opts,
+                                asb_error *err) {
+    char norm[4096];
+    asb_buf url;
+    asb_http_request req;
+    asb_http_response resp;
+    asb_http_header ct;
+    asb__sd_body body;
+    asb_result r;
+    size_t n = 0;
+    if (opts && opts->file_mode > 0777)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "write: file_mode %o is above 0777",
+                         opts->file_mode);
+    r = asb_path_normalize(path ? path : "", path ? strlen(path) : 0, norm, sizeof norm, &n, err);
+    if (r != ASB_OK) return r;
+    asb_buf_init(&url, &sb->client->alloc);
+    r = asb__sd_files_path(norm, &url);
+    if (r == ASB_OK && opts && opts->file_mode) {
+        char q[24];
+        snprintf(q, sizeof q, "?mode=0%03o", opts->file_mode & 0777u);
+        r = asb_buf_append(&url, q, strlen(q));
+    }
+    if (r != ASB_OK) {
+        asb_buf_free(&url);
+        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "write: out of memory");
+    }
+    body.read = read;
+    body.user = user_data;
+    body.size = size;
+    body.done = 0;
+    memset(&req, 0, sizeof req);
+    ct.name = "Content-Type";
+    ct.value = "application/octet-stream";
+    req.method = "PUT";
+    req.headers = &ct;
+    req.header_count = 1;
+    req.body_read = asb__sd_body_read;
+    req.body_read_user = &body;
+    req.body_len = size;
+    req.cancel = opts ? opts->cancel : NULL;
+    r = asb__sd_rest(sb, &req, url.ptr, "write", norm, opts && opts->timeout_ms > 0 ? opts->timeout_ms : 0,
+                     &resp, err);
+    asb_http_response_free(&resp);
+    asb_buf_free(&url);
+    return r;
+}
+
+static asb_result asb__sd_read_file(asb_sandbox *sb, const char *path, asb_buf *out,
+                                    asb_write_fn sink, void *user, const asb_call_opts *opts,
+                                    asb_error *err) {
+    char norm[4096];
+    asb_buf url;
+    asb_http_request req;
+    asb_http_response resp;
+    asb_result r;
+    size_t n = 0;
+    r = asb_path_normalize(path ? path : "", path ? strlen(path) : 0, norm, sizeof norm, &n, err);
+    if (r != ASB_OK) return r;
+    asb_buf_init(&url, &sb->client->alloc);
+    if (asb__sd_files_path(norm, &url) != ASB_OK) {
+        asb_buf_free(&url);
+        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "read: out of memory");
+    }
+    memset(&req, 0, sizeof req);
+    req.max_body_bytes = out ? sb->client->max_read : 0;
+    req.on_body = out ? NULL : sink;
+    req.on_body_user = user;
+    req.cancel = opts ? opts->cancel : NULL;
+    r = asb__sd_rest(sb, &req, url.ptr, "read", norm, opts && opts->timeout_ms > 0 ? opts->timeout_ms : 0,
+                     &resp, err);
+    if (r == ASB_OK) {
+        /* a directory answers with its listing: not a file's bytes */
+        const char *ctype = asb_http_response_header(&resp, "Content-Type");
+        if (ctype && strncmp(ctype, "application/json", 16) == 0)
+            r = asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "read: \"%.200s\" is a directory", norm);
+    }
+    if (r == ASB_OK && out)
+        r = asb_buf_append(out, resp.body.ptr ? resp.body.ptr : "", resp.body.len);
+    asb_http_response_free(&resp);
+    asb_buf_free(&url);
+    return r;
+}
+
+/* DirectoryListing {"path", "entries": [{name, size, type, modified_at,
+   mode}]}; entries of other types (a symlink) are skipped, as 1.0.8
+   does. out->alloc_ is set. */
+static asb_result asb__sd_list_decode(const char *body, size_t len, asb_file_list *out) {
+    asb_json_doc d;
+    asb_json_iter it;
+    int item, entries;
+    asb_result r = ASB_OK;
+    if (asb_json_doc_parse(&d, body ? body : "", len, &out->alloc_, NULL) != ASB_OK)
+        return ASB_ERR_HTTP_PROTOCOL;
+    entries = asb_json_find(&d, 0, "entries");
+    if (d.toks[0].type != ASB_JSON_OBJECT || entries < 0 ||
+        (d.toks[entries].type != ASB_JSON_ARRAY && d.toks[entries].type != ASB_JSON_PRIMITIVE)) {
+        asb_json_doc_free(&d);
+        return ASB_ERR_HTTP_PROTOCOL;
+    }
+    out->entries = (asb_file_entry *)out->alloc_.alloc_fn(
+        ((size_t)(d.toks[entries].type == ASB_JSON_ARRAY ? d.toks[entries].size : 0) + 1) *
+            sizeof(asb_file_entry),
+        out->alloc_.user_data);
+    if (!out->entries) r = ASB_ERR_OUT_OF_MEMORY;
+    it = asb_json_iter_begin(&d, entries);
+    while (r == ASB_OK && asb_json_iter_next(&d, &it, NULL, &item)) {
+        asb_file_entry *e = &out->entries[out->count];
+        asb_buf name;
+        int64_t size = 0, t = 0;
+        char ts[64] = "";
+        int type = asb_json_member(&d, item, "type", 4);
+        int dir = asb_json_string_eq(&d, type, "directory", 9);
+        if (!dir && !asb_json_string_eq(&d, type, "file", 4)) continue;
+        memset(e, 0, sizeof *e);
+        asb_buf_init(&name, &out->alloc_);
+        if (asb_json_append_string(&d, asb_json_member(&d, item, "name", 4), &name) != ASB_OK) {
+            asb_buf_free(&name);
+            continue; /* an entry without a name is skipped */
+        }
+        e->name = name.ptr;
+        asb_json_get_int64(&d, asb_json_member(&d, item, "size", 4), &size);
+        e->size = size > 0 ? (uint64_t)size : 0;
+        if (asb_json_get_string(&d, asb_json_member(&d, item, "modified_at", 11), ts, sizeof ts,
+                                NULL) == ASB_OK &&
+            asb_time_parse_rfc3339(ts, strlen(ts), &t, NULL) == ASB_OK)
+            e->mod_time = (double)t;
+        e->is_dir = dir;
+        out->count++;
+    }
+    asb_json_doc_free(&d);
+    return r;
+}
+
+static asb_result asb__sd_list(asb_sandbox *sb, const char *path, asb_file_list *out,
+                               const asb_call_opts *opts, asb_error *err) {
+    asb_buf url;
+    asb_http_request req;
+    asb_http_response resp;
+    asb_result r;
+    if (!path) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "path: NULL");
+    asb_buf_init(&url, &sb->client->alloc);
+    if (asb__sd_files_path(path, &url) != ASB_OK) {
+        asb_buf_free(&url);
+        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "list: out of memory");
+    }
+    memset(&req, 0, sizeof req);
+    req.cancel = opts ? opts->cancel : NULL;
+    r = asb__sd_rest(sb, &req, url.ptr, "list", path, opts && opts->timeout_ms > 0 ? opts->timeout_ms : 0,
+                     &resp, err);
+    if (r == ASB_OK) {
+        r = asb__sd_list_decode(resp.body.ptr, resp.body.len, out);
+        if (r == ASB_ERR_OUT_OF_MEMORY)
+            asb__fail(err, r, "list: out of memory");
+        else if (r != ASB_OK)
+            asb__fail(err, r, "list: \"%.200s\" is not a directory (sandboxd sent no listing)",
+                      path);
+    }
+    asb_http_response_free(&resp);
+    asb_buf_free(&url);
+    return r;
+}
+
+static asb_result asb__sd_stat(asb_sandbox *sb, const char *path, asb_file_stat *st,
+                               const asb_call_opts *opts, asb_error *err) {
+    asb_buf url;
+    asb_http_request req;
+    asb_http_response resp;
+    asb_result r;
+    asb_error e;
+    memset(st, 0, sizeof *st);
+    if (!path) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "path: NULL");
+    asb_buf_init(&url, &sb->client->alloc);
+    if (asb__sd_files_path(path, &url) != ASB_OK) {
+        asb_buf_free(&url);
+        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "stat: out of memory");
+    }
+    memset(&req, 0, sizeof req);
+    memset(&e, 0, sizeof e);
+    req.method = "HEAD";
+    req.cancel = opts ? opts->cancel : NULL;
+    r = asb__sd_rest(sb, &req, url.ptr, "stat", path, opts && opts->timeout_ms > 0 ? opts->timeout_ms : 0,
+                     &resp, &e);
+    if (r == ASB_ERR_NOT_FOUND && e.http_status == 404) {
+        r = ASB_OK; /* nothing there: an answer, not an error */
+    } else if (r == ASB_OK) {
+        const char *ctype = asb_http_response_header(&resp, "Content-Type");
+        const char *lm = asb_http_response_header(&resp, "Last-Modified");
+        const char *cl = asb_http_response_header(&resp, "Content-Length");
+        st->exists = 1;
+        st->is_dir = ctype && strncmp(ctype, "application/json", 16) == 0;
+        if (!st->is_dir && cl) {
+            char *end;
+            unsigned long long v = strtoull(cl, &end, 10);
+            if (end != cl && *end == '\0') st->size = (uint64_t)v;
+        }
+        if (lm && strchr(lm, ',')) {
+            /* an IMF-fixdate, read as a wait from the epoch: its time */
+            int64_t ms = asb__retry_after_parse(lm, 0);
+            if (ms > 0) st->mod_time = (double)(ms / 1000);
+        }
+    } else if (err) {
+        *err = e;
+    }
+    asb_http_response_free(&resp);
+    asb_buf_free(&url);
+    return r;
+}
+
+static asb_result asb__sd_delete(asb_sandbox *sb, const char *path, int recursive,
+                                 const asb_call_opts *opts, asb_error *err) {
+    asb_buf url;
+    asb_http_request req;
+    asb_http_response resp;
+    asb_result r;
+    size_t i, n = path ? strlen(path) : 0;
+    for (i = 0; i < n && (path[i] == '/' || path[i] == '.'); i++) {}
+    if (!path || i == n) /* "", "/", ".", "./": the root itself */
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "delete: \"%.100s\" is the sandbox root; name a path inside it",
+                         path ? path : "(null)");
+    asb_buf_init(&url, &sb->client->alloc);
+    if (asb__sd_files_path(path, &url) != ASB_OK ||
+        (recursive && asb_buf_append(&url, "?recursive=true", 15) != ASB_OK)) {
+        asb_buf_free(&url);
+        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "delete: out of memory");
+    }
+    memset(&req, 0, sizeof req);
+    req.method = "DELETE";
+    req.cancel = opts ? opts->cancel : NULL;
+    r = asb__sd_rest(sb, &req, url.ptr, "delete", path, opts && opts->timeout_ms > 0 ? opts->timeout_ms : 0,
+                     &resp, err);
+    if (r == ASB_ERR_CONFLICT && err && !recursive) {
+        size_t l = strlen(err->message);
+        snprintf(err->message + l, sizeof err->message - l,
+                 " (a directory that is not empty: delete it with recursive 1)");
+    }
+    asb_http_response_free(&resp);
+    asb_buf_free(&url);
+    return r;
+}
+
+static asb_result asb__sd_exists(asb_sandbox *sb, const char *path, int *exists,
+                                 const asb_call_opts *opts, asb_error *err) {
+    asb_file_stat st;
+    asb_result r = asb__sd_stat(sb, path, &st, opts, err);
+    *exists = r == ASB_OK && st.exists;
+    return r;
+}
+
+static asb_result asb__sd_metadata(asb_sandbox *sb, asb_buf *out, const asb_call_opts *opts,
+                                   asb_error *err) {
+    asb_http_request req;
+    asb_http_response resp;
+    asb_result r;
+    memset(&req, 0, sizeof req);
+    req.cancel = opts ? opts->cancel : NULL;
+    r = asb__sd_rest(sb, &req, "/v1/metadata", "metadata", "/v1/metadata",
+                     opts && opts->timeout_ms > 0 ? opts->timeout_ms : 0, &resp, err);
+    if (r == ASB_OK) r = asb_buf_append(out, resp.body.ptr ? resp.body.ptr : "", resp.body.len);
+    asb_http_response_free(&resp);
+    return r;
+}
+
+/* -- streaming processes ----------------------------------------------------------- */
+
+struct asb_process {
+    asb_sandbox *sb;
+    asb_grpc_call *call;       /* the Start stream */
+    asb__grpc_deframer d;
+    asb_process_output_fn on_output;
+    void *user_data;
+    int32_t pid;               /* 0 until the init event */
+    int exited, exit_code;
+    int ended;                 /* the stream is over */
+    asb_result final;          /* a failure that ended the stream */
+    asb_error final_err;
+    int64_t deadline;          /* opts.timeout_ms from the start; 0: none */
+    const asb_cancel *cancel;
+    pthread_mutex_t stdin_lock; /* writes go out in order, close once */
+    int stdin_closed;
+    asb_error event_err;       /* why the last event was refused */
+};
+
+/* One StartResponse off the stream. */
+static int asb__proc_event(void *ctx, const char *msg, size_t len) {
+    asb_process *p = (asb_process *)ctx;
+    asb__pv1_event ev;
+    if (asb__pv1_start_response(msg, len, &ev, &p->event_err) != ASB_OK) return 1;
+    switch (ev.kind) {
+    case ASB__PV1_INIT: p->pid = ev.value; break;
+    case ASB__PV1_STDOUT:
+    case ASB__PV1_STDERR:
+        if (p->on_output && ev.data.len)
+            p->on_output(p->user_data,
+                         ev.kind == ASB__PV1_STDOUT ? ASB_PROCESS_STDOUT : ASB_PROCESS_STDERR,
+                         ev.data.ptr, ev.data.len);
+        break;
+    case ASB__PV1_EXIT:
+        p->exited = 1;
+        p->exit_code = ev.value;
+        break;
+    default: break; /* an event this version does not know */
+    }
+    return 0;
+}
+
+/* Reads events until `done` says so, until (0: none), the process's own
+   deadline or cancel. */
+static asb_result asb__proc_pump(asb_process *p, int for_exit, int64_t until, asb_error *err) {
+    while (!(for_exit ? p->exited : p->pid != 0 || p->exited)) {
+        asb_result r;
+        int64_t lim = until;
+        if (p->ended) {
+            if (p->final == ASB_OK)
+                p->final = asb__fail(&p->final_err, ASB_ERR_HTTP_PROTOCOL,
+                                     "sandboxd Start: the stream ended without %s",
+                                     for_exit ? "an exit event" : "an init event");
+            if (err) *err = p->final_err;
+            return p->final;
+        }
+        if (p->deadline && (!lim || p->deadline < lim)) lim = p->deadline;
+        r = asb__sd_read(p->call, &p->d, asb__proc_event, p, lim, p->cancel, &p->ended, err);
+        if (r == ASB_ERR_PROTOBUF_INVALID && err && !p->ended) *err = p->event_err;
+        if (r == ASB_ERR_TIMEOUT && lim == until && until && asb__now_ms() >= until &&
+            !(p->deadline && asb__now_ms() >= p->deadline))
+            return r; /* the caller's wait, not the process's deadline: call again */
+        if (r == ASB_ERR_TIMEOUT && err)
+            asb__fail(err, r, "process %d: its %s deadline passed; it is ended", (int)p->pid,
+                      "timeout_ms");
+        if (r != ASB_OK) {
+            /* the stream is over for good (a deadline, cancel or broken
+               stream ends it: sandboxd kills the process with it) */
+            asb_grpc_call_cancel(p->call);
+            p->ended = 1;
+            p->final = r;
+            if (err) p->final_err = *err;
+            else asb__fail(&p->final_err, r, "process %d: %s", (int)p->pid, asb_result_str(r));
+            return r;
+        }
+    }
+    return ASB_OK;
+}
+
+static void asb__proc_free(asb_process *p) {
+    asb_allocator a = p->sb->client->alloc;
+    asb_grpc_call_free(p->call);
+    asb_buf_free(&p->d.msg);
+    pthread_mutex_destroy(&p->stdin_lock);
+    a.free_fn(p, a.user_data);
+}
+
+static asb_result asb__sd_process_start(asb_sandbox *sb, const asb_process_opts *o,
+                                        asb_process **out, asb_error *err) {
+    asb_client *c = sb->client;
+    const char *sh[3];
+    const char **names = NULL, **values = NULL;
+    asb__pv1_config cfg;
+    asb_grpc_call_desc cd;
+    asb_h2_conn *h2;
+    asb_process *p;
+    asb_buf req;
+    asb_result r;
+    size_t i;
+    if ((o->argv && o->argc ? 1 : 0) + (o->shell ? 1 : 0) != 1)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "process: give argv (argc > 0) or shell, exactly one");
+    for (i = 0; o->argv && i < o->argc; i++)
+        if (!o->argv[i])
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "process: argv[%zu] is NULL", i);
+    if (o->pty && (o->pty_rows > 65535 || o->pty_cols > 65535))
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "process: a PTY of at most 65535 x 65535");
+    memset(&cfg, 0, sizeof cfg);
+    if (o->shell) {
+        sh[0] = "/bin/sh";
+        sh[1] = "-c";
+        sh[2] = o->shell;
+        cfg.argv = sh;
+        cfg.argc = 3;
+    } else {
+        cfg.argv = o->argv;
+        cfg.argc = o->argc;
+    }
+    r = asb__sd_env(c, o->env, o->env_count, &names, &values, err);
+    if (r != ASB_OK) return r;
+    cfg.env_names = names;
+    cfg.env_values = values;
+    cfg.env_count = names ? o->env_count : 0;
+    cfg.cwd = o->cwd && *o->cwd ? o->cwd : NULL;
+    asb_buf_init(&req, &c->alloc);
+    r = asb__pv1_start_request(&req, &cfg, o->pty != 0, o->pty ? (o->pty_cols ? o->pty_cols : 80) : 0,
+                               o->pty ? (o->pty_rows ? o->pty_rows : 24) : 0);
+    asb__sd_env_free(c, names, values);
+    if (r != ASB_OK) {
+        asb_buf_free(&req);
+        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "process: out of memory");
+    }
+    p = (asb_process *)c->alloc.alloc_fn(sizeof *p, c->alloc.user_data);
+    if (!p) {
+        asb_buf_free(&req);
+        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "process: out of memory");
+    }
+    memset(p, 0, sizeof *p);
+    p->sb = sb;
+    p->on_output = o->on_output;
+    p->user_data = o->user_data;
+    p->cancel = o->cancel;
+    p->deadline = o->timeout_ms > 0 ? asb__now_ms() + o->timeout_ms : 0;
+    pthread_mutex_init(&p->stdin_lock, NULL);
+    p->d.max = (size_t)1 << 20; /* chunks are sandboxd's --stream-chunk-size */
+    asb_buf_init(&p->d.msg, &c->alloc);
+    memset(&cd, 0, sizeof cd);
+    cd.method = ASB__SD_METHOD("Start");
+    cd.max_message_bytes = p->d.max;
+    r = asb__sd_h2(sb, &h2, err);
+    if (r == ASB_OK) r = asb_grpc_call_start(h2, &cd, req.ptr, req.len, &p->call, err);
+    if (r == ASB_ERR_CLOSED) {
+        r = asb__sd_h2(sb, &h2, err);
+        if (r == ASB_OK) r = asb_grpc_call_start(h2, &cd, req.ptr, req.len, &p->call, err);
+    }
+    asb_buf_free(&req);
+    if (r == ASB_OK) r = asb__proc_pump(p, 0, 0, err); /* until the init event */
+    if (r != ASB_OK) {
+        asb__proc_free(p);
+        return r;
+    }
+    asb__log(&c->log, ASB_LOG_DEBUG, "sandbox.process", "process %d started%s (sandbox %s/%s)",
+             (int)p->pid, o->pty ? " on a PTY" : "", sb->ns, sb->name);
+    *out = p;
+    return ASB_OK;
+}
+
+static const asb__runtime asb__runtime_sandboxd = {
+    "sandboxd",        asb__sd_probe,  asb__sd_run_ex, asb__sd_write,       asb__sd_read_file,
+    asb__sd_list,      asb__sd_exists, asb__sd_stat,   asb__sd_delete,      asb__sd_metadata,
+    asb__sd_process_start, 1};
+
+/* A small unary call of the process API (WriteStdin, SendSignal,
+   ResizeTTY) on the process's connection. */
+static asb_result asb__proc_unary(asb_process *p, const char *method, asb_buf *req,
+                                  asb_error *err) {
+    asb_buf resp;
+    asb_result r;
+    asb_buf_init(&resp, &p->sb->client->alloc);
+    r = asb__sd_unary(p->sb, method, req, 30000, NULL, 4096, &resp, err);
+    asb_buf_free(&resp);
+    return r;
+}
 
 /* >>sandbox =================================================================
    The client (registry of handles), create with one watch, and the
@@ -18344,6 +19606,16 @@ ASB_API asb_result asb_client_latency(asb_client *c, asb_latency_kind kind, int 
 #endif
 
 
+static void asb__handle_free(asb_sandbox *sb);
+
+/* A call the handle's runtime does not have. */
+static asb_result asb__unsupported(const asb_sandbox *sb, const char *what, asb_error *err) {
+    return asb__fail(err, ASB_ERR_UNSUPPORTED,
+                     "%s: sandbox %s runs the %s runtime, which cannot (sandboxd can: "
+                     "asb_client_desc.runtime)",
+                     what, sb->name, sb->rt->name);
+}
+
 /* Headers the client writes itself: an extra header may not repeat them
    (the router reads the first X-Sandbox-ID it sees; two Content-Lengths
    are request smuggling). */
@@ -18380,12 +19652,26 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
         memset(&zero, 0, sizeof zero);
         desc = &zero;
     }
-    conn = asb__connector_of(desc->mode);
+    conn = asb__connector_of(desc->mode, desc->mode == ASB_CONNECT_IN_POD);
     if (!conn) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "client: unknown connection mode");
     if (conn->check) {
         r = conn->check(desc, err);
         if (r != ASB_OK) return r;
     }
+    if (desc->runtime != ASB_RUNTIME_LEGACY && desc->runtime != ASB_RUNTIME_SANDBOXD &&
+        desc->runtime != ASB_RUNTIME_AUTO)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "client: unknown runtime");
+    if (desc->runtime == ASB_RUNTIME_SANDBOXD && !asb__connector_of(desc->mode, 1))
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "client: the sandboxd runtime is reached with the local tunnel (a "
+                         "port-forward to each pod), in-cluster or in-pod, not through a "
+                         "router (%s)",
+                         conn->name);
+    if (desc->sandboxd_rest_port < 0 || desc->sandboxd_rest_port > 65535 ||
+        desc->sandboxd_grpc_port < 0 || desc->sandboxd_grpc_port > 65535 ||
+        (desc->sandboxd_rest_port && desc->sandboxd_rest_port == desc->sandboxd_grpc_port))
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "client: sandboxd's ports must be 1-65535, and two different ones");
     if (desc->gateway_port < 0 || desc->gateway_port > 65535)
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "client: gateway_port must be 1-65535");
 #if !ASB_TLS
@@ -18412,6 +19698,20 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->conn_lock, NULL);
     c->conn = conn;
+    c->sd_conn = asb__connector_of(desc->mode, 1);
+    /* in-pod there is only sandboxd to talk to */
+    c->runtime = desc->mode == ASB_CONNECT_IN_POD ? ASB_RUNTIME_SANDBOXD : desc->runtime;
+    c->sd_rest_port = desc->sandboxd_rest_port ? desc->sandboxd_rest_port : 8080;
+    c->sd_grpc_port = desc->sandboxd_grpc_port ? desc->sandboxd_grpc_port : 9090;
+    if (c->sd_rest_port == c->sd_grpc_port) c->sd_grpc_port = c->sd_rest_port == 8080 ? 9090 : 8080;
+    if (desc->mode == ASB_CONNECT_IN_POD &&
+        (asb__in_pod_addr(desc->sandboxd_rest_addr, "SANDBOXD_REST_ADDR", c->sd_rest_addr,
+                          sizeof c->sd_rest_addr, err) != ASB_OK ||
+         asb__in_pod_addr(desc->sandboxd_grpc_addr, "SANDBOXD_GRPC_ADDR", c->sd_grpc_addr,
+                          sizeof c->sd_grpc_addr, err) != ASB_OK)) {
+        asb_client_free(c);
+        return ASB_ERR_INVALID_ARGUMENT;
+    }
     c->router_port = desc->router_port ? desc->router_port : 8080;
     c->server_port = desc->server_port ? desc->server_port : 8888;
     c->pf_timeout_ms = desc->port_forward_ready_timeout_ms > 0 ? desc->port_forward_ready_timeout_ms
@@ -18500,7 +19800,8 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
         asb_client_free(c);
         return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "client: out of memory");
     }
-    {
+    r = ASB_OK;
+    if (desc->mode != ASB_CONNECT_IN_POD) { /* in-pod: no Kubernetes API at all */
         asb_kube_client_desc kd = desc->kube;
         kd.http.log = c->log;
         r = asb_kube_client_create(&kd, &c->kube, err);
@@ -18510,9 +19811,12 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
         return r;
     }
     /* kubectl must use the same configuration and context as we do */
-    if (desc->kube.kubeconfig.path) c->kube_path = asb__cdup(c, desc->kube.kubeconfig.path);
-    if (!c->kube->in_cluster) c->kube_context = asb__cdup(c, asb_kube_client_config(c->kube)->context);
-    if (!c->kube->in_cluster && !desc->kube.kubeconfig.path && desc->kube.kubeconfig.path_count) {
+    if (c->kube && desc->kube.kubeconfig.path)
+        c->kube_path = asb__cdup(c, desc->kube.kubeconfig.path);
+    if (c->kube && !c->kube->in_cluster)
+        c->kube_context = asb__cdup(c, asb_kube_client_config(c->kube)->context);
+    if (c->kube && !c->kube->in_cluster && !desc->kube.kubeconfig.path &&
+        desc->kube.kubeconfig.path_count) {
         /* kubectl gets the same list, in its own KUBECONFIG */
         asb_buf kb;
         size_t i;
@@ -18571,6 +19875,11 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
         asb_client_free(c);
         return r;
     }
+    /* sandboxd's gRPC connections: the client's allocator, log and
+       connect timeout */
+    c->h2_desc.allocator = &c->alloc;
+    c->h2_desc.log = c->log;
+    c->h2_desc.connect_timeout_ms = desc->kube.http.connect_timeout_ms;
     {
         /* the local tunnel's, stopped until the first claim */
         int rp = c->router_port;
@@ -18592,6 +19901,10 @@ static asb_result asb__api_version(asb_client *c, asb_error *err) {
     int known;
     /* under the lock: another thread may be writing it (read once here,
        it never changes again, so the callers' later reads are ordered) */
+    if (!c->kube)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "client: ASB_CONNECT_IN_POD has no Kubernetes API (no claims to make, "
+                         "attach, list or delete): use asb_client_sandbox_in_pod");
     pthread_mutex_lock(&c->lock);
     known = c->api_version != NULL;
     pthread_mutex_unlock(&c->lock);
@@ -18646,7 +19959,7 @@ ASB_API void asb_client_free(asb_client *c) {
             asb__sb_span_finish(s, &d, dr == ASB_ERR_NOT_FOUND ? ASB_OK : dr, &derr);
         }
         asb__sb_life_end(s, ASB_OK);
-        c->alloc.free_fn(s, c->alloc.user_data);
+        asb__handle_free(s);
     }
     asb__tracer_free(c->tracer); /* flushes: the last spans are the lifecycles above */
     asb_http_client_free(c->http);
@@ -18742,8 +20055,38 @@ static int asb__choose_pod_ip(const asb_json_doc *d, int list, char out[ASB_IP_S
     return 0;
 }
 
-/* Fills the handle's pod name and name hash from its Sandbox object. */
-static asb_result asb__sb_describe(asb_sandbox *sb, asb_buf *body, asb_error *err) {
+/* Whether a pod spec (a JSON object) declares sandboxd, as ASB_RUNTIME_AUTO
+   reads it: a container (or init container: a native sidecar) named
+   "sandboxd", or one with SANDBOXD_REST_ADDR / SANDBOXD_GRPC_ADDR in its
+   env, as sandboxd's user guide lays a pod out. */
+static int asb__spec_declares_sandboxd(const asb_json_doc *d, int spec) {
+    static const char *const lists[] = {"containers", "initContainers"};
+    size_t l;
+    for (l = 0; l < 2; l++) {
+        asb_json_iter it = asb_json_iter_begin(d, asb_json_member(d, spec, lists[l],
+                                                                  strlen(lists[l])));
+        int ctr;
+        while (asb_json_iter_next(d, &it, NULL, &ctr)) {
+            asb_json_iter ei;
+            int e;
+            if (asb_json_string_eq(d, asb_json_member(d, ctr, "name", 4), "sandboxd", 8)) return 1;
+            ei = asb_json_iter_begin(d, asb_json_member(d, ctr, "env", 3));
+            while (asb_json_iter_next(d, &ei, NULL, &e)) {
+                int n = asb_json_member(d, e, "name", 4);
+                if (asb_json_string_eq(d, n, "SANDBOXD_REST_ADDR", 18) ||
+                    asb_json_string_eq(d, n, "SANDBOXD_GRPC_ADDR", 18))
+                    return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Fills the handle's pod name and name hash from its Sandbox object, and
+   *sandboxd from its pod template (the template's, as the controller
+   copied it). */
+static asb_result asb__sb_describe(asb_sandbox *sb, asb_buf *body, int *sandboxd,
+                                   asb_error *err) {
     asb_kube_resource res;
     asb_json_doc d;
     asb_result r = asb_kube_get(sb->client->kube, asb__sandboxes(sb->client, &res), sb->ns, sb->name,
@@ -18755,6 +20098,7 @@ static asb_result asb__sb_describe(asb_sandbox *sb, asb_buf *body, asb_error *er
                             asb_json_find(&d, 0, "metadata.annotations.agents\\.x-k8s\\.io/pod-name"),
                             sb->pod, sizeof sb->pod, NULL) != ASB_OK)
         snprintf(sb->pod, sizeof sb->pod, "%s", sb->name);
+    *sandboxd = asb__spec_declares_sandboxd(&d, asb_json_find(&d, 0, "spec.podTemplate.spec"));
     {
         char sel[300] = "";
         const char *h;
@@ -18787,6 +20131,8 @@ ASB_API asb_result asb_sandbox_status(asb_sandbox *sb, asb_sandbox_state *state,
     int cond;
     asb_result r;
     if (!sb || !state) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "status: NULL argument");
+    if (!sb->client->kube)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "status: an in-pod handle has no Sandbox");
     if (msg && cap) msg[0] = '\0';
     asb_buf_init(&body, &sb->client->alloc);
     r = asb_kube_get(sb->client->kube, asb__sandboxes(sb->client, &res), sb->ns, sb->name, &body,
@@ -18830,6 +20176,8 @@ ASB_API asb_result asb_sandbox_pod_ip(asb_sandbox *sb, char out[ASB_IP_SIZE], as
     asb_result r;
     if (!sb || !out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "pod_ip: NULL argument");
     out[0] = '\0';
+    if (!sb->client->kube)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "pod_ip: an in-pod handle has no Sandbox");
     asb_buf_init(&body, &sb->client->alloc);
     r = asb_kube_get(sb->client->kube, asb__sandboxes(sb->client, &res), sb->ns, sb->name, &body,
                      err);
@@ -18854,20 +20202,50 @@ static asb_sandbox *asb__new_handle(asb_client *c, const char *claim, const char
                                     const char *ns) {
     asb_sandbox *sb = (asb_sandbox *)c->alloc.alloc_fn(sizeof *sb, c->alloc.user_data);
     asb_buf body;
+    int sandboxd = 0;
     if (!sb) return NULL;
     memset(sb, 0, sizeof *sb);
     sb->client = c;
-    sb->conn = c->conn;
-    sb->rt = &asb__runtime_legacy;
+    pthread_mutex_init(&sb->conn_lock, NULL);
+    pthread_mutex_init(&sb->h2_lock, NULL);
     snprintf(sb->claim, sizeof sb->claim, "%s", claim);
     snprintf(sb->name, sizeof sb->name, "%s", name);
     snprintf(sb->ns, sizeof sb->ns, "%s", ns);
     sb->active = 1;
     asb_buf_init(&body, &c->alloc);
-    if (asb__sb_describe(sb, &body, NULL) != ASB_OK)
+    if (asb__sb_describe(sb, &body, &sandboxd, NULL) != ASB_OK)
         snprintf(sb->pod, sizeof sb->pod, "%s", sb->name);
     asb_buf_free(&body);
+    /* the runtime: the client's choice, or with AUTO the pod's */
+    if (c->runtime == ASB_RUNTIME_AUTO && sandboxd && !c->sd_conn) {
+        asb__log(&c->log, ASB_LOG_WARN, "sandbox.runtime",
+                 "sandbox %s/%s declares sandboxd, which %s cannot reach: the legacy runtime "
+                 "it is",
+                 ns, name, c->conn->name);
+        sandboxd = 0;
+    }
+    if (c->runtime == ASB_RUNTIME_SANDBOXD || (c->runtime == ASB_RUNTIME_AUTO && sandboxd)) {
+        sb->rt = &asb__runtime_sandboxd;
+        sb->conn = c->sd_conn;
+    } else {
+        sb->rt = &asb__runtime_legacy;
+        sb->conn = c->conn;
+    }
     return sb;
+}
+
+/* Frees a handle and what its connection holds (a pod tunnel, gRPC
+   connections). */
+static void asb__handle_free(asb_sandbox *sb) {
+    asb_allocator a = sb->client->alloc;
+    size_t i;
+    if (sb->conn && sb->conn->release) sb->conn->release(sb);
+    asb_h2_conn_free(sb->h2);
+    for (i = 0; i < sb->h2_old_count; i++) asb_h2_conn_free(sb->h2_old[i]);
+    if (sb->h2_old) a.free_fn(sb->h2_old, a.user_data);
+    pthread_mutex_destroy(&sb->h2_lock);
+    pthread_mutex_destroy(&sb->conn_lock);
+    a.free_fn(sb, a.user_data);
 }
 
 /* What the claim watch learned. */
@@ -19421,7 +20799,7 @@ static asb_result asb__client_create_sandbox(asb_client *c, const char *tpl,
             : ASB_OK;
     if (r != ASB_OK) {
         if (created) asb_kube_delete_uid(c->kube, &res, ns, claim, cw.uid, NULL); /* no orphan */
-        c->alloc.free_fn(sb, c->alloc.user_data);
+        asb__handle_free(sb);
         asb__log(&c->log, ASB_LOG_ERROR, "sandbox.create", "claim %s %s: %s", claim,
                  created ? "deleted" : "left as it was", err ? err->message : asb_result_str(r));
         return r;
@@ -19437,7 +20815,7 @@ static asb_result asb__client_create_sandbox(asb_client *c, const char *tpl,
            claim of that name is stale (that claim is gone) */
         asb_sandbox *old = asb__find_handle(c, ns, claim);
         if (old && strcmp(old->uid, sb->uid) == 0 && strcmp(old->name, sb->name) == 0) {
-            c->alloc.free_fn(sb, c->alloc.user_data);
+            asb__handle_free(sb);
             sb = old;
             sb->closed = 0;
         } else {
@@ -19486,6 +20864,7 @@ ASB_API void asb_sandbox_close_connection(asb_sandbox *sb) {
     if (!sb) return;
     sb->closed = 1;
     asb__sb_life_end(sb, ASB_OK);
+    if (sb->conn->release) sb->conn->release(sb); /* e.g. its pod tunnel */
 }
 
 ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err) {
@@ -19494,6 +20873,10 @@ ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err) {
     asb_result r;
     if (!sb) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "terminate: NULL handle");
     if (!sb->active) return ASB_OK;
+    if (sb->in_pod) { /* no claim: only the handle ends */
+        sb->active = 0;
+        return ASB_OK;
+    }
     asb__sb_span_begin(sb, &span, "delete_claim", ASB_LATENCY_DELETE);
     asb__span_str(&span, "sandbox.claim.name", sb->claim);
     r = asb_kube_delete_uid(sb->client->kube, asb__claims(sb->client, &res), sb->ns, sb->claim,
@@ -19510,6 +20893,7 @@ ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err) {
     }
     if (r == ASB_OK) sb->active = 0;       /* only on success: retry later */
     if (r == ASB_OK) asb__sb_life_end(sb, ASB_OK);
+    if (r == ASB_OK && sb->conn->release) sb->conn->release(sb); /* e.g. its pod tunnel */
     if (r == ASB_OK)
         asb__log(&sb->client->log, ASB_LOG_INFO, "sandbox.delete", "claim %s/%s deleted", sb->ns,
                  sb->claim);
@@ -19596,10 +20980,12 @@ static asb_result asb__sb_do(asb_client *c, asb_http_request *req, int64_t t0, i
     return asb_http_do(c->http, req, resp, err);
 }
 
-/* One HTTP call to the runtime's port, to the endpoint the handle's
-   connector gives, with the router's headers when it is routed. */
-static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const char *path,
-                               int timeout_ms, asb_http_response *resp, asb_error *err) {
+/* One HTTP call to the runtime's port in the sandbox, to the endpoint
+   the handle's connector gives, with the router's headers when it is
+   routed. */
+static asb_result asb__sb_call_port(asb_sandbox *sb, int server_port, asb_http_request *req,
+                                    const char *path, int timeout_ms, asb_http_response *resp,
+                                    asb_error *err) {
     asb_client *c;
     asb__endpoint ep;
     char port[16], rid[40], tsec[24], podip[ASB_IP_SIZE];
@@ -19625,8 +21011,8 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
     if (asb_dns_label_validate(sb->name, strlen(sb->name), err) != ASB_OK ||
         asb_dns_label_validate(sb->ns, strlen(sb->ns), err) != ASB_OK)
         return ASB_ERR_INVALID_ARGUMENT;
-    snprintf(port, sizeof port, "%d", c->server_port);
-    r = sb->conn->endpoint(c, sb, c->server_port, &ep, err);
+    snprintf(port, sizeof port, "%d", server_port);
+    r = sb->conn->endpoint(c, sb, server_port, &ep, err);
     if (r != ASB_OK) {
         asb__log(&c->log, ASB_LOG_ERROR, "sandbox.call", "%s (sandbox %s/%s)",
                  err ? err->message : asb_result_str(r), sb->ns, sb->name);
@@ -19701,7 +21087,7 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
     if (r == ASB_ERR_CONNECT && sb->conn->reconnect) {
         /* never reached anything: what the connector started may have
            died, or the pod moved; the connector rebuilds it, once */
-        asb_result cr = sb->conn->reconnect(c, sb, c->server_port, req->body_read == NULL, &ep,
+        asb_result cr = sb->conn->reconnect(c, sb, server_port, req->body_read == NULL, &ep,
                                             &again, err);
         if (cr != ASB_OK || again) asb_http_response_free(resp);
         if (cr != ASB_OK) {
@@ -19757,6 +21143,13 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
         asb__log(&c->log, ASB_LOG_ERROR, "sandbox.call", "%s (sandbox %s/%s, request %s)",
                  err ? err->message : asb_result_str(r), sb->ns, sb->name, rid);
     return r;
+}
+
+/* One call to the legacy runtime's port (server_port). */
+static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const char *path,
+                               int timeout_ms, asb_http_response *resp, asb_error *err) {
+    return asb__sb_call_port(sb, sb ? sb->client->server_port : 0, req, path, timeout_ms, resp,
+                             err);
 }
 
 /* What a log may say about a command: its executable's base name, nothing
@@ -19846,7 +21239,10 @@ ASB_API asb_result asb_sandbox_run_opts(asb_sandbox *sb, const char *command,
     asb_buf_init(&result->err, &sb->client->alloc);
     asb__sb_span_begin(sb, &span, "run", ASB_LATENCY_RUN); /* tracing off: one test */
     asb__span_command(&span, command); /* the program's name, nothing else */
-    r = sb->rt->run(sb, command, timeout_ms, opts ? opts->cancel : NULL, result, err);
+    if (opts && (opts->env_count || opts->cwd) && !sb->rt->has_run_env)
+        r = asb__unsupported(sb, "run with env or cwd", err);
+    else
+        r = sb->rt->run(sb, command, timeout_ms, opts, result, err);
     if (r == ASB_OK) asb__span_int(&span, "sandbox.exit_code", result->exit_code, ASB_ATTR_INT);
     asb__sb_span_finish(sb, &span, r, err);
     if (sb->client->log.fn) {
@@ -20055,7 +21451,7 @@ static asb_result asb__client_get_sandbox(asb_client *c, const char *claim, cons
         /* another thread may have attached meanwhile: keep one handle */
         asb_sandbox *other = asb__find_handle(c, ns, claim);
         if (other && strcmp(other->uid, sb->uid) == 0) {
-            c->alloc.free_fn(sb, c->alloc.user_data);
+            asb__handle_free(sb);
             sb = other;
         } else {
             if (other) other->active = 0;
@@ -20385,6 +21781,8 @@ ASB_API asb_result asb_sandbox_write_stream_opts(asb_sandbox *sb, const char *pa
     asb__span span;
     asb_result r;
     if (!sb || !read) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "write: NULL argument");
+    if (opts && opts->file_mode && !sb->rt->has_run_env)
+        return asb__unsupported(sb, "write with a file_mode", err);
     /* write and write_from_fd end here: one "write" span for each */
     asb__sb_span_begin(sb, &span, "write", ASB_LATENCY_WRITE);
     asb__span_str(&span, "sandbox.file.path", path);
@@ -20533,6 +21931,181 @@ ASB_API asb_result asb_sandbox_list_opts(asb_sandbox *sb, const char *path, asb_
     asb__sb_span_finish(sb, &span, r, err);
     if (r != ASB_OK) asb_file_list_free(out);
     return r;
+}
+
+
+/* -- what only sandboxd can do --------------------------------------------------- */
+
+ASB_API const char *asb_sandbox_runtime(const asb_sandbox *sb) {
+    return sb && sb->rt ? sb->rt->name : NULL;
+}
+
+ASB_API asb_result asb_client_sandbox_in_pod(asb_client *c, asb_sandbox **out, asb_error *err) {
+    asb_sandbox *sb;
+    if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "in_pod: NULL out");
+    *out = NULL;
+    if (!c) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "in_pod: NULL client");
+    if (c->conn != &asb__connector_in_pod)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "in_pod: the client's mode is %s, not ASB_CONNECT_IN_POD", c->conn->name);
+    pthread_mutex_lock(&c->lock);
+    if (!c->in_pod) {
+        sb = (asb_sandbox *)c->alloc.alloc_fn(sizeof *sb, c->alloc.user_data);
+        if (sb) {
+            memset(sb, 0, sizeof *sb);
+            sb->client = c;
+            sb->conn = &asb__connector_in_pod;
+            sb->rt = &asb__runtime_sandboxd;
+            sb->in_pod = 1;
+            sb->named = 1; /* never a claim to delete */
+            pthread_mutex_init(&sb->conn_lock, NULL);
+            pthread_mutex_init(&sb->h2_lock, NULL);
+            snprintf(sb->name, sizeof sb->name, "in-pod");
+            snprintf(sb->ns, sizeof sb->ns, "default");
+            snprintf(sb->pod, sizeof sb->pod, "in-pod");
+            sb->active = 1;
+            sb->next = c->handles;
+            c->handles = sb;
+            c->in_pod = sb;
+        }
+    }
+    sb = c->in_pod;
+    if (sb) {
+        sb->active = 1; /* the same handle, again usable */
+        sb->closed = 0;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (!sb) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "in_pod: out of memory");
+    *out = sb;
+    return ASB_OK;
+}
+
+ASB_API asb_result asb_sandbox_stat(asb_sandbox *sb, const char *path, asb_file_stat *out,
+                                    const asb_call_opts *opts, asb_error *err) {
+    if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "stat: NULL out");
+    memset(out, 0, sizeof *out);
+    if (!sb || !path) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "stat: NULL argument");
+    if (!sb->rt->stat) return asb__unsupported(sb, "stat", err);
+    return sb->rt->stat(sb, path, out, opts, err);
+}
+
+ASB_API asb_result asb_sandbox_delete_file(asb_sandbox *sb, const char *path, int recursive,
+                                           const asb_call_opts *opts, asb_error *err) {
+    if (!sb || !path) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "delete: NULL argument");
+    if (!sb->rt->delete_file) return asb__unsupported(sb, "delete", err);
+    return sb->rt->delete_file(sb, path, recursive != 0, opts, err);
+}
+
+ASB_API asb_result asb_sandbox_metadata(asb_sandbox *sb, asb_buf *out, const asb_call_opts *opts,
+                                        asb_error *err) {
+    if (!sb || !out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "metadata: NULL argument");
+    if (!sb->rt->metadata) return asb__unsupported(sb, "metadata", err);
+    return sb->rt->metadata(sb, out, opts, err);
+}
+
+ASB_API asb_result asb_sandbox_process_start(asb_sandbox *sb, const asb_process_opts *opts,
+                                             asb_process **out, asb_error *err) {
+    if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "process: NULL out");
+    *out = NULL;
+    if (!sb || !opts) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "process: NULL argument");
+    if (!sb->rt->process_start) return asb__unsupported(sb, "a streaming process", err);
+    return sb->rt->process_start(sb, opts, out, err);
+}
+
+ASB_API int asb_process_id(const asb_process *p) { return p ? (int)p->pid : 0; }
+
+ASB_API asb_result asb_process_write_stdin(asb_process *p, const void *data, size_t len,
+                                           asb_error *err) {
+    asb_buf req;
+    asb_result r;
+    if (!p || (!data && len)) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "stdin: NULL argument");
+    if (len == 0) return ASB_OK; /* nothing to send (an empty write is no EOF) */
+    asb_buf_init(&req, &p->sb->client->alloc);
+    pthread_mutex_lock(&p->stdin_lock); /* one write at a time: in order */
+    if (p->stdin_closed) {
+        r = asb__fail(err, ASB_ERR_CLOSED, "stdin: process %d: stdin was closed", (int)p->pid);
+    } else if (asb__pv1_write_stdin_request(&req, p->pid, data, len, 0) != ASB_OK) {
+        r = asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "stdin: out of memory");
+    } else {
+        r = asb__proc_unary(p, ASB__SD_METHOD("WriteStdin"), &req, err);
+    }
+    pthread_mutex_unlock(&p->stdin_lock);
+    asb_buf_free(&req);
+    return r;
+}
+
+ASB_API asb_result asb_process_close_stdin(asb_process *p, asb_error *err) {
+    asb_buf req;
+    asb_result r = ASB_OK;
+    if (!p) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "stdin: NULL process");
+    asb_buf_init(&req, &p->sb->client->alloc);
+    pthread_mutex_lock(&p->stdin_lock);
+    if (!p->stdin_closed) {
+        if (asb__pv1_write_stdin_request(&req, p->pid, NULL, 0, 1) != ASB_OK)
+            r = asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "stdin: out of memory");
+        else
+            r = asb__proc_unary(p, ASB__SD_METHOD("WriteStdin"), &req, err);
+        if (r == ASB_OK) p->stdin_closed = 1;
+    }
+    pthread_mutex_unlock(&p->stdin_lock);
+    asb_buf_free(&req);
+    return r;
+}
+
+ASB_API asb_result asb_process_signal(asb_process *p, int sig, asb_error *err) {
+    asb_buf req;
+    asb_result r;
+    int32_t wire;
+    if (!p) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "signal: NULL process");
+    /* process.v1.Signal names the numbers Linux gives them */
+    if (sig == SIGINT) wire = 2;
+    else if (sig == SIGTERM) wire = 15;
+    else if (sig == SIGKILL) wire = 9;
+    else
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "signal: %d is not SIGINT, SIGTERM or SIGKILL (all sandboxd delivers)",
+                         sig);
+    asb_buf_init(&req, &p->sb->client->alloc);
+    r = asb__pv1_send_signal_request(&req, p->pid, wire) == ASB_OK
+            ? asb__proc_unary(p, ASB__SD_METHOD("SendSignal"), &req, err)
+            : asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "signal: out of memory");
+    asb_buf_free(&req);
+    return r;
+}
+
+ASB_API asb_result asb_process_resize(asb_process *p, unsigned rows, unsigned cols,
+                                      asb_error *err) {
+    asb_buf req;
+    asb_result r;
+    if (!p) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "resize: NULL process");
+    if (!rows || !cols || rows > 65535 || cols > 65535)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "resize: rows and cols must be 1-65535");
+    asb_buf_init(&req, &p->sb->client->alloc);
+    r = asb__pv1_resize_tty_request(&req, p->pid, cols, rows) == ASB_OK
+            ? asb__proc_unary(p, ASB__SD_METHOD("ResizeTTY"), &req, err)
+            : asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "resize: out of memory");
+    asb_buf_free(&req);
+    return r;
+}
+
+ASB_API asb_result asb_process_wait(asb_process *p, int timeout_ms, int *exit_code,
+                                    asb_error *err) {
+    asb_result r;
+    if (exit_code) *exit_code = -1;
+    if (!p) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "wait: NULL process");
+    r = asb__proc_pump(p, 1, timeout_ms > 0 ? asb__now_ms() + timeout_ms : 0, err);
+    if (r == ASB_OK && exit_code) *exit_code = p->exit_code;
+    if (r == ASB_OK)
+        asb__log(&p->sb->client->log, ASB_LOG_DEBUG, "sandbox.process",
+                 "process %d exited with %d (sandbox %s/%s)", (int)p->pid, p->exit_code,
+                 p->sb->ns, p->sb->name);
+    return r;
+}
+
+ASB_API void asb_process_free(asb_process *p) {
+    if (!p) return;
+    if (!p->exited) asb_grpc_call_cancel(p->call); /* sandboxd then kills it */
+    asb__proc_free(p);
 }
 
 #endif /* ASB__IMPLEMENTATION_DONE */

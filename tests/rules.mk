@@ -491,3 +491,23 @@ bench-kube: $(TB)/bench_kube
 	  { tail -20 $(TB)/cluster-up.log; $(KC_ENV) $(MAKE) --no-print-directory cluster-down; exit 1; }; \
 	ASB_CLUSTER_KUBECONFIGS=$(KC_STATE)/kubeconfig $(TB)/bench_kube; rc=$$?; \
 	$(KC_ENV) $(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; exit $$rc
+
+# --- the sandboxd runtime against the real sandboxd, on loopback (issue 15) ---
+# sandboxd is built unmodified from the pinned module by the local cluster's
+# build (cached in ~/.cache/agentsandbox) and run here as a sidecar's
+# neighbour would see it (ASB_CONNECT_IN_POD); no cluster. ASan+UBSan, C++,
+# and ThreadSanitizer (stdin typed on one thread while another reads).
+SANDBOXD_VERSION := $(shell sed -n 's/^SANDBOXD_VERSION=//p' tools/localcluster/versions.env)
+SANDBOXD_BIN := $(or $(AGENTSANDBOX_CACHE),$(HOME)/.cache/agentsandbox)/sandboxd-$(SANDBOXD_VERSION)/sandboxd
+$(TB)/tsan/test_sandboxd: tests/test_sandboxd.c $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CLANG) -std=c11 -O1 -g -fsanitize=thread $(CFLAGS_WARN) $< -o $@ $(LINK)
+SANDBOXD_TESTS := $(TB)/asan/test_sandboxd $(TB)/cxx/test_sandboxd $(TB)/tsan/test_sandboxd
+ALL_TARGETS += $(SANDBOXD_TESTS)
+.PHONY: test-sandboxd
+TEST_TIERS += test-sandboxd
+test-sandboxd: $(SANDBOXD_TESTS)
+	@tools/localcluster/scripts/build.sh sandboxd > $(TB)/sandboxd-build.log 2>&1 || \
+	  { tail -20 $(TB)/sandboxd-build.log; exit 1; }
+	@set -e; for f in asan cxx tsan; do echo "--- $$f/test_sandboxd"; \
+	  TSAN_OPTIONS=halt_on_error=1 ASB_SANDBOXD=$(SANDBOXD_BIN) $(TB)/$$f/test_sandboxd; done

@@ -1,0 +1,690 @@
+/* The sandboxd runtime against the real sandboxd (agent-sandbox v0.5.6,
+   built unmodified by tools/localcluster), run here on loopback beside the
+   test as a sidecar would run beside its workload: ASB_CONNECT_IN_POD with
+   SANDBOXD_REST_ADDR / SANDBOXD_GRPC_ADDR, no cluster. The cluster paths
+   (pod tunnel, AUTO from a template) are tests/test_sdk_cluster.c's.
+   Usage: ASB_SANDBOXD=/path/to/sandboxd test_sandboxd [case-substring...] */
+#define AGENTSANDBOX_IMPLEMENTATION
+#include "../agentsandbox.h"
+#include "asbtest.h"
+#include <pthread.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <sys/wait.h>
+
+static char root[256];   /* sandboxd's --root-dir */
+static pid_t sbd_pid;
+static int rest_port, grpc_port;
+
+/* A port nothing listens on now (the kernel's pick, released): sandboxd
+   binds it a moment later; a clash shows as sandboxd exiting, retried. */
+static int free_port(void) {
+    struct sockaddr_in a;
+    socklen_t n = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &n) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0) close(fd);
+    return port;
+}
+
+static int health_ok(void) {
+    asb_http_client *hc;
+    asb_http_request req;
+    asb_http_response resp;
+    char url[64];
+    int ok;
+    if (asb_http_client_create(NULL, &hc, NULL) != ASB_OK) return 0;
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/health", rest_port);
+    memset(&req, 0, sizeof req);
+    req.url = url;
+    ok = asb_http_do(hc, &req, &resp, NULL) == ASB_OK && resp.status == 200;
+    asb_http_response_free(&resp);
+    asb_http_client_free(hc);
+    return ok;
+}
+
+/* Starts sandboxd on the ports (new ones unless keep), waits for its
+   health. 1 when it answers. */
+static int sandboxd_start(int keep) {
+    int tries, i;
+    const char *bin = getenv("ASB_SANDBOXD");
+    if (!bin) {
+        fprintf(stderr, "    ASB_SANDBOXD is not set (make test-sandboxd sets it)\n");
+        return 0;
+    }
+    for (tries = 0; tries < 5; tries++) {
+        char rp[16], gp[16], rd[300];
+        if (!keep || !rest_port) {
+            rest_port = free_port();
+            grpc_port = free_port();
+        }
+        snprintf(rp, sizeof rp, "%d", rest_port);
+        snprintf(gp, sizeof gp, "%d", grpc_port);
+        snprintf(rd, sizeof rd, "--root-dir=%s", root);
+        sbd_pid = fork();
+        if (sbd_pid == 0) {
+            int dn = open("/dev/null", O_WRONLY);
+            if (dn >= 0) {
+                dup2(dn, 1);
+                dup2(dn, 2);
+            }
+            setenv("SANDBOX_TEST_LABEL", "from-the-orchestrator", 1);
+            setenv("SANDBOX_API_TOKEN", "never-shown", 1);
+            execl(bin, bin, "--rest-port", rp, "--grpc-port", gp, rd, "--shutdown-timeout=1s",
+                  (char *)NULL);
+            _exit(127);
+        }
+        for (i = 0; i < 200; i++) { /* 20 s */
+            int st;
+            if (waitpid(sbd_pid, &st, WNOHANG) == sbd_pid) break; /* a port clash */
+            if (health_ok()) {
+                char a[64];
+                snprintf(a, sizeof a, "127.0.0.1:%d", rest_port);
+                setenv("SANDBOXD_REST_ADDR", a, 1);
+                snprintf(a, sizeof a, "127.0.0.1:%d", grpc_port);
+                setenv("SANDBOXD_GRPC_ADDR", a, 1);
+                return 1;
+            }
+            asb__sleep_ms(100);
+        }
+        if (i == 200) {
+            kill(sbd_pid, SIGKILL);
+            waitpid(sbd_pid, NULL, 0);
+        }
+        sbd_pid = 0;
+        asb__sleep_ms(200);
+    }
+    return 0;
+}
+
+static void sandboxd_stop(void) {
+    if (sbd_pid > 0) {
+        kill(sbd_pid, SIGKILL);
+        waitpid(sbd_pid, NULL, 0);
+    }
+    sbd_pid = 0;
+}
+
+/* An in-pod client and its handle on the running sandboxd. */
+static asb_client *in_pod(asb_sandbox **sb, asb_error *err) {
+    asb_client_desc d;
+    asb_client *c = NULL;
+    memset(&d, 0, sizeof d);
+    d.mode = ASB_CONNECT_IN_POD;
+    if (asb_client_create(&d, &c, err) != ASB_OK) return NULL;
+    if (asb_client_sandbox_in_pod(c, sb, err) != ASB_OK) {
+        asb_client_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+ASBT_TEST(handle_calls_work_on_sandboxd_as_on_the_legacy_runtime) {
+    static const char bin[] = "bytes\0with a NUL\nand \xff\xfe";
+    asb_error err;
+    asb_sandbox *sb;
+    asb_client *c = in_pod(&sb, &err);
+    asb_run_result rr;
+    asb_buf b;
+    asb_file_list fl;
+    size_t i;
+    int exists = -1, saw_file = 0, saw_dir = 0;
+    if (!c) fprintf(stderr, "    %s\n", err.message);
+    ASBT_CHECK(c != NULL);
+    ASBT_EQ_STR(asb_sandbox_runtime(sb), "sandboxd");
+    /* run is /bin/sh -c: a command line means the same on both runtimes */
+    ASBT_EQ_RES(asb_sandbox_run(sb, "echo out; echo err >&2; exit 3", 0, &rr, &err), ASB_OK);
+    ASBT_EQ_INT(rr.exit_code, 3);
+    ASBT_EQ_STR(rr.out.ptr, "out\n");
+    ASBT_EQ_STR(rr.err.ptr, "err\n");
+    asb_run_result_free(&rr);
+    ASBT_EQ_RES(asb_sandbox_write(sb, "dir/sub/file.bin", bin, sizeof bin - 1, &err), ASB_OK);
+    asb_buf_init(&b, NULL);
+    ASBT_EQ_RES(asb_sandbox_read(sb, "dir/sub/file.bin", &b, &err), ASB_OK);
+    ASBT_EQ_MEM(b.ptr, b.len, bin, sizeof bin - 1);
+    asb_buf_free(&b);
+    ASBT_EQ_RES(asb_sandbox_write(sb, "dir/top.txt", "t", 1, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_list(sb, "dir", &fl, &err), ASB_OK);
+    for (i = 0; i < fl.count; i++) {
+        if (strcmp(fl.entries[i].name, "sub") == 0 && fl.entries[i].is_dir) saw_dir = 1;
+        if (strcmp(fl.entries[i].name, "top.txt") == 0 && !fl.entries[i].is_dir &&
+            fl.entries[i].size == 1 && fl.entries[i].mod_time > 1.7e9)
+            saw_file = 1;
+    }
+    ASBT_EQ_INT((int)fl.count, 2);
+    asb_file_list_free(&fl);
+    ASBT_CHECK(saw_dir && saw_file);
+    ASBT_EQ_RES(asb_sandbox_exists(sb, "dir/top.txt", &exists, &err), ASB_OK);
+    ASBT_EQ_INT(exists, 1);
+    ASBT_EQ_RES(asb_sandbox_exists(sb, "dir/none", &exists, &err), ASB_OK);
+    ASBT_EQ_INT(exists, 0);
+    /* a missing file is NOT_FOUND with sandboxd's words */
+    asb_buf_init(&b, NULL);
+    ASBT_EQ_RES(asb_sandbox_read(sb, "dir/none", &b, &err), ASB_ERR_NOT_FOUND);
+    ASBT_EQ_STR(err.reason, "NOT_FOUND");
+    ASBT_CONTAINS(err.message, "path does not exist within the sandbox");
+    /* the safe-path rules come first, as on the legacy runtime */
+    ASBT_EQ_RES(asb_sandbox_read(sb, "../etc/passwd", &b, &err), ASB_ERR_INVALID_ARGUMENT);
+    asb_buf_free(&b);
+    asb_client_free(c);
+}
+
+ASBT_TEST(run_takes_env_and_cwd_and_a_write_takes_a_mode) {
+    asb_error err;
+    asb_sandbox *sb;
+    asb_client *c = in_pod(&sb, &err);
+    asb_run_result rr;
+    asb_call_opts o;
+    asb_env_var env[2];
+    ASBT_CHECK(c != NULL);
+    ASBT_EQ_RES(asb_sandbox_write(sb, "work/x", "", 0, &err), ASB_OK);
+    memset(&o, 0, sizeof o);
+    memset(env, 0, sizeof env);
+    env[0].name = "GREETING";
+    env[0].value = "hello there";
+    env[1].name = "EMPTY";
+    o.env = env;
+    o.env_count = 2;
+    o.cwd = "work";
+    ASBT_EQ_RES(asb_sandbox_run_opts(sb, "echo \"$GREETING[${EMPTY-unset}]\"; pwd", &o, &rr, &err),
+                ASB_OK);
+    ASBT_CHECK(strncmp(rr.out.ptr, "hello there[]\n", 14) == 0);
+    ASBT_CHECK(strstr(rr.out.ptr + 14, "/work\n") != NULL);
+    asb_run_result_free(&rr);
+    env[0].name = "BAD NAME";
+    ASBT_EQ_RES(asb_sandbox_run_opts(sb, "true", &o, &rr, &err), ASB_ERR_INVALID_ARGUMENT);
+    asb_run_result_free(&rr);
+    memset(&o, 0, sizeof o);
+    o.file_mode = 0750;
+    ASBT_EQ_RES(asb_sandbox_write_opts(sb, "work/tool.sh", "#!/bin/sh\necho ran\n", 19, &o, &err),
+                ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "stat -c %a work/tool.sh && work/tool.sh", 0, &rr, &err),
+                ASB_OK);
+    ASBT_EQ_STR(rr.out.ptr, "750\nran\n");
+    asb_run_result_free(&rr);
+    o.file_mode = 01000;
+    ASBT_EQ_RES(asb_sandbox_write_opts(sb, "work/x", "", 0, &o, &err), ASB_ERR_INVALID_ARGUMENT);
+    asb_client_free(c);
+}
+
+ASBT_TEST(paths_and_cwd_outside_the_root_are_permission_denied) {
+    asb_error err;
+    asb_sandbox *sb;
+    asb_client *c = in_pod(&sb, &err);
+    asb_run_result rr;
+    asb_call_opts o;
+    asb_file_stat st;
+    asb_file_list fl;
+    ASBT_CHECK(c != NULL);
+    memset(&o, 0, sizeof o);
+    o.cwd = "../..";
+    ASBT_EQ_RES(asb_sandbox_run_opts(sb, "pwd", &o, &rr, &err), ASB_ERR_PERMISSION_DENIED);
+    ASBT_EQ_STR(err.reason, "PERMISSION_DENIED");
+    ASBT_CONTAINS(err.message, "escapes sandbox root");
+    asb_run_result_free(&rr);
+    /* list, stat, exists and delete are the runtime's to judge */
+    ASBT_EQ_RES(asb_sandbox_stat(sb, "../..", &st, NULL, &err), ASB_ERR_PERMISSION_DENIED);
+    ASBT_EQ_RES(asb_sandbox_list(sb, "../../etc", &fl, &err), ASB_ERR_PERMISSION_DENIED);
+    ASBT_CONTAINS(err.message, "path traversal outside sandbox root is forbidden");
+    ASBT_EQ_INT(err.http_status, 403);
+    ASBT_EQ_RES(asb_sandbox_delete_file(sb, "../outside", 1, NULL, &err),
+                ASB_ERR_PERMISSION_DENIED);
+    asb_client_free(c);
+}
+
+ASBT_TEST(stat_says_file_directory_or_nothing_without_moving_the_body) {
+    asb_error err;
+    asb_sandbox *sb;
+    asb_client *c = in_pod(&sb, &err);
+    asb_file_stat st;
+    ASBT_CHECK(c != NULL);
+    ASBT_EQ_RES(asb_sandbox_write(sb, "stat/f.txt", "12345", 5, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_stat(sb, "stat/f.txt", &st, NULL, &err), ASB_OK);
+    ASBT_CHECK(st.exists && !st.is_dir);
+    ASBT_CHECK(st.size == 5);
+    ASBT_CHECK(st.mod_time > (double)time(NULL) - 3600 && st.mod_time < (double)time(NULL) + 5);
+    ASBT_EQ_RES(asb_sandbox_stat(sb, "stat", &st, NULL, &err), ASB_OK);
+    ASBT_CHECK(st.exists && st.is_dir);
+    ASBT_EQ_RES(asb_sandbox_stat(sb, "stat/none", &st, NULL, &err), ASB_OK);
+    ASBT_EQ_INT(st.exists, 0);
+    asb_client_free(c);
+}
+
+ASBT_TEST(deleting_a_non_empty_directory_is_a_conflict_until_recursive) {
+    asb_error err;
+    asb_sandbox *sb;
+    asb_client *c = in_pod(&sb, &err);
+    int exists = -1;
+    ASBT_CHECK(c != NULL);
+    ASBT_EQ_RES(asb_sandbox_write(sb, "del/a/b.txt", "b", 1, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_delete_file(sb, "del", 0, NULL, &err), ASB_ERR_CONFLICT);
+    ASBT_EQ_INT(err.http_status, 409);
+    ASBT_CONTAINS(err.message, "recursive");
+    ASBT_EQ_RES(asb_sandbox_exists(sb, "del/a/b.txt", &exists, &err), ASB_OK);
+    ASBT_EQ_INT(exists, 1); /* nothing went */
+    ASBT_EQ_RES(asb_sandbox_delete_file(sb, "del/a/b.txt", 0, NULL, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_write(sb, "del/a/c.txt", "c", 1, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_delete_file(sb, "del", 1, NULL, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_exists(sb, "del", &exists, &err), ASB_OK);
+    ASBT_EQ_INT(exists, 0);
+    ASBT_EQ_RES(asb_sandbox_delete_file(sb, "del", 1, NULL, &err), ASB_ERR_NOT_FOUND);
+    /* the root is refused before anything is sent */
+    ASBT_EQ_RES(asb_sandbox_delete_file(sb, "", 1, NULL, &err), ASB_ERR_INVALID_ARGUMENT);
+    ASBT_EQ_RES(asb_sandbox_delete_file(sb, "./", 1, NULL, &err), ASB_ERR_INVALID_ARGUMENT);
+    asb_client_free(c);
+}
+
+ASBT_TEST(metadata_shows_the_orchestrators_variables_but_no_secret) {
+    asb_error err;
+    asb_sandbox *sb;
+    asb_client *c = in_pod(&sb, &err);
+    asb_buf b;
+    ASBT_CHECK(c != NULL);
+    asb_buf_init(&b, NULL);
+    ASBT_EQ_RES(asb_sandbox_metadata(sb, &b, NULL, &err), ASB_OK);
+    ASBT_CHECK(b.len > 0);
+    ASBT_CONTAINS(b.ptr, "\"SANDBOX_TEST_LABEL\":\"from-the-orchestrator\"");
+    ASBT_CHECK(strstr(b.ptr, "never-shown") == NULL);
+    asb_buf_free(&b);
+    asb_client_free(c);
+}
+
+/* Output collected by the callback, checked for order. */
+typedef struct lines {
+    pthread_mutex_t mu;
+    asb_buf out, errout;
+    int calls;
+} lines;
+
+static void collect(void *u, asb_process_output which, const char *p, size_t n) {
+    lines *l = (lines *)u;
+    pthread_mutex_lock(&l->mu);
+    asb_buf_append(which == ASB_PROCESS_STDERR ? &l->errout : &l->out, p, n);
+    l->calls++;
+    pthread_mutex_unlock(&l->mu);
+}
+
+static void lines_init(lines *l) {
+    memset(l, 0, sizeof *l);
+    pthread_mutex_init(&l->mu, NULL);
+    asb_buf_init(&l->out, NULL);
+    asb_buf_init(&l->errout, NULL);
+}
+
+static void lines_free(lines *l) {
+    asb_buf_free(&l->out);
+    asb_buf_free(&l->errout);
+    pthread_mutex_destroy(&l->mu);
+}
+
+ASBT_TEST(a_process_streaming_10000_lines_delivers_them_in_order_and_complete) {
+    asb_error err;
+    asb_sandbox *sb;
+    asb_client *c = in_pod(&sb, &err);
+    asb_process_opts po;
+    asb_process *p = NULL;
+    lines l;
+    asb_buf want;
+    int code = -2, i;
+    ASBT_CHECK(c != NULL);
+    lines_init(&l);
+    memset(&po, 0, sizeof po);
+    po.shell = "i=1; while [ $i -le 10000 ]; do echo line $i; i=$((i+1)); done; echo done >&2";
+    po.on_output = collect;
+    po.user_data = &l;
+    ASBT_EQ_RES(asb_sandbox_process_start(sb, &po, &p, &err), ASB_OK);
+    ASBT_CHECK(asb_process_id(p) > 0);
+    ASBT_EQ_RES(asb_process_wait(p, 0, &code, &err), ASB_OK);
+    ASBT_EQ_INT(code, 0);
+    asb_buf_init(&want, NULL);
+    for (i = 1; i <= 10000; i++) {
+        char ln[32];
+        int n = snprintf(ln, sizeof ln, "line %d\n", i);
+        asb_buf_append(&want, ln, (size_t)n);
+    }
+    ASBT_EQ_MEM(l.out.ptr, l.out.len, want.ptr, want.len);
+    ASBT_EQ_STR(l.errout.ptr, "done\n");
+    ASBT_CHECK(l.calls > 2); /* chunks, as they came: not one buffered blob */
+    /* after the exit, wait answers again at once with the same code */
+    code = -2;
+    ASBT_EQ_RES(asb_process_wait(p, 0, &code, &err), ASB_OK);
+    ASBT_EQ_INT(code, 0);
+    asb_buf_free(&want);
+    asb_process_free(p);
+    lines_free(&l);
+    asb_client_free(c);
+}
+
+typedef struct feeder {
+    asb_process *p;
+    int lines;
+    asb_result r;
+} feeder;
+
+static void *feed(void *u) {
+    feeder *f = (feeder *)u;
+    asb_error err;
+    int i;
+    f->r = ASB_OK;
+    for (i = 0; i < f->lines && f->r == ASB_OK; i++) {
+        char ln[32];
+        int n = snprintf(ln, sizeof ln, "typed %d\n", i);
+        f->r = asb_process_write_stdin(f->p, ln, (size_t)n, &err);
+    }
+    if (f->r == ASB_OK) f->r = asb_process_close_stdin(f->p, &err);
+    return NULL;
+}
+
+ASBT_TEST(stdin_typed_on_one_thread_comes_back_through_cat_on_another) {
+    asb_error err;
+    asb_sandbox *sb;
+    asb_client *c = in_pod(&sb, &err);
+    asb_process_opts po;
+    asb_process *p = NULL;
+    pthread_t t;
+    feeder f;
+    lines l;
+    asb_buf want;
+    int code = -2, i;
+    ASBT_CHECK(c != NULL);
+    lines_init(&l);
+    memset(&po, 0, sizeof po);
+    po.shell = "cat";
+    po.on_output = collect;
+    po.user_data = &l;
+    ASBT_EQ_RES(asb_sandbox_process_start(sb, &po, &p, &err), ASB_OK);
+    f.p = p;
+    f.lines = 200;
+    ASBT_CHECK(pthread_create(&t, NULL, feed, &f) == 0);
+    ASBT_EQ_RES(asb_process_wait(p, 0, &code, &err), ASB_OK); /* ends at EOF */
+    pthread_join(t, NULL);
+    ASBT_EQ_RES(f.r, ASB_OK);
+    ASBT_EQ_INT(code, 0);
+    asb_buf_init(&want, NULL);
+    for (i = 0; i < 200; i++) {
+        char ln[32];
+        int n = snprintf(ln, sizeof ln, "typed %d\n", i);
+        asb_buf_append(&want, ln, (size_t)n);
+    }
+    ASBT_EQ_MEM(l.out.ptr, l.out.len, want.ptr, want.len);
+    /* closing twice is fine; writing after the close is not */
+    ASBT_EQ_RES(asb_process_close_stdin(p, &err), ASB_OK);
+    ASBT_EQ_RES(asb_process_write_stdin(p, "x", 1, &err), ASB_ERR_CLOSED);
+    asb_buf_free(&want);
+    asb_process_free(p);
+    lines_free(&l);
+    asb_client_free(c);
+}
+
+ASBT_TEST(sigint_ends_a_sleep_that_a_short_wait_leaves_running) {
+    asb_error err;
+    asb_sandbox *sb;
+    asb_client *c = in_pod(&sb, &err);
+    asb_process_opts po;
+    asb_process *p = NULL;
+    asb_run_result rr;
+    int code = -2;
+    ASBT_CHECK(c != NULL);
+    memset(&po, 0, sizeof po);
+    po.shell = "exec sleep 600";
+    ASBT_EQ_RES(asb_sandbox_process_start(sb, &po, &p, &err), ASB_OK);
+    ASBT_EQ_RES(asb_process_wait(p, 200, &code, &err), ASB_ERR_TIMEOUT); /* still runs */
+    ASBT_EQ_RES(asb_sandbox_run(sb, "pgrep -x sleep >/dev/null && echo alive", 0, &rr, &err),
+                ASB_OK);
+    ASBT_EQ_STR(rr.out.ptr, "alive\n");
+    asb_run_result_free(&rr);
+    ASBT_EQ_RES(asb_process_signal(p, SIGINT, &err), ASB_OK);
+    ASBT_EQ_RES(asb_process_wait(p, 0, &code, &err), ASB_OK);
+    ASBT_EQ_INT(code, -1); /* a signal: sandboxd reports no number */
+    /* it is gone: signals and stdin say so */
+    ASBT_EQ_RES(asb_process_signal(p, SIGTERM, &err), ASB_ERR_NOT_FOUND);
+    ASBT_EQ_RES(asb_process_signal(p, SIGHUP, &err), ASB_ERR_INVALID_ARGUMENT);
+    asb_process_free(p);
+    asb_client_free(c);
+}
+
+ASBT_TEST(a_pty_process_sees_its_size_and_a_resize) {
+    asb_error err;
+    asb_sandbox *sb;
+    asb_client *c = in_pod(&sb, &err);
+    asb_process_opts po;
+    asb_process *p = NULL;
+    lines l;
+    int code = -2, i;
+    ASBT_CHECK(c != NULL);
+    lines_init(&l);
+    memset(&po, 0, sizeof po);
+    /* prints its size at each SIGWINCH (sandboxd sets the first size just
+       after the start, so that one may come as a SIGWINCH too) */
+    po.shell = "trap 'stty size' WINCH; stty size; while :; do sleep 0.05; done";
+    po.pty = 1;
+    po.pty_rows = 30;
+    po.pty_cols = 100;
+    po.on_output = collect;
+    po.user_data = &l;
+    ASBT_EQ_RES(asb_sandbox_process_start(sb, &po, &p, &err), ASB_OK);
+    for (i = 0; i < 200; i++) { /* the first size is on screen */
+        int seen;
+        asb_process_wait(p, 50, &code, &err);
+        pthread_mutex_lock(&l.mu);
+        seen = l.out.len > 0 && strstr(l.out.ptr, "30 100") != NULL;
+        pthread_mutex_unlock(&l.mu);
+        if (seen) break;
+    }
+    ASBT_CHECK(i < 200);
+    ASBT_EQ_RES(asb_process_resize(p, 40, 120, &err), ASB_OK);
+    for (i = 0; i < 400; i++) { /* and the new one */
+        int seen;
+        asb_process_wait(p, 50, &code, &err);
+        pthread_mutex_lock(&l.mu);
+        seen = strstr(l.out.ptr, "40 120") != NULL;
+        pthread_mutex_unlock(&l.mu);
+        if (seen) break;
+    }
+    ASBT_CHECK(i < 400);
+    ASBT_EQ_RES(asb_process_signal(p, SIGKILL, &err), ASB_OK);
+    ASBT_EQ_RES(asb_process_wait(p, 0, &code, &err), ASB_OK);
+    ASBT_EQ_INT(code, -1);
+    ASBT_CHECK(strstr(l.out.ptr, "30 100") < strstr(l.out.ptr, "40 120"));
+    ASBT_EQ_RES(asb_process_resize(p, 0, 10, &err), ASB_ERR_INVALID_ARGUMENT);
+    asb_process_free(p);
+    lines_free(&l);
+    /* no PTY: resizing is sandboxd's FAILED_PRECONDITION */
+    memset(&po, 0, sizeof po);
+    po.shell = "exec sleep 30";
+    ASBT_EQ_RES(asb_sandbox_process_start(sb, &po, &p, &err), ASB_OK);
+    ASBT_EQ_RES(asb_process_resize(p, 10, 10, &err), ASB_ERR_GRPC_STATUS);
+    ASBT_EQ_STR(err.reason, "FAILED_PRECONDITION");
+    asb_process_free(p); /* ends it */
+    asb_client_free(c);
+}
+
+ASBT_TEST(a_process_deadline_or_cancel_ends_it_and_bad_starts_say_why) {
+    asb_error err;
+    asb_sandbox *sb;
+    asb_client *c = in_pod(&sb, &err);
+    asb_process_opts po;
+    asb_process *p = NULL;
+    asb_cancel *cancel = NULL;
+    asb_run_result rr;
+    const char *argv[2];
+    int code = -2, i, gone = 0;
+    ASBT_CHECK(c != NULL);
+    memset(&po, 0, sizeof po);
+    po.shell = "exec sleep 555";
+    po.timeout_ms = 300;
+    ASBT_EQ_RES(asb_sandbox_process_start(sb, &po, &p, &err), ASB_OK);
+    ASBT_EQ_RES(asb_process_wait(p, 0, &code, &err), ASB_ERR_TIMEOUT);
+    asb_process_free(p);
+    ASBT_EQ_RES(asb_cancel_create(NULL, &cancel, &err), ASB_OK);
+    po.timeout_ms = 0;
+    po.cancel = cancel;
+    ASBT_EQ_RES(asb_sandbox_process_start(sb, &po, &p, &err), ASB_OK);
+    asb_cancel_trigger(cancel);
+    ASBT_EQ_RES(asb_process_wait(p, 0, &code, &err), ASB_ERR_CANCELLED);
+    asb_process_free(p);
+    asb_cancel_free(cancel);
+    /* sandboxd kills what lost its stream */
+    for (i = 0; i < 100 && !gone; i++) {
+        ASBT_EQ_RES(asb_sandbox_run(sb, "pgrep -f 'slee[p] 555' || echo none", 0, &rr, &err), ASB_OK);
+        gone = strcmp(rr.out.ptr, "none\n") == 0;
+        asb_run_result_free(&rr);
+        if (!gone) asb__sleep_ms(100);
+    }
+    ASBT_CHECK(gone);
+    memset(&po, 0, sizeof po);
+    argv[0] = "no-such-program-here";
+    po.argv = argv;
+    po.argc = 1;
+    ASBT_EQ_RES(asb_sandbox_process_start(sb, &po, &p, &err), ASB_ERR_NOT_FOUND);
+    ASBT_CONTAINS(err.message, "no-such-program-here");
+    ASBT_CHECK(p == NULL);
+    po.shell = "true"; /* both */
+    ASBT_EQ_RES(asb_sandbox_process_start(sb, &po, &p, &err), ASB_ERR_INVALID_ARGUMENT);
+    po.argv = NULL;
+    po.argc = 0;
+    po.cwd = "../elsewhere";
+    ASBT_EQ_RES(asb_sandbox_process_start(sb, &po, &p, &err), ASB_ERR_PERMISSION_DENIED);
+    asb_client_free(c);
+}
+
+/* sandboxd restarted (the same addresses): the broken HTTP/2 connection is
+   replaced on the next call, files and processes alike. */
+ASBT_TEST(calls_recover_after_sandboxd_restarts) {
+    asb_error err;
+    asb_sandbox *sb;
+    asb_client *c = in_pod(&sb, &err);
+    asb_run_result rr;
+    ASBT_CHECK(c != NULL);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "echo one", 0, &rr, &err), ASB_OK);
+    asb_run_result_free(&rr);
+    sandboxd_stop();
+    ASBT_CHECK(asb_sandbox_run(sb, "echo none", 0, &rr, &err) != ASB_OK); /* nobody there */
+    asb_run_result_free(&rr);
+    ASBT_CHECK(sandboxd_start(1));
+    ASBT_EQ_RES(asb_sandbox_run(sb, "echo two", 0, &rr, &err), ASB_OK);
+    ASBT_EQ_STR(rr.out.ptr, "two\n");
+    asb_run_result_free(&rr);
+    asb_client_free(c);
+}
+
+ASBT_TEST(the_legacy_runtime_refuses_sandboxd_calls_before_sending_anything) {
+    asb_error err;
+    asb_sandbox *sb;
+    asb_client *c = in_pod(&sb, &err);
+    asb_file_stat st;
+    asb_buf b;
+    asb_process_opts po;
+    asb_process *p = NULL;
+    asb_call_opts o;
+    asb_run_result rr;
+    ASBT_CHECK(c != NULL);
+    sb->rt = &asb__runtime_legacy; /* as a legacy sandbox's handle is */
+    ASBT_EQ_RES(asb_sandbox_stat(sb, "x", &st, NULL, &err), ASB_ERR_UNSUPPORTED);
+    ASBT_CONTAINS(err.message, "legacy runtime");
+    ASBT_EQ_RES(asb_sandbox_delete_file(sb, "x", 0, NULL, &err), ASB_ERR_UNSUPPORTED);
+    asb_buf_init(&b, NULL);
+    ASBT_EQ_RES(asb_sandbox_metadata(sb, &b, NULL, &err), ASB_ERR_UNSUPPORTED);
+    asb_buf_free(&b);
+    memset(&po, 0, sizeof po);
+    po.shell = "true";
+    ASBT_EQ_RES(asb_sandbox_process_start(sb, &po, &p, &err), ASB_ERR_UNSUPPORTED);
+    memset(&o, 0, sizeof o);
+    o.cwd = "work";
+    ASBT_EQ_RES(asb_sandbox_run_opts(sb, "true", &o, &rr, &err), ASB_ERR_UNSUPPORTED);
+    asb_run_result_free(&rr);
+    o.cwd = NULL;
+    o.file_mode = 0755;
+    ASBT_EQ_RES(asb_sandbox_write_opts(sb, "x", "", 0, &o, &err), ASB_ERR_UNSUPPORTED);
+    sb->rt = &asb__runtime_sandboxd;
+    asb_client_free(c);
+}
+
+ASBT_TEST(in_pod_needs_sandboxds_addresses_and_has_no_kubernetes_api) {
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_error err;
+    asb_name_list names;
+    char *rest = strdup(getenv("SANDBOXD_REST_ADDR"));
+    memset(&d, 0, sizeof d);
+    d.mode = ASB_CONNECT_IN_POD;
+    unsetenv("SANDBOXD_REST_ADDR");
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_ERR_INVALID_ARGUMENT);
+    ASBT_CONTAINS(err.message, "SANDBOXD_REST_ADDR");
+    d.sandboxd_rest_addr = "http://127.0.0.1:1"; /* host:port, not a URL */
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_ERR_INVALID_ARGUMENT);
+    ASBT_CONTAINS(err.message, "is not host:port");
+    d.sandboxd_rest_addr = rest;
+    setenv("SANDBOXD_REST_ADDR", rest, 1);
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK); /* the desc is copied: */
+    free(rest);
+    ASBT_EQ_RES(asb_client_list_all(c, NULL, NULL, &names, &err), ASB_ERR_INVALID_ARGUMENT);
+    ASBT_CONTAINS(err.message, "no Kubernetes API");
+    ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK); /* the handle only */
+    {
+        asb_file_stat st;
+        ASBT_EQ_RES(asb_sandbox_stat(sb, "x", &st, NULL, &err), ASB_ERR_CLOSED);
+    }
+    asb_client_free(c);
+    /* sandboxd cannot be reached through a router */
+    memset(&d, 0, sizeof d);
+    d.mode = ASB_CONNECT_DIRECT;
+    d.direct_url = "http://127.0.0.1:1";
+    d.runtime = ASB_RUNTIME_SANDBOXD;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_ERR_INVALID_ARGUMENT);
+    ASBT_CONTAINS(err.message, "not through a router");
+}
+
+static int setup_ok;
+
+static int check_sandboxd(const char *name, int failed) {
+    (void)name;
+    (void)failed;
+    return !setup_ok;
+}
+
+ASBT_LIST(ASBT_CASE(handle_calls_work_on_sandboxd_as_on_the_legacy_runtime)
+          ASBT_CASE(run_takes_env_and_cwd_and_a_write_takes_a_mode)
+          ASBT_CASE(paths_and_cwd_outside_the_root_are_permission_denied)
+          ASBT_CASE(stat_says_file_directory_or_nothing_without_moving_the_body)
+          ASBT_CASE(deleting_a_non_empty_directory_is_a_conflict_until_recursive)
+          ASBT_CASE(metadata_shows_the_orchestrators_variables_but_no_secret)
+          ASBT_CASE(a_process_streaming_10000_lines_delivers_them_in_order_and_complete)
+          ASBT_CASE(stdin_typed_on_one_thread_comes_back_through_cat_on_another)
+          ASBT_CASE(sigint_ends_a_sleep_that_a_short_wait_leaves_running)
+          ASBT_CASE(a_pty_process_sees_its_size_and_a_resize)
+          ASBT_CASE(a_process_deadline_or_cancel_ends_it_and_bad_starts_say_why)
+          ASBT_CASE(calls_recover_after_sandboxd_restarts)
+          ASBT_CASE(the_legacy_runtime_refuses_sandboxd_calls_before_sending_anything)
+          ASBT_CASE(in_pod_needs_sandboxds_addresses_and_has_no_kubernetes_api))
+
+int run_all(int argc, char **argv);
+#define main run_all
+ASBT_MAIN()
+#undef main
+
+int main(int argc, char **argv) {
+    int rc;
+    char cmd[300];
+    snprintf(root, sizeof root, "/tmp/asb-sandboxd-XXXXXX");
+    if (!mkdtemp(root)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    setup_ok = sandboxd_start(0);
+    if (!setup_ok) fprintf(stderr, "sandboxd did not start (ASB_SANDBOXD=%s)\n",
+                           getenv("ASB_SANDBOXD") ? getenv("ASB_SANDBOXD") : "(unset)");
+    asbt_after_each = check_sandboxd;
+    rc = setup_ok ? run_all(argc, argv) : 1;
+    sandboxd_stop();
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    if (system(cmd) != 0) rc = 1;
+    return rc;
+}
