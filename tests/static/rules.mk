@@ -1,10 +1,10 @@
 # Static binaries and other toolchains (issue 16).
 #
 #   make static        the examples, the CLI and the runtime server fully
-#                      static with musl-gcc against mbedTLS 3.6 built by
-#                      the same compiler (cached in
-#                      ~/.cache/agentsandbox/mbedtls-3.6-musl), stripped,
-#                      into $(BUILD)/static/; prints each size
+#                      static with musl-gcc against a client-only mbedTLS
+#                      3.6 built by the same compiler (cached in
+#                      ~/.cache/agentsandbox/mbedtls-3.6-musl-client),
+#                      stripped, into $(BUILD)/static/; prints each size
 #   make test-static   what a static binary relies on, on glibc and on musl
 #                      (test_static under the HTTP peers, also under a
 #                      64 KiB `ulimit -s`), its entropy with getrandom alone
@@ -38,7 +38,22 @@ mbedtls-musl: | mbedtls3
 $(MUSL_MBEDTLS)/lib/libmbedtls.a:
 	@$(MAKE) --no-print-directory mbedtls-musl
 
-$(ST)/%: examples/%.c agentsandbox.h | $(MUSL_MBEDTLS)/lib/libmbedtls.a
+# The examples link a client-only mbedTLS: the same source and options
+# with those in tools/cli/mbedtls-client.unset off (no TLS server, no
+# static-RSA/DHE/PSK key exchanges, no unused ciphers and curves, no
+# certificate writing), which the rule in tools/cli/rules.mk builds for
+# the CLI into the same cache directory: about 170 KiB less than mbedTLS's
+# default options. The quick start is built with those too
+# ($(ST)/mbedtls-default/quickstart) for the size a user's own
+# mbedTLS would give.
+MUSL_CLIENT_MBEDTLS ?= $(or $(HOME),/root)/.cache/agentsandbox/mbedtls-3.6-musl-client
+CLI_MUSL_MBEDTLS ?= $(MUSL_CLIENT_MBEDTLS)
+MUSL_CLIENT_LIBS := $(foreach l,mbedtls mbedx509 mbedcrypto,$(MUSL_CLIENT_MBEDTLS)/lib/lib$(l).a)
+$(ST)/%: examples/%.c agentsandbox.h tests/static/rules.mk $(MUSL_CLIENT_MBEDTLS)/lib/libmbedtls.a
+	@mkdir -p $(@D)
+	$(MUSL_CC) $(STATIC_CFLAGS) -I$(MUSL_CLIENT_MBEDTLS)/include $< -o $@ $(STATIC_LDFLAGS) \
+	  $(MUSL_CLIENT_LIBS) -lm -pthread
+$(ST)/mbedtls-default/%: examples/%.c agentsandbox.h | $(MUSL_MBEDTLS)/lib/libmbedtls.a
 	@mkdir -p $(@D)
 	$(MUSL_CC) $(STATIC_CFLAGS) $(MUSL_TLS_CFLAGS) $< -o $@ $(STATIC_LDFLAGS) \
 	  $(MUSL_TLS_LIBS) -lm -pthread
@@ -52,9 +67,10 @@ static:
 	@$(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory static-bins
 .PHONY: static-bins
-static-bins: $(STATIC_EXAMPLES) $(ST)/notls/quickstart
-	@echo "static: musl, -Os, gc-sections, stripped (mbedTLS 3.6 from $(MUSL_MBEDTLS)):"; \
-	for f in $(STATIC_EXAMPLES) $(ST)/notls/quickstart; do \
+static-bins: $(STATIC_EXAMPLES) $(ST)/notls/quickstart $(ST)/mbedtls-default/quickstart
+	@echo "static: musl, -Os, gc-sections, stripped (client-only mbedTLS 3.6 from $(MUSL_CLIENT_MBEDTLS);"; \
+	echo "static: mbedtls-default/: mbedTLS's default options, from $(MUSL_MBEDTLS)):"; \
+	for f in $(STATIC_EXAMPLES) $(ST)/notls/quickstart $(ST)/mbedtls-default/quickstart; do \
 	  printf '  %-34s %7d bytes (%d KiB)\n' $$f $$(stat -c %s $$f) $$(( $$(stat -c %s $$f) / 1024 )); \
 	done
 
