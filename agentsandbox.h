@@ -202,6 +202,7 @@
        legacy runtime and sandboxd ..... search "RUNTIMES"
        Compile-time options ............ search "OPTIONS"
        Memory, errors, logging, threads  search "CONVENTIONS"
+       Many sandboxes from one client .. search "CONCURRENCY"
        The design of the whole API ..... search "DESIGN"
        JSON ............................ search "JSON"
        HTTP/1.1 and TLS ................ search "HTTP AND TLS"
@@ -349,6 +350,8 @@
                       error (the error channel's text, or a drop)
      http.retry       WARN a request is retried (status or error, attempt)
      http.stale       DEBUG a pooled connection had been closed: resent
+     http.hold        DEBUG a request to an apiserver waits: it answered
+                      429 to another request of the client (Retry-After)
      http2.stream     DEBUG an HTTP/2 stream opened (id, method, path)
      http2.goaway     INFO/WARN the server sent GOAWAY (code, last stream,
                       its first 60 bytes of debug text, quoted)
@@ -398,6 +401,61 @@
    structs passed in are only read during the call, and copied when kept,
    never adopted.
    tools/check_docs.py (in make test) fails when a declaration has none.
+
+   ===========================================================================
+   CONCURRENCY: many sandboxes from one client
+   ===========================================================================
+
+   One asb_client per program (per set of credentials) is the model, used
+   from as many threads as you like: each thread creates and drives its
+   own sandboxes (one handle from one thread at a time), or one call
+   creates many:
+
+       asb_create_result res[500];
+       asb_create_opts o = {0};
+       o.warm_pool = "python-sandbox-warmpool";  // or a template name below
+       r = asb_client_create_sandboxes(client, NULL, &o, 500, 500, res, &err);
+       // res[i].sandbox: a ready handle, or NULL and res[i].error says why
+
+   What one client shares among all its threads and sandboxes:
+
+     - One watch per namespace. Every create (and every wait for Ready)
+       registers its claim's name with the client's shared watch of that
+       namespace (an informer in the Kubernetes layer: one list, then one
+       watch from its resourceVersion with bookmarks), instead of opening a
+       watch of its own: the apiserver sees one WATCH per namespace and
+       client, whatever the number of creates (make test-scale-cluster
+       reads it from the apiserver's /metrics: 500 creates, one watch).
+       The watch resumes from its resourceVersion after a drop or a
+       restarting apiserver; after 410 Gone it lists the namespace afresh,
+       and a claim that vanished meanwhile fails its create at once
+       (ASB_ERR_METADATA, "deleted while the watch was away") instead of at
+       its deadline. Its thread runs while creates wait and 2 s longer (a
+       create right after another needs no new list), then ends; it needs
+       `list` and `watch` on sandboxclaims in the namespace. Without `list`
+       (RBAC), each create falls back to a watch of its own claim.
+     - Connection pools: the apiserver's keeps kube.http.max_idle_connections
+       (default 8) open for reuse, the router's likewise; a batch grows both
+       to its thread count (up to 32; at most 256 kept ever), so posts,
+       gets and deletes reuse connections instead of a TLS handshake each.
+       A request beyond the kept ones opens a connection and closes it after.
+     - One tunnel (kubectl port-forward) to the router, whatever the number
+       of sandboxes.
+     - Back-pressure: an apiserver that sheds load (429 Too Many Requests,
+       from max-requests-inflight or API Priority and Fairness, with
+       Retry-After) is waited out per kube.http.retry (5 attempts; the
+       server's Retry-After when longer than the backoff, up to
+       max_retry_after_ms); a 429 is retried for POSTs too, as the
+       apiserver answers it before any handler runs. The shared watch
+       waits out 429 and 5xx answers the same way.
+
+   asb_client_create_sandboxes bounds the creates in flight (claims posted
+   and not yet Ready) by max_in_flight, and runs them on at most 32
+   threads (the caller's among them): a create that waits for Ready holds
+   no thread, no connection and no watch, only a few KiB of state. Each
+   create keeps every promise of asb_client_create_sandbox (no orphan
+   claim on failure, the same errors). Measured on 2 cores with the local
+   control plane: see the README's "What make bench measured".
 
    ===========================================================================
    DESIGN (the whole public API)
@@ -858,7 +916,8 @@
          SandboxWarmPool: pass template NULL and set opts.warm_pool.
      POST /apis/extensions.agents.x-k8s.io/...: 403 Forbidden: ...
          ASB_ERR_KUBE_API, err.reason "Forbidden": RBAC. The user needs
-         create, get, watch, delete on sandboxclaims, get on sandboxes,
+         create, get, list, watch, delete on sandboxclaims (without list
+         each create watches its own claim), get on sandboxes,
          and for the tunnel get on services, get and list on pods, create
          on pods/portforward in the router's namespace.
      tls: the certificate of <host>:<port> is not trusted: unknown CA: ...
@@ -1639,7 +1698,8 @@ typedef struct asb_http_client_desc {
                                        bodies (streamed ones have none) */
     size_t max_header_bytes;        /* default 64 KiB: whole header block */
     int max_headers;                /* default 128 header lines */
-    int max_idle_connections;       /* default 8 kept for reuse; -1: none */
+    int max_idle_connections;       /* default 8 kept for reuse (at most
+                                       256); -1: none */
     int max_idle_ms;                /* default 30000: a pooled connection
                                        idle longer is closed, not reused.
                                        Servers close idle connections (the
@@ -2881,9 +2941,9 @@ typedef struct asb_create_opts {
 } asb_create_opts;
 
 /* Creates a SandboxClaim for `template_name` (v1alpha1) or for
-   opts->warm_pool (v1beta1), waits with one watch on the
-   claim (from the create's resourceVersion) until it is bound and Ready,
-   and returns a handle the client tracks. With the local tunnel, kubectl
+   opts->warm_pool (v1beta1), waits until it is bound and Ready (on the
+   client's one shared watch of the namespace, which every concurrent
+   create uses: see CONCURRENCY), and returns a handle the client tracks. With the local tunnel, kubectl
    is started as soon as the claim exists, so it comes up while the
    controller works; the first call waits for it if need be.
    TemplateNotFound fails at once (ASB_ERR_TEMPLATE_NOT_FOUND), as do the
@@ -2912,6 +2972,41 @@ typedef struct asb_create_opts {
 ASB_API asb_result asb_client_create_sandbox(asb_client *client, const char *template_name,
                                              const asb_create_opts *opts, asb_sandbox **out,
                                              asb_error *err);
+
+/* The outcome of one create of a batch (asb_client_create_sandboxes). */
+typedef struct asb_create_result {
+    asb_sandbox *sandbox; /* the ready handle (the client's, as from
+                             asb_client_create_sandbox), NULL on failure */
+    asb_error error;      /* why it failed (error.code); error.code is
+                             ASB_OK on success */
+} asb_create_result;
+
+/* Creates `count` sandboxes from one template (or opts->warm_pool) with
+   one set of options, at most max_in_flight of them at a time (0 or
+   less: 16; at most 1024, and never more than count), and waits for all.
+   Each create is asb_client_create_sandbox with the same guarantees (no
+   orphan claim on failure); all of them share the client's one watch of
+   the namespace, its connection pools (grown to the batch's width, up
+   to 256 kept connections) and its tunnel. results[i] says how create i
+   went; the creates run on max_in_flight - 1 threads of their own (512
+   KiB of stack each) plus the calling thread, all joined before the
+   call returns. opts->claim_name must be NULL (each claim gets its own
+   generated name); opts->cancel, when triggered, ends the waits and
+   skips the creates not started yet (their result ASB_ERR_CANCELLED).
+   Returns ASB_OK when every create succeeded; otherwise the code of the
+   first failed one (lowest index) and err->message says how many failed
+   and why the first did. The sandboxes that were created are live either
+   way: terminate them if you want all or nothing.
+   Errors: ASB_ERR_INVALID_ARGUMENT (count 0, NULL results, a claim_name)
+   before anything is created; then those of asb_client_create_sandbox.
+   Ownership: the handles in results are the client's; results is the
+   caller's array of count entries.
+   Threads: like asb_client_create_sandbox: other threads may use the
+   client meanwhile. */
+ASB_API asb_result asb_client_create_sandboxes(asb_client *client, const char *template_name,
+                                               const asb_create_opts *opts, size_t count,
+                                               int max_in_flight, asb_create_result *results,
+                                               asb_error *err);
 
 /* Names of a handle. Cannot fail.
    Ownership: borrowed; they live as long as the handle (until
@@ -8948,7 +9043,7 @@ ASB_API const char *asb_tls_backend(void) {
 
    -- the client -------------------------------------------------------------- */
 
-#define ASB__MAX_POOL 32
+#define ASB__MAX_POOL 256
 
 struct asb_http_client {
     asb_allocator alloc;
@@ -8965,10 +9060,26 @@ struct asb_http_client {
     pthread_mutex_t lock;    /* guards the pool */
     asb__conn *idle[ASB__MAX_POOL];
     int idle_count;
+    int hold_on_429;         /* a 429 holds every request of the client (not
+                                only the refused one) until its Retry-After:
+                                set for an apiserver's client, whose 429s
+                                say the server as a whole is shedding load */
+    int64_t hold_until;      /* monotonic ms; under lock */
 #if ASB_TLS
     asb__tls *tls;
 #endif
 };
+
+/* Keeps at least n idle connections from now on (capped at
+   ASB__MAX_POOL), for callers about to run n requests at once; a client
+   made with no pool (-1) keeps none. */
+static void asb__http_pool_grow(asb_http_client *cl, int n) {
+    if (!cl) return;
+    if (n > ASB__MAX_POOL) n = ASB__MAX_POOL;
+    pthread_mutex_lock(&cl->lock);
+    if (cl->max_idle > 0 && cl->max_idle < n) cl->max_idle = n;
+    pthread_mutex_unlock(&cl->lock);
+}
 
 static char *asb__strdup(const asb_allocator *a, const char *s, size_t n) {
     char *p = (char *)a->alloc_fn(n + 1, a->user_data);
@@ -9923,6 +10034,31 @@ ASB_API asb_result asb_http_do(asb_http_client *cl, const asb_http_request *req,
             r = ASB_ERR_CANCELLED;
             break;
         }
+        if (cl->hold_on_429) {
+            /* another request of this client met a 429: the server asked
+               everyone to come back later, not only that request */
+            int64_t hold, now = asb__now_ms();
+            pthread_mutex_lock(&cl->lock);
+            hold = cl->hold_until - now;
+            pthread_mutex_unlock(&cl->lock);
+            /* spread over half a second more: released together, the
+               held requests would meet the next 429 together */
+            if (hold > 0) hold += asb__jitter_ms(1000) - 500; /* 0 to 500 */
+            if (deadline && now + hold > deadline) hold = deadline - now;
+            if (hold > 0 && cl->log.fn) {
+                char label[320];
+                asb__request_label(label, sizeof label, method, &u);
+                asb__log(&cl->log, ASB_LOG_DEBUG, "http.hold",
+                         "%s: held %lld ms: the server answered 429 to this client", label,
+                         (long long)hold);
+            }
+            if (hold > 0 && asb__sleep_or_cancel(hold, req->cancel)) {
+                asb__describe(err, ASB_ERR_CANCELLED, method, &u,
+                              "cancelled while the server asked to wait (429)");
+                r = ASB_ERR_CANCELLED;
+                break;
+            }
+        }
         asb__attempt_once(cl, req, method, &u, host, key, deadline, resp, &head, err, &at);
         r = at.r;
         if (r == ASB_OK) {
@@ -9942,6 +10078,17 @@ ASB_API asb_result asb_http_do(asb_http_client *cl, const asb_http_request *req,
                 retry = (idem && (st == 429 || st == 500 || st == 502 || st == 503 ||
                                   st == 504)) ||
                         (st == 429 && pol.retry_429_any_method && !req->body_read);
+                if (st == 429 && cl->hold_on_429) {
+                    /* every request of the client waits (new ones too):
+                       the server's Retry-After, else one second */
+                    int64_t ra = asb__retry_after_ms(resp), until;
+                    if (ra < 0) ra = 1000;
+                    if (ra > pol.max_retry_after_ms) ra = pol.max_retry_after_ms;
+                    until = asb__now_ms() + ra;
+                    pthread_mutex_lock(&cl->lock);
+                    if (until > cl->hold_until) cl->hold_until = until;
+                    pthread_mutex_unlock(&cl->lock);
+                }
                 if (retry) {
                     retry_after = asb__retry_after_ms(resp);
                     if (retry_after > pol.max_retry_after_ms) {
@@ -9995,6 +10142,12 @@ ASB_API asb_result asb_http_do(asb_http_client *cl, const asb_http_request *req,
                 wait = wait / 2 + (int64_t)((uint64_t)(wait / 2) * v / 65535u);
             }
             if (retry_after > wait) wait = retry_after;
+            if (retry_after >= 0 && cl->hold_on_429 && resp->status == 429)
+                /* an apiserver shedding load says "1" to every refused
+                   client at once: come back spread over half of it more,
+                   not all in the same millisecond */
+                wait = retry_after / 2 + asb__jitter_ms((int)(retry_after < 60000 ? retry_after
+                                                                     : 60000)); /* +0 to +50% */
             if (deadline && asb__now_ms() + wait >= deadline) break;
             if (cl->log.fn) {
                 char label[320];
@@ -13060,6 +13213,7 @@ static asb_result asb__kube_make_http(asb_kube_client *kc, const char *cert, siz
         kc->alloc.free_fn(h, kc->alloc.user_data);
         return r;
     }
+    h->http->hold_on_429 = 1; /* its 429s speak for the whole server */
     h->refs = 1; /* the kube client's */
     if (kc->http) {
         if (kc->replaced) {
@@ -14017,8 +14171,17 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
 #define ASB__INFORMER_LINGER_MS 2000
 #endif
 
+/* Tells one thread that watches many waiters (a batch of creates) that
+   one of them is done: gen grows under mu, cv is broadcast. */
+typedef struct asb__notify {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned gen;
+} asb__notify;
+
 typedef struct asb__waiter {
     struct asb__waiter *next; /* in its bucket */
+    asb__notify *notify;      /* or NULL */
     struct asb__informer *inf;
     char name[254];
     char uid[64];       /* set when armed */
@@ -14034,6 +14197,7 @@ typedef struct asb__waiter {
     int done;           /* fn ended the wait (or the informer failed) */
     int gap;            /* found missing by a relist after 410 Gone */
     asb_result outcome; /* fn's negative code, or the informer's failure */
+    int64_t done_at;    /* when done was set (monotonic ms) */
     asb_error err;      /* the informer's failure */
     asb_buf pending;    /* newest event line before armed */
     pthread_cond_t cond;
@@ -14052,6 +14216,8 @@ typedef struct asb__informer {
     int stop;           /* the kube client is being freed */
     pthread_t thread;
     pthread_cond_t idle;  /* the lingering thread waits on it */
+    int watching;         /* its list or watch runs (a connection open) */
+    pthread_cond_t quiet; /* watching went 0 */
     asb_cancel *cancel;   /* ends the watch when the waiters are gone */
     char rv[128];         /* where the watch resumes; "" lists first */
     unsigned list_gen;    /* lists started */
@@ -14091,8 +14257,15 @@ static int asb__event_decode(const asb_json_doc *d, asb_watch_event *ev, char *r
 
 static void asb__waiter_finish(asb__waiter *w, int rc) {
     w->done = 1;
+    w->done_at = asb__now_ms();
     if (rc < 0) w->outcome = (asb_result)rc;
     pthread_cond_signal(&w->cond);
+    if (w->notify) { /* lock order: the informer's, then this one */
+        pthread_mutex_lock(&w->notify->mu);
+        w->notify->gen++;
+        pthread_cond_broadcast(&w->notify->cv);
+        pthread_mutex_unlock(&w->notify->mu);
+    }
 }
 
 /* One event for one waiter, the informer's lock held. `authoritative`: a
@@ -14196,6 +14369,35 @@ static int asb__waiter_missed(const asb__waiter *w, unsigned gen, const char *li
     return w->judged || asb__rv_le(w->arm_rv, list_rv);
 }
 
+/* One page of the list, cancelled with the watch (the last waiter gone,
+   or the client freed). */
+static asb_result asb__informer_list_page(asb__informer *inf, const asb_kube_list_opts *lo,
+                                          asb_buf *out, asb_error *err) {
+    asb_buf path;
+    asb_http_request req;
+    asb_http_response resp;
+    asb_result r;
+    int first = 1;
+    char num[24];
+    asb_buf_init(&path, &inf->kc->alloc);
+    r = asb__kube_path(&inf->res, inf->ns, NULL, &path, err);
+    snprintf(num, sizeof num, "%d", lo->limit);
+    if (r == ASB_OK) r = asb__kube_query(&path, &first, "limit", num);
+    if (r == ASB_OK && lo->continue_token)
+        r = asb__kube_query(&path, &first, "continue", lo->continue_token);
+    if (r == ASB_OK) {
+        memset(&req, 0, sizeof req);
+        req.cancel = inf->cancel;
+        r = asb__kube_do(inf->kc, &req, "GET", path.ptr, &resp, err);
+        if (r == ASB_OK && resp.body.len) r = asb_buf_append(out, resp.body.ptr, resp.body.len);
+        asb_http_response_free(&resp);
+    } else if (r != ASB_ERR_INVALID_ARGUMENT) {
+        r = asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "list: out of memory");
+    }
+    asb_buf_free(&path);
+    return r;
+}
+
 /* Lists the namespace (pages of 500) and hands each waited-for object's
    state to its waiter; a waiter armed before the list began whose object
    is missing was deleted while no watch ran. Sets inf->rv. */
@@ -14229,7 +14431,7 @@ again:
         int item;
         page.len = 0;
         lo.continue_token = cont.len ? cont.ptr : NULL;
-        r = asb_kube_list(inf->kc, &inf->res, inf->ns, &lo, &page, err);
+        r = asb__informer_list_page(inf, &lo, &page, err);
         if (r == ASB_ERR_KUBE_API && err && err->http_status == 410 && restarts++ < 3)
             goto again; /* the continue token expired: from the top */
         if (r != ASB_OK) break;
@@ -14342,6 +14544,7 @@ static void *asb__informer_main(void *arg) {
         if (inf->stop || inf->waiters == 0) break;
         asb_cancel_reset(inf->cancel); /* under the lock, as every trigger */
         snprintf(rv, sizeof rv, "%s", inf->rv);
+        inf->watching = 1;
         pthread_mutex_unlock(&inf->lock);
         memset(&e, 0, sizeof e);
         if (!rv[0]) {
@@ -14365,6 +14568,8 @@ static void *asb__informer_main(void *arg) {
             r = asb_kube_watch(kc, &inf->res, inf->ns, &wo, asb__informer_event, inf, &e);
         }
         pthread_mutex_lock(&inf->lock);
+        inf->watching = 0;
+        pthread_cond_broadcast(&inf->quiet);
         if (r == ASB_ERR_CANCELLED) continue; /* no waiters left (or stop) */
         if (r == ASB_ERR_KUBE_API && e.http_status == 410) {
             inf->rv[0] = '\0'; /* list again: what was deleted meanwhile shows */
@@ -14382,6 +14587,33 @@ static void *asb__informer_main(void *arg) {
     inf->running = 0;
     pthread_mutex_unlock(&inf->lock);
     return NULL;
+}
+
+/* The informer's thread runs (or a lingering one resumes). Lock held. */
+static asb_result asb__informer_start_locked(asb__informer *inf, asb_error *err) {
+    pthread_attr_t at;
+    sigset_t all, old;
+    int rc;
+    if (inf->running) {
+        pthread_cond_signal(&inf->idle); /* a lingering thread resumes */
+        return ASB_OK;
+    }
+    if (inf->joinable) { /* ended: it only returns after unlocking */
+        pthread_join(inf->thread, NULL);
+        inf->joinable = 0;
+    }
+    pthread_attr_init(&at);
+    pthread_attr_setstacksize(&at, 512 * 1024);
+    sigfillset(&all); /* the program's signals go to its own threads */
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(&inf->thread, &at, asb__informer_main, inf);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&at);
+    if (rc != 0)
+        return asb__fail(err, ASB_ERR_IO, "watch: cannot start its thread: %s", strerror(rc));
+    inf->running = inf->joinable = 1;
+    inf->threads++;
+    return ASB_OK;
 }
 
 /* Registers a waiter for `name` under the shared watch of (res, ns),
@@ -14432,6 +14664,7 @@ static ASB__MAYBE_UNUSED asb_result asb__informer_join(asb_kube_client *kc, cons
         inf->res.plural = inf->plural;
         pthread_mutex_init(&inf->lock, NULL);
         pthread_cond_init(&inf->idle, NULL);
+        pthread_cond_init(&inf->quiet, NULL);
         inf->next = kc->informers;
         kc->informers = inf;
     }
@@ -14455,34 +14688,15 @@ static ASB__MAYBE_UNUSED asb_result asb__informer_join(asb_kube_client *kc, cons
     w->next = inf->buckets[h];
     inf->buckets[h] = w;
     inf->waiters++;
-    if (inf->running) {
-        pthread_cond_signal(&inf->idle); /* a lingering thread resumes */
-    } else {
-        pthread_attr_t at;
-        sigset_t all, old;
-        int rc;
-        if (inf->joinable) { /* ended: it only returns after unlocking */
-            pthread_join(inf->thread, NULL);
-            inf->joinable = 0;
-        }
-        pthread_attr_init(&at);
-        pthread_attr_setstacksize(&at, 512 * 1024);
-        sigfillset(&all); /* the program's signals go to its own threads */
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        rc = pthread_create(&inf->thread, &at, asb__informer_main, inf);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        pthread_attr_destroy(&at);
-        if (rc != 0) {
-            inf->buckets[h] = w->next;
-            inf->waiters--;
-            pthread_mutex_unlock(&inf->lock);
-            pthread_cond_destroy(&w->cond);
-            kc->alloc.free_fn(w, kc->alloc.user_data);
-            return asb__fail(err, ASB_ERR_IO, "watch: cannot start its thread: %s",
-                             strerror(rc));
-        }
-        inf->running = inf->joinable = 1;
-        inf->threads++;
+    /* a waiter for an object still to be made starts nothing yet: a
+       create whose POST fails costs no list (arming starts the thread) */
+    if (w->armed && asb__informer_start_locked(inf, err) != ASB_OK) {
+        inf->buckets[h] = w->next;
+        inf->waiters--;
+        pthread_mutex_unlock(&inf->lock);
+        pthread_cond_destroy(&w->cond);
+        kc->alloc.free_fn(w, kc->alloc.user_data);
+        return ASB_ERR_IO;
     }
     pthread_mutex_unlock(&inf->lock);
     *out = w;
@@ -14500,6 +14714,11 @@ static ASB__MAYBE_UNUSED void asb__informer_arm(asb__waiter *w, const char *uid,
     snprintf(w->uid, sizeof w->uid, "%s", uid ? uid : "");
     if (rv && strlen(rv) < sizeof w->arm_rv) snprintf(w->arm_rv, sizeof w->arm_rv, "%s", rv);
     w->armed = 1;
+    if (asb__informer_start_locked(inf, &w->err) != ASB_OK) { /* no thread: the wait fails */
+        asb__waiter_finish(w, ASB_ERR_IO);
+        pthread_mutex_unlock(&inf->lock);
+        return;
+    }
     if (w->pending.len && !w->done) {
         asb_json_doc d;
         asb_watch_event ev;
@@ -14525,7 +14744,8 @@ static ASB__MAYBE_UNUSED void asb__informer_arm(asb__waiter *w, const char *uid,
 }
 
 /* Waits until fn ends the wait, the deadline (monotonic ms, 0: none:
-   ASB_ERR_TIMEOUT) or the token (ASB_ERR_CANCELLED). Returns ASB_OK when
+   ASB_ERR_TIMEOUT, also when fn ended it after the deadline) or the token
+   (ASB_ERR_CANCELLED). Returns ASB_OK when
    fn returned 1, fn's negative code, ASB_ERR_NOT_FOUND for an object
    found missing after a watch gap that fn did not end, or the informer's
    own failure (its detail in err). *gap tells the gap case apart. */
@@ -14555,13 +14775,37 @@ static ASB__MAYBE_UNUSED asb_result asb__informer_wait(asb__waiter *w, int64_t d
             break;
         }
     }
-    if (w->done) {
+    if (w->done && deadline && w->done_at > deadline) {
+        r = ASB_ERR_TIMEOUT; /* it ended, but after the deadline */
+    } else if (w->done) {
         r = w->outcome;
         if (r != ASB_OK && w->err.code == r && err) *err = w->err;
     }
     if (gap) *gap = w->gap;
     pthread_mutex_unlock(&inf->lock);
     return r;
+}
+
+/* 1 once the wait is over (fn ended it, or the informer failed). */
+static ASB__MAYBE_UNUSED int asb__informer_done(asb__waiter *w) {
+    int done;
+    pthread_mutex_lock(&w->inf->lock);
+    done = w->done;
+    pthread_mutex_unlock(&w->inf->lock);
+    return done;
+}
+
+/* From now on the end of this waiter's wait is also told to n. */
+static ASB__MAYBE_UNUSED void asb__informer_notify(asb__waiter *w, asb__notify *n) {
+    pthread_mutex_lock(&w->inf->lock);
+    w->notify = n;
+    if (w->done && n) {
+        pthread_mutex_lock(&n->mu);
+        n->gen++;
+        pthread_cond_broadcast(&n->cv);
+        pthread_mutex_unlock(&n->mu);
+    }
+    pthread_mutex_unlock(&w->inf->lock);
 }
 
 /* Unregisters and frees the waiter; the last one out stops the watch
@@ -14577,7 +14821,23 @@ static ASB__MAYBE_UNUSED void asb__informer_leave(asb__waiter *w) {
             *pp = w->next;
             break;
         }
-    if (--inf->waiters == 0) asb_cancel_trigger(inf->cancel);
+    if (--inf->waiters == 0) {
+        /* the watch stops, and its connection is closed before the last
+           create returns: a program counting its descriptors between
+           creates sees none of ours (the thread lingers, idle) */
+        int64_t until = asb__now_ms() + 2000;
+        asb_cancel_trigger(inf->cancel);
+        while (inf->watching && inf->waiters == 0 && asb__now_ms() < until) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 100000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&inf->quiet, &inf->lock, &ts);
+        }
+    }
     pthread_mutex_unlock(&inf->lock);
     pthread_cond_destroy(&w->cond);
     asb_buf_free(&w->pending);
@@ -14597,11 +14857,28 @@ static void asb__informers_free(asb_kube_client *kc) {
         pthread_mutex_unlock(&inf->lock);
         if (inf->joinable) pthread_join(inf->thread, NULL);
         pthread_cond_destroy(&inf->idle);
+        pthread_cond_destroy(&inf->quiet);
         pthread_mutex_destroy(&inf->lock);
         asb_cancel_free(inf->cancel);
         kc->alloc.free_fn(inf, kc->alloc.user_data);
     }
     kc->informers = NULL;
+}
+
+/* Grows the kube client's connection pool for n requests at once (the
+   current HTTP client, and the one an exec plugin's rotation makes). */
+static void asb__kube_pool_grow(asb_kube_client *kc, int n) {
+    asb__kube_http *h;
+    pthread_mutex_lock(&kc->lock);
+    if (kc->http_desc.max_idle_connections >= 0 && kc->http_desc.max_idle_connections < n)
+        kc->http_desc.max_idle_connections = n > ASB__MAX_POOL ? ASB__MAX_POOL : n;
+    h = kc->http;
+    if (h) h->refs++;
+    pthread_mutex_unlock(&kc->lock);
+    if (h) {
+        asb__http_pool_grow(h->http, n);
+        asb__kube_http_release(kc, h);
+    }
 }
 
 /* >>websocket ===============================================================
@@ -20588,115 +20865,134 @@ static asb_result asb__adopt_check(asb_client *c, const char *claim, const char 
     return r;
 }
 
-static asb_result asb__client_create_sandbox(asb_client *c, const char *tpl,
-                                             const asb_create_opts *opts, asb_sandbox **out,
-                                             asb__span *life, asb_error *err) {
-    asb__span span; /* create_claim, then wait_for_claim_ready */
-    asb__span prev; /* an adopted handle's lifecycle, ended */
-    asb_create_opts zero;
+/* One create in steps, so that many can share a few threads
+   (asb_client_create_sandboxes): begin posts the claim and arms its
+   waiter on the namespace's shared watch; the wait (j->done: nothing to
+   wait for) needs no thread of its own; finish leaves the watch, reads
+   what it learned, deletes the claim on failure, and makes the handle. */
+typedef struct asb__create_job {
+    const char *tpl;
+    const asb_create_opts *opts;
+    asb_create_opts zero; /* opts when the caller gave NULL */
     const char *ns;
-    char claim[254], rv[64] = "";
-    asb_buf body, resp;
+    char claim[254], rv[64], sel[300];
     asb_kube_resource res;
-    asb_result r;
     asb__claim_wait cw;
+    asb__waiter *waiter;
     asb_watch_opts wo;
-    asb_sandbox *sb;
-    char sel[300];
-    int64_t t_start;
-    int created = 1, done = 0, v1beta1_opts;
-    asb_error local;
-    if (!err) err = &local; /* a 409 must be seen even when the caller passes no err */
-    prev.t = NULL;
-    if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "create: NULL out");
-    *out = NULL;
-    if (!opts) {
-        memset(&zero, 0, sizeof zero);
-        opts = &zero;
-    }
-    if (!c || ((!tpl || !*tpl) == !opts->warm_pool))
+    int64_t t_start, deadline;
+    int created, done;
+    asb__span *life;      /* the handle's lifecycle span (NULL: none) */
+    asb__span life_span;  /* a batch's create: its own */
+    asb__span wait_span;  /* wait_for_claim_ready, begin to finish */
+} asb__create_job;
+
+static void asb__create_job_init(asb__create_job *j, const char *tpl,
+                                 const asb_create_opts *opts, asb__span *life) {
+    memset(j, 0, sizeof *j);
+    j->tpl = tpl;
+    j->opts = opts ? opts : &j->zero;
+    j->created = 1;
+    j->life = life;
+    j->life_span.t = NULL;
+    j->wait_span.t = NULL;
+}
+
+/* Everything up to the wait for Ready. On failure nothing is left: no
+   claim of ours, no waiter. err is not NULL. */
+static asb_result asb__create_begin(asb_client *c, asb__create_job *j, asb_error *err) {
+    asb__span span; /* create_claim */
+    asb_buf body, resp;
+    asb_result r;
+    int v1beta1_opts;
+    if (!c || ((!j->tpl || !*j->tpl) == !j->opts->warm_pool))
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
                          "create: give a template name or opts.warm_pool, not both");
-    ns = opts->namespace_name ? opts->namespace_name : asb_client_namespace(c);
+    j->ns = j->opts->namespace_name ? j->opts->namespace_name : asb_client_namespace(c);
     /* every rule before any API call */
-    if (asb_dns_label_validate(ns, strlen(ns), err) != ASB_OK) return ASB_ERR_INVALID_ARGUMENT;
-    if (asb_labels_validate(opts->labels, opts->label_count, err) != ASB_OK)
+    if (asb_dns_label_validate(j->ns, strlen(j->ns), err) != ASB_OK) return ASB_ERR_INVALID_ARGUMENT;
+    if (asb_labels_validate(j->opts->labels, j->opts->label_count, err) != ASB_OK)
         return ASB_ERR_INVALID_ARGUMENT;
-    if (opts->shutdown_after_seconds < 0)
+    if (j->opts->shutdown_after_seconds < 0)
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
                          "shutdown_after_seconds must be positive (got %lld)",
-                         (long long)opts->shutdown_after_seconds);
-    r = asb__create_opts_check(opts, err);
+                         (long long)j->opts->shutdown_after_seconds);
+    r = asb__create_opts_check(j->opts, err);
     if (r != ASB_OK) return r;
     r = asb__api_version(c, err);
     if (r != ASB_OK) return r;
     /* the claim's shape must be one the cluster's version has */
-    if (opts->warm_pool && strcmp(c->api_version, "v1alpha1") == 0)
+    if (j->opts->warm_pool && strcmp(c->api_version, "v1alpha1") == 0)
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
                          "create: warm-pool claims need v1beta1 (agent-sandbox v0.5+); this "
                          "cluster's claims are v1alpha1: pass a template name");
-    if (!opts->warm_pool && strcmp(c->api_version, "v1alpha1") != 0)
+    if (!j->opts->warm_pool && strcmp(c->api_version, "v1alpha1") != 0)
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
                          "create: %s claims name a warm pool, not a template: set "
                          "opts.warm_pool to a SandboxWarmPool's name",
                          c->api_version);
-    v1beta1_opts = opts->env_count || opts->pod_label_count || opts->pod_annotation_count ||
-                   opts->volume_claim_template_count;
+    v1beta1_opts = j->opts->env_count || j->opts->pod_label_count || j->opts->pod_annotation_count ||
+                   j->opts->volume_claim_template_count;
     if (v1beta1_opts && strcmp(c->api_version, "v1alpha1") == 0)
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
                          "create: env, pod_labels, pod_annotations and volume_claim_templates "
                          "need v1beta1 claims (agent-sandbox v0.5+); this cluster's claims "
                          "are v1alpha1, whose controller would drop them silently");
-    if (opts->claim_name && strcmp(c->api_version, "v1alpha1") == 0 &&
-        asb_dns_label_validate(opts->claim_name, strlen(opts->claim_name), NULL) != ASB_OK)
+    if (j->opts->claim_name && strcmp(c->api_version, "v1alpha1") == 0 &&
+        asb_dns_label_validate(j->opts->claim_name, strlen(j->opts->claim_name), NULL) != ASB_OK)
         /* v1alpha1 names the Sandbox, its pod and Service after the claim,
            and the router takes it as a DNS label (X-Sandbox-ID) */
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
                          "create: on a v1alpha1 cluster the claim name is also the sandbox's "
                          "and must be a DNS-1123 label (no '.', at most 63 characters): "
                          "\"%.100s\"",
-                         opts->claim_name);
-    if (opts->claim_name) {
-        snprintf(claim, sizeof claim, "%s", opts->claim_name);
+                         j->opts->claim_name);
+    if (j->opts->claim_name) {
+        snprintf(j->claim, sizeof j->claim, "%s", j->opts->claim_name);
     } else {
         char gen[ASB_CLAIM_NAME_SIZE];
         r = asb_claim_name_generate(gen, err);
         if (r != ASB_OK) return r;
-        snprintf(claim, sizeof claim, "%s", gen);
+        snprintf(j->claim, sizeof j->claim, "%s", gen);
     }
-    memset(&cw, 0, sizeof cw);
-    cw.outcome = ASB_ERR_TIMEOUT;
-    t_start = asb__now_ms();
+    memset(&j->cw, 0, sizeof j->cw);
+    j->cw.outcome = ASB_ERR_TIMEOUT;
+    j->t_start = asb__now_ms();
     asb_buf_init(&body, &c->alloc);
     asb_buf_init(&resp, &c->alloc);
     asb__span_start(c->tracer, &span, "create_claim", ASB_LATENCY_CREATE_CLAIM,
-                    asb__span_ctx(life));
-    asb__span_str(&span, "sandbox.claim.name", claim);
-    r = asb__claim_manifest(c, claim, tpl, opts, ns, &body, &span, err);
+                    asb__span_ctx(j->life));
+    asb__span_str(&span, "sandbox.claim.name", j->claim);
+    r = asb__claim_manifest(c, j->claim, j->tpl, j->opts, j->ns, &body, &span, err);
+    /* the client's one watch of the namespace learns of the claim; the
+       name is known now, so nothing it says can come before we listen */
+    if (r == ASB_OK)
+        r = asb__informer_join(c->kube, asb__claims(c, &j->res), j->ns, j->claim, NULL, asb__claim_event,
+                               &j->cw, &j->waiter, err);
     if (r == ASB_OK) {
         asb_error cerr;
         memset(&cerr, 0, sizeof cerr);
-        r = asb_kube_create(c->kube, asb__claims(c, &res), ns, body.ptr, body.len, &resp, &cerr);
-        if (r != ASB_OK && asb__create_may_have_landed(r, &cerr) && opts->claim_name) {
+        r = asb_kube_create(c->kube, asb__claims(c, &j->res), j->ns, body.ptr, body.len, &resp, &cerr);
+        if (r != ASB_OK && asb__create_may_have_landed(r, &cerr) && j->opts->claim_name) {
             /* a name the caller chose may be a claim that was there
                before (its 409 lost): never deleted blind */
             size_t l = strlen(cerr.message);
             snprintf(cerr.message + l, sizeof cerr.message - l,
-                     " (claim %.100s may exist now; it was left as it is)", claim);
+                     " (claim %.100s may exist now; it was left as it is)", j->claim);
         } else if (r != ASB_OK && asb__create_may_have_landed(r, &cerr)) {
             /* the POST went out but its answer was lost: the apiserver
                may have stored the claim. The name is ours (made above),
                so delete it by name; a 404 means it never landed */
             asb_error derr;
-            asb_result dr = asb_kube_delete(c->kube, &res, ns, claim, &derr);
+            asb_result dr = asb_kube_delete(c->kube, &j->res, j->ns, j->claim, &derr);
             if (dr != ASB_OK && dr != ASB_ERR_NOT_FOUND) {
                 size_t l = strlen(cerr.message);
                 snprintf(cerr.message + l, sizeof cerr.message - l,
-                         " (the claim %s may exist: deleting it failed: %.150s)", claim,
+                         " (the claim %s may exist: deleting it failed: %.150s)", j->claim,
                          derr.message);
             }
             asb__log(&c->log, ASB_LOG_ERROR, "sandbox.create",
-                     "claim %s/%s: the create's answer was lost (%s); %s", ns, claim,
+                     "claim %s/%s: the create's answer was lost (%s); %s", j->ns, j->claim,
                      asb_result_str(r),
                      dr == ASB_OK ? "it had landed and is deleted"
                                   : dr == ASB_ERR_NOT_FOUND ? "it never landed"
@@ -20706,78 +21002,112 @@ static asb_result asb__client_create_sandbox(asb_client *c, const char *tpl,
     }
     asb__span_end(&span, r, err);
     asb_buf_free(&body);
-    if (r == ASB_ERR_KUBE_API && err->http_status == 409 && opts->claim_name) {
+    if (r == ASB_ERR_KUBE_API && err->http_status == 409 && j->opts->claim_name) {
         /* the name is taken: never ours to delete */
-        if (!opts->adopt_existing) {
+        if (!j->opts->adopt_existing) {
             char m[ASB_ERROR_MESSAGE_SIZE];
             memcpy(m, err->message, sizeof m);
             snprintf(err->message, sizeof err->message,
-                     "%.400s (set adopt_existing to attach to claim %.60s)", m, claim);
+                     "%.400s (set adopt_existing to attach to claim %.60s)", m, j->claim);
             asb_buf_free(&resp);
+            asb__informer_leave(j->waiter);
             return r;
         }
-        created = 0;
+        j->created = 0;
         asb_buf_free(&resp);
-        r = asb_kube_get(c->kube, &res, ns, claim, &resp, err);
+        r = asb_kube_get(c->kube, &j->res, j->ns, j->claim, &resp, err);
         if (r == ASB_ERR_NOT_FOUND)
             r = asb__fail(err, ASB_ERR_NOT_FOUND,
                           "adopt: claim %s disappeared after the create conflict; try again",
-                          claim);
-        if (r == ASB_OK) r = asb__adopt_check(c, claim, tpl, opts, &resp, &cw, rv, sizeof rv, err);
-        if (r == ASB_OK) done = cw.outcome != ASB_ERR_TIMEOUT;
+                          j->claim);
+        if (r == ASB_OK) r = asb__adopt_check(c, j->claim, j->tpl, j->opts, &resp, &j->cw, j->rv, sizeof j->rv, err);
+        if (r == ASB_OK) j->done = j->cw.outcome != ASB_ERR_TIMEOUT;
     } else if (r == ASB_OK) {
         asb_json_doc d;
         if (asb_json_doc_parse(&d, resp.ptr, resp.len, &c->alloc, NULL) == ASB_OK) {
-            asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.resourceVersion"), rv, sizeof rv,
+            asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.resourceVersion"), j->rv, sizeof j->rv,
                                 NULL);
-            asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.uid"), cw.uid, sizeof cw.uid,
+            asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.uid"), j->cw.uid, sizeof j->cw.uid,
                                 NULL);
             asb_json_doc_free(&d);
         }
     }
     asb_buf_free(&resp);
-    if (r != ASB_OK) return r;
+    if (r != ASB_OK) {
+        asb__informer_leave(j->waiter);
+        return r;
+    }
+    /* from here the informer's thread may call asb__claim_event on cw,
+       under its lock: cw is read again only after the waiter left */
+    asb__informer_arm(j->waiter, j->cw.uid, j->rv);
+    /* Ready within ready_timeout_ms of the claim's creation (the tunnel's
+       start below counts): a claim that turns Ready later is a timeout
+       even when its news is already there when the wait begins */
+    memset(&j->wo, 0, sizeof j->wo);
+    j->wo.deadline_ms = j->opts->ready_timeout_ms > 0 ? j->opts->ready_timeout_ms : 180000;
+    j->wo.cancel = j->opts->cancel;
+    j->deadline = asb__now_ms() + j->wo.deadline_ms;
     if (c->conn->prestart) {
         /* e.g. kubectl starts while the controller works */
         asb_result tr = c->conn->prestart(c, err);
         if (tr != ASB_OK) {
-            if (created) asb_kube_delete_uid(c->kube, &res, ns, claim, cw.uid, NULL); /* no orphan */
-            asb__log(&c->log, ASB_LOG_ERROR, "sandbox.create", "claim %s %s: %s", claim,
-                     created ? "deleted" : "left as it was",
+            asb__informer_leave(j->waiter);
+            if (j->created) asb_kube_delete_uid(c->kube, &j->res, j->ns, j->claim, j->cw.uid, NULL); /* no orphan */
+            asb__log(&c->log, ASB_LOG_ERROR, "sandbox.create", "claim %s %s: %s", j->claim,
+                     j->created ? "deleted" : "left as it was",
                      err ? err->message : asb_result_str(tr));
             return tr;
         }
     }
-    /* one watch on the claim, from the create's (or the adopted claim's)
-       version, pinned to its UID */
-    memset(&wo, 0, sizeof wo);
-    snprintf(sel, sizeof sel, "metadata.name=%s", claim);
-    wo.field_selector = sel;
-    wo.resource_version = rv[0] ? rv : NULL;
-    wo.deadline_ms = opts->ready_timeout_ms > 0 ? opts->ready_timeout_ms : 180000;
-    wo.cancel = opts->cancel;
-    asb__span_start(c->tracer, &span, "wait_for_claim_ready", ASB_LATENCY_WAIT_READY,
-                    asb__span_ctx(life));
-    asb__span_str(&span, "sandbox.claim.name", claim);
-    r = done ? ASB_OK : asb_kube_watch(c->kube, &res, ns, &wo, asb__claim_event, &cw, err);
-    if (r == ASB_OK) r = cw.outcome;
-    asb__span_end(&span, r, err);
+    asb__span_start(c->tracer, &j->wait_span, "wait_for_claim_ready", ASB_LATENCY_WAIT_READY,
+                    asb__span_ctx(j->life));
+    asb__span_str(&j->wait_span, "sandbox.claim.name", j->claim);
+    return ASB_OK;
+}
+
+/* After the wait (r: its outcome, gap: the object was found missing by a
+   list): the waiter leaves the shared watch, then the claim is judged. */
+static asb_result asb__create_finish(asb_client *c, asb__create_job *j, asb_result r, int gap,
+                                     asb_sandbox **out, asb_error *err) {
+    asb_sandbox *sb;
+    asb__span prev; /* an adopted handle's lifecycle, ended */
+    prev.t = NULL;
+    asb__informer_leave(j->waiter);
+    j->waiter = NULL;
+    if (r == ASB_ERR_KUBE_API && err->http_status == 403 && !j->done) {
+        /* the user may watch and get this claim but not list or watch
+           the namespace (RBAC): one watch of its own, from the create's
+           (or the adopted claim's) version */
+        asb__log(&c->log, ASB_LOG_WARN, "sandbox.create",
+                 "claim %s/%s: the namespace's watch is refused (%s); watching the claim alone",
+                 j->ns, j->claim, err->message);
+        snprintf(j->sel, sizeof j->sel, "metadata.name=%s", j->claim);
+        j->wo.field_selector = j->sel;
+        j->wo.resource_version = j->rv[0] ? j->rv : NULL;
+        r = asb_kube_watch(c->kube, &j->res, j->ns, &j->wo, asb__claim_event, &j->cw, err);
+    }
+    if (r == ASB_OK) r = j->cw.outcome;
+    if (r == ASB_ERR_METADATA && gap)
+        snprintf(j->cw.message, sizeof j->cw.message,
+                 "the claim was deleted while the watch was away (a fresh list of the "
+                 "namespace no longer has it)");
+    asb__span_end(&j->wait_span, r, err);
     if (r != ASB_OK) {
         /* no orphan, ever: the claim we made goes before the error returns
            (only while it is still ours: the UID is the precondition) */
         asb_error derr;
         if (r == ASB_ERR_TEMPLATE_NOT_FOUND || r == ASB_ERR_WARMPOOL_NOT_FOUND ||
             r == ASB_ERR_CLAIM_FAILED || r == ASB_ERR_METADATA || r == ASB_ERR_NOT_FOUND)
-            asb__fail(err, r, "sandbox claim %s: %s%s%s", claim, cw.reason,
-                      cw.message[0] && cw.reason[0] ? ": " : "", cw.message);
+            asb__fail(err, r, "sandbox claim %s: %s%s%s", j->claim, j->cw.reason,
+                      j->cw.message[0] && j->cw.reason[0] ? ": " : "", j->cw.message);
         else if (r == ASB_ERR_TIMEOUT)
-            asb__fail(err, r, "sandbox claim %s not ready within %d ms%s%s", claim,
-                      wo.deadline_ms, cw.reason[0] ? "; last reason: " : "", cw.reason);
+            asb__fail(err, r, "sandbox claim %s not ready within %d ms%s%s", j->claim,
+                      j->wo.deadline_ms, j->cw.reason[0] ? "; last reason: " : "", j->cw.reason);
         else if (r == ASB_ERR_CANCELLED)
-            asb__fail(err, r, "sandbox claim %s: cancelled while waiting for Ready%s", claim,
-                      created ? "; the claim is deleted" : "");
-        if (created &&
-            asb_kube_delete_uid(c->kube, &res, ns, claim, cw.uid, &derr) != ASB_OK &&
+            asb__fail(err, r, "sandbox claim %s: cancelled while waiting for Ready%s", j->claim,
+                      j->created ? "; the claim is deleted" : "");
+        if (j->created &&
+            asb_kube_delete_uid(c->kube, &j->res, j->ns, j->claim, j->cw.uid, &derr) != ASB_OK &&
             derr.code != ASB_ERR_NOT_FOUND && derr.http_status != 409 && err) {
             size_t l = strlen(err->message);
             snprintf(err->message + l, sizeof err->message - l,
@@ -20787,33 +21117,34 @@ static asb_result asb__client_create_sandbox(asb_client *c, const char *tpl,
                  err ? err->message : asb_result_str(r));
         return r;
     }
-    sb = asb__new_handle(c, claim, cw.sandbox, ns);
+    sb = asb__new_handle(c, j->claim, j->cw.sandbox, j->ns);
     if (!sb) {
-        if (created) asb_kube_delete_uid(c->kube, &res, ns, claim, cw.uid, NULL);
+        if (j->created) asb_kube_delete_uid(c->kube, &j->res, j->ns, j->claim, j->cw.uid, NULL);
         return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "create: out of memory");
     }
-    snprintf(sb->uid, sizeof sb->uid, "%s", cw.uid);
-    sb->named = opts->claim_name != NULL;
-    r = opts->probe_runtime || sb->conn->routed
-            ? sb->rt->probe(sb, t_start + wo.deadline_ms, opts->cancel, !opts->probe_runtime, err)
+    snprintf(sb->uid, sizeof sb->uid, "%s", j->cw.uid);
+    sb->named = j->opts->claim_name != NULL;
+    r = j->opts->probe_runtime || sb->conn->routed
+            ? sb->rt->probe(sb, j->t_start + j->wo.deadline_ms, j->opts->cancel,
+                            !j->opts->probe_runtime, err)
             : ASB_OK;
     if (r != ASB_OK) {
-        if (created) asb_kube_delete_uid(c->kube, &res, ns, claim, cw.uid, NULL); /* no orphan */
+        if (j->created) asb_kube_delete_uid(c->kube, &j->res, j->ns, j->claim, j->cw.uid, NULL); /* no orphan */
         asb__handle_free(sb);
-        asb__log(&c->log, ASB_LOG_ERROR, "sandbox.create", "claim %s %s: %s", claim,
-                 created ? "deleted" : "left as it was", err ? err->message : asb_result_str(r));
+        asb__log(&c->log, ASB_LOG_ERROR, "sandbox.create", "claim %s %s: %s", j->claim,
+                 j->created ? "deleted" : "left as it was", err ? err->message : asb_result_str(r));
         return r;
     }
     asb__log(&c->log, ASB_LOG_INFO, "sandbox.create",
-             "claim %s/%s (%s %s)%s: sandbox %s ready in %lld ms", ns, claim,
-             opts->warm_pool ? "warm pool" : "template", opts->warm_pool ? opts->warm_pool : tpl,
-             created ? "" : " adopted", sb->name, (long long)(asb__now_ms() - t_start));
+             "claim %s/%s (%s %s)%s: sandbox %s ready in %lld ms", j->ns, j->claim,
+             j->opts->warm_pool ? "warm pool" : "template", j->opts->warm_pool ? j->opts->warm_pool : j->tpl,
+             j->created ? "" : " adopted", sb->name, (long long)(asb__now_ms() - j->t_start));
     pthread_mutex_lock(&c->lock);
     {
         /* adopting a claim this client already tracks: one handle per
            claim. The same claim keeps its handle; a handle on an older
            claim of that name is stale (that claim is gone) */
-        asb_sandbox *old = asb__find_handle(c, ns, claim);
+        asb_sandbox *old = asb__find_handle(c, j->ns, j->claim);
         if (old && strcmp(old->uid, sb->uid) == 0 && strcmp(old->name, sb->name) == 0) {
             asb__handle_free(sb);
             sb = old;
@@ -20823,18 +21154,44 @@ static asb_result asb__client_create_sandbox(asb_client *c, const char *tpl,
             sb->next = c->handles;
             c->handles = sb;
         }
-        if (life && life->t) {
+        if (j->life && j->life->t) {
             /* the handle's lifecycle is this create's; an adopted handle's
                earlier one ends, outside the lock (a callback may call us) */
             prev = sb->life;
-            sb->life = *life;
-            life->t = NULL;
+            sb->life = *j->life;
+            j->life->t = NULL;
         }
     }
     pthread_mutex_unlock(&c->lock);
     asb__span_end(&prev, ASB_OK, NULL);
     *out = sb;
     return ASB_OK;
+}
+
+static asb_result asb__client_create_sandbox(asb_client *c, const char *tpl,
+                                             const asb_create_opts *opts, asb_sandbox **out,
+                                             asb__span *life, asb_error *err) {
+    asb__create_job *j;
+    asb_error local;
+    asb_result r;
+    int gap = 0;
+    if (!err) err = &local; /* a 409 must be seen even when the caller passes no err */
+    if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "create: NULL out");
+    *out = NULL;
+    if (!c) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "create: NULL client");
+    /* on the heap: the job is a few KiB, and a create runs in 32 KiB of
+       stack (tests/test_static.c) */
+    j = (asb__create_job *)c->alloc.alloc_fn(sizeof *j, c->alloc.user_data);
+    if (!j) return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "create: out of memory");
+    asb__create_job_init(j, tpl, opts, life);
+    r = asb__create_begin(c, j, err);
+    if (r == ASB_OK) {
+        r = j->done ? ASB_OK
+                    : asb__informer_wait(j->waiter, j->deadline, j->opts->cancel, &gap, err);
+        r = asb__create_finish(c, j, r, gap, out, err);
+    }
+    c->alloc.free_fn(j, c->alloc.user_data);
+    return r;
 }
 
 /* The lifecycle span starts with the create; a handle takes it over. */
@@ -20853,6 +21210,231 @@ ASB_API asb_result asb_client_create_sandbox(asb_client *c, const char *tpl,
 #else
     return asb__client_create_sandbox(c, tpl, opts, out, NULL, err);
 #endif
+}
+
+/* A batch's create ends: its lifecycle span as asb_client_create_sandbox
+   ends it (a handle took it over on success). */
+static void asb__create_job_end(asb_client *c, asb__create_job *j, asb_result r,
+                                const asb_error *err) {
+#if ASB_TRACING
+    if (j->life) {
+        asb__latency(c->tracer, ASB_LATENCY_CREATE_READY, r != ASB_OK, j->life_span.t0_ns);
+        asb__span_end(&j->life_span, r, err);
+    }
+#else
+    (void)c, (void)j, (void)r, (void)err;
+#endif
+}
+
+/* -- many creates at once -------------------------------------------------------- */
+
+/* A batch: up to max_in_flight claims posted and not yet judged, served
+   by a few threads. A thread finishes a create whose wait is over (or
+   whose deadline passed, or that was cancelled), else posts the next
+   claim while fewer than max_in_flight are out, else sleeps until the
+   shared watch says a wait ended. Waiting needs no thread. */
+#define ASB__BATCH_THREADS 32
+
+typedef struct asb__batch {
+    asb_client *client;
+    const char *tpl;
+    const asb_create_opts *opts;
+    asb_create_result *results;
+    asb__create_job **jobs;  /* per index, while posted and not finished */
+    size_t *waiting;         /* indexes of posted creates */
+    size_t count, next, nwaiting, in_flight, max_in_flight;
+    pthread_mutex_t lock;    /* next, waiting, in_flight */
+    asb__notify notify;      /* a wait ended */
+} asb__batch;
+
+/* A posted create ready to finish: its wait is over, its deadline passed
+   or the batch's token fired. Lock held; removes it from `waiting`. */
+static int asb__batch_take(asb__batch *b, size_t *out) {
+    size_t k;
+    int64_t now = asb__now_ms();
+    int cancelled = b->opts->cancel && asb_cancel_is_triggered(b->opts->cancel);
+    for (k = 0; k < b->nwaiting; k++) {
+        asb__create_job *j = b->jobs[b->waiting[k]];
+        if (j->done || cancelled || now >= j->deadline || asb__informer_done(j->waiter)) {
+            *out = b->waiting[k];
+            b->waiting[k] = b->waiting[--b->nwaiting];
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void *asb__batch_worker(void *arg) {
+    asb__batch *b = (asb__batch *)arg;
+    asb_client *c = b->client;
+    for (;;) {
+        size_t i;
+        unsigned gen;
+        pthread_mutex_lock(&b->notify.mu);
+        gen = b->notify.gen; /* a wait ending after this wakes us below */
+        pthread_mutex_unlock(&b->notify.mu);
+        pthread_mutex_lock(&b->lock);
+        if (asb__batch_take(b, &i)) {
+            asb__create_job *j = b->jobs[i];
+            asb_create_result *res = &b->results[i];
+            asb_result r;
+            int gap = 0;
+            pthread_mutex_unlock(&b->lock);
+            /* returns at once: the wait is over (or its deadline, or
+               the token: then the same messages as a single create) */
+            r = j->done ? ASB_OK
+                        : asb__informer_wait(j->waiter, j->deadline, j->opts->cancel, &gap,
+                                             &res->error);
+            res->error.code = asb__create_finish(c, j, r, gap, &res->sandbox, &res->error);
+            asb__create_job_end(c, j, res->error.code, &res->error);
+            c->alloc.free_fn(j, c->alloc.user_data);
+            pthread_mutex_lock(&b->lock);
+            b->jobs[i] = NULL;
+            b->in_flight--;
+            pthread_mutex_unlock(&b->lock);
+            continue;
+        }
+        if (b->next < b->count && b->in_flight < b->max_in_flight) {
+            asb__create_job *j;
+            asb_create_result *res;
+            i = b->next++;
+            b->in_flight++;
+            pthread_mutex_unlock(&b->lock);
+            res = &b->results[i];
+            j = (asb__create_job *)c->alloc.alloc_fn(sizeof *j, c->alloc.user_data);
+            if (!j) {
+                res->error.code = asb__fail(&res->error, ASB_ERR_OUT_OF_MEMORY,
+                                            "create: out of memory");
+            } else if (b->opts->cancel && asb_cancel_is_triggered(b->opts->cancel)) {
+                res->error.code = asb__fail(&res->error, ASB_ERR_CANCELLED,
+                                            "create %zu of %zu: cancelled before it started",
+                                            i + 1, b->count);
+            } else {
+                asb__create_job_init(j, b->tpl, b->opts, NULL);
+#if ASB_TRACING
+                if (c->tracer) { /* each create has its lifecycle, as one alone */
+                    asb__span_start(c->tracer, &j->life_span, "lifecycle",
+                                    ASB_LATENCY_KIND_COUNT, NULL);
+                    j->life = &j->life_span;
+                }
+#endif
+                res->error.code = asb__create_begin(c, j, &res->error);
+                if (res->error.code == ASB_OK) {
+                    if (!j->done) asb__informer_notify(j->waiter, &b->notify);
+                    pthread_mutex_lock(&b->lock);
+                    b->jobs[i] = j;
+                    b->waiting[b->nwaiting++] = i;
+                    pthread_mutex_unlock(&b->lock);
+                    continue;
+                }
+                asb__create_job_end(c, j, res->error.code, &res->error);
+            }
+            if (j) c->alloc.free_fn(j, c->alloc.user_data);
+            pthread_mutex_lock(&b->lock);
+            b->in_flight--;
+            pthread_mutex_unlock(&b->lock);
+            continue;
+        }
+        if (b->next >= b->count && b->in_flight == 0) {
+            pthread_mutex_unlock(&b->lock);
+            pthread_mutex_lock(&b->notify.mu); /* wake the others: nothing is left */
+            b->notify.gen++;
+            pthread_cond_broadcast(&b->notify.cv);
+            pthread_mutex_unlock(&b->notify.mu);
+            return NULL;
+        }
+        pthread_mutex_unlock(&b->lock);
+        /* until a wait ends; every 100 ms anyway, for deadlines and the
+           batch's cancel token */
+        pthread_mutex_lock(&b->notify.mu);
+        if (b->notify.gen == gen) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 100000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&b->notify.cv, &b->notify.mu, &ts);
+        }
+        pthread_mutex_unlock(&b->notify.mu);
+    }
+}
+
+ASB_API asb_result asb_client_create_sandboxes(asb_client *c, const char *tpl,
+                                               const asb_create_opts *opts, size_t count,
+                                               int max_in_flight, asb_create_result *results,
+                                               asb_error *err) {
+    asb_create_opts zero;
+    asb__batch b;
+    pthread_t threads[ASB__BATCH_THREADS];
+    size_t i, started = 0, nthreads, failed = 0, first = 0;
+    if (!c || !results || count == 0)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "create_sandboxes: NULL client or results, or count 0");
+    if (!opts) {
+        memset(&zero, 0, sizeof zero);
+        opts = &zero;
+    }
+    if (opts->claim_name)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "create_sandboxes: claim_name must be NULL (every claim needs a name "
+                         "of its own)");
+    memset(&b, 0, sizeof b);
+    b.max_in_flight = max_in_flight > 0 ? (size_t)max_in_flight : 16;
+    if (b.max_in_flight > 1024) b.max_in_flight = 1024;
+    if (b.max_in_flight > count) b.max_in_flight = count;
+    nthreads = b.max_in_flight < ASB__BATCH_THREADS ? b.max_in_flight : ASB__BATCH_THREADS;
+    b.jobs = (asb__create_job **)c->alloc.alloc_fn(count * sizeof *b.jobs, c->alloc.user_data);
+    b.waiting = (size_t *)c->alloc.alloc_fn(count * sizeof *b.waiting, c->alloc.user_data);
+    if (!b.jobs || !b.waiting) {
+        if (b.jobs) c->alloc.free_fn(b.jobs, c->alloc.user_data);
+        if (b.waiting) c->alloc.free_fn(b.waiting, c->alloc.user_data);
+        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "create_sandboxes: out of memory");
+    }
+    for (i = 0; i < count; i++) {
+        b.jobs[i] = NULL;
+        results[i].sandbox = NULL;
+        memset(&results[i].error, 0, sizeof results[i].error);
+    }
+    /* the threads post, get and delete through kept connections instead
+       of a new TLS handshake each time */
+    asb__kube_pool_grow(c->kube, (int)nthreads);
+    asb__http_pool_grow(c->http, (int)nthreads);
+    b.client = c;
+    b.tpl = tpl;
+    b.opts = opts;
+    b.results = results;
+    b.count = count;
+    pthread_mutex_init(&b.lock, NULL);
+    pthread_mutex_init(&b.notify.mu, NULL);
+    pthread_cond_init(&b.notify.cv, NULL);
+    if (nthreads > 1) {
+        pthread_attr_t at;
+        sigset_t all, old;
+        pthread_attr_init(&at);
+        pthread_attr_setstacksize(&at, 512 * 1024);
+        sigfillset(&all); /* signals stay with the program's own threads */
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        for (started = 0; started < nthreads - 1; started++)
+            if (pthread_create(&threads[started], &at, asb__batch_worker, &b) != 0)
+                break; /* fewer threads: the ones running share the work */
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_attr_destroy(&at);
+    }
+    asb__batch_worker(&b); /* the calling thread is one of them */
+    for (i = 0; i < started; i++) pthread_join(threads[i], NULL);
+    pthread_cond_destroy(&b.notify.cv);
+    pthread_mutex_destroy(&b.notify.mu);
+    pthread_mutex_destroy(&b.lock);
+    c->alloc.free_fn(b.jobs, c->alloc.user_data);
+    c->alloc.free_fn(b.waiting, c->alloc.user_data);
+    for (i = 0; i < count; i++)
+        if (results[i].error.code != ASB_OK && failed++ == 0) first = i;
+    if (!failed) return ASB_OK;
+    return asb__fail(err, results[first].error.code,
+                     "%zu of %zu creates failed; the first (#%zu): %.400s", failed, count,
+                     first + 1, results[first].error.message);
 }
 
 ASB_API const char *asb_sandbox_claim_name(const asb_sandbox *sb) { return sb ? sb->claim : NULL; }

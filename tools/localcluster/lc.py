@@ -30,6 +30,9 @@ Environment:
   LC_SANDBOXD_BIN      sandboxd started, in a network namespace of its own, for
                        each sandboxd pod (default: the cache's sandboxd-<version>)
   LC_SERVICE_CIDR      service range, must be loopback (default 127.2.0.0/24)
+  LC_MAX_PODS          pods the kwok node takes (default 110, a kubelet's; the
+                       scale tier sets 1000 with a /22 pod range); its CPU and
+                       memory grow to fit (32 CPUs and 256Gi at least)
   LC_NO_DNS_ISOLATION  set: run daemons without the private loopback-only resolv.conf
   LC_OTLP_ENDPOINT     an OTLP/gRPC collector (http://127.0.0.1:PORT): the agent-sandbox
                        controller (--enable-tracing) and the router send it their spans
@@ -92,6 +95,10 @@ RUNTIME_PORT = int(os.environ.get("LC_RUNTIME_PORT") or "8888")
 # Service is headless) and nothing dials it, but no address we hand out
 # should point off the machine.
 SERVICE_CIDR = os.environ.get("LC_SERVICE_CIDR") or "127.2.0.0/24"
+MAX_PODS = int(os.environ.get("LC_MAX_PODS") or "110")
+# room for that many sandbox pods (the template asks 250m CPU and 512Mi each)
+NODE_RESOURCES = {"cpu": str(max(32, MAX_PODS // 2)), "memory": "%dGi" % max(256, MAX_PODS),
+                  "pods": str(MAX_PODS)}
 # sandboxd (KEP-539.2), built unmodified from the pinned release, for pods of
 # the sandboxd template (pod_runtime). It always binds 127.0.0.1, so each
 # such pod gets a network namespace of its own.
@@ -737,8 +744,7 @@ def cmd_up(version):
          "spec": {"podCIDR": POD_CIDR, "podCIDRs": [POD_CIDR]},
          "status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"},
                                   {"type": "Hostname", "address": NODE_NAME}],
-                    "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"},
-                    "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110"}}},
+                    "allocatable": NODE_RESOURCES, "capacity": NODE_RESOURCES}},
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ROUTER_NS}},
     ]
     docs += yaml.safe_load_all(open(os.path.join(LC, "manifests", "rbac.yaml")))

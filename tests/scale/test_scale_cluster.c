@@ -1,0 +1,235 @@
+/* Many sandboxes from one client, on the real local control plane
+   (tools/localcluster, agent-sandbox v0.5.6: claims from a warm pool).
+
+   create_500_sandboxes_with_one_watch: ASB_SCALE_COUNT (default 500)
+   creates at once (asb_client_create_sandboxes, as wide as the count),
+   all Ready, then all deleted. Checked: every create succeeded; no claim
+   of ours is left; the process has the descriptors and threads it had
+   before the client; and the apiserver's namespaced WATCH requests on
+   sandboxclaims (apiserver_longrunning_requests in its /metrics, read
+   with the cluster admin's credentials every 100 ms during the creates)
+   never exceed what they were before by more than one: the client's one
+   shared watch, not one per create. Prints the time it took, the peak
+   watch count and this process's peak RSS.
+
+   ASB_CLUSTER_KUBECONFIGS names the kubeconfig directory. */
+#define AGENTSANDBOX_IMPLEMENTATION
+#include "../../agentsandbox.h"
+#include "../asbtest.h"
+
+#include <dirent.h>
+#include <sys/resource.h>
+
+static char kubeconfig_dir[1024];
+
+static int count_dir(const char *path) {
+    DIR *d = opendir(path);
+    struct dirent *e;
+    int n = 0;
+    if (!d) return -1;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n - (strcmp(path, "/proc/self/fd") == 0); /* opendir's own */
+}
+
+/* Namespaced WATCHes of sandboxclaims open on the apiserver now: every
+   client's (the controller's own are cluster-scoped). -1: unreadable. */
+static int claim_watches(asb_kube_client *admin) {
+    asb_buf m;
+    asb_error err;
+    const char *p;
+    int total = 0;
+    const char *key = "resource=\"sandboxclaims\",scope=\"namespace\",subresource=\"\",verb=\"WATCH\"";
+    asb_buf_init(&m, NULL);
+    if (asb_kube_request(admin, "GET", "/metrics", NULL, NULL, 0, &m, &err) != ASB_OK) {
+        fprintf(stderr, "    /metrics: %s\n", err.message);
+        asb_buf_free(&m);
+        return -1;
+    }
+    for (p = m.ptr; (p = strstr(p, "apiserver_longrunning_requests{")) != NULL; p++) {
+        const char *eol = strchr(p, '\n'), *k = strstr(p, key), *brace;
+        if (!eol || !k || k > eol) continue;
+        brace = strchr(k, '}');
+        if (brace && brace < eol) total += atoi(brace + 2);
+    }
+    asb_buf_free(&m);
+    return total;
+}
+
+typedef struct sampler {
+    asb_kube_client *admin;
+    pthread_mutex_t mu;
+    int stop, peak, samples, failed;
+} sampler;
+
+static void *sample_watches(void *arg) {
+    sampler *s = (sampler *)arg;
+    for (;;) {
+        int n = claim_watches(s->admin), stop;
+        pthread_mutex_lock(&s->mu);
+        if (n < 0) s->failed++;
+        else if (n > s->peak) s->peak = n;
+        s->samples++;
+        stop = s->stop;
+        pthread_mutex_unlock(&s->mu);
+        if (stop) return NULL;
+        asb__sleep_ms(100);
+    }
+}
+
+static asb_kube_client *admin_client(void) {
+    char path[1100];
+    asb_kube_client_desc d;
+    asb_kube_client *kc = NULL;
+    asb_error err;
+    snprintf(path, sizeof path, "%s/admin.kubeconfig", kubeconfig_dir);
+    memset(&d, 0, sizeof d);
+    d.kubeconfig.path = path;
+    if (asb_kube_client_create(&d, &kc, &err) != ASB_OK) {
+        fprintf(stderr, "    admin: %s\n", err.message);
+        return NULL;
+    }
+    return kc;
+}
+
+static double now_s(void) { return (double)asb__now_ms() / 1000.0; }
+
+/* ASB_SCALE_LOG=1: the client's records on stderr, with a time stamp */
+static void log_stderr(void *ud, const asb_log_record *rec) {
+    (void)ud;
+    fprintf(stderr, "%.3f %s %s\n", now_s(), rec->id, rec->message);
+}
+
+static void *nothing(void *arg) { return arg; }
+
+ASBT_TEST(create_500_sandboxes_with_one_watch) {
+    const char *cnt = getenv("ASB_SCALE_COUNT");
+    size_t count = cnt && atoi(cnt) > 0 ? (size_t)atoi(cnt) : 500, i, ok = 0, active = 0;
+    int fds0, tasks0, base;
+    char path[1100], sel[100];
+    asb_client_desc desc;
+    asb_create_opts opts;
+    asb_client *client = NULL;
+    asb_create_result *res;
+    asb_label label;
+    asb_kube_client *admin = admin_client();
+    asb_name_list left;
+    asb_error err;
+    sampler smp;
+    pthread_t th;
+    asb_result r;
+    double t0, t_ready, t_gone;
+    struct rusage ru;
+    /* a thread started and joined first: ThreadSanitizer starts a thread
+       of its own with the program's first, which must not count as ours */
+    pthread_create(&th, NULL, nothing, NULL);
+    pthread_join(th, NULL);
+    fds0 = count_dir("/proc/self/fd");
+    tasks0 = count_dir("/proc/self/task");
+    ASBT_CHECK(admin != NULL);
+    if (!admin) return;
+    base = claim_watches(admin);
+    ASBT_CHECK(base >= 0);
+    snprintf(path, sizeof path, "%s/token.kubeconfig", kubeconfig_dir); /* RBAC: agentsandbox-client */
+    memset(&desc, 0, sizeof desc);
+    desc.kube.kubeconfig.path = path;
+    if (getenv("ASB_SCALE_LOG")) {
+        desc.log.fn = log_stderr;
+        desc.log.min_level = ASB_LOG_DEBUG;
+    }
+    ASBT_EQ_RES(asb_client_create(&desc, &client, &err), ASB_OK);
+    if (!client) return;
+    snprintf(sel, sizeof sel, "%d", (int)getpid());
+    label.key = "asb-scale";
+    label.value = sel;
+    memset(&opts, 0, sizeof opts);
+    opts.warm_pool = "python-sandbox-warmpool";
+    opts.labels = &label;
+    opts.label_count = 1;
+    opts.ready_timeout_ms = 900000; /* a bound for a loaded machine, not a goal */
+    res = (asb_create_result *)calloc(count, sizeof *res);
+    ASBT_CHECK(res != NULL);
+    memset(&smp, 0, sizeof smp);
+    smp.admin = admin;
+    smp.peak = base;
+    pthread_mutex_init(&smp.mu, NULL);
+    pthread_create(&th, NULL, sample_watches, &smp);
+    t0 = now_s();
+    r = asb_client_create_sandboxes(client, NULL, &opts, count, (int)count, res, &err);
+    t_ready = now_s();
+    pthread_mutex_lock(&smp.mu);
+    smp.stop = 1;
+    pthread_mutex_unlock(&smp.mu);
+    pthread_join(th, NULL);
+    for (i = 0; i < count; i++) {
+        ok += res[i].error.code == ASB_OK && res[i].sandbox != NULL;
+        active += res[i].sandbox && asb_sandbox_is_active(res[i].sandbox);
+    }
+    if (r != ASB_OK) fprintf(stderr, "    %s\n", err.message);
+    ASBT_EQ_RES(r, ASB_OK);
+    ASBT_EQ_INT((int)ok, (int)count);
+    ASBT_EQ_INT((int)active, (int)count);
+    /* one command through the router on the first and the last */
+    for (i = 0; i < count; i += count - 1) {
+        asb_run_result run;
+        if (!res[i].sandbox) break;
+        ASBT_EQ_RES(asb_sandbox_run(res[i].sandbox, "echo scale", 60000, &run, &err), ASB_OK);
+        ASBT_EQ_STR(run.out.ptr, "scale\n");
+        asb_run_result_free(&run);
+        if (count == 1) break;
+    }
+    ASBT_EQ_RES(asb_client_delete_all(client, &err), ASB_OK);
+    t_gone = now_s();
+    asb_client_free(client);
+    free(res);
+    /* no claim of ours is left (a deleted claim with no finalizer goes at once) */
+    memset(&left, 0, sizeof left);
+    {
+        char selector[120];
+        asb_client *lister = NULL;
+        snprintf(path, sizeof path, "%s/admin.kubeconfig", kubeconfig_dir);
+        memset(&desc, 0, sizeof desc);
+        desc.kube.kubeconfig.path = path;
+        desc.mode = ASB_CONNECT_DIRECT;
+        desc.direct_url = "http://127.0.0.1:1"; /* never dialled: only listing */
+        ASBT_EQ_RES(asb_client_create(&desc, &lister, &err), ASB_OK);
+        snprintf(selector, sizeof selector, "asb-scale=%s", sel);
+        ASBT_EQ_RES(asb_client_list_all(lister, "default", selector, &left, &err), ASB_OK);
+        ASBT_EQ_INT((int)left.count, 0);
+        asb_name_list_free(&left);
+        asb_client_free(lister);
+    }
+    getrusage(RUSAGE_SELF, &ru);
+    fprintf(stderr,
+            "    %zu sandboxes: create-to-ready %.1f s, deleted in %.1f s; namespaced claim "
+            "watches on the apiserver: %d before, peak %d during (%d samples); peak RSS %ld KiB\n",
+            count, t_ready - t0, t_gone - t_ready, base, smp.peak, smp.samples, ru.ru_maxrss);
+    ASBT_EQ_INT(smp.failed, 0);
+    ASBT_CHECK(smp.samples >= 2);
+    ASBT_CHECK(smp.peak <= base + 1); /* O(1): the client's one shared watch */
+    asb_kube_client_free(admin);
+    /* the shared watch's thread, the tunnel's pipes, the pools' sockets,
+       the batch's threads: all gone with the client */
+    ASBT_EQ_INT(count_dir("/proc/self/task"), tasks0);
+    ASBT_EQ_INT(count_dir("/proc/self/fd"), fds0);
+    pthread_mutex_destroy(&smp.mu);
+}
+
+ASBT_LIST(
+    ASBT_CASE(create_500_sandboxes_with_one_watch)
+)
+
+int main(int argc, char **argv);
+#define main asbt_main
+ASBT_MAIN()
+#undef main
+int main(int argc, char **argv) {
+    const char *dir = getenv("ASB_CLUSTER_KUBECONFIGS");
+    if (!dir) {
+        fprintf(stderr, "ASB_CLUSTER_KUBECONFIGS is not set (make cluster-up first)\n");
+        return 2;
+    }
+    snprintf(kubeconfig_dir, sizeof kubeconfig_dir, "%s", dir);
+    return asbt_main(argc, argv);
+}
