@@ -147,6 +147,14 @@
                                the local tunnel, without kubectl: nothing
                                is spawned); examples/native_tunnel.c
 
+   and a sixth for programs that run beside sandboxd in its pod (the
+   sidecar layout), with no Kubernetes API and no claim:
+
+     ASB_CONNECT_IN_POD        sandboxd on SANDBOXD_REST_ADDR and
+                               SANDBOXD_GRPC_ADDR (or sandboxd_rest_addr /
+                               _grpc_addr); the handle is
+                               asb_client_sandbox_in_pod's (RUNTIMES)
+
    examples/attach.c picks up a sandbox another process created;
    examples/bigfile.c streams large files in flat memory.
 
