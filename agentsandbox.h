@@ -2700,11 +2700,13 @@ typedef enum asb_connection_mode {
                                      apiserver's port-forward, from inside
                                      this process (asb_portforward: one
                                      WebSocket per connection, the kube
-                                     client's credentials); no kubectl,
-                                     nothing spawned. Needs RBAC get (or
-                                     create) on pods/portforward and
-                                     get/list on services and pods in
-                                     router_namespace */
+                                     client's credentials); sandboxd
+                                     sandboxes: both their ports forwarded
+                                     to their pod the same way. No
+                                     kubectl, nothing spawned. Needs RBAC
+                                     get (or create) on pods/portforward
+                                     and get/list on services and pods
+                                     in router_namespace */
     ASB_CONNECT_IN_POD            /* a program beside sandboxd in the same
                                      pod (its sidecar layout): sandboxd on
                                      sandboxd_rest_addr / _grpc_addr, no
@@ -17662,6 +17664,9 @@ struct asb_client {
     asb__tunnel tunnel;   /* the local tunnel's kubectl to the router */
     asb_portforward *native_pf; /* the native tunnel's forward to the
                                router (made once, under conn_lock) */
+    struct asb__pod_forward *pod_pfs; /* the native tunnel's forwards to
+                               sandboxd pods, one per pod and port (under
+                               conn_lock) */
     asb_sandbox *handles;
     asb__tracer *tracer;  /* NULL: tracing off (see >>trace) */
 };
@@ -18454,12 +18459,71 @@ static asb_result asb__nt_endpoint(asb_client *c, asb_sandbox *sb, int port, asb
     return ASB_OK;
 }
 
+static asb_result asb__client_dial(void *user, const char *host, int port, int *fd,
+                                   asb_error *err);
+
+/* A forward to one port of one sandboxd pod ("<pod>.<ns>" in the URL). */
+typedef struct asb__pod_forward {
+    char host[320];
+    int port;
+    asb_portforward *pf;
+    struct asb__pod_forward *next;
+} asb__pod_forward;
+
+static asb_result asb__nt_pod_forward(asb_client *c, const char *host, int port,
+                                      asb_portforward **out, asb_error *err) {
+    asb__pod_forward *f;
+    asb_result r = ASB_OK;
+    pthread_mutex_lock(&c->conn_lock);
+    for (f = c->pod_pfs; f && (f->port != port || strcmp(f->host, host) != 0); f = f->next) {}
+    if (!f) {
+        asb_portforward_desc d;
+        char pod[254], ns[64], pnum[16];
+        const char *dot = strchr(host, '.');
+        memset(&d, 0, sizeof d);
+        if (!dot || (size_t)(dot - host) >= sizeof pod || strlen(dot + 1) >= sizeof ns ||
+            strlen(host) >= sizeof f->host) {
+            pthread_mutex_unlock(&c->conn_lock);
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "native tunnel: bad pod host");
+        }
+        snprintf(pod, sizeof pod, "%.*s", (int)(dot - host), host);
+        snprintf(ns, sizeof ns, "%s", dot + 1);
+        snprintf(pnum, sizeof pnum, "%d", port);
+        d.ns = ns;
+        d.pod = pod;
+        d.port = pnum;
+        d.timeout_ms = c->pf_timeout_ms;
+        d.log = &c->log;
+        f = (asb__pod_forward *)c->alloc.alloc_fn(sizeof *f, c->alloc.user_data);
+        if (!f) r = asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "native tunnel: out of memory");
+        if (f) {
+            memset(f, 0, sizeof *f);
+            snprintf(f->host, sizeof f->host, "%s", host);
+            f->port = port;
+            r = asb_portforward_create(c->kube, &d, &f->pf, err);
+            if (r != ASB_OK) {
+                c->alloc.free_fn(f, c->alloc.user_data);
+                f = NULL;
+            } else {
+                f->next = c->pod_pfs;
+                c->pod_pfs = f;
+            }
+        }
+    }
+    *out = f ? f->pf : NULL;
+    pthread_mutex_unlock(&c->conn_lock);
+    return r;
+}
+
 static asb_result asb__nt_dial(asb_client *c, const char *host, int port, int *fd,
                                asb_error *err) {
     asb_portforward *pf;
-    asb_result r = asb__nt_forward(c, &pf, err);
-    (void)host;
-    (void)port;
+    asb_result r;
+    char router[200];
+    snprintf(router, sizeof router, "%s.%s", c->router_svc, c->router_ns);
+    /* the router's Service, or a sandboxd pod ("<pod>.<ns>", the pod tunnel) */
+    r = strcmp(host, router) == 0 ? asb__nt_forward(c, &pf, err)
+                                  : asb__nt_pod_forward(c, host, port, &pf, err);
     if (r != ASB_OK) return r;
     r = asb_portforward_dial(pf, fd, err); /* outside conn_lock: threads dial at once */
     if (r == ASB_ERR_KUBE_API && err && err->http_status == 403)
@@ -18489,12 +18553,65 @@ static void asb__nt_stop(asb_client *c) {
     pthread_mutex_lock(&c->conn_lock);
     asb_portforward_free(c->native_pf); /* ends the streams, joins their relays */
     c->native_pf = NULL;
+    while (c->pod_pfs) {
+        asb__pod_forward *f = c->pod_pfs;
+        c->pod_pfs = f->next;
+        asb_portforward_free(f->pf);
+        c->alloc.free_fn(f, c->alloc.user_data);
+    }
     pthread_mutex_unlock(&c->conn_lock);
+}
+
+/* The sandboxd runtime in native mode: sandboxd listens on its pod's
+   loopback, where no router reaches, so each of its ports is
+   port-forwarded to the pod itself (as the sandboxd pod tunnel does with
+   kubectl), "<pod>.<ns>" naming it for the dial. */
+static asb_result asb__npt_endpoint(asb_client *c, asb_sandbox *sb, int port, asb__endpoint *ep,
+                                    asb_error *err) {
+    (void)c;
+    memset(ep, 0, sizeof *ep);
+    if (!sb) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "native pod tunnel: no sandbox");
+    if (asb_claim_name_validate(sb->pod, strlen(sb->pod), NULL) != ASB_OK)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "sandbox %s: its pod name \"%.60s\" is not an object name", sb->name,
+                         sb->pod);
+    snprintf(ep->base, sizeof ep->base, "http://%s.%s:%d", sb->pod, sb->ns, port);
+    return ASB_OK;
+}
+
+/* The handle is done: its pod's forwards go (their streams end). */
+static void asb__npt_release(asb_sandbox *sb) {
+    asb_client *c = sb->client;
+    asb__pod_forward **pp, *gone = NULL;
+    char host[320];
+    snprintf(host, sizeof host, "%s.%s", sb->pod, sb->ns);
+    pthread_mutex_lock(&c->conn_lock);
+    for (pp = &c->pod_pfs; *pp;) {
+        if (strcmp((*pp)->host, host) == 0) {
+            asb__pod_forward *f = *pp;
+            *pp = f->next;
+            f->next = gone;
+            gone = f;
+        } else {
+            pp = &(*pp)->next;
+        }
+    }
+    pthread_mutex_unlock(&c->conn_lock);
+    while (gone) {
+        asb__pod_forward *f = gone;
+        gone = f->next;
+        asb_portforward_free(f->pf);
+        c->alloc.free_fn(f, c->alloc.user_data);
+    }
 }
 
 static const asb__connector asb__connector_native_tunnel = {
     "the native tunnel", 1, 0, NULL, asb__nt_prestart, asb__nt_endpoint, NULL, asb__nt_stop, NULL,
     NULL, asb__nt_dial, asb__nt_explain};
+
+static const asb__connector asb__connector_native_pod_tunnel = {
+    "the native pod tunnel", 0, 0, NULL, NULL, asb__npt_endpoint, NULL, asb__nt_stop,
+    asb__npt_release, NULL, asb__nt_dial, asb__nt_explain};
 
 
 /* >>connector: sandboxd pod tunnel ==========================================
@@ -18624,7 +18741,8 @@ static const asb__connector *asb__connector_of(asb_connection_mode mode, int san
     case ASB_CONNECT_DIRECT: return sandboxd ? NULL : &asb__connector_direct;
     case ASB_CONNECT_GATEWAY: return sandboxd ? NULL : &asb__connector_gateway;
     case ASB_CONNECT_IN_CLUSTER: return &asb__connector_in_cluster;
-    case ASB_CONNECT_NATIVE_TUNNEL: return sandboxd ? NULL : &asb__connector_native_tunnel;
+    case ASB_CONNECT_NATIVE_TUNNEL:
+        return sandboxd ? &asb__connector_native_pod_tunnel : &asb__connector_native_tunnel;
     case ASB_CONNECT_IN_POD: return sandboxd ? &asb__connector_in_pod : NULL;
     }
     return NULL;
@@ -19101,6 +19219,10 @@ static asb_result asb__sd_h2(asb_sandbox *sb, asb_h2_conn **out, asb_error *err)
         if (r == ASB_OK) {
             asb_h2_desc d = c->h2_desc;
             d.url = ep.base;
+            if (sb->conn->dial) { /* the connector makes the connection */
+                d.dial = asb__client_dial;
+                d.dial_user_data = c;
+            }
             r = asb_h2_connect(&d, &sb->h2, err);
             if (r == ASB_ERR_CONNECT && sb->conn->reconnect) {
                 int again = 0;

@@ -815,6 +815,43 @@ ASBT_TEST(native_mode_fails_clearly_while_the_router_is_down_and_recovers) {
     asb_client_free(c);
 }
 
+/* The sandboxd runtime in native mode (v0.5.6 clusters): its REST port
+   (HTTP/1.1) and gRPC port (HTTP/2) each forwarded to the sandboxd pod
+   from inside the process; commands and files work, no child process. */
+ASBT_TEST(native_mode_drives_a_sandboxd_sandbox_over_both_ports) {
+    asb_client_desc d;
+    asb_create_opts o;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_run_result rr;
+    asb_buf back;
+    asb_error err;
+    char kc[1100];
+    snprintf(kc, sizeof kc, "%s/admin.kubeconfig", kc_dir());
+    memset(&d, 0, sizeof d);
+    d.mode = ASB_CONNECT_NATIVE_TUNNEL;
+    d.kube.kubeconfig.path = kc;
+    d.runtime = ASB_RUNTIME_SANDBOXD;
+    memset(&o, 0, sizeof o);
+    o.warm_pool = "sandboxd-warmpool";
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    if (asb_client_create_sandbox(c, NULL, &o, &sb, &err) != ASB_OK)
+        fprintf(stderr, "    create: %s\n", err.message);
+    ASBT_CHECK(sb != NULL);
+    if (asb_sandbox_run(sb, "echo sandboxd native", 60000, &rr, &err) != ASB_OK)
+        fprintf(stderr, "    run: %s\n", err.message);
+    ASBT_EQ_STR(rr.out.ptr ? rr.out.ptr : "", "sandboxd native\n");
+    asb_run_result_free(&rr);
+    ASBT_EQ_RES(asb_sandbox_write(sb, "sd.txt", "over REST\n", 10, &err), ASB_OK);
+    asb_buf_init(&back, NULL);
+    ASBT_EQ_RES(asb_sandbox_read(sb, "sd.txt", &back, &err), ASB_OK);
+    ASBT_EQ_STR(back.ptr, "over REST\n");
+    asb_buf_free(&back);
+    ASBT_EQ_INT(child_processes(), 0);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
+}
+
 typedef struct many_arg {
     asb_portforward *pf;
     int ok;
@@ -884,5 +921,6 @@ ASBT_LIST(ASBT_CASE(service_resolves_to_the_ready_router_pod_by_port_number_or_n
           ASBT_CASE(sandboxd_pod_answers_http1_and_grpc_over_http2_through_the_forward)
           ASBT_CASE(eight_streams_at_once_each_with_its_own_websocket)
           ASBT_CASE(native_mode_drives_a_sandbox_with_no_kubectl_and_no_child_process)
-          ASBT_CASE(native_mode_fails_clearly_while_the_router_is_down_and_recovers))
+          ASBT_CASE(native_mode_fails_clearly_while_the_router_is_down_and_recovers)
+          ASBT_CASE(native_mode_drives_a_sandboxd_sandbox_over_both_ports))
 ASBT_MAIN()
