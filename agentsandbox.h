@@ -21035,6 +21035,7 @@ static asb_result asb__create_begin(asb_client *c, asb__create_job *j, asb_error
     asb_buf body, resp;
     asb_result r;
     int v1beta1_opts;
+    const asb__connector *prestart_conn;
     if (!c || ((!j->tpl || !*j->tpl) == !j->opts->warm_pool))
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
                          "create: give a template name or opts.warm_pool, not both");
@@ -21177,9 +21178,13 @@ static asb_result asb__create_begin(asb_client *c, asb__create_job *j, asb_error
     j->wo.deadline_ms = j->opts->ready_timeout_ms > 0 ? j->opts->ready_timeout_ms : 180000;
     j->wo.cancel = j->opts->cancel;
     j->deadline = asb__now_ms() + j->wo.deadline_ms;
-    if (c->conn->prestart) {
+    /* the connector the handle will most likely use: the sandboxd one
+       when the client asked for sandboxd (the router's kubectl would be
+       of no use), else the mode's (AUTO decides only once it is Ready) */
+    prestart_conn = c->runtime == ASB_RUNTIME_SANDBOXD ? c->sd_conn : c->conn;
+    if (prestart_conn && prestart_conn->prestart) {
         /* e.g. kubectl starts while the controller works */
-        asb_result tr = c->conn->prestart(c, err);
+        asb_result tr = prestart_conn->prestart(c, err);
         if (tr != ASB_OK) {
             asb__informer_leave(j->waiter);
             if (j->created) asb_kube_delete_uid(c->kube, &j->res, j->ns, j->claim, j->cw.uid, NULL); /* no orphan */
