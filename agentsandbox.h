@@ -16878,7 +16878,9 @@ static void asb__latency_ms(asb__tracer *t, asb_latency_kind k, int failed, int6
 }
 
 /* The traceparent (and tracestate) of the span a call is in, as request
-   headers: tp must outlive the request. Returns how many were added. */
+   headers: tp must outlive the request. Returns how many were added. The
+   names are lower case, so a runtime speaking gRPC (sandboxd) passes the
+   same pairs as its call's metadata (asb_grpc_call_desc.metadata). */
 static size_t asb__trace_headers(const asb__span *s, asb_http_header *h, char *tp) {
     size_t n = 0;
     if (!s || !s->t) return 0;
