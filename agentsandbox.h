@@ -3728,6 +3728,34 @@ static asb_result asb__random_bytes(void *buf, size_t len) {
     return asb__random_bytes_why(buf, len, NULL, 0);
 }
 
+/* Identifiers that must differ but are no secret (X-Request-ID, trace and
+   span ids): the CSPRNG's bytes, else, with no random source at all (see
+   above), bytes mixed from the clocks, the pid and the buffer's address
+   (other threads use other stacks). Never what the buffer held: old stack
+   bytes would go out in a header, and a zeroed id that must not be zero
+   would be drawn again forever. */
+static void asb__id_bytes(void *buf, size_t len) {
+    unsigned char *p = (unsigned char *)buf;
+    struct timespec rt, mt;
+    uint64_t x;
+    size_t i;
+    if (asb__random_bytes(buf, len) == ASB_OK) return;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    clock_gettime(CLOCK_MONOTONIC, &mt);
+    x = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
+    x ^= ((uint64_t)mt.tv_sec * 1000000000u + (uint64_t)mt.tv_nsec) * 0x9e3779b97f4a7c15u;
+    x ^= (uint64_t)getpid() << 40 ^ (uint64_t)(uintptr_t)buf;
+    for (i = 0; i < len; i++) {
+        uint64_t z;
+        if (i % 8 == 0) x += 0x9e3779b97f4a7c15u; /* splitmix64 */
+        z = x;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+        z ^= z >> 31;
+        p[i] = (unsigned char)(z >> (8 * (i % 8)));
+    }
+}
+
 /* Descriptors are born close-on-exec: a program's other thread may
    fork and exec at any moment, and a pipe's write end inherited by an
    unrelated child keeps the reader from ever seeing EOF (the exec plugin
@@ -16664,10 +16692,10 @@ static void asb__span_start(asb__tracer *t, asb__span *s, const char *op, asb_la
     } else {
         memset(s->parent, 0, 8);
         s->ctx.flags = 1;
-        do asb__random_bytes(s->ctx.trace_id, 16);
+        do asb__id_bytes(s->ctx.trace_id, 16);
         while (asb__all_zero(s->ctx.trace_id, 16));
     }
-    do asb__random_bytes(s->ctx.span_id, 8);
+    do asb__id_bytes(s->ctx.span_id, 8);
     while (asb__all_zero(s->ctx.span_id, 8));
     s->start_ns = asb__wall_ns();
     s->t0_ns = asb__mono_ns();
@@ -21738,7 +21766,7 @@ static asb_result asb__sb_call_port(asb_sandbox *sb, int server_port, asb_http_r
         return r;
     }
     /* one id for every retry of this call, so logs tie them together */
-    asb__random_bytes(rnd, sizeof rnd);
+    asb__id_bytes(rnd, sizeof rnd);
     for (i = 0; i < 8; i++) snprintf(rid + 2 * i, 3, "%02x", rnd[i]);
     if (ep.routed) {
         h[nh].name = "X-Sandbox-ID";

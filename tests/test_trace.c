@@ -9,6 +9,13 @@
 #include "logsink.h"
 
 #include <stdlib.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 
 /* Spans the callback saw, copied (the callback's are borrowed). */
 #define MAX_SPANS 64
@@ -649,6 +656,109 @@ ASBT_TEST(bad_tracer_options_are_refused_clearly) {
     ASBT_CONTAINS(err.message, "parent_state");
 }
 
+/* From here on this process has no random source: getrandom fails with
+   ENOSYS (an old kernel, a container's seccomp profile) and every open
+   fails (no /dev/urandom: an empty root). Kept by threads started later. */
+static int lose_entropy(void) {
+#if defined(__x86_64__)
+#define LE_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define LE_ARCH AUDIT_ARCH_AARCH64
+#endif
+#if defined(LE_ARCH)
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, LE_ARCH, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getrandom, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOENT & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog;
+    unsigned char b[1];
+    prog.len = (unsigned short)(sizeof f / sizeof f[0]);
+    prog.filter = f;
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0)
+        return 0;
+    /* the filter must bite, or the test proves nothing */
+    return asb__random_bytes(b, sizeof b) == ASB_ERR_IO;
+#else
+    return 0;
+#endif
+}
+
+static void calls_without_entropy(void) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_tracer_desc td;
+    asb_client *c;
+    asb_sandbox *sb, *sb2;
+    asb_error err;
+    asb_run_result rr;
+    recorder_request q;
+    char id1[64], id2[64], tp[128];
+    size_t i;
+    ASBT_CHECK(rec != NULL);
+    memset(&td, 0, sizeof td);
+    td.enable = 1;
+    td.otlp = -1;
+    c = traced_client(rec, &td, NULL, &err);
+    ASBT_CHECK(c != NULL);
+    sb = traced_handle(c, "sb-1");
+    ASBT_CHECK(sb != NULL);
+    ASBT_CHECK(lose_entropy());
+    for (i = 0; i < 2; i++) {
+        recorder_reply(rec, 200, run_ok);
+        ASBT_EQ_RES(asb_sandbox_run(sb, "true", 5000, &rr, &err), ASB_OK);
+        asb_run_result_free(&rr);
+    }
+    ASBT_CHECK(recorder_get(rec, 0, &q));
+    ASBT_CHECK(recorder_header(q.head, "X-Request-ID", id1, sizeof id1));
+    ASBT_CHECK(recorder_get(rec, 1, &q));
+    ASBT_CHECK(recorder_header(q.head, "X-Request-ID", id2, sizeof id2));
+    ASBT_CHECK(recorder_header(q.head, "traceparent", tp, sizeof tp));
+    ASBT_EQ_INT((int)strlen(id1), 16);
+    ASBT_EQ_INT((int)strspn(id1, "0123456789abcdef"), 16);
+    ASBT_CHECK(strcmp(id1, id2) != 0);
+    /* a new trace (a handle's lifecycle, no parent) still gets ids */
+    sb2 = traced_handle(c, "sb-2");
+    ASBT_CHECK(sb2 != NULL);
+    asb_sandbox_traceparent(sb2, tp);
+    ASBT_EQ_INT((int)strlen(tp), 55);
+    asb_client_free(c);
+    recorder_stop(rec);
+}
+
+/* A process with no random source: the request id and the span ids are
+   still made, never spun for (a zero id drawn again forever) nor taken
+   from the stack as it was. Run in a child, which a hang guard kills. */
+ASBT_TEST(calls_without_a_random_source_neither_hang_nor_send_stack_bytes) {
+    int status = 0, waited = 0;
+    pid_t pid, w = 0;
+    fflush(NULL);
+    pid = fork();
+    ASBT_CHECK(pid >= 0);
+    if (pid == 0) {
+        calls_without_entropy();
+        _exit(asbt_failed_now ? 1 : 0);
+    }
+    while (waited < 300 && (w = waitpid(pid, &status, WNOHANG)) == 0) {
+        usleep(100000);
+        waited++;
+    }
+    if (w == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        fprintf(stderr, "    the child still ran after 30 s: a call hung\n");
+    }
+    ASBT_CHECK(w == pid);
+    ASBT_CHECK(WIFEXITED(status));
+    ASBT_EQ_INT(WEXITSTATUS(status), 0);
+}
+
 ASBT_LIST(
     ASBT_CASE(traceparent_parses_and_formats_as_w3c_says)
     ASBT_CASE(handle_calls_are_spans_under_the_lifecycle_with_upstream_attributes)
@@ -658,6 +768,7 @@ ASBT_LIST(
     ASBT_CASE(a_dead_or_stalled_collector_never_fails_a_call_and_is_logged_once)
     ASBT_CASE(threads_of_one_traced_client_each_record_their_own_spans)
     ASBT_CASE(exported_attributes_are_bounded_and_always_valid_json)
-    ASBT_CASE(bad_tracer_options_are_refused_clearly))
+    ASBT_CASE(bad_tracer_options_are_refused_clearly)
+    ASBT_CASE(calls_without_a_random_source_neither_hang_nor_send_stack_bytes))
 
 ASBT_MAIN()
