@@ -334,8 +334,9 @@ static int until_team_ready(void *ud, const asb_watch_event *ev) {
                : 0;
 }
 
-/* The namespaced WATCHes of sandboxtemplates open on the apiserver now
-   (every client's: the controller's are cluster-scoped), from its /metrics. */
+/* WATCHes of a resource open on the apiserver now, of a namespace or of
+   one object (every client's: the controller's are cluster-scoped), from
+   its /metrics. */
 static int namespaced_watches(asb_kube_client *kc, const char *resource) {
     asb_buf m;
     asb_error err;
@@ -348,13 +349,21 @@ static int namespaced_watches(asb_kube_client *kc, const char *resource) {
         asb_buf_free(&m);
         return -1;
     }
-    snprintf(key, sizeof key, "resource=\"%s\",scope=\"namespace\",subresource=\"\",verb=\"WATCH\"",
-             resource);
+    /* scope "namespace": a watch of the namespace; "resource": of one
+       object (a fieldSelector on metadata.name, as a watch per waiter
+       would be) */
     for (p = m.ptr; (p = strstr(p, "apiserver_longrunning_requests{")) != NULL; p++) {
-        const char *eol = strchr(p, '\n'), *k = strstr(p, key), *sp;
-        if (!eol || !k || k > eol) continue;
-        sp = strchr(k, '}');
-        if (sp && sp < eol) total += atoi(sp + 2);
+        const char *eol = strchr(p, '\n'), *k, *sp;
+        int i;
+        for (i = 0; eol && i < 2; i++) {
+            snprintf(key, sizeof key,
+                     "resource=\"%s\",scope=\"%s\",subresource=\"\",verb=\"WATCH\"", resource,
+                     i ? "resource" : "namespace");
+            k = strstr(p, key);
+            if (!k || k > eol) continue;
+            sp = strchr(k, '}');
+            if (sp && sp < eol) total += atoi(sp + 2);
+        }
     }
     asb_buf_free(&m);
     return total;

@@ -33,14 +33,20 @@ static int count_dir(const char *path) {
     return n - (strcmp(path, "/proc/self/fd") == 0); /* opendir's own */
 }
 
-/* Namespaced WATCHes of sandboxclaims open on the apiserver now: every
-   client's (the controller's own are cluster-scoped). -1: unreadable. */
+/* WATCHes of sandboxclaims open on the apiserver now, of a namespace or
+   of one claim: every client's (the controller's own are cluster-scoped).
+   -1: unreadable. */
 static int claim_watches(asb_kube_client *admin) {
     asb_buf m;
     asb_error err;
     const char *p;
     int total = 0;
-    const char *key = "resource=\"sandboxclaims\",scope=\"namespace\",subresource=\"\",verb=\"WATCH\"";
+    /* scope "namespace": a watch of the namespace; "resource": of one
+       claim (a fieldSelector on metadata.name: one watch per create would
+       show here); "cluster" is the controller's */
+    static const char *const keys[] = {
+        "resource=\"sandboxclaims\",scope=\"namespace\",subresource=\"\",verb=\"WATCH\"",
+        "resource=\"sandboxclaims\",scope=\"resource\",subresource=\"\",verb=\"WATCH\""};
     asb_buf_init(&m, NULL);
     if (asb_kube_request(admin, "GET", "/metrics", NULL, NULL, 0, &m, &err) != ASB_OK) {
         fprintf(stderr, "    /metrics: %s\n", err.message);
@@ -48,10 +54,14 @@ static int claim_watches(asb_kube_client *admin) {
         return -1;
     }
     for (p = m.ptr; (p = strstr(p, "apiserver_longrunning_requests{")) != NULL; p++) {
-        const char *eol = strchr(p, '\n'), *k = strstr(p, key), *brace;
-        if (!eol || !k || k > eol) continue;
-        brace = strchr(k, '}');
-        if (brace && brace < eol) total += atoi(brace + 2);
+        const char *eol = strchr(p, '\n'), *brace;
+        size_t i;
+        for (i = 0; eol && i < 2; i++) {
+            const char *k = strstr(p, keys[i]);
+            if (!k || k > eol) continue;
+            brace = strchr(k, '}');
+            if (brace && brace < eol) total += atoi(brace + 2);
+        }
     }
     asb_buf_free(&m);
     return total;
