@@ -19,7 +19,7 @@ int main(int argc, char **argv) {
     int rc = 1;
 
     memset(&desc, 0, sizeof desc); // defaults: kubeconfig, kubectl tunnel
-    memset(&opts, 0, sizeof opts); // defaults: namespace "default", ...
+    memset(&opts, 0, sizeof opts); // defaults: the context's namespace, ...
     if (strncmp(tpl, "pool:", 5) == 0) {
         opts.warm_pool = tpl + 5; // v1beta1 claims come from a warm pool
         tpl = NULL;
