@@ -19,6 +19,10 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <dirent.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 #include <unistd.h>
 
 /* Exit codes: documented in usage() and the README; tests check them. */
@@ -168,12 +172,17 @@ static const cmd_help HELPS[] = {
      "Usage: agentsandbox exec CLAIM [-i] [-t] [--timeout DURATION] -- CMD [ARG...]\n"
      "Runs CMD in the sandbox (arguments kept apart, as a shell would quote them;\n"
      "use `-- sh -c '...'` for pipes), prints its stdout and stderr and exits\n"
-     "with its exit code.\n"
-     "  --timeout DURATION   the command's deadline (default 60s)\n"
-     "  -i, --stdin          forward this terminal's or pipe's stdin\n"
-     "  -t, --tty            a terminal in the sandbox (resized with this one)\n"
-     "  -i and -t need a runtime that streams a process; the runtime's HTTP API\n"
-     "  (/execute) does not: there they fail before anything runs (exit 2).\n"},
+     "with its exit code. On a sandboxd sandbox (agent-sandbox v0.5+ sandboxd\n"
+     "template) the output streams as it comes; on the legacy runtime it comes\n"
+     "when the command ends (its HTTP /execute answers then).\n"
+     "  --timeout DURATION   the command's deadline (default: 60s on the legacy\n"
+     "                       runtime, none on sandboxd)\n"
+     "  -i, --stdin          sandboxd: forward stdin (EOF closes the process's)\n"
+     "  -t, --tty            sandboxd: a terminal, sized as this one and resized\n"
+     "                       with it (SIGWINCH); keys, ^C and ^D go to the sandbox\n"
+     "  Without -t, Ctrl-C ends the remote process (exit 130). -i and -t on the\n"
+     "  legacy runtime fail before anything runs (exit 2). A process ended by a\n"
+     "  signal exits 255 (sandboxd does not say which).\n"},
     {"cp",
      "Usage: agentsandbox cp [-r] LOCAL CLAIM:PATH\n"
      "       agentsandbox cp [-r] CLAIM:PATH LOCAL     (LOCAL - : stdout)\n"
@@ -618,6 +627,9 @@ static int open_client(cli *c) {
     kube_desc(c, &d.kube);
     set_logger(c, &d.log);
     d.router_namespace = c->router_ns;
+    /* a sandboxd template's sandboxes speak sandboxd, the others the
+       legacy runtime: the tool takes whatever the claim's template has */
+    d.runtime = ASB_RUNTIME_AUTO;
     if (!c->connect || strcmp(c->connect, "tunnel") == 0) {
         d.mode = ASB_CONNECT_LOCAL_TUNNEL;
     } else if (strcmp(c->connect, "native") == 0) {
@@ -1175,9 +1187,182 @@ static int write_all(int fd, const char *p, size_t n) {
     return 0;
 }
 
+/* ---- exec on sandboxd: output as it comes, stdin, a terminal ------------------ */
+
+static volatile sig_atomic_t g_winch;
+static int g_wake[2] = {-1, -1}; /* self-pipe: SIGWINCH, and "q" to stop */
+static struct termios g_saved_tio;
+static int g_raw;
+
+static void on_winch(int sig) {
+    int saved = errno;
+    (void)sig;
+    g_winch = 1;
+    if (g_wake[1] >= 0) {
+        ssize_t w = write(g_wake[1], "w", 1);
+        (void)w;
+    }
+    errno = saved;
+}
+
+/* The local terminal in raw mode while a remote one runs (keys, ^C and ^D
+   go to the sandbox as bytes); restored on every way out. */
+static void tty_restore(void) {
+    if (g_raw) tcsetattr(0, TCSADRAIN, &g_saved_tio);
+    g_raw = 0;
+}
+
+static void tty_raw(void) {
+    struct termios t;
+    if (!isatty(0) || tcgetattr(0, &g_saved_tio) != 0) return;
+    t = g_saved_tio;
+    t.c_iflag &= ~(tcflag_t)(IGNBRK | BRKINT | PARMRK | ISTRIP | INLCR | IGNCR | ICRNL | IXON);
+    t.c_oflag &= ~(tcflag_t)OPOST;
+    t.c_lflag &= ~(tcflag_t)(ECHO | ECHONL | ICANON | ISIG | IEXTEN);
+    t.c_cflag &= ~(tcflag_t)(CSIZE | PARENB);
+    t.c_cflag |= CS8;
+    t.c_cc[VMIN] = 1;
+    t.c_cc[VTIME] = 0;
+    if (tcsetattr(0, TCSADRAIN, &t) == 0) { /* keeps type-ahead */
+        g_raw = 1;
+        atexit(tty_restore);
+    }
+}
+
+static void exec_output(void *ud, asb_process_output which, const char *data, size_t len) {
+    (void)ud;
+    /* the command's own bytes, as kubectl exec relays them */
+    if (write_all(which == ASB_PROCESS_STDERR ? 2 : 1, data, len) != 0) {
+        /* a closed stdout: nothing to do but drop the rest */
+    }
+}
+
+typedef struct relay {
+    asb_process *p;
+    int forward_stdin;
+    int tty;
+} relay;
+
+/* stdin to the process (-i), and the terminal's size after SIGWINCH (-t),
+   on a thread of its own while the main thread waits for output. */
+static void *relay_main(void *arg) {
+    relay *r = (relay *)arg;
+    int stdin_open = r->forward_stdin;
+    for (;;) {
+        struct pollfd pf[2];
+        nfds_t n = 1;
+        asb_error e;
+        pf[0].fd = g_wake[0];
+        pf[0].events = POLLIN;
+        if (stdin_open) {
+            pf[1].fd = 0;
+            pf[1].events = POLLIN;
+            n = 2;
+        }
+        if (poll(pf, n, -1) < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        if (pf[0].revents) {
+            char w[64];
+            ssize_t k = read(g_wake[0], w, sizeof w);
+            if (k > 0 && memchr(w, 'q', (size_t)k)) break;
+            if (g_winch && r->tty) {
+                struct winsize ws;
+                g_winch = 0;
+                if (ioctl(0, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col)
+                    asb_process_resize(r->p, ws.ws_row, ws.ws_col, &e);
+            }
+        }
+        if (n == 2 && (pf[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+            char buf[16384];
+            ssize_t k = read(0, buf, sizeof buf);
+            if (k < 0 && errno == EINTR) continue;
+            if (k <= 0) { /* EOF: the process's stdin closes too */
+                asb_process_close_stdin(r->p, &e);
+                stdin_open = 0;
+            } else if (asb_process_write_stdin(r->p, buf, (size_t)k, &e) != ASB_OK) {
+                stdin_open = 0; /* it ended or closed its stdin */
+            }
+        }
+    }
+    return NULL;
+}
+
+/* The command as a sandboxd process: stdout and stderr as they come,
+   stdin with -i, a terminal with -t (sized as this one, resized on
+   SIGWINCH). Ctrl-C without -t cancels (sandboxd then ends the process:
+   exit 130); with -t it is a key for the remote terminal. */
+static int exec_stream(cli *c, asb_sandbox *sb) {
+    asb_process_opts po;
+    asb_process *p = NULL;
+    asb_error e;
+    asb_result r;
+    relay rl;
+    pthread_t th;
+    struct sigaction sa;
+    int code = 0, rc, threaded = 0;
+    memset(&po, 0, sizeof po);
+    po.argv = (const char *const *)c->cmd;
+    po.argc = (size_t)c->ncmd;
+    po.pty = c->tty;
+    if (c->tty) {
+        struct winsize ws;
+        if (ioctl(0, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col) {
+            po.pty_rows = ws.ws_row;
+            po.pty_cols = ws.ws_col;
+        }
+    }
+    po.on_output = exec_output;
+    po.timeout_ms = c->timeout_ms; /* default none: a shell may run for hours */
+    po.cancel = c->cancel;
+    fflush(stdout);
+    r = asb_sandbox_process_start(sb, &po, &p, &e);
+    if (r != ASB_OK)
+        return fail(c, r, &e, "exec in claim %s (namespace %s)", nz(asb_sandbox_claim_name(sb)),
+                    nz(asb_sandbox_namespace(sb)));
+    if (!c->stdin_fwd) asb_process_close_stdin(p, &e); /* no -i: EOF at once */
+    if (c->stdin_fwd || c->tty) {
+        if (pipe(g_wake) == 0) {
+            memset(&sa, 0, sizeof sa);
+            sa.sa_handler = on_winch;
+            sigemptyset(&sa.sa_mask);
+            if (c->tty) sigaction(SIGWINCH, &sa, NULL);
+            rl.p = p;
+            rl.forward_stdin = c->stdin_fwd;
+            rl.tty = c->tty;
+            threaded = pthread_create(&th, NULL, relay_main, &rl) == 0;
+        }
+        if (c->tty) tty_raw();
+    }
+    r = asb_process_wait(p, 0, &code, &e);
+    if (threaded) {
+        ssize_t w = write(g_wake[1], "q", 1);
+        (void)w;
+        pthread_join(th, NULL);
+    }
+    tty_restore();
+    if (r == ASB_ERR_CANCELLED) {
+        fprintf(stderr, "agentsandbox: exec in claim %s cancelled (the process was ended)\n",
+                safe(asb_sandbox_claim_name(sb)));
+        rc = EXIT_CANCELLED;
+    } else if (r != ASB_OK) {
+        rc = fail(c, r, &e, "exec in claim %s (namespace %s)", nz(asb_sandbox_claim_name(sb)),
+                  nz(asb_sandbox_namespace(sb)));
+    } else {
+        /* sandboxd tells a signal death without its number: 255 */
+        rc = code < 0 ? 255 : code & 0xff;
+    }
+    asb_process_free(p);
+    return rc;
+}
+
+static int is_sandboxd(asb_sandbox *sb) { return strcmp(asb_sandbox_runtime(sb), "sandboxd") == 0; }
+
 /* Runs the command on a handle and relays its output; the exit code is
-   the command's once it ran. API friction: asb_sandbox_run buffers the
-   whole output, so it arrives at the end, not as it comes. */
+   the command's once it ran. On sandboxd the output streams; on the
+   legacy runtime asb_sandbox_run buffers the whole output (its /execute
+   answers once the command ended), so it arrives at the end. */
 static int run_on(cli *c, asb_sandbox *sb) {
     asb_buf cmd;
     asb_call_opts co;
@@ -1185,6 +1370,7 @@ static int run_on(cli *c, asb_sandbox *sb) {
     asb_error e;
     asb_result r;
     int rc;
+    if (is_sandboxd(sb)) return exec_stream(c, sb);
     asb_buf_init(&cmd, NULL);
     if (join_command(c->cmd, c->ncmd, &cmd) != 0) {
         asb_buf_free(&cmd);
@@ -1220,18 +1406,18 @@ static int cmd_exec(cli *c) {
     int rc;
     if (c->npos != 1) return usage_error(c, "exec needs one CLAIM, then -- and the command");
     if (c->ncmd < 1) return usage_error(c, "exec needs a command after --");
-    if (c->stdin_fwd || c->tty) {
-        /* API friction: the library speaks the runtime's HTTP API, whose
-           /execute takes a whole command and answers once it ended: no
-           stdin, no terminal, no output as it comes */
-        fprintf(stderr, "agentsandbox: exec %s: the sandbox runtime's HTTP API (/execute) takes "
-                        "no stdin and gives no terminal; nothing was run\n  hint: drop %s, and "
+    if ((rc = attach(c, c->pos[0], &sb)) != 0) return rc;
+    if ((c->stdin_fwd || c->tty) && !is_sandboxd(sb)) {
+        /* the legacy runtime's /execute takes a whole command and answers
+           once it ended: no stdin, no terminal */
+        fprintf(stderr, "agentsandbox: exec %s: claim %s runs the legacy runtime, whose HTTP API "
+                        "(/execute) takes no stdin and gives no terminal; nothing was run\n"
+                        "  hint: use a sandboxd template (agent-sandbox v0.5+), or drop %s and "
                         "give input inside the command: -- sh -c 'printf ... | CMD'\n",
-                c->tty ? (c->stdin_fwd ? "-it" : "-t") : "-i",
+                c->tty ? (c->stdin_fwd ? "-it" : "-t") : "-i", safe(c->pos[0]),
                 c->tty ? (c->stdin_fwd ? "-i and -t" : "-t") : "-i");
         return EXIT_USAGE;
     }
-    if ((rc = attach(c, c->pos[0], &sb)) != 0) return rc;
     return run_on(c, sb);
 }
 

@@ -2,8 +2,13 @@
 # The CLI on agent-sandbox v0.5 (v1beta1 claims from a warm pool):
 # create --warm-pool, --env into the sandbox (a template that allows it,
 # and one that refuses it), the errors a v0.4 habit meets, run.
+# On the sandboxd pool: exec streams output as it comes, -i forwards
+# stdin, -t gives a terminal typed into through tmux (its size, a
+# resize), Ctrl-C ends the process; -i/-t on the legacy runtime fail
+# clearly.
 # Usage: KUBECONFIG=... e2e-v1beta1.sh BIN   (the local cluster's
-#        python-sandbox-template and python-sandbox-warmpool)
+#        python-sandbox-template, python-sandbox-warmpool and
+#        sandboxd-warmpool)
 set -u
 B=$(realpath "$1")
 . "$(dirname "$0")/lib.sh"
@@ -59,6 +64,63 @@ kubectl get sandbox "$sb" -o json >"$OUT/o"
 ok create-with-env-on-the-sandbox py '{"name": "CLI_GREETING", "value": "hello there"} in [e for c in d["spec"]["podTemplate"]["spec"]["containers"] for e in c.get("env", [])]'
 t 4 run-from-pool "$B" run --warm-pool cli-open-pool --label "$L" -- sh -c 'echo ran; exit 4'
 ok run-from-pool-output out_is ran
+# --- exec on sandboxd ------------------------------------------------------------
+t 2 exec-it-on-legacy "$B" exec -it "$claim" -- sh
+ok exec-it-on-legacy-says-why has_err 'runs the legacy runtime'
+t 2 exec-i-on-legacy "$B" exec -i "$claim" -- cat
+t 0 sandboxd-claim "$B" create --warm-pool sandboxd-warmpool --label "$L"
+sd=$(cat "$OUT/o")
+t 7 sandboxd-exec-exit-code "$B" exec "$sd" -- sh -c 'echo to-out; echo to-err >&2; exit 7'
+ok sandboxd-exec-stdout out_is to-out
+ok sandboxd-exec-stderr eval "[ \"\$(cat '$OUT/e')\" = to-err ]"
+t 0 sandboxd-exec-arguments-kept "$B" exec "$sd" -- printf '%s|' "it's" "two  spaces" '$HOME' ''
+ok sandboxd-exec-arguments-exact out_is "it's|two  spaces|\$HOME||"
+# Output as it comes: the first line is there while the command still
+# waits for a file only a second exec makes (order, not timing).
+"$B" exec "$sd" -- sh -c 'rm -f go; echo first; while [ ! -e go ]; do sleep 0.1; done; echo second' \
+    >"$OUT/stream" 2>&1 & spid=$!
+for i in $(seq 1 600); do grep -q first "$OUT/stream" && break; sleep 0.1; done
+ok sandboxd-exec-first-line-while-running eval "grep -q first '$OUT/stream' && kill -0 $spid && ! grep -q second '$OUT/stream'"
+"$B" exec "$sd" -- touch go >/dev/null 2>&1
+wait $spid
+ok sandboxd-exec-streamed-all eval "[ \"\$(cat '$OUT/stream')\" = \"\$(printf 'first\nsecond')\" ]"
+# -i: stdin reaches the process, EOF ends it; without -i no stdin goes
+# (cat ends at once although this stdin never ends)
+printf 'line one\nline two\n' >"$OUT/in"
+t 0 sandboxd-exec-stdin "$B" exec -i "$sd" -- cat <"$OUT/in"
+ok sandboxd-exec-stdin-echoed eval "cmp -s '$OUT/in' '$OUT/o'"
+mkfifo "$OUT/never"
+exec 7<>"$OUT/never" # a stdin that never ends
+ok sandboxd-exec-no-stdin-without-i eval "[ \"\$(timeout 120 '$B' exec '$sd' -- sh -c 'cat; echo eof' <'$OUT/never')\" = eof ]"
+exec 7>&-
+# Ctrl-C (SIGINT) without -t: the process is ended, exit 130
+"$B" exec "$sd" -- sleep 600 >/dev/null 2>&1 & spid=$!
+sleep 2
+kill -INT $spid
+wait $spid
+ok sandboxd-exec-sigint-130 eval "[ $? = 130 ]"
+# -it typed into through tmux: a prompt, the terminal's size, a resize
+# (SIGWINCH), the exit code
+TM="tmux -L cli-e2e-$$ -f /dev/null"
+$TM new-session -d -x 100 -y 30 "'$B' exec -it '$sd' -- sh; echo \"EXITED=\$?\" >'$OUT/tmux.rc'; sleep 600"
+tmux_has() { # waits (up to 60 s) for a line on the tmux screen; shows it if none
+    local i
+    for i in $(seq 1 300); do $TM capture-pane -p | grep -q -- "$1" && return 0; sleep 0.2; done
+    $TM capture-pane -p | grep -v '^$' | sed 's/^/  screen: /'
+    return 1
+}
+$TM send-keys 'echo typed-$((6*7))' Enter
+ok sandboxd-exec-it-typed tmux_has '^typed-42'
+$TM send-keys 'stty size' Enter
+ok sandboxd-exec-it-size tmux_has '^30 100'
+$TM resize-window -x 120 -y 40
+sleep 1
+$TM send-keys 'stty size' Enter
+ok sandboxd-exec-it-resized tmux_has '^40 120'
+$TM send-keys 'exit 3' Enter
+for i in $(seq 1 300); do [ -s "$OUT/tmux.rc" ] && break; sleep 0.2; done
+ok sandboxd-exec-it-exit-code eval "[ \"\$(cat '$OUT/tmux.rc')\" = EXITED=3 ]"
+$TM kill-server 2>/dev/null
 t 0 rm-pool-claims "$B" rm -l "$L"
 ok rm-left-none wait_ours 0
 
