@@ -17739,7 +17739,7 @@ static void asb__tunnel_init(asb__tunnel *t, asb_client *c, const char *kind, co
     t->advice = advice;
     t->ready_timeout_ms = c->pf_timeout_ms;
     t->kind = kind;
-    snprintf(t->name, sizeof t->name, "%s", name);
+    snprintf(t->name, sizeof t->name, "%.253s", name); /* a DNS name: 253 at most */
     snprintf(t->ns, sizeof t->ns, "%s", ns);
     t->nports = nports < 2 ? nports : 2;
     for (i = 0; i < t->nports; i++) t->remote[i] = ports[i];
@@ -18547,7 +18547,7 @@ static asb_result asb__nt_pod_forward(asb_client *c, const char *host, int port,
 
 static asb_result asb__nt_dial(asb_client *c, const char *host, int port, int *fd,
                                asb_error *err) {
-    asb_portforward *pf;
+    asb_portforward *pf = NULL; /* set on ASB_OK; gcc cannot always tell */
     asb_result r;
     char router[200];
     snprintf(router, sizeof router, "%s.%s", c->router_svc, c->router_ns);
