@@ -234,20 +234,31 @@ ASBT_TEST(missing_template_fails_fast_and_leaves_no_claim) {
     asb_client_free(c);
 }
 
+static int make_template(asb_client *c, const char *name, const char *extra, int probe_port);
+static void drop_template(asb_client *c, const char *name);
+static const char *target(const char *name, asb_create_opts *o);
+
+/* A claim whose pod is never Ready (its probe looks at a port nothing
+   serves): the outcome cannot hinge on how fast a busy machine makes a
+   sandbox Ready (with a 1 ms timeout on the stock template, one that was
+   Ready at the first look was rightly returned). */
 ASBT_TEST(a_ready_timeout_deletes_the_claim) {
     asb_error err;
     asb_client *c = new_client(&err);
     asb_sandbox *sb = NULL;
     asb_create_opts o;
+    const char *tpl;
     char claim[64];
     ASBT_CHECK(c != NULL);
-    memset(&o, 0, sizeof o);
-    o.ready_timeout_ms = 1; /* nothing is Ready within a millisecond */
-    ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", &o, &sb, &err),
-                ASB_ERR_TIMEOUT);
-    ASBT_CONTAINS(err.message, "not ready within 1 ms");
+    ASBT_CHECK(make_template(c, "asb-unready-rt", NULL, 8899));
+    tpl = target("asb-unready-rt", &o);
+    o.ready_timeout_ms = 300;
+    ASBT_EQ_RES(asb_client_create_sandbox(c, tpl, &o, &sb, &err), ASB_ERR_TIMEOUT);
+    ASBT_CHECK(sb == NULL);
+    ASBT_CONTAINS(err.message, "not ready within 300 ms");
     ASBT_CHECK(sscanf(err.message, "sandbox claim %63s", claim) == 1);
     ASBT_CHECK(!claim_exists(c, "default", claim));
+    drop_template(c, "asb-unready-rt");
     asb_client_free(c);
 }
 
@@ -2803,6 +2814,12 @@ static int make_template(asb_client *c, const char *name, const char *extra, int
     asb_kube_resource pres = {"extensions.agents.x-k8s.io", c->api_version, "sandboxwarmpools"};
     asb_error err;
     int i;
+    /* the cluster's claim version, found on first use (maybe not yet) */
+    if (asb__api_version(c, &err) != ASB_OK) {
+        fprintf(stderr, "    template %s: %s\n", name, err.message);
+        return 0;
+    }
+    tres.version = pres.version = c->api_version;
     snprintf(av, sizeof av, "extensions.agents.x-k8s.io/%s", c->api_version);
     /* a leftover of an earlier run goes first, and is waited out (its
        deletion may take a moment while the controller lets go of it) */
