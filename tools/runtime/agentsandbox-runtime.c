@@ -2017,16 +2017,21 @@ struct rt_conn {
     int waiting;
     double wait_since;
     int shed;
+    int served;                     /* a request was answered on it (own thread only) */
     struct rt_conn *prev, *next;
 };
 
 /* What a connection's thread is blocked on. Only connections waiting for
    their client can be shed: one running a command or sending an answer is
-   doing work somebody asked for. */
+   doing work somebody asked for. The order is the order of shedding (see
+   rt_shed_victim): a connection that never sent a byte first, a client
+   that has made requests on its connection last but for one stuck in a
+   body. */
 enum {
     RT_WAIT_NONE,
-    RT_WAIT_IDLE,   /* no byte of a request yet: new, or keep-alive between requests */
+    RT_WAIT_NEW,    /* not one byte since the connect */
     RT_WAIT_HEAD,   /* part of a request head */
+    RT_WAIT_IDLE,   /* keep-alive, between two requests */
     RT_WAIT_BODY    /* a request body, between two reads */
 };
 
@@ -2225,21 +2230,29 @@ static int rt_body_next(struct rt_conn *c, const char **p, size_t *n)
                 }
             }
             /* Between two reads of a body the connection may be shed
-               (rt_shed), ranked by how long the client has sent nothing. */
-            pthread_mutex_lock(&g_lock);
-            shed = c->shed;
-            c->waiting = RT_WAIT_BODY;
-            c->wait_since = rt_now();
-            pthread_mutex_unlock(&g_lock);
-            r = 0;
-            if (!shed)
-                do
-                    r = recv(c->fd, c->buf + c->len, c->cap - c->len, 0);
-                while (r < 0 && errno == EINTR);
-            pthread_mutex_lock(&g_lock);
-            c->waiting = RT_WAIT_NONE;
-            shed = c->shed;
-            pthread_mutex_unlock(&g_lock);
+               (rt_shed), ranked by how long the client has sent nothing;
+               bytes already there are taken without that. */
+            do
+                r = recv(c->fd, c->buf + c->len, c->cap - c->len, MSG_DONTWAIT);
+            while (r < 0 && errno == EINTR);
+            shed = 0;
+            if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                pthread_mutex_lock(&g_lock);
+                shed = c->shed;
+                c->waiting = RT_WAIT_BODY;
+                c->wait_since = rt_now();
+                pthread_mutex_unlock(&g_lock);
+                r = 0;
+                if (!shed)
+                    do
+                        r = recv(c->fd, c->buf + c->len, c->cap - c->len, 0);
+                    while (r < 0 && errno == EINTR);
+                pthread_mutex_lock(&g_lock);
+                c->waiting = RT_WAIT_NONE;
+                shed = c->shed;
+                pthread_mutex_unlock(&g_lock);
+            }
+            /* r says all that is needed below; errno is not read */
             if (r <= 0 || shed) {
                 /* Peer gone, stalled past the idle timeout, or shed: the
                    body is incomplete and the connection unusable. A shed
@@ -3405,6 +3418,7 @@ static int rt_read_head(struct rt_conn *c)
 {
     size_t scanned = 0;
     double start = 0;
+    int saved_errno;
     for (;;) {
         ssize_t r;
         /* RFC 9112 2.2: ignore empty lines before a request line. */
@@ -3434,27 +3448,34 @@ static int rt_read_head(struct rt_conn *c)
             else if (rt_now() - start > g_cfg.header_timeout_s)
                 return 408;
         }
-        /* Announce the wait so rt_shed may end it; an idle connection is
-           ranked by how long it has been idle, a partial head by when it
-           began (a slowloris keeps sending, but never finishes). */
-        pthread_mutex_lock(&g_lock);
-        if (c->shed || (!c->len && atomic_load(&g_stopping))) {
+        /* Bytes already there are taken without a wait, so a client that
+           sent its request is never shed for a slow thread of ours. */
+        r = recv(c->fd, c->buf + c->len, c->cap - c->len, MSG_DONTWAIT);
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            /* Announce the wait so rt_shed may end it; an idle connection
+               is ranked by how long it has been idle, a partial head by
+               when it began (a slowloris keeps sending, never finishes). */
+            pthread_mutex_lock(&g_lock);
+            if (c->shed || (!c->len && atomic_load(&g_stopping))) {
+                pthread_mutex_unlock(&g_lock);
+                return 0;
+            }
+            c->waiting = c->len ? RT_WAIT_HEAD : c->served ? RT_WAIT_IDLE : RT_WAIT_NEW;
+            c->wait_since = c->len ? start : rt_now();
             pthread_mutex_unlock(&g_lock);
-            return 0;
-        }
-        c->waiting = c->len ? RT_WAIT_HEAD : RT_WAIT_IDLE;
-        c->wait_since = c->len ? start : rt_now();
-        pthread_mutex_unlock(&g_lock);
-        r = recv(c->fd, c->buf + c->len, c->cap - c->len, 0);
-        pthread_mutex_lock(&g_lock);
-        c->waiting = RT_WAIT_NONE;
-        if (c->shed) {
-            /* Bytes that came with the shutdown are dropped with the
-               connection: no request of it has been started. */
+            r = recv(c->fd, c->buf + c->len, c->cap - c->len, 0);
+            saved_errno = errno;
+            pthread_mutex_lock(&g_lock);
+            c->waiting = RT_WAIT_NONE;
+            if (c->shed) {
+                /* Bytes that came with the shutdown are dropped with the
+                   connection: no request of it has been started. */
+                pthread_mutex_unlock(&g_lock);
+                return 0;
+            }
             pthread_mutex_unlock(&g_lock);
-            return 0;
+            errno = saved_errno;
         }
-        pthread_mutex_unlock(&g_lock);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -3487,8 +3508,15 @@ static void rt_linger_close(int fd)
 static void *rt_conn_main(void *arg)
 {
     struct rt_conn *c = arg;
-    int linger = 0;
-    for (;;) {
+    int linger = 0, shed;
+    /* The accept loop listed it as waiting (RT_WAIT_NEW) so that a thread
+       slow to start is not a slot nobody can take; from here the waits are
+       announced where they happen. */
+    pthread_mutex_lock(&g_lock);
+    c->waiting = RT_WAIT_NONE;
+    shed = c->shed;
+    pthread_mutex_unlock(&g_lock);
+    while (!shed) {
         int st = rt_read_head(c);
         double t0;
         if (st == 0)
@@ -3520,6 +3548,7 @@ static void *rt_conn_main(void *arg)
         c->keep_alive = c->req.keep_alive;
         c->body_done = !c->req.chunked && !(c->req.has_content_length && c->req.content_length);
         rt_dispatch(c);
+        c->served = 1;
         if (g_cfg.access_log) {
             /* with the caller's trace context, so a request is found
                in a trace (its value is printable: checked above) */
@@ -3540,10 +3569,9 @@ static void *rt_conn_main(void *arg)
         c->len -= c->body_pos;
         c->head_len = c->body_pos = 0;
     }
-    if (linger)
-        rt_linger_close(c->fd);
-    else
-        close(c->fd);
+    /* Out of the list before the close: the slot is free at once (a
+       lingering close takes up to 2 s), and rt_shed, which only sees
+       listed connections, never shuts a descriptor number reused since. */
     pthread_mutex_lock(&g_lock);
     if (c->prev)
         c->prev->next = c->next;
@@ -3556,6 +3584,10 @@ static void *rt_conn_main(void *arg)
         g_shed_pending--;
     pthread_cond_broadcast(&g_cond);
     pthread_mutex_unlock(&g_lock);
+    if (linger)
+        rt_linger_close(c->fd);
+    else
+        close(c->fd);
     free(c->buf);
     free(c);
     return NULL;
@@ -3659,13 +3691,15 @@ static void rt_wait_connections(double until)
 #define RT_PRESSURE_STALL_S 10.0
 
 static struct {
-    unsigned long idle, head, body, refused; /* since the last log line */
+    unsigned long fresh, head, idle, body, refused; /* since the last log line */
     double last_log;
 } g_shed_stats;                                 /* under g_lock */
 
-/* The waiting connection to close first: one with no request started
+/* The waiting connection to close first: one that never sent a byte
    (closing it loses nothing; HTTP lets a server close an idle connection
-   at any time), then a partial head, then a stalled body; the oldest wait
+   at any time), then a partial head (slowloris), then a keep-alive
+   connection between requests (a client that has shown itself one: an
+   idle flood never sends a request), then a stalled body; the oldest wait
    first within each. Called with g_lock held. */
 static struct rt_conn *rt_shed_victim(void)
 {
@@ -3685,10 +3719,12 @@ static struct rt_conn *rt_shed_victim(void)
    starting a request. Called with g_lock held. */
 static void rt_shed(struct rt_conn *c)
 {
-    if (c->waiting == RT_WAIT_IDLE)
-        g_shed_stats.idle++;
+    if (c->waiting == RT_WAIT_NEW)
+        g_shed_stats.fresh++;
     else if (c->waiting == RT_WAIT_HEAD)
         g_shed_stats.head++;
+    else if (c->waiting == RT_WAIT_IDLE)
+        g_shed_stats.idle++;
     else
         g_shed_stats.body++;
     c->shed = 1;
@@ -3705,7 +3741,8 @@ static void rt_shed_under_pressure(double now)
         double waited = now - c->wait_since;
         if (c->shed || c->waiting == RT_WAIT_NONE)
             continue;
-        if (waited >= (c->waiting == RT_WAIT_IDLE ? RT_PRESSURE_IDLE_S : RT_PRESSURE_STALL_S))
+        if (waited >= (c->waiting == RT_WAIT_NEW || c->waiting == RT_WAIT_IDLE ? RT_PRESSURE_IDLE_S
+                                                                               : RT_PRESSURE_STALL_S))
             rt_shed(c);
     }
 }
@@ -3713,15 +3750,16 @@ static void rt_shed_under_pressure(double now)
 /* Called with g_lock held, from the accept loop (at least once a second). */
 static void rt_shed_log(double now)
 {
-    unsigned long shed = g_shed_stats.idle + g_shed_stats.head + g_shed_stats.body;
+    unsigned long shed = g_shed_stats.fresh + g_shed_stats.head + g_shed_stats.idle + g_shed_stats.body;
     if (!shed && !g_shed_stats.refused)
         return;
     if (now - g_shed_stats.last_log < 1)
         return;
-    rt_log("load: closed %lu connections waiting for their clients (%lu idle, %lu in a request head, "
-           "%lu in a body) to keep accepting; %lu refused with 503 (every slot busy); "
-           "%d of --max-connections %d in use",
-           shed, g_shed_stats.idle, g_shed_stats.head, g_shed_stats.body, g_shed_stats.refused,
+    rt_log("load: closed %lu connections waiting for their clients (%lu that sent nothing, %lu in a "
+           "request head, %lu idle between requests, %lu in a body) to keep accepting; %lu refused "
+           "with 503 (every slot busy); %d of --max-connections %d in use",
+           shed, g_shed_stats.fresh, g_shed_stats.head, g_shed_stats.idle, g_shed_stats.body,
+           g_shed_stats.refused,
            g_active - g_shed_pending, g_cfg.max_connections);
     memset(&g_shed_stats, 0, sizeof g_shed_stats);
     g_shed_stats.last_log = now;
@@ -3737,8 +3775,14 @@ static void rt_refuse_busy(int fd)
                      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
                      "Retry-After: 1\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n%s",
                      sizeof body - 1, body);
+    char scratch[4096];
     if (send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
         /* nothing more to do for it */
+    }
+    /* A request that came already is read first: closing with unread bytes
+       would reset the connection and lose the answer. */
+    shutdown(fd, SHUT_WR);
+    while (recv(fd, scratch, sizeof scratch, MSG_DONTWAIT) > 0) {
     }
     close(fd);
 }
@@ -3893,6 +3937,8 @@ int main(int argc, char **argv)
             continue;
         }
         g_active++;
+        c->waiting = RT_WAIT_NEW;
+        c->wait_since = now;
         c->next = g_conns;
         if (g_conns)
             g_conns->prev = c;
@@ -3918,7 +3964,7 @@ int main(int argc, char **argv)
     close(lfd);
     pthread_mutex_lock(&g_lock);
     for (struct rt_conn *c = g_conns; c; c = c->next)
-        if (c->waiting == RT_WAIT_IDLE)
+        if (c->waiting == RT_WAIT_NEW || c->waiting == RT_WAIT_IDLE)
             shutdown(c->fd, SHUT_RD);
     pthread_mutex_unlock(&g_lock);
     rt_wait_connections(rt_now() + g_cfg.shutdown_grace_s);

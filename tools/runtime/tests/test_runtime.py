@@ -842,7 +842,7 @@ def test_a_full_server_sheds_waiting_connections_and_refuses_only_when_all_work(
         deadline = time.time() + 10
         while True:
             counts = [tuple(map(int, m.groups())) for m in
-                      (re.search(r"load: closed \d+ .*\((\d+) idle.* (\d+) refused with 503", l) for l in srv.log) if m]
+                      (re.search(r"load: closed \d+ .*\((\d+) that sent nothing.* (\d+) refused with 503", l) for l in srv.log) if m]
             if sum(c[0] for c in counts) >= 2 and sum(c[1] for c in counts) == 1:
                 break
             assert time.time() < deadline, srv.log[-5:]
@@ -883,12 +883,13 @@ def test_when_slots_run_short_silent_and_stalled_clients_go_sooner():
         assert requests.get(srv.url + "/", timeout=10).status_code == 200
         deadline = time.time() + 5
         while True:
-            totals = [0, 0, 0]
+            totals = [0, 0, 0, 0]
             for l in srv.log:
-                m = re.search(r"\((\d+) idle, (\d+) in a request head, (\d+) in a body\)", l)
+                m = re.search(r"\((\d+) that sent nothing, (\d+) in a request head, (\d+) idle between "
+                              r"requests, (\d+) in a body\)", l)
                 if m:
                     totals = [a + int(b) for a, b in zip(totals, m.groups())]
-            if totals == [1, 1, 2]:
+            if totals == [1, 1, 0, 2]:
                 break
             assert time.time() < deadline, (totals, srv.log)
             time.sleep(0.1)
@@ -1053,11 +1054,21 @@ def test_idle_and_slowloris_clients_cannot_starve_others():
         assert mine.poll(120), "the attacker did not connect"
         ready = mine.recv()
         assert ready[0] == "ready" and ready[1] + ready[2] > 512, ready
-        worst, answered = 0.0, 0
+        worst, answered, reconnects = 0.0, 0, 0
         session = requests.Session()
         for i in range(30):
             t = time.time()
-            r = requests.get(srv.url + "/", timeout=30)  # a fresh connection each time
+            # A fresh connection each time. One whose request has not
+            # arrived when max_connections newer ones have (the attacker
+            # connects thousands a second; a loaded machine can hold this
+            # process back that long) is as silent as theirs and may be
+            # shed: like any HTTP client, this one then connects again.
+            for attempt in range(5):
+                try:
+                    r = requests.get(srv.url + "/", timeout=30)
+                    break
+                except requests.exceptions.ConnectionError:
+                    reconnects += 1
             assert r.status_code == 200 and r.json()["status"] == "ok", (r.status_code, r.text)
             res = execute(srv, "echo %d" % i, session=session)  # a keep-alive one
             assert res == {"stdout": "%d\n" % i, "stderr": "", "exit_code": 0}, res
@@ -1073,8 +1084,9 @@ def test_idle_and_slowloris_clients_cannot_starve_others():
         assert shed_lines and stats["idle_closed"] > 0, (stats, srv.log[-5:])
         # Shedding kept the threads (a 256 KiB stack each) near the limit.
         assert threads <= 512 + 64, threads
-        return "%d requests answered, worst %.2fs; attacker: %s; server threads %d; %s" % (
-            answered, worst, stats, threads, shed_lines[-1].strip()[:200])
+        return "%d requests answered (%d fresh connections shed before their request came), worst %.2fs; " \
+               "attacker: %s; server threads %d; %s" % (
+                   answered, reconnects, worst, stats, threads, shed_lines[-1].strip()[:260])
     finally:
         stop.set()
         if attacker.is_alive():
