@@ -18492,16 +18492,28 @@ static asb_result asb__nt_endpoint(asb_client *c, asb_sandbox *sb, int port, asb
 static asb_result asb__client_dial(void *user, const char *host, int port, int *fd,
                                    asb_error *err);
 
-/* A forward to one port of one sandboxd pod ("<pod>.<ns>" in the URL). */
+/* A forward to one port of one sandboxd pod ("<pod>.<ns>" in the URL).
+   Dials run outside conn_lock, so a handle released meanwhile (another
+   handle of the same pod, on another thread) only unlinks a forward that
+   is being dialled through: the last dial frees it. */
 typedef struct asb__pod_forward {
     char host[320];
     int port;
     asb_portforward *pf;
+    int dialing;   /* dials under way through pf (under conn_lock) */
+    int unlinked;  /* released while dialing: the last dial frees it */
     struct asb__pod_forward *next;
 } asb__pod_forward;
 
+static void asb__pod_forward_free(asb_client *c, asb__pod_forward *f) {
+    asb_portforward_free(f->pf);
+    c->alloc.free_fn(f, c->alloc.user_data);
+}
+
+/* The forward for host and port, made at first use, with one dial
+   counted on it (asb__nt_pod_forward_done ends it). */
 static asb_result asb__nt_pod_forward(asb_client *c, const char *host, int port,
-                                      asb_portforward **out, asb_error *err) {
+                                      asb__pod_forward **out, asb_error *err) {
     asb__pod_forward *f;
     asb_result r = ASB_OK;
     pthread_mutex_lock(&c->conn_lock);
@@ -18540,22 +18552,34 @@ static asb_result asb__nt_pod_forward(asb_client *c, const char *host, int port,
             }
         }
     }
-    *out = f ? f->pf : NULL;
+    if (f) f->dialing++;
+    *out = f;
     pthread_mutex_unlock(&c->conn_lock);
     return r;
+}
+
+static void asb__nt_pod_forward_done(asb_client *c, asb__pod_forward *f) {
+    int last;
+    pthread_mutex_lock(&c->conn_lock);
+    last = --f->dialing == 0 && f->unlinked;
+    pthread_mutex_unlock(&c->conn_lock);
+    if (last) asb__pod_forward_free(c, f);
 }
 
 static asb_result asb__nt_dial(asb_client *c, const char *host, int port, int *fd,
                                asb_error *err) {
     asb_portforward *pf = NULL; /* set on ASB_OK; gcc cannot always tell */
+    asb__pod_forward *pod = NULL;
     asb_result r;
     char router[200];
     snprintf(router, sizeof router, "%s.%s", c->router_svc, c->router_ns);
     /* the router's Service, or a sandboxd pod ("<pod>.<ns>", the pod tunnel) */
     r = strcmp(host, router) == 0 ? asb__nt_forward(c, &pf, err)
-                                  : asb__nt_pod_forward(c, host, port, &pf, err);
+                                  : asb__nt_pod_forward(c, host, port, &pod, err);
     if (r != ASB_OK) return r;
+    if (pod) pf = pod->pf;
     r = asb_portforward_dial(pf, fd, err); /* outside conn_lock: threads dial at once */
+    if (pod) asb__nt_pod_forward_done(c, pod);
     if (r == ASB_ERR_KUBE_API && err && err->http_status == 403)
         asb__error_hint(err, " (the native tunnel needs get or create on pods/portforward, and "
                              "get/list on services and pods, in the router's namespace)");
@@ -18583,11 +18607,10 @@ static void asb__nt_stop(asb_client *c) {
     pthread_mutex_lock(&c->conn_lock);
     asb_portforward_free(c->native_pf); /* ends the streams, joins their relays */
     c->native_pf = NULL;
-    while (c->pod_pfs) {
+    while (c->pod_pfs) { /* no call runs while the client is freed */
         asb__pod_forward *f = c->pod_pfs;
         c->pod_pfs = f->next;
-        asb_portforward_free(f->pf);
-        c->alloc.free_fn(f, c->alloc.user_data);
+        asb__pod_forward_free(c, f);
     }
     pthread_mutex_unlock(&c->conn_lock);
 }
@@ -18620,6 +18643,10 @@ static void asb__npt_release(asb_sandbox *sb) {
         if (strcmp((*pp)->host, host) == 0) {
             asb__pod_forward *f = *pp;
             *pp = f->next;
+            if (f->dialing) { /* another handle's dial holds it: it frees it */
+                f->unlinked = 1;
+                continue;
+            }
             f->next = gone;
             gone = f;
         } else {
@@ -18630,8 +18657,7 @@ static void asb__npt_release(asb_sandbox *sb) {
     while (gone) {
         asb__pod_forward *f = gone;
         gone = f->next;
-        asb_portforward_free(f->pf);
-        c->alloc.free_fn(f, c->alloc.user_data);
+        asb__pod_forward_free(c, f);
     }
 }
 

@@ -7,6 +7,8 @@
 #include "../agentsandbox.h"
 #include "asbtest.h"
 
+#include <poll.h>
+
 /* Feeds bytes to a fresh reader; returns the reader for inspection. */
 static void reader_with(asb__ws_reader *r, const void *bytes, size_t n, size_t max) {
     asb__ws_reader_init(r, NULL, max);
@@ -281,6 +283,85 @@ ASBT_TEST(portforward_create_checks_its_description) {
     asb_kube_client_free(kc);
 }
 
+typedef struct pod_dial {
+    asb_client *c;
+    asb_result r;
+    int fd;
+    asb_error err;
+} pod_dial;
+
+static void *dial_pod(void *arg) {
+    pod_dial *d = (pod_dial *)arg;
+    d->r = asb__nt_dial(d->c, "pod-x.default", 8080, &d->fd, &d->err);
+    return NULL;
+}
+
+/* Native mode with sandboxd: two handles of one pod on two threads. One
+   is released (its pod's forwards go) while the other's dial through the
+   same forward waits for the apiserver's upgrade answer: that dial ends
+   with an error, never on freed memory (ASan), and the forward is freed
+   by it, once. */
+ASBT_TEST(a_pod_forward_released_during_another_handles_dial_is_freed_after_it) {
+    struct sockaddr_in a;
+    socklen_t al = sizeof a;
+    int lfd = socket(AF_INET, SOCK_STREAM, 0), cfd = -1, fd;
+    char path[] = "/tmp/asb-test-ws-XXXXXX", cfg[512];
+    asb_client_desc cd;
+    asb_client *c = NULL;
+    asb_sandbox *sb;
+    asb_error err;
+    pod_dial d;
+    pthread_t th;
+    struct pollfd p;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASBT_CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&a, sizeof a) == 0 && listen(lfd, 8) == 0 &&
+               getsockname(lfd, (struct sockaddr *)&a, &al) == 0);
+    /* the apiserver: takes the upgrade request and says nothing */
+    snprintf(cfg, sizeof cfg,
+             "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n"
+             "- name: k\n  cluster: {server: 'http://127.0.0.1:%d'}\n"
+             "users:\n- name: u\n  user: {}\ncontexts:\n"
+             "- name: c\n  context: {cluster: k, user: u}\n", ntohs(a.sin_port));
+    fd = mkstemp(path);
+    ASBT_CHECK(fd >= 0);
+    ASBT_CHECK(write(fd, cfg, strlen(cfg)) == (ssize_t)strlen(cfg));
+    close(fd);
+    memset(&cd, 0, sizeof cd);
+    cd.kube.kubeconfig.path = path;
+    cd.mode = ASB_CONNECT_DIRECT;
+    cd.direct_url = "http://127.0.0.1:1";
+    cd.claim_api_version = "v1alpha1";
+    ASBT_EQ_RES(asb_client_create(&cd, &c, &err), ASB_OK);
+    unlink(path);
+    memset(&d, 0, sizeof d);
+    d.c = c;
+    d.fd = -1;
+    ASBT_CHECK(pthread_create(&th, NULL, dial_pod, &d) == 0);
+    p.fd = lfd;
+    p.events = POLLIN;
+    p.revents = 0;
+    if (poll(&p, 1, 20000) == 1) cfd = accept(lfd, NULL, NULL);
+    if (cfd >= 0) {
+        /* the dial waits for its answer: the other handle goes */
+        sb = asb__new_handle(c, "claim-a", "pod-x", "default");
+        if (sb) {
+            snprintf(sb->pod, sizeof sb->pod, "pod-x");
+            asb__npt_release(sb);
+            asb__handle_free(sb);
+        }
+        close(cfd);
+    }
+    close(lfd); /* no second try gets an answer either */
+    pthread_join(th, NULL);
+    ASBT_CHECK(cfd >= 0);
+    ASBT_CHECK(d.r != ASB_OK);
+    ASBT_CHECK(d.fd == -1);
+    ASBT_CHECK(c->pod_pfs == NULL);
+    asb_client_free(c);
+}
+
 ASBT_LIST(ASBT_CASE(accept_key_matches_the_rfc_example)
           ASBT_CASE(sha1_matches_fips_vectors_across_block_boundaries)
           ASBT_CASE(single_frame_message_is_handed_over_whole)
@@ -290,5 +371,6 @@ ASBT_LIST(ASBT_CASE(accept_key_matches_the_rfc_example)
           ASBT_CASE(valid_close_frames_and_empty_messages_pass)
           ASBT_CASE(client_frames_are_masked_with_minimal_lengths)
           ASBT_CASE(send_refuses_what_a_client_may_not_send)
-          ASBT_CASE(portforward_create_checks_its_description))
+          ASBT_CASE(portforward_create_checks_its_description)
+          ASBT_CASE(a_pod_forward_released_during_another_handles_dial_is_freed_after_it))
 ASBT_MAIN()
