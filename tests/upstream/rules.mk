@@ -28,6 +28,8 @@ upstream-sdk-venv: $(UPSTREAM_SDK_STAMP)
 test-kube-cluster: $(UPSTREAM_SDK_STAMP)
 # cluster-e2e's sandboxd proof (tools/localcluster/tests/test_sandboxd_pysdk.py)
 cluster-e2e: $(UPSTREAM_SDK_STAMP)
+# the Python side of bench-sandboxd (tests/sandboxd/rules.mk)
+bench-sandboxd: $(UPSTREAM_SDK_STAMP)
 
 # File names with quotes, backslashes, spaces, % and unicode, written and
 # read back by the library against agentsandbox-runtime and against the

@@ -1,0 +1,268 @@
+/* make bench-sandboxd, our side (bench_sandboxd.py is the Python SDK 1.0.8
+   [grpc] side: the same workload, each in its own processes, on the same
+   sandboxd of the same cluster):
+
+     bench_sandboxd workload RUNS
+         one sandbox from the warm pool sandboxd-warmpool (the real
+         sandboxd; the runtime picked from the template, the pod tunnel
+         `kubectl port-forward pod/<pod> :8080 :9090`): run("true") RUNS
+         times after one warm-up run that starts the tunnel; a 64 MiB file
+         written and read back 3 times (streamed both ways, checked as it
+         arrives, inside the timing); the first output of a streaming
+         process (`echo first`, and `echo first; sleep 1`), 5 times each,
+         from the start call to the first stdout chunk; then this process's
+         peak RSS and CPU time.
+
+   Reads KUBECONFIG. Results go to stdout as "result <name> <value>" lines;
+   bench_sandboxd.py report compares them. */
+#define AGENTSANDBOX_IMPLEMENTATION
+#include "../../agentsandbox.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#define BENCH_POOL "sandboxd-warmpool"
+#define BENCH_FILE_BYTES ((uint64_t)64 << 20)
+#define BENCH_BLOCK 65536
+#define BENCH_FILE_REPS 3 /* the report takes the median */
+#define BENCH_FIRST_REPS 5
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static long peak_rss_kib(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+static double cpu_ms(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, size_t n) {
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static int fail(const char *what, const asb_error *err) {
+    fprintf(stderr, "bench_sandboxd: %s: %s (%s)\n", what, err->message,
+            asb_result_str(err->code));
+    return 1;
+}
+
+/* The file's bytes: one pseudo-random block repeated, made before timing. */
+static unsigned char block[BENCH_BLOCK];
+
+static void block_fill(void) {
+    uint32_t x = 2463534242u;
+    size_t i;
+    for (i = 0; i < sizeof block; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        block[i] = (unsigned char)x;
+    }
+}
+
+typedef struct file_cursor {
+    uint64_t off;
+    int mismatch;
+} file_cursor;
+
+static long file_source(void *user_data, char *buf, size_t cap) {
+    file_cursor *c = (file_cursor *)user_data;
+    size_t at = (size_t)(c->off % BENCH_BLOCK), n = BENCH_BLOCK - at;
+    if (c->off >= BENCH_FILE_BYTES) return 0;
+    if (n > cap) n = cap;
+    if ((uint64_t)n > BENCH_FILE_BYTES - c->off) n = (size_t)(BENCH_FILE_BYTES - c->off);
+    memcpy(buf, block + at, n);
+    c->off += n;
+    return (long)n;
+}
+
+static asb_result file_sink(void *user_data, const char *data, size_t len) {
+    file_cursor *c = (file_cursor *)user_data;
+    while (len) {
+        size_t at = (size_t)(c->off % BENCH_BLOCK), n = BENCH_BLOCK - at;
+        if (n > len) n = len;
+        if (c->off + n > BENCH_FILE_BYTES || memcmp(data, block + at, n) != 0) c->mismatch = 1;
+        c->off += n;
+        data += n;
+        len -= n;
+    }
+    return ASB_OK;
+}
+
+/* The first stdout chunk's time (the callback runs on the thread that
+   called start or wait, so no lock is needed) and what came. */
+typedef struct first_out {
+    double at;
+    char text[64];
+    size_t len;
+} first_out;
+
+static void on_output(void *user_data, asb_process_output which, const char *data, size_t len) {
+    first_out *f = (first_out *)user_data;
+    if (which != ASB_PROCESS_STDOUT) return;
+    if (f->at == 0) f->at = now_ms();
+    while (len-- && f->len < sizeof f->text - 1) f->text[f->len++] = *data++;
+    f->text[f->len] = '\0';
+}
+
+/* Start to first stdout chunk of `shell`, then its exit (untimed). */
+static int first_output(asb_sandbox *sb, const char *shell, const char *key) {
+    asb_process_opts po;
+    asb_process *p;
+    asb_error err;
+    first_out f;
+    double t0;
+    int code = -1, i;
+    for (i = 0; i < BENCH_FIRST_REPS; i++) {
+        memset(&f, 0, sizeof f);
+        memset(&po, 0, sizeof po);
+        po.shell = shell;
+        po.on_output = on_output;
+        po.user_data = &f;
+        t0 = now_ms();
+        if (asb_sandbox_process_start(sb, &po, &p, &err) != ASB_OK) return fail("start", &err);
+        while (f.at == 0) {
+            asb_result r = asb_process_wait(p, 1, &code, &err);
+            if (r == ASB_OK) break;
+            if (r != ASB_ERR_TIMEOUT) {
+                asb_process_free(p);
+                return fail("wait", &err);
+            }
+        }
+        if (f.at == 0 || strncmp(f.text, "first\n", 6) != 0) {
+            fprintf(stderr, "bench_sandboxd: %s: first output \"%s\"\n", shell, f.text);
+            asb_process_free(p);
+            return 1;
+        }
+        printf("result %s %.3f\n", key, f.at - t0);
+        if (asb_process_wait(p, 0, &code, &err) != ASB_OK || code != 0) {
+            asb_process_free(p);
+            return fail("wait for the exit", &err);
+        }
+        asb_process_free(p);
+    }
+    return 0;
+}
+
+static int workload(int runs) {
+    asb_client_desc desc;
+    asb_create_opts opts;
+    asb_client *client;
+    asb_sandbox *sb = NULL;
+    asb_run_result res;
+    asb_error err;
+    file_cursor cur;
+    double *lat, t0, tw, tr;
+    int i, rc = 1;
+
+    lat = (double *)malloc(sizeof *lat * (size_t)runs);
+    if (!lat) return 1;
+    block_fill();
+    memset(&desc, 0, sizeof desc); /* KUBECONFIG, local tunnel (the pod tunnel for sandboxd) */
+    desc.runtime = ASB_RUNTIME_AUTO;
+    if (asb_client_create(&desc, &client, &err) != ASB_OK) {
+        free(lat);
+        return fail("client", &err);
+    }
+    memset(&opts, 0, sizeof opts);
+    opts.warm_pool = BENCH_POOL;
+    if (asb_client_create_sandbox(client, NULL, &opts, &sb, &err) != ASB_OK) {
+        fail("create", &err);
+        goto out;
+    }
+    {
+        const char *rt = asb_sandbox_runtime(sb);
+        if (!rt || strcmp(rt, "sandboxd") != 0) {
+            fprintf(stderr, "bench_sandboxd: the runtime is %s, not sandboxd\n", rt ? rt : "(none)");
+            goto out;
+        }
+    }
+    t0 = now_ms(); /* the first call starts the pod tunnel: timed apart */
+    if (asb_sandbox_run(sb, "true", 60000, &res, &err) != ASB_OK) {
+        fail("run (first)", &err);
+        goto out;
+    }
+    printf("result first_run_ms %.3f\n", now_ms() - t0);
+    asb_run_result_free(&res);
+    for (i = 0; i < runs; i++) {
+        t0 = now_ms();
+        if (asb_sandbox_run(sb, "true", 60000, &res, &err) != ASB_OK) {
+            fail("run", &err);
+            goto out;
+        }
+        lat[i] = now_ms() - t0;
+        if (res.exit_code != 0) {
+            fprintf(stderr, "bench_sandboxd: run(\"true\") exited %d\n", res.exit_code);
+            asb_run_result_free(&res);
+            goto out;
+        }
+        asb_run_result_free(&res);
+    }
+    printf("result runs %d\n", runs);
+    printf("result run_true_median_ms %.3f\n", median(lat, (size_t)runs));
+    printf("result run_true_best_ms %.3f\n", lat[0]); /* sorted by median() */
+
+    for (i = 0; i < BENCH_FILE_REPS; i++) {
+        memset(&cur, 0, sizeof cur);
+        t0 = now_ms();
+        if (asb_sandbox_write_stream(sb, "bench-64m.bin", file_source, &cur, BENCH_FILE_BYTES,
+                                     &err) != ASB_OK) {
+            fail("write", &err);
+            goto out;
+        }
+        tw = now_ms() - t0;
+        memset(&cur, 0, sizeof cur);
+        t0 = now_ms();
+        if (asb_sandbox_read_stream(sb, "bench-64m.bin", file_sink, &cur, &err) != ASB_OK) {
+            fail("read", &err);
+            goto out;
+        }
+        tr = now_ms() - t0;
+        if (cur.mismatch || cur.off != BENCH_FILE_BYTES) {
+            fprintf(stderr, "bench_sandboxd: read back %llu bytes%s\n", (unsigned long long)cur.off,
+                    cur.mismatch ? ", not what was written" : "");
+            goto out;
+        }
+        printf("result write_64m_ms %.3f\n", tw);
+        printf("result read_64m_ms %.3f\n", tr);
+        printf("result write_read_64m_ms %.3f\n", tw + tr);
+    }
+    if (first_output(sb, "echo first", "first_output_echo_ms") != 0 ||
+        first_output(sb, "echo first; sleep 1", "first_output_echo_sleep_ms") != 0)
+        goto out;
+    rc = 0;
+out:
+    if (sb && asb_sandbox_terminate(sb, &err) != ASB_OK) rc = fail("terminate", &err);
+    asb_client_free(client);
+    if (rc == 0) {
+        printf("result peak_rss_kib %ld\n", peak_rss_kib());
+        printf("result cpu_ms %.3f\n", cpu_ms());
+    }
+    free(lat);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "workload") == 0 && atoi(argv[2]) > 0)
+        return workload(atoi(argv[2]));
+    fprintf(stderr, "usage: bench_sandboxd workload RUNS\n");
+    return 2;
+}

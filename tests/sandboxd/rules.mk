@@ -1,0 +1,89 @@
+# Issue 15 end to end: the sandboxd runtime against the real sandboxd
+# (agent-sandbox v0.5.6, built unmodified; tools/localcluster runs it in
+# each pod of the sandboxd template, in a network namespace of its own).
+#
+#   make test-sandboxd-cluster    tests/test_sandboxd_cluster.c (ASan; the
+#                                 1 GiB flat-memory case from the plain build,
+#                                 where RSS means what it says) and
+#                                 examples/sandboxd_session, on a v0.5.6 cluster
+#   make bench-sandboxd           ours vs the Python SDK 1.0.8 [grpc] on the
+#                                 same sandboxd, same run
+#
+# Each has its own cluster (state directory and pod range apart from the
+# other tiers' and the default cluster), brought up and always taken down.
+# (Read after tests/rules.mk: TB, SAN, LINK and KC_* are set.)
+
+SBD_STATE    := $(abspath $(BUILD))/localcluster-sandboxd
+SBD_ENV      := LC_STATE_DIR=$(SBD_STATE) LC_POD_CIDR=127.1.96.0/24
+SBD_BENCH_STATE := $(abspath $(BUILD))/localcluster-bench-sandboxd
+SBD_BENCH_ENV   := LC_STATE_DIR=$(SBD_BENCH_STATE) LC_POD_CIDR=127.1.224.0/24
+
+# Cases run from the ASan build (by name substring) and from the plain one.
+SBD_ASAN_CASES  := handle_suite files_go_up 10000_lines while_the_process_runs through_cat \
+                   sigint_ends pty_process non_empty_directory killed_pod_tunnel n_sandboxes
+SBD_PLAIN_CASES := 1_gib
+
+ALL_TARGETS += $(TB)/asan/test_sandboxd_cluster $(TB)/c/test_sandboxd_cluster
+
+.PHONY: test-sandboxd-cluster
+TEST_TIERS += test-sandboxd-cluster
+test-sandboxd-cluster: $(TB)/asan/test_sandboxd_cluster $(TB)/c/test_sandboxd_cluster \
+                       cluster-build cluster-runtime
+	@lc="$(LC_PYTHON) $(LC_DIR)/lc.py"; export $(SBD_ENV); \
+	trap '$$lc down >/dev/null 2>&1' EXIT; $$lc down >/dev/null 2>&1; \
+	$$lc up --agent-sandbox v0.5.6 > $(TB)/sandboxd-cluster-up.log 2>&1 || \
+	  { tail -20 $(TB)/sandboxd-cluster-up.log; exit 1; }; \
+	export ASB_CLUSTER_KUBECONFIGS=$(SBD_STATE)/kubeconfig; rc=0; \
+	echo "--- test_sandboxd_cluster (ASan)"; \
+	$(TB)/asan/test_sandboxd_cluster $(SBD_ASAN_CASES) || rc=1; \
+	echo "--- test_sandboxd_cluster (plain build: peak RSS)"; \
+	$(TB)/c/test_sandboxd_cluster $(SBD_PLAIN_CASES) || rc=1; \
+	$(SBD_EXAMPLE) \
+	exit $$rc
+
+# The example, interactive style, fed from a pipe: sh gets the lines, the
+# output streams back, the exit status of `exit 3` is reported.
+SBD_SESSION_IN := echo hello from sh\necho to stderr >&2\ncd sub 2>/dev/null || mkdir sub\nls\nexit 3\n
+test-sandboxd-cluster: $(EX)/sandboxd_session
+test-sandboxd-cluster: SBD_EXAMPLE = \
+	echo "--- examples/sandboxd_session (sh fed from a pipe)"; \
+	out=$$(printf '$(SBD_SESSION_IN)' | KUBECONFIG=$(SBD_STATE)/kubeconfig/admin.kubeconfig \
+	       $(EX)/sandboxd_session 2>$(TB)/sandboxd_session.err); erc=$$?; \
+	echo "$$out"; cat $(TB)/sandboxd_session.err; \
+	{ [ $$erc = 0 ] && [ "$$out" = "$$(printf 'hello from sh\nsub')" ] && \
+	  grep -qx 'to stderr' $(TB)/sandboxd_session.err && \
+	  grep -qx 'sh exited with 3' $(TB)/sandboxd_session.err; } || \
+	  { echo "examples/sandboxd_session printed the wrong thing (exit $$erc)"; rc=1; };
+
+# --- make bench-sandboxd -------------------------------------------------------
+SBD_BENCH_DIR       := $(BUILD)/bench-sandboxd
+SBD_BENCH_BIN       := $(TB)/bench_sandboxd
+SBD_BENCH_BASELINE  = python-k8s-agent-sandbox[grpc]-$(UPSTREAM_PY_SDK_VERSION)
+SBD_BENCH_WORKLOADS ?= 3
+SBD_BENCH_RUNS      ?= 200
+$(SBD_BENCH_BIN): tests/bench/bench_sandboxd.c agentsandbox.h
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O2 -DNDEBUG $(CFLAGS_WARN) $< -o $@ $(LINK)
+ALL_TARGETS += $(SBD_BENCH_BIN)
+
+BENCH_TIERS += bench-sandboxd
+.PHONY: bench-sandboxd
+# One v0.5.6 cluster; workload processes of both sides in turns (same load);
+# the report; the cluster always goes down. The Python venv's prerequisite
+# is added in tests/upstream/rules.mk (read after this file).
+bench-sandboxd: $(SBD_BENCH_BIN) cluster-build cluster-runtime
+	@lc="$(LC_PYTHON) $(LC_DIR)/lc.py"; export $(SBD_BENCH_ENV); \
+	out=$(SBD_BENCH_DIR)/results; rm -rf $$out; mkdir -p $$out; \
+	trap '$$lc down >/dev/null 2>&1' EXIT; $$lc down >/dev/null 2>&1; \
+	$$lc up --agent-sandbox v0.5.6 > $$out/cluster-up.log 2>&1 || \
+	  { tail -20 $$out/cluster-up.log; exit 1; }; \
+	export KUBECONFIG=$(SBD_BENCH_STATE)/kubeconfig/admin.kubeconfig; \
+	for i in $$(seq $(SBD_BENCH_WORKLOADS)); do \
+	  $(SBD_BENCH_BIN) workload $(SBD_BENCH_RUNS) >> $$out/ours.txt 2>> $$out/ours.err || \
+	    { echo "bench-sandboxd: our workload failed:"; tail -20 $$out/ours.err; exit 1; }; \
+	  $(UPSTREAM_SDK_VENV)/bin/python tests/bench/bench_sandboxd.py workload $(SBD_BENCH_RUNS) \
+	    >> $$out/theirs.txt 2>> $$out/theirs.err || \
+	    { echo "bench-sandboxd: the Python workload failed:"; tail -20 $$out/theirs.err; exit 1; }; \
+	done; \
+	/usr/bin/python3 tests/bench/bench_sandboxd.py report $$out/ours.txt $$out/theirs.txt \
+	  '$(SBD_BENCH_BASELINE)'

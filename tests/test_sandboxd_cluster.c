@@ -1,0 +1,891 @@
+/* Issue 15 end to end: the sandboxd runtime on the local control plane
+   (agent-sandbox v0.5.6), against the real sandboxd built unmodified from
+   the release. Every sandbox here is a claim on the warm pool
+   `sandboxd-warmpool` (template `sandboxd-template`, a container named
+   `sandboxd` that declares SANDBOXD_REST_ADDR / SANDBOXD_GRPC_ADDR): the
+   client picks the sandboxd runtime by itself and reaches the pod through
+   its own pod tunnel (`kubectl port-forward pod/<pod> :8080 :9090`), which
+   kwok relays into the pod's network namespace, where sandboxd listens on
+   127.0.0.1 only (tools/localcluster/README.md).
+
+   ASB_CLUSTER_KUBECONFIGS names the cluster's kubeconfigs. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#define AGENTSANDBOX_IMPLEMENTATION
+#include "../agentsandbox.h"
+#include "asbtest.h"
+#include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#define POOL "sandboxd-warmpool"
+
+static char kubeconfig[1024];
+
+static void show_log(void *ud, const asb_log_record *rec) {
+    struct timespec ts;
+    (void)ud;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    fprintf(stderr, "    [%ld.%03ld] log %s: %s\n", (long)ts.tv_sec % 1000, ts.tv_nsec / 1000000, rec->id,
+            rec->message);
+}
+
+static asb_client *new_client(asb_error *err) {
+    asb_client_desc d;
+    asb_client *c = NULL;
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = kubeconfig;
+    d.kube.http.retry.backoff_ms = 100;
+    /* auto: sandboxd because the pool's template declares it, no other hint */
+    d.runtime = ASB_RUNTIME_AUTO;
+    if (getenv("ASB_SHOW_LOG")) d.log.fn = show_log;
+    if (asb_client_create(&d, &c, err) != ASB_OK) return NULL;
+    return c;
+}
+
+/* A sandbox from the sandboxd warm pool, or NULL (the error printed). */
+static asb_sandbox *new_sandbox(asb_client *c) {
+    asb_create_opts o;
+    asb_sandbox *sb = NULL;
+    asb_error err;
+    memset(&o, 0, sizeof o);
+    o.warm_pool = POOL;
+    if (asb_client_create_sandbox(c, NULL, &o, &sb, &err) != ASB_OK) {
+        fprintf(stderr, "    create from %s: %s\n", POOL, err.message);
+        return NULL;
+    }
+    return sb;
+}
+
+/* ---------------------------------------------------------------- processes */
+
+/* The parent of a process, from /proc (0 when it is gone); its name (comm)
+   into name[cap] when name is not NULL. */
+static int proc_parent(int pid, char *name, size_t cap) {
+    char path[64], buf[512];
+    FILE *f;
+    int ppid = 0;
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    f = fopen(path, "r");
+    if (!f) return 0;
+    if (fgets(buf, sizeof buf, f)) {
+        char *lp = strchr(buf, '('), *rp = strrchr(buf, ')');
+        if (lp && rp && sscanf(rp + 2, "%*c %d", &ppid) != 1) ppid = 0;
+        if (name && lp && rp) snprintf(name, cap, "%.*s", (int)(rp - lp - 1), lp + 1);
+    }
+    fclose(f);
+    return ppid;
+}
+
+/* 1 when the command line of pid holds needle (its arguments joined by
+   spaces). */
+static int cmdline_has(int pid, const char *needle) {
+    char path[64], line[1024];
+    size_t len, k;
+    FILE *f;
+    snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+    if ((f = fopen(path, "r")) == NULL) return 0;
+    len = fread(line, 1, sizeof line - 1, f);
+    fclose(f);
+    for (k = 0; k < len; k++)
+        if (!line[k]) line[k] = ' ';
+    line[len] = '\0';
+    return strstr(line, needle) != NULL;
+}
+
+/* kubectl processes that descend from this process (whatever supervises
+   them) and whose command line holds needle ("" for all): up to cap pids
+   into pids (may be NULL); returns how many. Zombies (exited, not yet
+   reaped) are not counted: they hold no tunnel. */
+static int kubectl_matching(const char *needle, int *pids, int cap) {
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d)) != NULL) {
+        char name[64] = "", path[64], st[512];
+        int pid, p, depth, zombie = 0;
+        FILE *f;
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        pid = atoi(e->d_name);
+        p = proc_parent(pid, name, sizeof name);
+        if (!strstr(name, "kubectl")) continue;
+        snprintf(path, sizeof path, "/proc/%d/stat", pid);
+        if ((f = fopen(path, "r")) != NULL) {
+            char *rp;
+            if (fgets(st, sizeof st, f) && (rp = strrchr(st, ')')) != NULL && rp[2] == 'Z')
+                zombie = 1;
+            fclose(f);
+        }
+        if (zombie || !cmdline_has(pid, needle)) continue;
+        for (depth = 0; p > 1 && depth < 8; depth++) {
+            if (p == (int)getpid()) {
+                if (n < cap && pids) pids[n] = pid;
+                n++;
+                break;
+            }
+            p = proc_parent(p, NULL, 0);
+        }
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+static int kubectl_descendants(int *pids, int cap) { return kubectl_matching("", pids, cap); }
+
+/* A sandboxd pod tunnel: `kubectl port-forward pod/<pod> :8080 :9090`. */
+static int pod_tunnels(int *pids, int cap) {
+    return kubectl_matching(" port-forward pod/", pids, cap);
+}
+
+/* Prints the command lines of the kubectl descendants (when a count is off). */
+static void show_kubectls(void) {
+    int pids[16], n = kubectl_descendants(pids, 16), i;
+    for (i = 0; i < n && i < 16; i++) {
+        char path[64], line[512];
+        size_t len, k;
+        FILE *f;
+        snprintf(path, sizeof path, "/proc/%d/cmdline", pids[i]);
+        if ((f = fopen(path, "r")) == NULL) continue;
+        len = fread(line, 1, sizeof line - 1, f);
+        fclose(f);
+        for (k = 0; k < len; k++)
+            if (!line[k]) line[k] = ' ';
+        line[len] = '\0';
+        fprintf(stderr, "    kubectl %d: %s\n", pids[i], line);
+    }
+}
+
+/* Waits up to ms for the number of pod tunnels to become want. */
+static int wait_pod_tunnels(int want, int ms) {
+    int n = -1, waited;
+    for (waited = 0; waited <= ms; waited += 50) {
+        n = pod_tunnels(NULL, 0);
+        if (n == want) return n;
+        asb__sleep_ms(50);
+    }
+    return n;
+}
+
+static long peak_rss_kib(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* Runs `echo <words>` in sb: 1 when it exits 0 with the words back. */
+static int echo_ok(asb_sandbox *sb, const char *words) {
+    char cmd[256], want[256];
+    asb_run_result rr;
+    asb_error err;
+    int ok;
+    snprintf(cmd, sizeof cmd, "echo %s", words);
+    snprintf(want, sizeof want, "%s\n", words);
+    if (asb_sandbox_run(sb, cmd, 0, &rr, &err) != ASB_OK) {
+        fprintf(stderr, "    %s: %s\n", cmd, err.message);
+        return 0;
+    }
+    ok = rr.exit_code == 0 && rr.out.ptr && strcmp(rr.out.ptr, want) == 0;
+    if (!ok)
+        fprintf(stderr, "    %s: exit %d, stdout \"%s\"\n", cmd, rr.exit_code,
+                rr.out.ptr ? rr.out.ptr : "");
+    asb_run_result_free(&rr);
+    return ok;
+}
+
+/* ---------------------------------------------------------------- the handle suite */
+
+ASBT_TEST(the_handle_suite_runs_on_a_sandboxd_template) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *sb;
+    asb_run_result rr;
+    asb_buf b;
+    asb_file_list fl;
+    static const char bin[] = "nul\0byte\r\n\xff\xfe end";
+    int ex = -1, found_dir = 0;
+    size_t i;
+    ASBT_CHECK(c != NULL);
+    sb = new_sandbox(c);
+    ASBT_CHECK(sb != NULL);
+    ASBT_EQ_STR(asb_sandbox_runtime(sb), "sandboxd"); /* picked from the template */
+    /* run: a shell string, stdout, stderr and the exit code */
+    ASBT_EQ_RES(asb_sandbox_run(sb, "echo out; echo err >&2; exit 3", 0, &rr, &err), ASB_OK);
+    ASBT_EQ_INT(rr.exit_code, 3);
+    ASBT_EQ_STR(rr.out.ptr, "out\n");
+    ASBT_EQ_STR(rr.err.ptr, "err\n");
+    asb_run_result_free(&rr);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "printf '%s|' \"a b\" 'c\"d' $((6*7))", 0, &rr, &err), ASB_OK);
+    ASBT_EQ_STR(rr.out.ptr, "a b|c\"d|42|");
+    asb_run_result_free(&rr);
+    /* write, read, exists, list */
+    ASBT_EQ_RES(asb_sandbox_write(sb, "dir/a.txt", "hello", 5, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_write(sb, "dir/bin.dat", bin, sizeof bin - 1, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_write(sb, "dir/empty", "", 0, &err), ASB_OK);
+    asb_buf_init(&b, NULL);
+    ASBT_EQ_RES(asb_sandbox_read(sb, "dir/a.txt", &b, &err), ASB_OK);
+    ASBT_EQ_INT(b.len, 5);
+    ASBT_CHECK(memcmp(b.ptr, "hello", 5) == 0);
+    b.len = 0;
+    ASBT_EQ_RES(asb_sandbox_read(sb, "dir/bin.dat", &b, &err), ASB_OK);
+    ASBT_EQ_INT(b.len, sizeof bin - 1);
+    ASBT_CHECK(memcmp(b.ptr, bin, sizeof bin - 1) == 0);
+    b.len = 0;
+    ASBT_EQ_RES(asb_sandbox_read(sb, "dir/empty", &b, &err), ASB_OK);
+    ASBT_EQ_INT(b.len, 0);
+    asb_buf_free(&b);
+    ASBT_EQ_RES(asb_sandbox_exists(sb, "dir/a.txt", &ex, &err), ASB_OK);
+    ASBT_EQ_INT(ex, 1);
+    ASBT_EQ_RES(asb_sandbox_exists(sb, "dir/none.txt", &ex, &err), ASB_OK);
+    ASBT_EQ_INT(ex, 0);
+    ASBT_EQ_RES(asb_sandbox_list(sb, "dir", &fl, &err), ASB_OK);
+    ASBT_EQ_INT(fl.count, 3);
+    for (i = 0; i < fl.count; i++) {
+        if (strcmp(fl.entries[i].name, "a.txt") == 0) {
+            ASBT_EQ_INT(fl.entries[i].size, 5);
+            ASBT_EQ_INT(fl.entries[i].is_dir, 0);
+            ASBT_CHECK(fl.entries[i].mod_time > 1.7e9);
+        } else if (strcmp(fl.entries[i].name, "bin.dat") == 0) {
+            ASBT_EQ_INT(fl.entries[i].size, sizeof bin - 1);
+        } else {
+            ASBT_EQ_STR(fl.entries[i].name, "empty");
+            ASBT_EQ_INT(fl.entries[i].size, 0);
+        }
+    }
+    asb_file_list_free(&fl);
+    ASBT_EQ_RES(asb_sandbox_list(sb, ".", &fl, &err), ASB_OK);
+    for (i = 0; i < fl.count; i++)
+        if (strcmp(fl.entries[i].name, "dir") == 0) found_dir = fl.entries[i].is_dir;
+    ASBT_CHECK(found_dir);
+    asb_file_list_free(&fl);
+    /* what run sees is what the file calls wrote: one sandbox root */
+    ASBT_EQ_RES(asb_sandbox_run(sb, "cat dir/a.txt; wc -c < dir/bin.dat", 0, &rr, &err), ASB_OK);
+    ASBT_EQ_STR(rr.out.ptr, "hello16\n");
+    asb_run_result_free(&rr);
+    /* run with env and cwd; a cwd outside the root is refused */
+    {
+        asb_call_opts co;
+        asb_env_var ev[1];
+        memset(&co, 0, sizeof co);
+        memset(ev, 0, sizeof ev);
+        ev[0].name = "GREETING";
+        ev[0].value = "hi there";
+        co.env = ev;
+        co.env_count = 1;
+        co.cwd = "dir";
+        ASBT_EQ_RES(asb_sandbox_run_opts(sb, "echo \"$GREETING\"; ls", &co, &rr, &err), ASB_OK);
+        ASBT_EQ_STR(rr.out.ptr, "hi there\na.txt\nbin.dat\nempty\n");
+        asb_run_result_free(&rr);
+        co.env = NULL;
+        co.env_count = 0;
+        co.cwd = "../..";
+        ASBT_EQ_RES(asb_sandbox_run_opts(sb, "pwd", &co, &rr, &err), ASB_ERR_PERMISSION_DENIED);
+    }
+    /* a missing file is an error that says so, not an empty read */
+    asb_buf_init(&b, NULL);
+    ASBT_CHECK(asb_sandbox_read(sb, "dir/none.txt", &b, &err) != ASB_OK);
+    ASBT_CONTAINS(err.message, "none.txt");
+    asb_buf_free(&b);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
+}
+
+ASBT_TEST(files_go_up_from_an_fd_and_come_back_into_one) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *sb;
+    char src[] = "/tmp/asb-sbd-src-XXXXXX", dst[] = "/tmp/asb-sbd-dst-XXXXXX";
+    int in = mkstemp(src), out = mkstemp(dst), i;
+    static char block[65536];
+    char got[65536], want[65536];
+    size_t total = 0;
+    ssize_t n;
+    ASBT_CHECK(c != NULL && in >= 0 && out >= 0);
+    for (i = 0; i < (int)sizeof block; i++) block[i] = (char)(i * 7 + 3);
+    for (i = 0; i < 80; i++) /* 5 MiB, then skip the first 100 bytes */
+        ASBT_CHECK(write(in, block, sizeof block) == (ssize_t)sizeof block);
+    ASBT_CHECK(lseek(in, 100, SEEK_SET) == 100);
+    sb = new_sandbox(c);
+    ASBT_CHECK(sb != NULL);
+    ASBT_EQ_RES(asb_sandbox_write_from_fd(sb, "fd/five.bin", in, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_read_to_fd(sb, "fd/five.bin", out, &err), ASB_OK);
+    ASBT_CHECK(lseek(out, 0, SEEK_SET) == 0);
+    ASBT_CHECK(lseek(in, 100, SEEK_SET) == 100);
+    while ((n = read(out, got, sizeof got)) > 0) {
+        ssize_t m = read(in, want, (size_t)n);
+        ASBT_CHECK(m == n && memcmp(got, want, (size_t)n) == 0);
+        total += (size_t)n;
+    }
+    ASBT_EQ_INT(total, 80 * sizeof block - 100);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    close(in);
+    close(out);
+    unlink(src);
+    unlink(dst);
+    asb_client_free(c);
+}
+
+/* 1 GiB up and down through the pod tunnel, generated and checked on the
+   fly: the client's memory stays flat. The bound is generous (64 MiB over
+   the peak before the transfer; the streams need a few hundred KiB): it
+   fails if the file, or any sizeable part of it, is ever held whole. Run
+   from the plain build: under ASan freed buffers sit in its quarantine. */
+typedef struct gen {
+    uint64_t pos, size;
+} gen;
+static uint64_t word_at(uint64_t off) { return (off >> 3) * 0x9E3779B97F4A7C15ull; }
+static long gen_read(void *ud, char *buf, size_t cap) {
+    gen *g = (gen *)ud;
+    size_t n = 0;
+    while (n < cap && g->pos < g->size) {
+        uint64_t w = word_at(g->pos);
+        buf[n++] = (char)(w >> ((g->pos & 7) * 8));
+        g->pos++;
+    }
+    return (long)n;
+}
+typedef struct check {
+    uint64_t pos;
+    int bad;
+} check;
+static asb_result check_write(void *ud, const char *p, size_t n) {
+    check *k = (check *)ud;
+    size_t i;
+    for (i = 0; i < n; i++, k->pos++)
+        if ((unsigned char)p[i] != (unsigned char)(word_at(k->pos) >> ((k->pos & 7) * 8))) k->bad = 1;
+    return ASB_OK;
+}
+
+ASBT_TEST(a_1_gib_file_goes_up_and_down_in_flat_memory) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *sb;
+    gen g;
+    check k;
+    long before, after;
+    asb_file_list fl;
+    ASBT_CHECK(c != NULL);
+    sb = new_sandbox(c);
+    ASBT_CHECK(sb != NULL);
+    ASBT_CHECK(echo_ok(sb, "tunnel up")); /* the tunnel and its buffers exist before we measure */
+    before = peak_rss_kib();
+    g.pos = 0;
+    g.size = (uint64_t)1 << 30;
+    if (asb_sandbox_write_stream(sb, "big/gib.bin", gen_read, &g, g.size, &err) != ASB_OK)
+        fprintf(stderr, "    write: %s\n", err.message);
+    ASBT_EQ_INT(g.pos, g.size);
+    memset(&k, 0, sizeof k);
+    if (asb_sandbox_read_stream(sb, "big/gib.bin", check_write, &k, &err) != ASB_OK)
+        fprintf(stderr, "    read: %s\n", err.message);
+    after = peak_rss_kib();
+    ASBT_EQ_INT(k.pos, (uint64_t)1 << 30);
+    ASBT_EQ_INT(k.bad, 0);
+    fprintf(stderr, "    peak RSS %ld KiB before, %ld KiB after 1 GiB up and down (+%ld KiB)\n",
+            before, after, after - before);
+    ASBT_CHECK(after - before < 64 * 1024); /* KiB */
+    ASBT_EQ_RES(asb_sandbox_list(sb, "big", &fl, &err), ASB_OK);
+    ASBT_EQ_INT(fl.count, 1);
+    if (fl.count == 1) ASBT_EQ_INT(fl.entries[0].size, (uint64_t)1 << 30);
+    asb_file_list_free(&fl);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
+}
+
+
+/* ---------------------------------------------------------------- streaming processes */
+
+/* What a process sent, per stream, and how it came. */
+typedef struct sink {
+    pthread_mutex_t mu;
+    asb_buf out, err;
+    int chunks;
+    /* optional: called with the lock held after each stdout chunk */
+    void (*on_out)(struct sink *k);
+    asb_process *p;
+    int answered;
+} sink;
+
+static void sink_init(sink *k) {
+    memset(k, 0, sizeof *k);
+    pthread_mutex_init(&k->mu, NULL);
+    asb_buf_init(&k->out, NULL);
+    asb_buf_init(&k->err, NULL);
+}
+static void sink_free(sink *k) {
+    asb_buf_free(&k->out);
+    asb_buf_free(&k->err);
+    pthread_mutex_destroy(&k->mu);
+}
+static void sink_output(void *ud, asb_process_output which, const char *data, size_t len) {
+    sink *k = (sink *)ud;
+    pthread_mutex_lock(&k->mu);
+    k->chunks++;
+    asb_buf_append(which == ASB_PROCESS_STDERR ? &k->err : &k->out, data, len);
+    if (which == ASB_PROCESS_STDOUT && k->on_out) k->on_out(k);
+    pthread_mutex_unlock(&k->mu);
+}
+
+static asb_result start(asb_sandbox *sb, const char *shell, const char *const *argv, size_t argc,
+                        sink *k, asb_process **p, asb_error *err) {
+    asb_process_opts po;
+    memset(&po, 0, sizeof po);
+    po.shell = shell;
+    po.argv = argv;
+    po.argc = argc;
+    po.on_output = sink_output;
+    po.user_data = k;
+    return asb_sandbox_process_start(sb, &po, p, err);
+}
+
+ASBT_TEST(a_process_streams_10000_lines_in_order_and_complete) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *sb;
+    asb_process *p = NULL;
+    sink k;
+    int code = -2, i, bad = 0;
+    size_t at = 0;
+    ASBT_CHECK(c != NULL);
+    sb = new_sandbox(c);
+    ASBT_CHECK(sb != NULL);
+    sink_init(&k);
+    ASBT_EQ_RES(start(sb, "i=1; while [ $i -le 10000 ]; do echo \"line $i\"; i=$((i+1)); done; "
+                          "echo done >&2",
+                      NULL, 0, &k, &p, &err),
+                ASB_OK);
+    ASBT_CHECK(asb_process_id(p) > 0);
+    ASBT_EQ_RES(asb_process_wait(p, 0, &code, &err), ASB_OK);
+    ASBT_EQ_INT(code, 0);
+    /* every line, in order, none torn or doubled, whatever the chunking */
+    for (i = 1; i <= 10000 && !bad; i++) {
+        char want[32];
+        int n = snprintf(want, sizeof want, "line %d\n", i);
+        if (at + (size_t)n > k.out.len || memcmp(k.out.ptr + at, want, (size_t)n) != 0) {
+            fprintf(stderr, "    line %d is not where it should be (byte %zu)\n", i, at);
+            bad = 1;
+        }
+        at += (size_t)n;
+    }
+    ASBT_EQ_INT(bad, 0);
+    ASBT_EQ_INT(k.out.len, at); /* nothing after the last line */
+    ASBT_EQ_INT(k.err.len, 5);
+    ASBT_CHECK(k.err.len == 5 && memcmp(k.err.ptr, "done\n", 5) == 0);
+    ASBT_CHECK(k.chunks > 2); /* it came as a stream, not as one result */
+    /* after the exit, wait answers again at once with the same code */
+    code = -2;
+    ASBT_EQ_RES(asb_process_wait(p, 0, &code, &err), ASB_OK);
+    ASBT_EQ_INT(code, 0);
+    asb_process_free(p);
+    sink_free(&k);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
+}
+
+/* Output arrives while the process runs: it prints, then waits for a line
+   that is sent only once that output has been seen. Without streaming
+   this could not finish (the wait below would time out). */
+static void answer_on_first(sink *k) {
+    asb_error err;
+    /* p is NULL while start itself delivers the first output: then the
+       test answers once start has returned */
+    if (k->p && !k->answered && k->out.len >= 6 && memcmp(k->out.ptr, "ready\n", 6) == 0) {
+        k->answered = 1;
+        if (asb_process_write_stdin(k->p, "go\n", 3, &err) != ASB_OK)
+            fprintf(stderr, "    write_stdin from the output callback: %s\n", err.message);
+    }
+}
+
+ASBT_TEST(output_arrives_while_the_process_runs) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *sb;
+    asb_process *p = NULL;
+    sink k;
+    int code = -2;
+    asb_result r;
+    ASBT_CHECK(c != NULL);
+    sb = new_sandbox(c);
+    ASBT_CHECK(sb != NULL);
+    sink_init(&k);
+    k.on_out = answer_on_first;
+    ASBT_EQ_RES(start(sb, "echo ready; read x; echo \"got $x\"", NULL, 0, &k, &p, &err), ASB_OK);
+    k.p = p;
+    pthread_mutex_lock(&k.mu);
+    answer_on_first(&k); /* ready may have come with the start */
+    pthread_mutex_unlock(&k.mu);
+    r = asb_process_wait(p, 60000, &code, &err);
+    if (r != ASB_OK) fprintf(stderr, "    wait: %s\n", err.message);
+    ASBT_EQ_RES(r, ASB_OK);
+    ASBT_EQ_INT(code, 0);
+    ASBT_EQ_INT(k.answered, 1);
+    ASBT_CHECK(k.out.len == 13 && memcmp(k.out.ptr, "ready\ngot go\n", 13) == 0);
+    asb_process_free(p);
+    sink_free(&k);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
+}
+
+/* stdin goes in from another thread while this one waits for the output. */
+typedef struct feeder {
+    asb_process *p;
+    int lines;
+    asb_result r;
+    char why[256];
+} feeder;
+static void *feed(void *arg) {
+    feeder *f = (feeder *)arg;
+    asb_error err;
+    int i;
+    f->r = ASB_OK;
+    for (i = 0; i < f->lines && f->r == ASB_OK; i++) {
+        char line[64];
+        int n = snprintf(line, sizeof line, "stdin line %d\n", i);
+        f->r = asb_process_write_stdin(f->p, line, (size_t)n, &err);
+    }
+    if (f->r == ASB_OK) f->r = asb_process_write_stdin(f->p, "bin\0ary\xff\n", 9, &err);
+    if (f->r == ASB_OK) f->r = asb_process_close_stdin(f->p, &err);
+    if (f->r == ASB_OK) f->r = asb_process_close_stdin(f->p, &err); /* idempotent */
+    if (f->r != ASB_OK) snprintf(f->why, sizeof f->why, "%.200s", err.message);
+    return NULL;
+}
+
+ASBT_TEST(stdin_written_from_another_thread_comes_back_through_cat) {
+    static const char *const argv[] = {"cat"};
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *sb;
+    asb_process *p = NULL;
+    sink k;
+    feeder f;
+    pthread_t t;
+    asb_buf want;
+    int code = -2, i;
+    ASBT_CHECK(c != NULL);
+    sb = new_sandbox(c);
+    ASBT_CHECK(sb != NULL);
+    sink_init(&k);
+    ASBT_EQ_RES(start(sb, NULL, argv, 1, &k, &p, &err), ASB_OK);
+    memset(&f, 0, sizeof f);
+    f.p = p;
+    f.lines = 500;
+    ASBT_CHECK(pthread_create(&t, NULL, feed, &f) == 0);
+    ASBT_EQ_RES(asb_process_wait(p, 120000, &code, &err), ASB_OK); /* cat ends at EOF */
+    pthread_join(t, NULL);
+    if (f.r != ASB_OK) fprintf(stderr, "    feeder: %s\n", f.why);
+    ASBT_EQ_RES(f.r, ASB_OK);
+    ASBT_EQ_INT(code, 0);
+    asb_buf_init(&want, NULL);
+    for (i = 0; i < f.lines; i++) {
+        char line[64];
+        int n = snprintf(line, sizeof line, "stdin line %d\n", i);
+        asb_buf_append(&want, line, (size_t)n);
+    }
+    asb_buf_append(&want, "bin\0ary\xff\n", 9);
+    ASBT_EQ_INT(k.out.len, want.len);
+    ASBT_CHECK(k.out.len == want.len && memcmp(k.out.ptr, want.ptr, want.len) == 0);
+    ASBT_EQ_INT(k.err.len, 0);
+    asb_buf_free(&want);
+    /* the process has ended: stdin is refused, clearly */
+    ASBT_CHECK(asb_process_write_stdin(p, "late\n", 5, &err) != ASB_OK);
+    asb_process_free(p);
+    sink_free(&k);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
+}
+
+ASBT_TEST(sigint_ends_sleep_600_and_the_exit_says_a_signal_did) {
+    static const char *const argv[] = {"sleep", "600"};
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *sb;
+    asb_process *p = NULL;
+    sink k;
+    int code = -2;
+    asb_result r;
+    ASBT_CHECK(c != NULL);
+    sb = new_sandbox(c);
+    ASBT_CHECK(sb != NULL);
+    sink_init(&k);
+    ASBT_EQ_RES(start(sb, NULL, argv, 2, &k, &p, &err), ASB_OK);
+    /* it runs: a short wait times out and loses nothing */
+    ASBT_EQ_RES(asb_process_wait(p, 300, &code, &err), ASB_ERR_TIMEOUT);
+    ASBT_EQ_RES(asb_process_signal(p, SIGINT, &err), ASB_OK);
+    r = asb_process_wait(p, 60000, &code, &err); /* generous: 600 s if the signal were lost */
+    ASBT_EQ_RES(r, ASB_OK);
+    ASBT_EQ_INT(code, -1); /* ended by a signal (sandboxd gives no number) */
+    /* a shell that handles SIGINT itself reports the conventional 130 */
+    asb_process_free(p);
+    p = NULL;
+    ASBT_EQ_RES(start(sb, "trap 'exit 130' INT; echo armed; while :; do sleep 1; done", NULL, 0, &k,
+                      &p, &err),
+                ASB_OK);
+    /* the trap is set once "armed" is out */
+    {
+        int tries;
+        for (tries = 0; tries < 600; tries++) {
+            int seen;
+            r = asb_process_wait(p, 100, &code, &err);
+            pthread_mutex_lock(&k.mu);
+            seen = strstr(k.out.ptr ? k.out.ptr : "", "armed") != NULL;
+            pthread_mutex_unlock(&k.mu);
+            if (seen || r != ASB_ERR_TIMEOUT) break;
+        }
+    }
+    ASBT_EQ_RES(asb_process_signal(p, SIGINT, &err), ASB_OK);
+    ASBT_EQ_RES(asb_process_wait(p, 60000, &code, &err), ASB_OK);
+    ASBT_EQ_INT(code, 130);
+    /* other signals are refused before anything is sent; an ended process is NOT_FOUND */
+    ASBT_EQ_RES(asb_process_signal(p, SIGHUP, &err), ASB_ERR_INVALID_ARGUMENT);
+    ASBT_EQ_RES(asb_process_signal(p, SIGTERM, &err), ASB_ERR_NOT_FOUND);
+    asb_process_free(p);
+    sink_free(&k);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
+}
+
+/* Lines of a PTY's output with "rows cols" (stty size), in order. */
+static int sizes_seen(sink *k, char sizes[][16], int cap) {
+    int n = 0;
+    const char *q;
+    pthread_mutex_lock(&k->mu);
+    q = k->out.ptr ? k->out.ptr : "";
+    while (*q && n < cap) {
+        unsigned r, cc;
+        char rest;
+        const char *eol = strchr(q, '\n');
+        if (sscanf(q, "size %u %u%c", &r, &cc, &rest) == 3 && (rest == '\r' || rest == '\n'))
+            snprintf(sizes[n++], 16, "%u %u", r, cc);
+        if (!eol) break;
+        q = eol + 1;
+    }
+    pthread_mutex_unlock(&k->mu);
+    return n;
+}
+
+ASBT_TEST(a_pty_process_sees_its_size_and_a_resize) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *sb;
+    asb_process *p = NULL;
+    asb_process_opts po;
+    sink k;
+    char sizes[4][16];
+    int code = -2, n = 0, tries;
+    ASBT_CHECK(c != NULL);
+    sb = new_sandbox(c);
+    ASBT_CHECK(sb != NULL);
+    sink_init(&k);
+    memset(&po, 0, sizeof po);
+    /* a terminal: its size from the start, again after the resize (the
+       shell waits for a line between the two) */
+    po.shell = "test -t 0 && test -t 1 && echo \"size $(stty size)\"; read x; echo \"size $(stty size)\"";
+    po.pty = 1;
+    po.pty_rows = 33;
+    po.pty_cols = 101;
+    po.on_output = sink_output;
+    po.user_data = &k;
+    ASBT_EQ_RES(asb_sandbox_process_start(sb, &po, &p, &err), ASB_OK);
+    for (tries = 0; tries < 600 && (n = sizes_seen(&k, sizes, 4)) < 1; tries++)
+        if (asb_process_wait(p, 100, &code, &err) != ASB_ERR_TIMEOUT) break;
+    ASBT_EQ_INT(n, 1);
+    if (n >= 1) ASBT_EQ_STR(sizes[0], "33 101");
+    ASBT_EQ_RES(asb_process_resize(p, 50, 132, &err), ASB_OK);
+    ASBT_EQ_RES(asb_process_resize(p, 0, 132, &err), ASB_ERR_INVALID_ARGUMENT);
+    ASBT_EQ_RES(asb_process_write_stdin(p, "\n", 1, &err), ASB_OK);
+    ASBT_EQ_RES(asb_process_wait(p, 60000, &code, &err), ASB_OK);
+    ASBT_EQ_INT(code, 0);
+    n = sizes_seen(&k, sizes, 4);
+    ASBT_EQ_INT(n, 2);
+    if (n >= 2) ASBT_EQ_STR(sizes[1], "50 132");
+    asb_process_free(p);
+    /* without a PTY a resize is refused by sandboxd (FAILED_PRECONDITION) */
+    {
+        static const char *const argv[] = {"sleep", "600"};
+        ASBT_EQ_RES(start(sb, NULL, argv, 2, &k, &p, &err), ASB_OK);
+        ASBT_EQ_RES(asb_process_resize(p, 40, 100, &err), ASB_ERR_GRPC_STATUS);
+        ASBT_CONTAINS(err.reason, "FAILED_PRECONDITION");
+        asb_process_free(p); /* still running: freeing ends it */
+    }
+    sink_free(&k);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
+}
+
+/* ---------------------------------------------------------------- files only sandboxd has */
+
+ASBT_TEST(deleting_a_non_empty_directory_needs_recursive) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *sb;
+    asb_file_stat st;
+    int ex = -1;
+    ASBT_CHECK(c != NULL);
+    sb = new_sandbox(c);
+    ASBT_CHECK(sb != NULL);
+    ASBT_EQ_RES(asb_sandbox_write(sb, "tree/a/b/c.txt", "c", 1, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_write(sb, "tree/top.txt", "t", 1, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_delete_file(sb, "tree", 0, NULL, &err), ASB_ERR_CONFLICT);
+    ASBT_EQ_STR(err.reason, "CONFLICT");
+    ASBT_CONTAINS(err.message, "not empty");
+    ASBT_EQ_RES(asb_sandbox_exists(sb, "tree/a/b/c.txt", &ex, &err), ASB_OK);
+    ASBT_EQ_INT(ex, 1); /* nothing was removed */
+    ASBT_EQ_RES(asb_sandbox_stat(sb, "tree", &st, NULL, &err), ASB_OK);
+    ASBT_EQ_INT(st.exists, 1);
+    ASBT_EQ_INT(st.is_dir, 1);
+    ASBT_EQ_RES(asb_sandbox_stat(sb, "tree/top.txt", &st, NULL, &err), ASB_OK);
+    ASBT_EQ_INT(st.exists, 1);
+    ASBT_EQ_INT(st.is_dir, 0);
+    ASBT_EQ_INT(st.size, 1);
+    /* a file alone needs no recursive */
+    ASBT_EQ_RES(asb_sandbox_delete_file(sb, "tree/top.txt", 0, NULL, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_stat(sb, "tree/top.txt", &st, NULL, &err), ASB_OK);
+    ASBT_EQ_INT(st.exists, 0);
+    ASBT_EQ_RES(asb_sandbox_delete_file(sb, "tree", 1, NULL, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_exists(sb, "tree", &ex, &err), ASB_OK);
+    ASBT_EQ_INT(ex, 0);
+    ASBT_EQ_RES(asb_sandbox_delete_file(sb, "tree", 1, NULL, &err), ASB_ERR_NOT_FOUND);
+    ASBT_EQ_RES(asb_sandbox_delete_file(sb, "../outside", 1, NULL, &err), ASB_ERR_PERMISSION_DENIED);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
+}
+
+/* ---------------------------------------------------------------- pod tunnels */
+
+ASBT_TEST(a_killed_pod_tunnel_kubectl_mid_call_is_replaced_by_the_next_call) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *sb;
+    asb_run_result rr;
+    int before[4], after[4], n;
+    asb_result r;
+    ASBT_CHECK(c != NULL);
+    sb = new_sandbox(c);
+    ASBT_CHECK(sb != NULL);
+    ASBT_CHECK(echo_ok(sb, "first"));
+    n = pod_tunnels(before, 4);
+    if (n != 1) show_kubectls();
+    ASBT_EQ_INT(n, 1);
+    /* killed while a call is under way: that call may fail (clearly) ... */
+    {
+        pid_t killer = fork();
+        if (killer == 0) {
+            asb__sleep_ms(500);
+            kill(before[0], SIGKILL);
+            _exit(0);
+        }
+        r = asb_sandbox_run(sb, "sleep 2; echo done", 0, &rr, &err);
+        if (r == ASB_OK) asb_run_result_free(&rr);
+        else fprintf(stderr, "    the call under way: %s (%s)\n", err.message, asb_result_str(r));
+        waitpid(killer, NULL, 0);
+    }
+    /* ... the next one, a moment later, gets a new kubectl and succeeds.
+       (The moment: kubectl's supervisor must have exited for the library
+       to see the tunnel gone, as in test_sdk_cluster's router-tunnel case;
+       a call within a millisecond or two of the kill still meets the old
+       port refused.) */
+    asb__sleep_ms(200);
+    ASBT_CHECK(echo_ok(sb, "again"));
+    ASBT_EQ_INT(pod_tunnels(after, 4), 1);
+    ASBT_CHECK(after[0] != before[0]);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    ASBT_EQ_INT(wait_pod_tunnels(0, 5000), 0); /* stopped with the handle */
+    asb_client_free(c);
+    ASBT_EQ_INT(kubectl_descendants(NULL, 0), 0);
+}
+
+ASBT_TEST(n_sandboxes_have_n_pod_tunnels_and_none_is_left_after_terminate) {
+    enum { N = 3 };
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *sb[N];
+    int i, pids[N + 1];
+    ASBT_CHECK(c != NULL);
+    for (i = 0; i < N; i++) {
+        char words[32];
+        sb[i] = new_sandbox(c);
+        ASBT_CHECK(sb[i] != NULL);
+        snprintf(words, sizeof words, "sandbox-%d", i);
+        ASBT_CHECK(echo_ok(sb[i], words));
+        if (pod_tunnels(NULL, 0) != i + 1) show_kubectls();
+        ASBT_EQ_INT(pod_tunnels(NULL, 0), i + 1); /* one per pod, shared by its calls */
+    }
+    ASBT_CHECK(echo_ok(sb[0], "sandbox-0-again"));
+    ASBT_EQ_INT(pod_tunnels(pids, N + 1), N);
+    for (i = 0; i < N; i++) {
+        ASBT_EQ_RES(asb_sandbox_terminate(sb[i], &err), ASB_OK);
+        ASBT_EQ_INT(wait_pod_tunnels(N - 1 - i, 5000), N - 1 - i);
+    }
+    asb_client_free(c);
+    ASBT_EQ_INT(kubectl_descendants(NULL, 0), 0);
+    ASBT_CHECK(waitpid(-1, NULL, WNOHANG) <= 0); /* every kubectl reaped */
+}
+
+/* ---------------------------------------------------------------- after each case */
+
+/* Claims this library made and a failed case left behind are deleted, and
+   kubectl processes it left are stopped, so one failure does not cascade. */
+static int sweep(const char *name, int failed) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_name_list names;
+    int left = 0, pids[16], n, i;
+    if (!c) {
+        fprintf(stderr, "    sweep after %s: %s\n", name, err.message);
+        return 1;
+    }
+    if (asb_client_list_all(c, "default", "agents.x-k8s.io/created-by=agentsandbox.h", &names, &err) ==
+        ASB_OK) {
+        for (i = 0; i < (int)names.count; i++) {
+            fprintf(stderr, "    %s left claim default/%s behind%s\n", name, names.names[i],
+                    failed ? " (deleted now)" : "; deleted now");
+            asb_client_delete_sandbox(c, names.names[i], "default", NULL);
+            left++;
+        }
+        asb_name_list_free(&names);
+    }
+    asb_client_free(c);
+    n = kubectl_descendants(pids, 16);
+    for (i = 0; i < n && i < 16; i++) {
+        fprintf(stderr, "    %s left kubectl %d running%s\n", name, pids[i],
+                failed ? " (stopped now)" : "; stopped now");
+        kill(pids[i], SIGKILL);
+    }
+    /* reap them, and whatever supervised them, so the next case starts clean */
+    for (i = 0; i < 40 && n > 0; i++) {
+        while (waitpid(-1, NULL, WNOHANG) > 0) {
+        }
+        asb__sleep_ms(50);
+    }
+    return left + n > 0;
+}
+
+ASBT_LIST(
+    ASBT_CASE(the_handle_suite_runs_on_a_sandboxd_template)
+    ASBT_CASE(files_go_up_from_an_fd_and_come_back_into_one)
+    ASBT_CASE(a_1_gib_file_goes_up_and_down_in_flat_memory)
+    ASBT_CASE(a_process_streams_10000_lines_in_order_and_complete)
+    ASBT_CASE(output_arrives_while_the_process_runs)
+    ASBT_CASE(stdin_written_from_another_thread_comes_back_through_cat)
+    ASBT_CASE(sigint_ends_sleep_600_and_the_exit_says_a_signal_did)
+    ASBT_CASE(a_pty_process_sees_its_size_and_a_resize)
+    ASBT_CASE(deleting_a_non_empty_directory_needs_recursive)
+    ASBT_CASE(a_killed_pod_tunnel_kubectl_mid_call_is_replaced_by_the_next_call)
+    ASBT_CASE(n_sandboxes_have_n_pod_tunnels_and_none_is_left_after_terminate))
+
+int main(int argc, char **argv);
+#define main asbt_main
+ASBT_MAIN()
+#undef main
+int main(int argc, char **argv) {
+    const char *dir = getenv("ASB_CLUSTER_KUBECONFIGS");
+    if (!dir) {
+        fprintf(stderr, "ASB_CLUSTER_KUBECONFIGS is not set\n");
+        return 2;
+    }
+    snprintf(kubeconfig, sizeof kubeconfig, "%s/admin.kubeconfig", dir);
+    asbt_after_each = sweep;
+    return asbt_main(argc, argv);
+}
