@@ -13,9 +13,6 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 
 /* Spans the callback saw, copied (the callback's are borrowed). */
 #define MAX_SPANS 64
@@ -658,31 +655,53 @@ ASBT_TEST(bad_tracer_options_are_refused_clearly) {
 
 /* From here on this process has no random source: getrandom fails with
    ENOSYS (an old kernel, a container's seccomp profile) and every open
-   fails (no /dev/urandom: an empty root). Kept by threads started later. */
-static int lose_entropy(void) {
+   fails (no /dev/urandom: an empty root). Kept by threads started later.
+   The kernel's seccomp/BPF ABI spelled out here: musl's and the cross
+   compilers' sysroots have no linux/ headers. */
+typedef struct le_insn {
+    unsigned short code;
+    unsigned char jt, jf;
+    unsigned int k;
+} le_insn;
+typedef struct le_prog {
+    unsigned short len;
+    le_insn *filter;
+} le_prog;
+#define LE_LD_ABS 0x20u  /* BPF_LD | BPF_W | BPF_ABS */
+#define LE_JEQ_K 0x15u   /* BPF_JMP | BPF_JEQ | BPF_K */
+#define LE_RET_K 0x06u   /* BPF_RET | BPF_K */
+#define LE_ALLOW 0x7fff0000u
+#define LE_ERRNO(e) (0x00050000u | ((unsigned)(e) & 0xffffu))
 #if defined(__x86_64__)
-#define LE_ARCH AUDIT_ARCH_X86_64
+#define LE_ARCH 0xc000003eu /* AUDIT_ARCH_X86_64 */
 #elif defined(__aarch64__)
-#define LE_ARCH AUDIT_ARCH_AARCH64
+#define LE_ARCH 0xc00000b7u /* AUDIT_ARCH_AARCH64 */
+#elif defined(__i386__)
+#define LE_ARCH 0x40000003u /* AUDIT_ARCH_I386 */
 #endif
+static int lose_entropy(void) {
 #if defined(LE_ARCH)
-    struct sock_filter f[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, LE_ARCH, 1, 0),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getrandom, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOENT & SECCOMP_RET_DATA)),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    le_insn f[] = {
+        {LE_LD_ABS, 0, 0, 4}, /* seccomp_data.arch */
+        {LE_JEQ_K, 1, 0, LE_ARCH},
+        {LE_RET_K, 0, 0, LE_ALLOW},
+        {LE_LD_ABS, 0, 0, 0}, /* seccomp_data.nr */
+        {LE_JEQ_K, 0, 1, (unsigned)SYS_getrandom},
+        {LE_RET_K, 0, 0, LE_ERRNO(ENOSYS)},
+        {LE_JEQ_K, 0, 1, (unsigned)SYS_openat},
+        {LE_RET_K, 0, 0, LE_ERRNO(ENOENT)},
+#ifdef SYS_open /* musl's open() on x86 */
+        {LE_JEQ_K, 0, 1, (unsigned)SYS_open},
+        {LE_RET_K, 0, 0, LE_ERRNO(ENOENT)},
+#endif
+        {LE_RET_K, 0, 0, LE_ALLOW},
     };
-    struct sock_fprog prog;
+    le_prog prog;
     unsigned char b[1];
     prog.len = (unsigned short)(sizeof f / sizeof f[0]);
     prog.filter = f;
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0)
+    if (prctl(38 /* PR_SET_NO_NEW_PRIVS */, 1, 0, 0, 0) != 0 ||
+        prctl(22 /* PR_SET_SECCOMP */, 2 /* SECCOMP_MODE_FILTER */, &prog, 0, 0) != 0)
         return 0;
     /* the filter must bite, or the test proves nothing */
     return asb__random_bytes(b, sizeof b) == ASB_ERR_IO;
