@@ -17772,6 +17772,26 @@ static void asb__tunnel_stop_locked(asb__tunnel *t) {
     t->ready = 0;
 }
 
+/* A connection to `failed_base` ("http://127.0.0.1:<port>") was refused:
+   kubectl no longer serves that port. It died, but its supervisor may not
+   be reaped yet, and the next ensure would hand back the same dead port:
+   stop it, so the next ensure starts afresh. Only while the tunnel still
+   maps that port: another thread may have rebuilt it already. */
+static void asb__tunnel_refused_locked(asb__tunnel *t, const char *failed_base) {
+    const char *colon = strrchr(failed_base, ':');
+    int i, lport = colon ? atoi(colon + 1) : 0;
+    if (t->pid <= 0 || lport <= 0) return;
+    for (i = 0; i < t->nports; i++) {
+        if (t->local[i] != lport) continue;
+        asb__log(t->log, ASB_LOG_WARN, "tunnel.exited",
+                 "kubectl port-forward (pid %d) refused a connection on its port %d; "
+                 "starting a new one",
+                 (int)t->pid, lport);
+        asb__tunnel_stop_locked(t);
+        return;
+    }
+}
+
 /* kubectl's stderr, drained into a small tail so a chatty kubectl never
    blocks on a full pipe, and kept for error messages. */
 static void asb__tunnel_drain_locked(asb__tunnel *t) {
@@ -18243,7 +18263,11 @@ static asb_result asb__lt_endpoint(asb_client *c, asb_sandbox *sb, int port, asb
 static asb_result asb__lt_reconnect(asb_client *c, asb_sandbox *sb, int port, int resendable,
                                     asb__endpoint *ep, int *again, asb_error *err) {
     /* never reached anything: the tunnel may have died; rebuild, once */
-    asb_result r = asb__lt_endpoint(c, sb, port, ep, err);
+    asb_result r;
+    pthread_mutex_lock(&c->conn_lock);
+    asb__tunnel_refused_locked(&c->tunnel, ep->base);
+    pthread_mutex_unlock(&c->conn_lock);
+    r = asb__lt_endpoint(c, sb, port, ep, err);
     (void)resendable;
     *again = r == ASB_OK;
     return r;
@@ -18716,7 +18740,11 @@ static asb_result asb__pt_endpoint(asb_client *c, asb_sandbox *sb, int port, asb
 static asb_result asb__pt_reconnect(asb_client *c, asb_sandbox *sb, int port, int resendable,
                                     asb__endpoint *ep, int *again, asb_error *err) {
     /* never reached anything: kubectl may have died; rebuilt, once */
-    asb_result r = asb__pt_endpoint(c, sb, port, ep, err);
+    asb_result r;
+    pthread_mutex_lock(&sb->conn_lock);
+    if (sb->tunnel) asb__tunnel_refused_locked(sb->tunnel, ep->base);
+    pthread_mutex_unlock(&sb->conn_lock);
+    r = asb__pt_endpoint(c, sb, port, ep, err);
     (void)resendable;
     *again = r == ASB_OK;
     return r;
