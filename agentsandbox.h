@@ -19391,10 +19391,26 @@ static int asb__sd_unary_sink(void *ctx, const char *msg, size_t len) {
 
 /* A unary call on the handle's gRPC connection, with a deadline and a
    cancel token; the one response message appended to *resp. */
+/* A call's trace context as gRPC metadata, as REST calls send it as
+   headers (asb__trace_headers); tp must outlive the call. */
+static size_t asb__sd_trace_md(const asb__span *s, asb_h2_header md[2], char *tp) {
+    asb_http_header h[2];
+    size_t i, n = asb__trace_headers(s, h, tp);
+    for (i = 0; i < n; i++) {
+        md[i].name = h[i].name;
+        md[i].value = h[i].value;
+    }
+    return n;
+}
+
+/* trace: the span the call is in (NULL: none; the process calls, which
+   may run on another thread than the handle's, pass NULL). */
 static asb_result asb__sd_unary(asb_sandbox *sb, const char *method, const asb_buf *req,
                                 int timeout_ms, const asb_cancel *cancel, size_t max,
-                                asb_buf *resp, asb_error *err) {
+                                const asb__span *trace, asb_buf *resp, asb_error *err) {
     asb_grpc_call_desc cd;
+    asb_h2_header md[2];
+    char tp[ASB_TRACEPARENT_SIZE];
     asb_grpc_call *call = NULL;
     asb_h2_conn *h2;
     asb__grpc_deframer d;
@@ -19408,6 +19424,8 @@ static asb_result asb__sd_unary(asb_sandbox *sb, const char *method, const asb_b
     cd.method = method;
     cd.timeout_ms = timeout_ms;
     cd.max_message_bytes = max;
+    cd.metadata = md;
+    cd.metadata_count = asb__sd_trace_md(trace, md, tp); /* traceparent, tracestate */
     if (r == ASB_OK) r = asb_grpc_call_start(h2, &cd, req->ptr, req->len, &call, &e);
     if (r == ASB_ERR_CLOSED) {
         /* the connection went away between the check and the open (a GOAWAY,
@@ -19527,7 +19545,8 @@ static asb_result asb__sd_run_ex(asb_sandbox *sb, const char *command, int timeo
     /* both outputs and the framing: one message */
     if (r == ASB_OK)
         r = asb__sd_unary(sb, ASB__SD_METHOD("Execute"), &req, timeout_ms,
-                          opts ? opts->cancel : NULL, 2 * c->max_output + 64, &resp, err);
+                          opts ? opts->cancel : NULL, 2 * c->max_output + 64, sb->trace_cur,
+                          &resp, err);
     if (r == ASB_OK) r = asb__pv1_execute_response(resp.ptr, resp.len, &x, err);
     if (r == ASB_OK && x.out.len + x.errout.len > c->max_output)
         r = asb__fail(err, ASB_ERR_TOO_LARGE, "run: %zu bytes of output, above max_output_bytes %zu",
@@ -19922,6 +19941,8 @@ static asb_result asb__sd_process_start(asb_sandbox *sb, const asb_process_opts 
     const char **names = NULL, **values = NULL;
     asb__pv1_config cfg;
     asb_grpc_call_desc cd;
+    asb_h2_header md[2];
+    char tp[ASB_TRACEPARENT_SIZE];
     asb_h2_conn *h2;
     asb_process *p;
     asb_buf req;
@@ -19977,6 +19998,8 @@ static asb_result asb__sd_process_start(asb_sandbox *sb, const asb_process_opts 
     memset(&cd, 0, sizeof cd);
     cd.method = ASB__SD_METHOD("Start");
     cd.max_message_bytes = p->d.max;
+    cd.metadata = md; /* the process_start span's context */
+    cd.metadata_count = asb__sd_trace_md(sb->trace_cur, md, tp);
     r = asb__sd_h2(sb, &h2, err);
     if (r == ASB_OK) r = asb_grpc_call_start(h2, &cd, req.ptr, req.len, &p->call, err);
     if (r == ASB_ERR_CLOSED) {
@@ -20007,7 +20030,7 @@ static asb_result asb__proc_unary(asb_process *p, const char *method, asb_buf *r
     asb_buf resp;
     asb_result r;
     asb_buf_init(&resp, &p->sb->client->alloc);
-    r = asb__sd_unary(p->sb, method, req, 30000, NULL, 4096, &resp, err);
+    r = asb__sd_unary(p->sb, method, req, 30000, NULL, 4096, NULL, &resp, err);
     asb_buf_free(&resp);
     return r;
 }
@@ -20025,6 +20048,13 @@ static void asb__sb_span_begin(asb_sandbox *sb, asb__span *s, const char *op,
                                asb_latency_kind kind) {
     asb__span_start(sb->client->tracer, s, op, kind, sb->life.t ? &sb->life.ctx : NULL);
     if (s->t) sb->trace_cur = s;
+}
+
+/* A span of the handle's that sends no request: not the call under way
+   (it may run on another thread than the handle's calls). */
+static void asb__sb_span_aside(asb_sandbox *sb, asb__span *s, const char *op) {
+    asb__span_start(sb->client->tracer, s, op, ASB_LATENCY_KIND_COUNT,
+                    sb->life.t ? &sb->life.ctx : NULL);
 }
 
 static void asb__sb_span_finish(asb_sandbox *sb, asb__span *s, asb_result r,
@@ -20079,6 +20109,7 @@ ASB_API asb_result asb_client_latency(asb_client *c, asb_latency_kind kind, int 
 }
 #else
 #define asb__sb_span_begin(sb, sp, op, kind) ((void)(sb), (sp)->t = NULL)
+#define asb__sb_span_aside(sb, sp, op) ((void)(sb), (sp)->t = NULL)
 #define asb__sb_span_finish(sb, s, r, err) ((void)(s), (void)(r), (void)(err))
 #define asb__sb_life_end(sb, r) ((void)(sb))
 ASB_API void asb_sandbox_traceparent(const asb_sandbox *sb, char out[ASB_TRACEPARENT_SIZE]) {
@@ -22785,23 +22816,41 @@ ASB_API asb_result asb_sandbox_stat(asb_sandbox *sb, const char *path, asb_file_
                                     const asb_call_opts *opts, asb_error *err) {
     if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "stat: NULL out");
     memset(out, 0, sizeof *out);
+    asb__span span;
+    asb_result r;
     if (!sb || !path) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "stat: NULL argument");
     if (!sb->rt->stat) return asb__unsupported(sb, "stat", err);
-    return sb->rt->stat(sb, path, out, opts, err);
+    asb__sb_span_begin(sb, &span, "stat", ASB_LATENCY_KIND_COUNT);
+    asb__span_str(&span, "sandbox.file.path", path);
+    r = sb->rt->stat(sb, path, out, opts, err);
+    if (r == ASB_OK) asb__span_int(&span, "sandbox.file.size", (int64_t)out->size, ASB_ATTR_INT);
+    asb__sb_span_finish(sb, &span, r, err);
+    return r;
 }
 
 ASB_API asb_result asb_sandbox_delete_file(asb_sandbox *sb, const char *path, int recursive,
                                            const asb_call_opts *opts, asb_error *err) {
     if (!sb || !path) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "delete: NULL argument");
+    asb__span span;
+    asb_result r;
     if (!sb->rt->delete_file) return asb__unsupported(sb, "delete", err);
-    return sb->rt->delete_file(sb, path, recursive != 0, opts, err);
+    asb__sb_span_begin(sb, &span, "delete_file", ASB_LATENCY_KIND_COUNT);
+    asb__span_str(&span, "sandbox.file.path", path);
+    r = sb->rt->delete_file(sb, path, recursive != 0, opts, err);
+    asb__sb_span_finish(sb, &span, r, err);
+    return r;
 }
 
 ASB_API asb_result asb_sandbox_metadata(asb_sandbox *sb, asb_buf *out, const asb_call_opts *opts,
                                         asb_error *err) {
     if (!sb || !out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "metadata: NULL argument");
+    asb__span span;
+    asb_result r;
     if (!sb->rt->metadata) return asb__unsupported(sb, "metadata", err);
-    return sb->rt->metadata(sb, out, opts, err);
+    asb__sb_span_begin(sb, &span, "metadata", ASB_LATENCY_KIND_COUNT);
+    r = sb->rt->metadata(sb, out, opts, err);
+    asb__sb_span_finish(sb, &span, r, err);
+    return r;
 }
 
 ASB_API asb_result asb_sandbox_process_start(asb_sandbox *sb, const asb_process_opts *opts,
@@ -22809,8 +22858,16 @@ ASB_API asb_result asb_sandbox_process_start(asb_sandbox *sb, const asb_process_
     if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "process: NULL out");
     *out = NULL;
     if (!sb || !opts) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "process: NULL argument");
+    asb__span span;
+    asb_result r;
     if (!sb->rt->process_start) return asb__unsupported(sb, "a streaming process", err);
-    return sb->rt->process_start(sb, opts, out, err);
+    asb__sb_span_begin(sb, &span, "process_start", ASB_LATENCY_KIND_COUNT);
+    /* the program's name only: argv[1..] and env may hold secrets */
+    asb__span_command(&span, opts->shell ? opts->shell : opts->argv ? opts->argv[0] : NULL);
+    r = sb->rt->process_start(sb, opts, out, err);
+    if (r == ASB_OK) asb__span_int(&span, "sandbox.process.pid", (*out)->pid, ASB_ATTR_INT);
+    asb__sb_span_finish(sb, &span, r, err);
+    return r;
 }
 
 ASB_API int asb_process_id(const asb_process *p) { return p ? (int)p->pid : 0; }
@@ -22893,8 +22950,15 @@ ASB_API asb_result asb_process_wait(asb_process *p, int timeout_ms, int *exit_co
                                     asb_error *err) {
     asb_result r;
     if (exit_code) *exit_code = -1;
+    asb__span span;
     if (!p) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "wait: NULL process");
+    /* a child of the lifecycle span, not the handle's current call: wait
+       may run beside the handle's calls and sends nothing */
+    asb__sb_span_aside(p->sb, &span, "process_wait");
+    asb__span_int(&span, "sandbox.process.pid", p->pid, ASB_ATTR_INT);
     r = asb__proc_pump(p, 1, timeout_ms > 0 ? asb__now_ms() + timeout_ms : 0, err);
+    if (r == ASB_OK) asb__span_int(&span, "sandbox.exit_code", p->exit_code, ASB_ATTR_INT);
+    asb__span_end(&span, r, err);
     if (r == ASB_OK && exit_code) *exit_code = p->exit_code;
     if (r == ASB_OK)
         asb__log(&p->sb->client->log, ASB_LOG_DEBUG, "sandbox.process",

@@ -642,6 +642,118 @@ ASBT_TEST(in_pod_needs_sandboxds_addresses_and_has_no_kubernetes_api) {
     ASBT_CONTAINS(err.message, "not through a router");
 }
 
+/* Spans of the process API and of stat / delete_file / metadata, on the
+   real sandboxd: children of the caller's span (tracer.parent; an in-pod
+   handle has no lifecycle), the program's name and the exit code, never
+   argv. (Their traceparent on REST: test_trace.) */
+typedef struct tr_span {
+    char name[64], attrs[512];
+    unsigned char parent[8];
+    asb_result status;
+} tr_span;
+typedef struct tr_seen {
+    pthread_mutex_t mu;
+    int n;
+    tr_span s[16];
+} tr_seen;
+
+static void tr_on_span(void *u, const asb_span_data *d) {
+    tr_seen *t = (tr_seen *)u;
+    size_t i, l = 0;
+    pthread_mutex_lock(&t->mu);
+    if (t->n < 16) {
+        tr_span *o = &t->s[t->n++];
+        memset(o, 0, sizeof *o);
+        snprintf(o->name, sizeof o->name, "%s", d->name);
+        memcpy(o->parent, d->parent_span_id, 8);
+        o->status = d->status;
+        for (i = 0; i < d->attr_count && l < sizeof o->attrs; i++) {
+            int n = d->attrs[i].type == ASB_ATTR_STRING
+                        ? snprintf(o->attrs + l, sizeof o->attrs - l, "%s=%s;", d->attrs[i].key,
+                                   d->attrs[i].str)
+                        : snprintf(o->attrs + l, sizeof o->attrs - l, "%s=%lld;", d->attrs[i].key,
+                                   (long long)d->attrs[i].num);
+            if (n > 0) l += (size_t)n;
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+static const tr_span *tr_find(tr_seen *t, const char *name) {
+    int i;
+    for (i = 0; i < t->n; i++)
+        if (strcmp(t->s[i].name, name) == 0) return &t->s[i];
+    return NULL;
+}
+
+ASBT_TEST(process_and_file_calls_are_spans_with_the_program_and_exit_code_only) {
+    static tr_seen t;
+    static const unsigned char pid8[8] = {0xb7, 0xad, 0x6b, 0x71, 0x69, 0x20, 0x33, 0x31};
+    const char *argv[3] = {"/bin/sh", "-c", "echo TOKEN=sekrit1 >/dev/null; exit 7"};
+    const char *names[5] = {"svc.process_start", "svc.process_wait", "svc.stat",
+                            "svc.delete_file", "svc.metadata"};
+    asb_env_var ev;
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_process_opts po;
+    asb_process *p = NULL;
+    asb_file_stat st;
+    asb_buf md;
+    asb_error err;
+    const tr_span *s;
+    int code = -2, i;
+    memset(&t, 0, sizeof t);
+    pthread_mutex_init(&t.mu, NULL);
+    memset(&ev, 0, sizeof ev);
+    ev.name = "API_KEY";
+    ev.value = "sekrit2";
+    memset(&d, 0, sizeof d);
+    d.mode = ASB_CONNECT_IN_POD;
+    d.tracer.enable = 1;
+    d.tracer.otlp = -1;
+    d.tracer.service_name = "svc";
+    d.tracer.parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    d.tracer.on_span_end = tr_on_span;
+    d.tracer.user_data = &t;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
+    memset(&po, 0, sizeof po);
+    po.argv = argv;
+    po.argc = 3;
+    po.env = &ev;
+    po.env_count = 1;
+    ASBT_EQ_RES(asb_sandbox_process_start(sb, &po, &p, &err), ASB_OK);
+    ASBT_EQ_RES(asb_process_wait(p, 0, &code, &err), ASB_OK);
+    ASBT_EQ_INT(code, 7);
+    ASBT_EQ_RES(asb_sandbox_write(sb, "traced.txt", "12345", 5, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_stat(sb, "traced.txt", &st, NULL, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_delete_file(sb, "traced.txt", 0, NULL, &err), ASB_OK);
+    asb_buf_init(&md, NULL);
+    ASBT_EQ_RES(asb_sandbox_metadata(sb, &md, NULL, &err), ASB_OK);
+    asb_buf_free(&md);
+    for (i = 0; i < 5; i++) {
+        s = tr_find(&t, names[i]);
+        if (!s) fprintf(stderr, "    no span %s\n", names[i]);
+        ASBT_CHECK(s != NULL);
+        ASBT_CHECK(memcmp(s->parent, pid8, 8) == 0);
+        ASBT_EQ_RES(s->status, ASB_OK);
+    }
+    s = tr_find(&t, "svc.process_start");
+    ASBT_CONTAINS(s->attrs, "sandbox.command.executable=sh;");
+    ASBT_CONTAINS(s->attrs, "sandbox.process.pid=");
+    s = tr_find(&t, "svc.process_wait");
+    ASBT_CONTAINS(s->attrs, "sandbox.exit_code=7;");
+    ASBT_CONTAINS(tr_find(&t, "svc.stat")->attrs, "sandbox.file.path=traced.txt;sandbox.file.size=5;");
+    for (i = 0; i < t.n; i++) {
+        ASBT_CHECK(strstr(t.s[i].attrs, "sekrit") == NULL);
+        ASBT_CHECK(strstr(t.s[i].attrs, "TOKEN") == NULL);
+    }
+    asb_process_free(p);
+    asb_client_free(c);
+    pthread_mutex_destroy(&t.mu);
+}
+
 static int setup_ok;
 
 static int check_sandboxd(const char *name, int failed) {
@@ -661,6 +773,7 @@ ASBT_LIST(ASBT_CASE(handle_calls_work_on_sandboxd_as_on_the_legacy_runtime)
           ASBT_CASE(sigint_ends_a_sleep_that_a_short_wait_leaves_running)
           ASBT_CASE(a_pty_process_sees_its_size_and_a_resize)
           ASBT_CASE(a_process_deadline_or_cancel_ends_it_and_bad_starts_say_why)
+          ASBT_CASE(process_and_file_calls_are_spans_with_the_program_and_exit_code_only)
           ASBT_CASE(calls_recover_after_sandboxd_restarts)
           ASBT_CASE(the_legacy_runtime_refuses_sandboxd_calls_before_sending_anything)
           ASBT_CASE(in_pod_needs_sandboxds_addresses_and_has_no_kubernetes_api))

@@ -778,11 +778,80 @@ ASBT_TEST(calls_without_a_random_source_neither_hang_nor_send_stack_bytes) {
     ASBT_EQ_INT(WEXITSTATUS(status), 0);
 }
 
+/* The sandboxd runtime's REST calls carry the call's span as traceparent
+   (and tracestate), as router requests do; stat, delete_file and metadata
+   are spans of their own. The recorder stands in for sandboxd's REST
+   port: sandboxd does not show the headers it received. */
+ASBT_TEST(sandboxd_rest_calls_carry_their_spans_traceparent) {
+    static seen sn;
+    static const char parent[] = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_tracer_desc td;
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_error err;
+    asb_buf out;
+    recorder_request q;
+    char addr[64], v[256], want[ASB_TRACEPARENT_SIZE];
+    const char *ops[2] = {"agent-7.delete_file", "agent-7.metadata"};
+    const char *lines[2] = {"DELETE /v1/files/f.txt ", "GET /v1/metadata "};
+    const seen_span *s;
+    int i, k, found;
+    memset(&sn, 0, sizeof sn);
+    pthread_mutex_init(&sn.mu, NULL);
+    ASBT_CHECK(rec != NULL);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", rec->port);
+    memset(&td, 0, sizeof td);
+    td.enable = 1;
+    td.otlp = -1;
+    td.service_name = "agent-7";
+    td.parent = parent;
+    td.parent_state = "congo=t61rcWkgMzE";
+    td.on_span_end = on_span;
+    td.user_data = &sn;
+    memset(&d, 0, sizeof d);
+    d.mode = ASB_CONNECT_IN_POD;
+    d.sandboxd_rest_addr = addr;
+    d.sandboxd_grpc_addr = addr; /* not used: no gRPC call here */
+    d.tracer = td;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
+    recorder_reply(rec, 200, "{}");
+    ASBT_EQ_RES(asb_sandbox_delete_file(sb, "f.txt", 0, NULL, &err), ASB_OK);
+    recorder_reply(rec, 200, "{\"env\": {}}");
+    asb_buf_init(&out, NULL);
+    ASBT_EQ_RES(asb_sandbox_metadata(sb, &out, NULL, &err), ASB_OK);
+    asb_buf_free(&out);
+    for (k = 0; k < 2; k++) {
+        s = find_span(&sn, ops[k], 0);
+        ASBT_CHECK(s != NULL);
+        hex(want, s->parent, 8); /* the caller's span: no lifecycle in a pod */
+        ASBT_EQ_STR(want, "b7ad6b7169203331");
+        asb_traceparent_format(&s->ctx, want);
+        found = 0;
+        for (i = 0; recorder_get(rec, i, &q); i++) {
+            if (strncmp(q.head, lines[k], strlen(lines[k])) != 0) continue;
+            found = 1;
+            ASBT_CHECK(recorder_header(q.head, "traceparent", v, sizeof v));
+            ASBT_EQ_STR(v, want); /* the span of that very call */
+            ASBT_CHECK(recorder_header(q.head, "tracestate", v, sizeof v));
+            ASBT_EQ_STR(v, "congo=t61rcWkgMzE");
+        }
+        ASBT_CHECK(found);
+    }
+    ASBT_CONTAINS(find_span(&sn, "agent-7.delete_file", 0)->attrs, "sandbox.file.path=f.txt;");
+    asb_client_free(c);
+    recorder_stop(rec);
+    pthread_mutex_destroy(&sn.mu);
+}
+
 ASBT_LIST(
     ASBT_CASE(traceparent_parses_and_formats_as_w3c_says)
     ASBT_CASE(handle_calls_are_spans_under_the_lifecycle_with_upstream_attributes)
     ASBT_CASE(tracing_off_records_nothing_and_sends_no_traceparent)
     ASBT_CASE(a_parent_context_puts_our_spans_in_the_callers_trace)
+    ASBT_CASE(sandboxd_rest_calls_carry_their_spans_traceparent)
     ASBT_CASE(the_otlp_exporter_posts_spans_and_histograms_flushed_at_free)
     ASBT_CASE(a_dead_or_stalled_collector_never_fails_a_call_and_is_logged_once)
     ASBT_CASE(threads_of_one_traced_client_each_record_their_own_spans)
