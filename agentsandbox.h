@@ -860,6 +860,17 @@
      write / read          sandbox.file.path, sandbox.file.size
      list                  sandbox.file.path, sandbox.file.count
      exists                sandbox.file.path, sandbox.file.exists
+   and on the sandboxd runtime:
+     stat                  sandbox.file.path, sandbox.file.size
+     delete_file           sandbox.file.path
+     metadata              (none)
+     process_start         sandbox.command.executable (argv[0]'s or the
+                           shell string's program name only),
+                           sandbox.process.pid
+     process_wait          sandbox.process.pid, sandbox.exit_code (one
+                           span per asb_process_wait call)
+   (a process's stdin, signal and resize calls make no span and carry no
+   trace context: other threads may make them while a call runs).
 
    A failed call's span has status ERROR with the code's name
    (asb_result_str) and the attributes asb.error.code, error.type and,
@@ -867,7 +878,8 @@
    command's arguments or environment, file contents, a header or a token.
 
    Propagation: every request of a call to the router or runtime carries
-   W3C traceparent (its span) and tracestate (tracer.parent_state); a new
+   W3C traceparent (its span) and tracestate (tracer.parent_state), as
+   HTTP headers or, to sandboxd's gRPC port, as call metadata; a new
    claim carries the annotation opentelemetry.io/trace-context, the
    reference's JSON {"traceparent": "00-..."} of the create_claim span.
    tracer.parent (a traceparent value) puts the lifecycle spans in your
