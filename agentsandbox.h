@@ -18078,33 +18078,21 @@ static asb_result asb__tunnel_spawn_locked(asb__tunnel *t, asb_error *err) {
         envp[j++] = t->kube_env;
         envp[j] = NULL;
     }
-    if (asb__pipe_cloexec(pe) < 0) {
-        if (envp) t->alloc->free_fn(envp, t->alloc->user_data);
-        return asb__fail(err, ASB_ERR_IO, "port-forward: pipe: %s", strerror(errno));
-    }
-    if (asb__pipe_cloexec(pf) < 0) {
-        close(pe[0]);
-        close(pe[1]);
-        if (envp) t->alloc->free_fn(envp, t->alloc->user_data);
-        return asb__fail(err, ASB_ERR_IO, "port-forward: pipe: %s", strerror(errno));
-    }
-    if (asb__pipe_cloexec(po) < 0) {
-        close(pe[0]);
-        close(pe[1]);
-        close(pf[0]);
-        close(pf[1]);
-        if (envp) t->alloc->free_fn(envp, t->alloc->user_data);
-        return asb__fail(err, ASB_ERR_IO, "port-forward: pipe: %s", strerror(errno));
-    }
-    if (asb__pipe_cloexec(life) < 0) {
-        close(pe[0]);
-        close(pe[1]);
-        close(pf[0]);
-        close(pf[1]);
-        close(po[0]);
-        close(po[1]);
-        if (envp) t->alloc->free_fn(envp, t->alloc->user_data);
-        return asb__fail(err, ASB_ERR_IO, "port-forward: pipe: %s", strerror(errno));
+    { /* the four pipes, or none */
+        int *pipes[4];
+        int n;
+        pipes[0] = pe, pipes[1] = pf, pipes[2] = po, pipes[3] = life;
+        for (n = 0; n < 4; n++) {
+            if (asb__pipe_cloexec(pipes[n]) < 0) {
+                int e = errno;
+                while (n-- > 0) {
+                    close(pipes[n][0]);
+                    close(pipes[n][1]);
+                }
+                if (envp) t->alloc->free_fn(envp, t->alloc->user_data);
+                return asb__fail(err, ASB_ERR_IO, "port-forward: pipe: %s", strerror(e));
+            }
+        }
     }
     /* the child must not run a signal handler of the program before it
        has reset them all: every signal blocked across fork */
