@@ -29,6 +29,8 @@
 #define BENCH_FILE_REPS 3 /* the report takes the median */
 #define BENCH_FIRST_REPS 5
 
+#include "bench_file.h"
+
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -48,63 +50,10 @@ static double cpu_ms(void) {
            (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, size_t n) {
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static int fail(const char *what, const asb_error *err) {
     fprintf(stderr, "bench_sandboxd: %s: %s (%s)\n", what, err->message,
             asb_result_str(err->code));
     return 1;
-}
-
-/* The file's bytes: one pseudo-random block repeated, made before timing. */
-static unsigned char block[BENCH_BLOCK];
-
-static void block_fill(void) {
-    uint32_t x = 2463534242u;
-    size_t i;
-    for (i = 0; i < sizeof block; i++) {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        block[i] = (unsigned char)x;
-    }
-}
-
-typedef struct file_cursor {
-    uint64_t off;
-    int mismatch;
-} file_cursor;
-
-static long file_source(void *user_data, char *buf, size_t cap) {
-    file_cursor *c = (file_cursor *)user_data;
-    size_t at = (size_t)(c->off % BENCH_BLOCK), n = BENCH_BLOCK - at;
-    if (c->off >= BENCH_FILE_BYTES) return 0;
-    if (n > cap) n = cap;
-    if ((uint64_t)n > BENCH_FILE_BYTES - c->off) n = (size_t)(BENCH_FILE_BYTES - c->off);
-    memcpy(buf, block + at, n);
-    c->off += n;
-    return (long)n;
-}
-
-static asb_result file_sink(void *user_data, const char *data, size_t len) {
-    file_cursor *c = (file_cursor *)user_data;
-    while (len) {
-        size_t at = (size_t)(c->off % BENCH_BLOCK), n = BENCH_BLOCK - at;
-        if (n > len) n = len;
-        if (c->off + n > BENCH_FILE_BYTES || memcmp(data, block + at, n) != 0) c->mismatch = 1;
-        c->off += n;
-        data += n;
-        len -= n;
-    }
-    return ASB_OK;
 }
 
 /* The first stdout chunk's time (the callback runs on the thread that

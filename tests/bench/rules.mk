@@ -52,7 +52,7 @@ bench-sdk-venv: $(BENCH_SDK_STAMP)
 # (This fragment is read before tests/rules.mk, so its TB, HDR and LINK
 # are not set yet where a target is named; recipes may use them.)
 BENCH_SDK_BIN := $(BUILD)/tests/bench_sdk
-$(BENCH_SDK_BIN): tests/bench/bench_sdk.c agentsandbox.h
+$(BENCH_SDK_BIN): tests/bench/bench_sdk.c tests/bench/bench_file.h agentsandbox.h
 	@mkdir -p $(@D)
 	$(CC) -std=c99 -O2 -DNDEBUG $(CFLAGS_WARN) $< -o $@ $(LINK)
 ALL_TARGETS += $(BENCH_SDK_BIN)

@@ -61,7 +61,7 @@ SBD_BENCH_BIN       := $(TB)/bench_sandboxd
 SBD_BENCH_BASELINE  = python-k8s-agent-sandbox[grpc]-$(UPSTREAM_PY_SDK_VERSION)
 SBD_BENCH_WORKLOADS ?= 3
 SBD_BENCH_RUNS      ?= 200
-$(SBD_BENCH_BIN): tests/bench/bench_sandboxd.c agentsandbox.h
+$(SBD_BENCH_BIN): tests/bench/bench_sandboxd.c tests/bench/bench_file.h agentsandbox.h
 	@mkdir -p $(@D)
 	$(CC) -std=c99 -O2 -DNDEBUG $(CFLAGS_WARN) $< -o $@ $(LINK)
 ALL_TARGETS += $(SBD_BENCH_BIN)
