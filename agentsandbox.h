@@ -15969,11 +15969,13 @@ ASB_API asb_result asb_portforward_resolve(asb_kube_client *kc, const char *ns,
                                           strlen(port))) {
             int64_t t = 0;
             found = v;
+            /* a number outside 1-65535 (a lying server's 2^32+8080 would
+               wrap to 8080) is no port: 0, refused below */
             if (tp < 0) {
                 asb_json_get_int64(&sd, asb_json_member(&sd, v, "port", 4), &t);
-                tport = (int)t;
+                tport = t >= 1 && t <= 65535 ? (int)t : 0;
             } else if (asb_json_get_int64(&sd, tp, &t) == ASB_OK) {
-                tport = (int)t;
+                tport = t >= 1 && t <= 65535 ? (int)t : 0;
             } else if (asb_json_append_string(&sd, tp, &tname) != ASB_OK) {
                 found = -1;
             } else if (asb__port_number(tname.ptr, &tport)) {
@@ -15985,6 +15987,12 @@ ASB_API asb_result asb_portforward_resolve(asb_kube_client *kc, const char *ns,
     if (found < 0) {
         r = asb__fail(err, ASB_ERR_PORT_FORWARD,
                       "portforward: service %s/%s has no port %s", ns, service, port);
+        goto done;
+    }
+    if (!tname.len && tport == 0) {
+        r = asb__fail(err, ASB_ERR_PORT_FORWARD,
+                      "portforward: service %s/%s: port %s has no target port in 1-65535", ns,
+                      service, port);
         goto done;
     }
     /* the selector, as a labelSelector query */
@@ -16079,7 +16087,7 @@ ASB_API asb_result asb_portforward_resolve(asb_kube_client *kc, const char *ns,
                                        tname.len) &&
                     asb_json_get_int64(&pd, asb_json_member(&pd, pv, "containerPort", 13), &cp) ==
                         ASB_OK) {
-                    tport = (int)cp;
+                    tport = cp >= 1 && cp <= 65535 ? (int)cp : 0;
                     break;
                 }
             }

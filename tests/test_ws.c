@@ -6,6 +6,7 @@
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
 #include "asbtest.h"
+#include "recorder.h"
 
 #include <poll.h>
 
@@ -243,6 +244,49 @@ ASBT_TEST(send_refuses_what_a_client_may_not_send) {
     ASBT_EQ_RES(asb_ws_close(&ws, 1000, "\xff", &err), ASB_ERR_INVALID_ARGUMENT);
 }
 
+/* A lying apiserver's target port outside 1-65535 (2^32 + 8080 would wrap
+   to 8080 in an int) is refused, not forwarded to. */
+ASBT_TEST(a_service_target_port_outside_the_port_range_is_refused) {
+    static const char *const bad[] = {"4294975376", "0", "65536", "-1"};
+    asb_kube_client *kc = NULL;
+    asb_kube_client_desc kd;
+    asb_portforward_target t;
+    asb_error err;
+    char path[] = "/tmp/asb-test-ws-XXXXXX", kcfg[512];
+    size_t i;
+    int fd;
+    recorder *r = recorder_start("127.0.0.1");
+    ASBT_CHECK(r != NULL);
+    snprintf(kcfg, sizeof kcfg,
+             "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n"
+             "- name: k\n  cluster: {server: 'http://127.0.0.1:%d'}\n"
+             "users:\n- name: u\n  user: {token: abcd}\ncontexts:\n"
+             "- name: c\n  context: {cluster: k, user: u}\n",
+             r->port);
+    fd = mkstemp(path);
+    ASBT_CHECK(fd >= 0);
+    ASBT_CHECK(write(fd, kcfg, strlen(kcfg)) == (ssize_t)strlen(kcfg));
+    close(fd);
+    memset(&kd, 0, sizeof kd);
+    kd.kubeconfig.path = path;
+    ASBT_EQ_RES(asb_kube_client_create(&kd, &kc, &err), ASB_OK);
+    unlink(path);
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pthread_mutex_lock(&r->lock);
+        snprintf(r->reply, sizeof r->reply,
+                 "{\"kind\":\"Service\",\"spec\":{\"selector\":{\"app\":\"x\"},"
+                 "\"ports\":[{\"port\":80,\"targetPort\":%s}]}}",
+                 bad[i]);
+        pthread_mutex_unlock(&r->lock);
+        memset(&t, 0, sizeof t);
+        ASBT_EQ_RES(asb_portforward_resolve(kc, "default", "svc", "80", &t, &err),
+                    ASB_ERR_PORT_FORWARD);
+        ASBT_CONTAINS(err.message, "no target port in 1-65535");
+    }
+    asb_kube_client_free(kc);
+    recorder_stop(r);
+}
+
 ASBT_TEST(portforward_create_checks_its_description) {
     asb_kube_client *kc = NULL;
     asb_portforward_desc d;
@@ -372,5 +416,6 @@ ASBT_LIST(ASBT_CASE(accept_key_matches_the_rfc_example)
           ASBT_CASE(client_frames_are_masked_with_minimal_lengths)
           ASBT_CASE(send_refuses_what_a_client_may_not_send)
           ASBT_CASE(portforward_create_checks_its_description)
+          ASBT_CASE(a_service_target_port_outside_the_port_range_is_refused)
           ASBT_CASE(a_pod_forward_released_during_another_handles_dial_is_freed_after_it))
 ASBT_MAIN()
