@@ -1719,6 +1719,7 @@ ASBT_TEST(a_null_namespace_is_the_context_s_and_claims_list_with_details) {
     asb_name_list names;
     asb_kube_resource res;
     asb_error err;
+    int next = 5; /* the index of the request after the lists */
     ASBT_CHECK(rec != NULL);
     recorder_reply(rec, 200,
                    "{\"kind\":\"SandboxClaimList\",\"metadata\":{},\"items\":["
@@ -1744,6 +1745,16 @@ ASBT_TEST(a_null_namespace_is_the_context_s_and_claims_list_with_details) {
     ASBT_EQ_STR(res.version, "v1alpha1");
     ASBT_EQ_STR(res.plural, "sandboxclaims");
 
+#if ASB_JSON_MAX_DOC_TOKENS < 4096
+    /* the tiny build's doc holds 64 tokens: this page of three claims
+       does not fit, and says so (the list calls below are not run) */
+    ASBT_CHECK(asb_client_list_claims(c, NULL, &l, &err) != ASB_OK);
+    ASBT_CHECK(err.message[0] != '\0');
+    ASBT_CHECK(l.count == 0);
+    (void)lo;
+    (void)names;
+    next = 1;
+#else
     ASBT_EQ_RES(asb_client_list_claims(c, NULL, &l, &err), ASB_OK);
     ASBT_CHECK(recorded_head_starts(
         rec, 0, "GET /apis/extensions.agents.x-k8s.io/v1alpha1/namespaces/team-a/sandboxclaims?"));
@@ -1793,6 +1804,7 @@ ASBT_TEST(a_null_namespace_is_the_context_s_and_claims_list_with_details) {
     ASBT_CHECK(recorded_head_starts(
         rec, 4, "GET /apis/extensions.agents.x-k8s.io/v1alpha1/namespaces/default/sandboxclaims?"));
     asb_name_list_free(&names);
+#endif
 
     /* a claim that is not there: ASB_ERR_NOT_FOUND, in the context's
        namespace; one that is: ASB_OK */
@@ -1801,7 +1813,7 @@ ASBT_TEST(a_null_namespace_is_the_context_s_and_claims_list_with_details) {
                    "\"code\":404,\"message\":\"sandboxclaims \\\"gone\\\" not found\"}");
     ASBT_EQ_RES(asb_client_delete_sandbox(c, "gone", NULL, &err), ASB_ERR_NOT_FOUND);
     ASBT_CHECK(recorded_head_starts(
-        rec, 5, "DELETE /apis/extensions.agents.x-k8s.io/v1alpha1/namespaces/team-a/sandboxclaims/gone "));
+        rec, next, "DELETE /apis/extensions.agents.x-k8s.io/v1alpha1/namespaces/team-a/sandboxclaims/gone "));
     recorder_reply(rec, 200, "{\"kind\":\"Status\",\"status\":\"Success\"}");
     ASBT_EQ_RES(asb_client_delete_sandbox(c, "there", NULL, &err), ASB_OK);
     asb_client_free(c);
