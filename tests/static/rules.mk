@@ -215,7 +215,7 @@ test-cross:
 	  case $$t in aarch64) q=$(CROSS_QEMU_aarch64);; armhf) q=$(CROSS_QEMU_armhf);; \
 	    s390x) q=$(CROSS_QEMU_s390x); export LOCPATH=$$loc;; esac; \
 	  for u in $(UNIT_NAMES); do echo "--- cross/$$t/$$u (under $$q)"; \
-	    ASBT_REQUIRE_LOCALE=1 $$q $(TB)/cross/$$t/$$u | tail -1; \
+	    ASBT_REQUIRE_LOCALE=1 ASB_UNDER_QEMU=$$q $$q $(TB)/cross/$$t/$$u | tail -1; \
 	    test "$${PIPESTATUS[0]}" = 0; \
 	  done; done
 	@tests/http/with-peers.sh $(HTTP_PEERS_DIR)-cross sh -c 'for t in $(CROSS_TARGETS); do \

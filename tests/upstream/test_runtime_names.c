@@ -52,6 +52,8 @@ static int setup(void) {
     snprintf(sb->ns, sizeof sb->ns, "default");
     snprintf(sb->pod, sizeof sb->pod, "sb-names");
     sb->active = 1;
+    sb->rt = &asb__runtime_legacy; /* what asb__sandbox_new would choose */
+    sb->conn = client->conn;
     sb->next = client->handles;
     client->handles = sb;
     return 1;
