@@ -60,6 +60,16 @@ def in_netns(pid, argv):
                           capture_output=True, text=True, timeout=30)
 
 
+def gone(pid):
+    """Exited: no /proc entry, or a zombie (reaped by whoever inherits it,
+    maybe a PID 1 that reaps late)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
 def wait_for(fn, timeout=30.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -145,7 +155,7 @@ def main():
     finally:
         sb.terminate()
     ok("terminate")
-    check(wait_for(lambda: not os.path.exists("/proc/%d" % pid)), "sandboxd of %s stopped (pid %d)" % (pod, pid))
+    check(wait_for(lambda: gone(pid), 60.0), "sandboxd of %s stopped (pid %d)" % (pod, pid))
     check(wait_for(lambda: not procs_in_netns(ns_ino)),
           "no process is left in the pod's network namespace (the sleep went with it): %s" % procs_in_netns(ns_ino))
     r = subprocess.run(["kubectl", "get", "portforwards.kwok.x-k8s.io", pod, "-n", NS],
