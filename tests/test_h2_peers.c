@@ -649,6 +649,172 @@ ASBT_TEST(grpc_start_stream_stays_open_while_stdin_and_signal_calls_run_beside_i
     asb_h2_conn_free(h);
 }
 
+/* -- the sandboxd runtime's trace context, as a gRPC server receives it ------------ */
+
+/* Spans as the tracer hands them out (on_span_end): name and context. */
+typedef struct md_spans {
+    int n;
+    char name[8][64];
+    asb_trace_context ctx[8];
+} md_spans;
+
+static void md_on_span(void *u, const asb_span_data *d) {
+    md_spans *t = (md_spans *)u;
+    if (t->n < 8) {
+        snprintf(t->name[t->n], sizeof t->name[t->n], "%s", d->name);
+        t->ctx[t->n++] = d->ctx;
+    }
+}
+
+static const asb_trace_context *md_span(const md_spans *t, const char *name) {
+    int i;
+    for (i = 0; i < t->n; i++)
+        if (strcmp(t->name[i], name) == 0) return &t->ctx[i];
+    return NULL;
+}
+
+static void md_collect(void *u, asb_process_output which, const char *p, size_t n) {
+    if (which == ASB_PROCESS_STDOUT) asb_buf_append((asb_buf *)u, p, n);
+}
+
+/* An in-pod sandboxd handle on the grpcio ProcessService (its REST side is
+   never called here); tracing on with a parent and a tracestate, or off. */
+static asb_client *md_client(int traced, md_spans *t, asb_sandbox **sb) {
+    static char grpc_addr[64];
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_error err;
+    const char *port = getenv("ASB_GRPC_PORT");
+    snprintf(grpc_addr, sizeof grpc_addr, "127.0.0.1:%s", port ? port : "0");
+    memset(&d, 0, sizeof d);
+    d.mode = ASB_CONNECT_IN_POD;
+    d.sandboxd_grpc_addr = grpc_addr;
+    d.sandboxd_rest_addr = grpc_addr;
+    if (traced) {
+        d.tracer.enable = 1;
+        d.tracer.otlp = -1;
+        d.tracer.service_name = "mdsvc";
+        d.tracer.parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        d.tracer.parent_state = "vendor=opaque-value";
+        d.tracer.on_span_end = md_on_span;
+        d.tracer.user_data = t;
+    }
+    if (asb_client_create(&d, &c, &err) != ASB_OK) {
+        fprintf(stderr, "    client: %s\n", err.message);
+        return NULL;
+    }
+    if (asb_client_sandbox_in_pod(c, sb, &err) != ASB_OK) {
+        fprintf(stderr, "    in_pod: %s\n", err.message);
+        asb_client_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* The metadata line "key=value\n" for key in what the server printed, or
+   "" when it has none; NUL-terminated in out. */
+static const char *md_line(const char *text, const char *key, char *out, size_t cap) {
+    size_t kl = strlen(key);
+    const char *p = text;
+    out[0] = '\0';
+    while (p && *p) {
+        const char *e = strchr(p, '\n');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (l > kl && strncmp(p, key, kl) == 0 && p[kl] == '=') {
+            snprintf(out, cap, "%.*s", (int)(l - kl - 1), p + kl + 1);
+            break;
+        }
+        p = e ? e + 1 : NULL;
+    }
+    return out;
+}
+
+/* What the server printed for a run ("/bin/sh -c metadata": Execute) and
+   for a streaming process ("metadata": Start), NUL-terminated. */
+static int md_calls(asb_sandbox *sb, asb_buf *exec_out, asb_buf *start_out) {
+    const char *argv[1] = {"metadata"};
+    asb_run_result rr;
+    asb_process_opts po;
+    asb_process *p = NULL;
+    asb_error err;
+    int code = -1, ok = 1;
+    if (asb_sandbox_run(sb, "metadata", 30000, &rr, &err) != ASB_OK) {
+        fprintf(stderr, "    run: %s\n", err.message);
+        ok = 0;
+    } else {
+        asb_buf_append(exec_out, rr.out.ptr, rr.out.len);
+    }
+    asb_run_result_free(&rr);
+    memset(&po, 0, sizeof po);
+    po.argv = argv;
+    po.argc = 1;
+    po.on_output = md_collect;
+    po.user_data = start_out;
+    if (asb_sandbox_process_start(sb, &po, &p, &err) != ASB_OK ||
+        asb_process_wait(p, 30000, &code, &err) != ASB_OK || code != 0) {
+        fprintf(stderr, "    process: %s (exit %d)\n", err.message, code);
+        ok = 0;
+    }
+    asb_process_free(p);
+    asb_buf_append(exec_out, "", 1);
+    asb_buf_append(start_out, "", 1);
+    return ok;
+}
+
+/* The traceparent sent as the Execute and Start calls' metadata is the
+   context of the span each call ran in (run, process_start), as the
+   tracer exported it, child of the parent's trace; the tracestate goes
+   with it. Tracing off: neither key reaches the server. */
+ASBT_TEST(sandboxd_runtime_sends_each_calls_span_as_traceparent_metadata) {
+    static md_spans t;
+    asb_sandbox *sb = NULL;
+    asb_client *c;
+    asb_buf ex, st;
+    char v[256], want[ASB_TRACEPARENT_SIZE];
+    const asb_trace_context *run, *start;
+    asb_trace_context parent;
+    memset(&t, 0, sizeof t);
+    ASBT_EQ_RES(asb_traceparent_parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                                      55, &parent, NULL),
+                ASB_OK);
+    c = md_client(1, &t, &sb);
+    ASBT_CHECK(c != NULL);
+    asb_buf_init(&ex, NULL);
+    asb_buf_init(&st, NULL);
+    ASBT_CHECK(md_calls(sb, &ex, &st));
+    run = md_span(&t, "mdsvc.run");
+    start = md_span(&t, "mdsvc.process_start");
+    ASBT_CHECK(run != NULL && start != NULL);
+    /* the spans are in the parent's trace, and are not the parent */
+    ASBT_CHECK(memcmp(run->trace_id, parent.trace_id, 16) == 0);
+    ASBT_CHECK(memcmp(start->trace_id, parent.trace_id, 16) == 0);
+    ASBT_CHECK(memcmp(run->span_id, parent.span_id, 8) != 0);
+    ASBT_CHECK(memcmp(run->span_id, start->span_id, 8) != 0);
+    asb_traceparent_format(run, want);
+    ASBT_EQ_STR(md_line(ex.ptr, "traceparent", v, sizeof v), want);
+    ASBT_EQ_STR(md_line(ex.ptr, "tracestate", v, sizeof v), "vendor=opaque-value");
+    asb_traceparent_format(start, want);
+    ASBT_EQ_STR(md_line(st.ptr, "traceparent", v, sizeof v), want);
+    ASBT_EQ_STR(md_line(st.ptr, "tracestate", v, sizeof v), "vendor=opaque-value");
+    asb_client_free(c);
+    asb_buf_free(&ex);
+    asb_buf_free(&st);
+
+    /* off: the same calls, no trace keys (the server did print the rest) */
+    c = md_client(0, NULL, &sb);
+    ASBT_CHECK(c != NULL);
+    asb_buf_init(&ex, NULL);
+    asb_buf_init(&st, NULL);
+    ASBT_CHECK(md_calls(sb, &ex, &st));
+    ASBT_CONTAINS(ex.ptr, "user-agent=");
+    ASBT_CONTAINS(st.ptr, "user-agent=");
+    ASBT_CHECK(strstr(ex.ptr, "traceparent") == NULL && strstr(ex.ptr, "tracestate") == NULL);
+    ASBT_CHECK(strstr(st.ptr, "traceparent") == NULL && strstr(st.ptr, "tracestate") == NULL);
+    asb_client_free(c);
+    asb_buf_free(&ex);
+    asb_buf_free(&st);
+}
+
 ASBT_TEST(grpc_unknown_method_is_unimplemented) {
     asb_h2_conn *h = connect_to("ASB_GRPC_PORT", 0);
     asb_buf req;
@@ -1192,6 +1358,7 @@ ASBT_LIST(ASBT_CASE(nghttpd_big_download_through_a_small_window_arrives_intact)
           ASBT_CASE(grpc_on_message_returning_nonzero_cancels_the_call)
           ASBT_CASE(grpc_message_above_the_cap_fails_too_large)
           ASBT_CASE(grpc_start_stream_stays_open_while_stdin_and_signal_calls_run_beside_it)
+          ASBT_CASE(sandboxd_runtime_sends_each_calls_span_as_traceparent_metadata)
           ASBT_CASE(grpc_unknown_method_is_unimplemented)
           ASBT_CASE(h2_connect_to_a_closed_port_is_a_connect_error)
           ASBT_CASE(grpc_slow_consumer_holds_at_most_one_stream_window)

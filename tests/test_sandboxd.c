@@ -645,7 +645,8 @@ ASBT_TEST(in_pod_needs_sandboxds_addresses_and_has_no_kubernetes_api) {
 /* Spans of the process API and of stat / delete_file / metadata, on the
    real sandboxd: children of the caller's span (tracer.parent; an in-pod
    handle has no lifecycle), the program's name and the exit code, never
-   argv. (Their traceparent on REST: test_trace.) */
+   argv. (Their traceparent on REST: test_trace; as gRPC metadata:
+   test_h2_peers.) */
 typedef struct tr_span {
     char name[64], attrs[512];
     unsigned char parent[8];

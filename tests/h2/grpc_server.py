@@ -12,11 +12,15 @@ Not a process runner: command[0] picks a behaviour the C tests check.
          sleep MS      sleeps, then exit
          describe ...  stdout: the request as Python's protobuf read it;
                        then stderr "err", exit(-7), init(2147483647)
+         metadata      init(45), stdout: the call's metadata (below), exit(0)
   Execute              exit_code = total length of the command strings,
                        stdout = the first 64 bytes of command[0];
                        "stats": stdout = "cancelled=N" (Start streams the
                        client cancelled); "describe": stdout as above,
-                       stderr "e", exit_code -3
+                       stderr "e", exit_code -3; a command whose last
+                       string is "metadata" (as /bin/sh -c metadata):
+                       stdout = the call's metadata as the server got
+                       it, "key=value\n" per entry, sorted
 Prints "port N" once serving on 127.0.0.1.
 Usage: grpc_server.py GEN_DIR [MAX_CONNECTION_AGE_MS]: with an age, each
 connection gets GOAWAY after it, and 20 s of grace for calls in flight.
@@ -44,6 +48,10 @@ def describe(config, pty=None):
     if pty is not None:
         text += " pty=%s" % pty
     return text.encode()
+
+
+def metadata(ctx):
+    return "".join("%s=%s\n" % kv for kv in sorted(ctx.invocation_metadata())).encode()
 
 
 class Service(pbg.ProcessServiceServicer):
@@ -103,6 +111,10 @@ class Service(pbg.ProcessServiceServicer):
             yield pb.StartResponse(stderr=b"err")
             yield pb.StartResponse(exit=pb.ExitEvent(exit_code=-7))
             yield pb.StartResponse(init=pb.InitEvent(process_id=2147483647))
+        elif what == "metadata":
+            yield pb.StartResponse(init=pb.InitEvent(process_id=45))
+            yield pb.StartResponse(stdout=metadata(ctx))
+            yield pb.StartResponse(exit=pb.ExitEvent(exit_code=0))
         elif what == "sleep":
             time.sleep(int(cmd[1]) / 1000.0)
             yield pb.StartResponse(exit=pb.ExitEvent(exit_code=0))
@@ -116,6 +128,8 @@ class Service(pbg.ProcessServiceServicer):
                 return pb.ExecuteResponse(stdout=b"cancelled=%d" % cancelled[0])
         if cmd and cmd[0] == "describe":
             return pb.ExecuteResponse(exit_code=-3, stdout=describe(req.config), stderr=b"e")
+        if cmd and cmd[-1] == "metadata":
+            return pb.ExecuteResponse(exit_code=0, stdout=metadata(ctx))
         total = sum(len(c.encode()) for c in cmd)
         first = cmd[0].encode()[:64] if cmd else b""
         return pb.ExecuteResponse(exit_code=total, stdout=first)
