@@ -6,7 +6,9 @@
    client picks the sandboxd runtime by itself and reaches the pod through
    its own pod tunnel (`kubectl port-forward pod/<pod> :8080 :9090`), which
    kwok relays into the pod's network namespace, where sandboxd listens on
-   127.0.0.1 only (tools/localcluster/README.md).
+   127.0.0.1 only (tools/localcluster/README.md). One case drives 100
+   of them in native-tunnel mode instead (port-forward over WebSocket
+   from inside this process): no kubectl, no child process (issue 17).
 
    ASB_CLUSTER_KUBECONFIGS names the cluster's kubeconfigs. */
 #ifndef _GNU_SOURCE
@@ -820,6 +822,187 @@ ASBT_TEST(n_sandboxes_have_n_pod_tunnels_and_none_is_left_after_terminate) {
     ASBT_CHECK(waitpid(-1, NULL, WNOHANG) <= 0); /* every kubectl reaped */
 }
 
+/* ---------------------------------------------------------------- native tunnel at scale */
+
+/* Child processes of this process, counted two ways: every /proc entry
+   whose parent is us, and the kernel's own answer to waitid (ECHILD: no
+   child at all, running or exited; WNOWAIT reaps nothing). Children of
+   any of our threads count: their parent is the process. Returns the
+   larger count (1 when only waitid sees one). */
+static int child_processes(void) {
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    siginfo_t si;
+    int n = 0;
+    while (d && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        if (proc_parent(atoi(e->d_name), NULL, 0) == (int)getpid()) n++;
+    }
+    if (d) closedir(d);
+    memset(&si, 0, sizeof si);
+    if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && n == 0) n = 1;
+    else if (errno != ECHILD && n == 0) n = 1; /* neither "none" nor a clean scan */
+    return n;
+}
+
+static int count_entries(const char *path) {
+    DIR *d = opendir(path);
+    struct dirent *e;
+    int n = 0;
+    if (!d) return -1;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n - (strcmp(path, "/proc/self/fd") == 0); /* opendir's own */
+}
+
+/* Looks for child processes every 20 ms while the sandboxes are made and
+   driven: a kubectl (or anything) started and gone between two checks at
+   the end would otherwise go unseen. */
+typedef struct child_watch {
+    pthread_mutex_t mu;
+    int stop, samples, peak;
+} child_watch;
+
+static void *watch_children(void *arg) {
+    child_watch *w = (child_watch *)arg;
+    for (;;) {
+        int n = child_processes(), stop;
+        pthread_mutex_lock(&w->mu);
+        if (n > w->peak) w->peak = n;
+        w->samples++;
+        stop = w->stop;
+        pthread_mutex_unlock(&w->mu);
+        if (stop) return NULL;
+        asb__sleep_ms(20);
+    }
+}
+
+/* Issue 17: one client in ASB_CONNECT_NATIVE_TUNNEL mode drives 100
+   sandboxd sandboxes (the real sandboxd in every pod) with PATH naming
+   nothing, so no kubectl could start: each pod's REST and gRPC ports ride
+   WebSocket port-forward streams from inside this process. Every sandbox
+   runs a command that writes a file of its own, which is read back from
+   the same sandbox (a stream crossed between pods would show); all are
+   held open together, then all deleted. No child process at any time
+   (sampled throughout, and at the end), no claim left, and the
+   descriptors and threads of before the client. No timing is asserted:
+   the bounds are generous deadlines for a loaded machine. */
+ASBT_TEST(native_mode_drives_100_sandboxd_sandboxes_with_no_child_process) {
+    enum { COUNT = 100 };
+    asb_client_desc d;
+    asb_create_opts o;
+    asb_client *c = NULL;
+    asb_create_result *res;
+    asb_name_list left;
+    asb_error err;
+    asb_label label;
+    child_watch w;
+    pthread_t th;
+    asb_result r;
+    char saved[4096], sel[32], selector[64];
+    const char *old_path = getenv("PATH");
+    int fds0, tasks0, i, ok = 0, ran = 0, read_back = 0, sandboxd = 0;
+    int64_t t0 = asb__now_ms(), t_ready, t_driven;
+    ASBT_EQ_INT(child_processes(), 0);
+    snprintf(saved, sizeof saved, "%s", old_path ? old_path : "");
+    res = (asb_create_result *)calloc(COUNT, sizeof *res);
+    ASBT_CHECK(res != NULL);
+    fds0 = count_entries("/proc/self/fd"); /* before the watcher, which opens /proc */
+    tasks0 = count_entries("/proc/self/task");
+    memset(&w, 0, sizeof w);
+    pthread_mutex_init(&w.mu, NULL);
+    ASBT_CHECK(pthread_create(&th, NULL, watch_children, &w) == 0);
+    setenv("PATH", "/nonexistent", 1);         /* no kubectl to find */
+    memset(&d, 0, sizeof d);
+    d.mode = ASB_CONNECT_NATIVE_TUNNEL;
+    d.kube.kubeconfig.path = kubeconfig;
+    d.kube.http.retry.backoff_ms = 100;
+    d.runtime = ASB_RUNTIME_AUTO; /* sandboxd, from the pool's template */
+    if (getenv("ASB_SHOW_LOG")) d.log.fn = show_log;
+    r = asb_client_create(&d, &c, &err);
+    if (r == ASB_OK) {
+        snprintf(sel, sizeof sel, "%d", (int)getpid());
+        label.key = "asb-native-100";
+        label.value = sel;
+        memset(&o, 0, sizeof o);
+        o.warm_pool = POOL;
+        o.labels = &label;
+        o.label_count = 1;
+        o.ready_timeout_ms = 900000; /* a bound for a loaded machine, not a goal */
+        r = asb_client_create_sandboxes(c, NULL, &o, COUNT, 16, res, &err);
+        if (r != ASB_OK) fprintf(stderr, "    creates: %s\n", err.message);
+    }
+    t_ready = asb__now_ms();
+    for (i = 0; i < COUNT; i++) {
+        asb_sandbox *sb = res[i].sandbox;
+        asb_run_result rr;
+        asb_buf back;
+        char cmd[400], want[320];
+        if (!sb || res[i].error.code != ASB_OK) continue;
+        ok++;
+        sandboxd += strcmp(asb_sandbox_runtime(sb), "sandboxd") == 0;
+        snprintf(want, sizeof want, "sandbox %d of %.200s", i, asb_sandbox_claim_name(sb));
+        snprintf(cmd, sizeof cmd, "printf '%%s' '%s' > own.txt && echo ran", want);
+        if (asb_sandbox_run(sb, cmd, 120000, &rr, &err) == ASB_OK && rr.exit_code == 0 &&
+            rr.out.ptr && strcmp(rr.out.ptr, "ran\n") == 0)
+            ran++;
+        else
+            fprintf(stderr, "    sandbox %d run: %s\n", i, rr.out.ptr ? rr.out.ptr : err.message);
+        asb_run_result_free(&rr);
+        asb_buf_init(&back, NULL);
+        if (asb_sandbox_read(sb, "own.txt", &back, &err) == ASB_OK && back.len == strlen(want) &&
+            memcmp(back.ptr, want, back.len) == 0)
+            read_back++;
+        else
+            fprintf(stderr, "    sandbox %d read: %s\n", i, back.ptr ? back.ptr : err.message);
+        asb_buf_free(&back);
+    }
+    t_driven = asb__now_ms();
+    /* all 100 still open here: the sampler has seen them together */
+    if (c && asb_client_delete_all(c, &err) != ASB_OK) {
+        fprintf(stderr, "    delete all: %s\n", err.message);
+        r = err.code;
+    }
+    asb_client_free(c);
+    setenv("PATH", saved, 1);
+    pthread_mutex_lock(&w.mu);
+    w.stop = 1;
+    pthread_mutex_unlock(&w.mu);
+    pthread_join(th, NULL);
+    fprintf(stderr,
+            "    %d sandboxes: ready in %.1f s, each ran a command and read a file in %.1f s "
+            "more; child processes: peak %d over %d samples\n",
+            ok, (double)(t_ready - t0) / 1e3, (double)(t_driven - t_ready) / 1e3, w.peak, w.samples);
+    free(res);
+    ASBT_EQ_RES(r, ASB_OK);
+    ASBT_EQ_INT(ok, COUNT);
+    ASBT_EQ_INT(sandboxd, COUNT);
+    ASBT_EQ_INT(ran, COUNT);
+    ASBT_EQ_INT(read_back, COUNT);
+    ASBT_CHECK(w.samples >= 2);
+    ASBT_EQ_INT(w.peak, 0);
+    ASBT_EQ_INT(child_processes(), 0);
+    /* every claim of this run is gone, the relays' threads and sockets too */
+    {
+        asb_client *lister = NULL;
+        memset(&d, 0, sizeof d);
+        d.kube.kubeconfig.path = kubeconfig;
+        d.mode = ASB_CONNECT_DIRECT;
+        d.direct_url = "http://127.0.0.1:1"; /* never dialled: only listing */
+        ASBT_EQ_RES(asb_client_create(&d, &lister, &err), ASB_OK);
+        snprintf(selector, sizeof selector, "asb-native-100=%s", sel);
+        memset(&left, 0, sizeof left);
+        ASBT_EQ_RES(asb_client_list_all(lister, "default", selector, &left, &err), ASB_OK);
+        ASBT_EQ_INT((int)left.count, 0);
+        asb_name_list_free(&left);
+        asb_client_free(lister);
+    }
+    ASBT_EQ_INT(count_entries("/proc/self/task"), tasks0); /* the watcher has ended too */
+    ASBT_EQ_INT(count_entries("/proc/self/fd"), fds0);
+    pthread_mutex_destroy(&w.mu);
+}
+
 /* ---------------------------------------------------------------- after each case */
 
 /* Claims this library made and a failed case left behind are deleted, and
@@ -870,7 +1053,8 @@ ASBT_LIST(
     ASBT_CASE(a_pty_process_sees_its_size_and_a_resize)
     ASBT_CASE(deleting_a_non_empty_directory_needs_recursive)
     ASBT_CASE(a_killed_pod_tunnel_kubectl_mid_call_is_replaced_by_the_next_call)
-    ASBT_CASE(n_sandboxes_have_n_pod_tunnels_and_none_is_left_after_terminate))
+    ASBT_CASE(n_sandboxes_have_n_pod_tunnels_and_none_is_left_after_terminate)
+    ASBT_CASE(native_mode_drives_100_sandboxd_sandboxes_with_no_child_process))
 
 int main(int argc, char **argv);
 #define main asbt_main

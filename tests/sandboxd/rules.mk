@@ -5,7 +5,9 @@
 #   make test-sandboxd-cluster    tests/test_sandboxd_cluster.c (ASan; the
 #                                 1 GiB flat-memory case from the plain build,
 #                                 where RSS means what it says) and
-#                                 examples/sandboxd_session, on a v0.5.6 cluster
+#                                 examples/sandboxd_session, on a v0.5.6 cluster;
+#                                 with 100 sandboxes driven in native-tunnel
+#                                 mode (no kubectl, no child process)
 #   make bench-sandboxd           ours vs the Python SDK 1.0.8 [grpc] on the
 #                                 same sandboxd, same run
 #
@@ -14,13 +16,16 @@
 # (Read after tests/rules.mk: TB, SAN, LINK and KC_* are set.)
 
 SBD_STATE    := $(abspath $(BUILD))/localcluster-sandboxd
-SBD_ENV      := LC_STATE_DIR=$(SBD_STATE) LC_POD_CIDR=127.1.96.0/24
+# Room for the 100 sandboxes of the native-tunnel case beside the warm
+# pools, the router and pods of earlier cases still being deleted.
+SBD_ENV      := LC_STATE_DIR=$(SBD_STATE) LC_POD_CIDR=127.1.96.0/24 LC_MAX_PODS=200
 SBD_BENCH_STATE := $(abspath $(BUILD))/localcluster-bench-sandboxd
 SBD_BENCH_ENV   := LC_STATE_DIR=$(SBD_BENCH_STATE) LC_POD_CIDR=127.1.224.0/24
 
 # Cases run from the ASan build (by name substring) and from the plain one.
 SBD_ASAN_CASES  := handle_suite files_go_up 10000_lines while_the_process_runs through_cat \
-                   sigint_ends pty_process non_empty_directory killed_pod_tunnel n_sandboxes
+                   sigint_ends pty_process non_empty_directory killed_pod_tunnel n_sandboxes \
+                   100_sandboxd_sandboxes
 SBD_PLAIN_CASES := 1_gib
 
 ALL_TARGETS += $(TB)/asan/test_sandboxd_cluster $(TB)/c/test_sandboxd_cluster
