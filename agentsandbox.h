@@ -286,6 +286,14 @@
      ASB_H2_MAX_QUEUED_REPLIES 1000   impl. file   unsent PING/SETTINGS ACKs and
                                                    RST_STREAMs before an HTTP/2
                                                    peer counts as flooding.
+     ASB_H2_MAX_CONTROL_FRAMES 10000  impl. file   HTTP/2 frames that carry no
+                                                   work (WINDOW_UPDATE, PING,
+                                                   SETTINGS, PRIORITY, empty
+                                                   DATA/CONTINUATION, ...) a
+                                                   peer may send in a row before
+                                                   it counts as flooding; real
+                                                   work and time (100/s) earn
+                                                   credit back up to this.
      ASB_PSA_EXTERNAL_RNG    1        impl. file   with an mbedTLS built with
                                                    MBEDTLS_PSA_CRYPTO_EXTERNAL_RNG,
                                                    the header defines its
@@ -10705,6 +10713,20 @@ enum {
 #ifndef ASB_H2_MAX_QUEUED_REPLIES
 #define ASB_H2_MAX_QUEUED_REPLIES 1000
 #endif
+/* Frames that cost us work but carry none (WINDOW_UPDATE, PRIORITY,
+   PING, SETTINGS, RST_STREAM, GOAWAY, empty DATA and CONTINUATION,
+   informational responses, frames for streams we dropped, unknown types)
+   spend a credit even when the peer reads our answers: a peer sending
+   only those would keep the I/O thread busy forever (CVE-2019-9518,
+   CVE-2024-27316 and kin). Credit comes back with real work (a stream we
+   open, a DATA frame we send, data or headers that reach a live stream)
+   and with time, so keepalive PINGs on an idle connection never run out;
+   both refill to the cap, never beyond. */
+#ifndef ASB_H2_MAX_CONTROL_FRAMES
+#define ASB_H2_MAX_CONTROL_FRAMES 10000
+#endif
+#define ASB__H2_CONTROL_PER_WORK 16
+#define ASB__H2_CONTROL_PER_SEC 100
 /* Bytes the I/O thread reads per wake-up before it writes, lets callers
    take the lock and looks at `stopping` again. */
 #define ASB__H2_READ_BURST ((size_t)256 << 10)
@@ -10764,6 +10786,8 @@ struct asb_h2_conn {
     size_t out_pos;
     int replies_queued;     /* control replies queued since the last time */
     size_t replies_end;     /* ... out_pos passed replies_end (all sent) */
+    int64_t control_credit; /* frames without work the peer may still send */
+    int64_t control_ms;     /* when time last added to it */
     size_t tls_pending;     /* an mbedtls_ssl_write to repeat with this length */
     asb_buf in;             /* incoming bytes: whole frames are taken off */
     size_t in_pos;
@@ -10900,6 +10924,36 @@ static void asb__h2_put_reply(asb_h2_conn *h, int type, int flags, uint32_t sid,
     h->replies_end = h->out.len;
 }
 
+/* Real work done: the peer earns back credit for control frames. */
+static void asb__h2_earn(asb_h2_conn *h) {
+    h->control_credit += ASB__H2_CONTROL_PER_WORK;
+    if (h->control_credit > ASB_H2_MAX_CONTROL_FRAMES)
+        h->control_credit = ASB_H2_MAX_CONTROL_FRAMES;
+}
+
+/* A frame that carried no work arrived: spends one credit; time is only
+   looked at when the credit runs out. 1: the connection ended. */
+static int asb__h2_control(asb_h2_conn *h, const char *kind) {
+    char what[160];
+    int64_t now, gained;
+    if (--h->control_credit >= 0) return 0;
+    now = asb__now_ms();
+    gained = (now - h->control_ms) * ASB__H2_CONTROL_PER_SEC / 1000;
+    if (gained > 0) {
+        h->control_ms = now;
+        h->control_credit += gained;
+        if (h->control_credit > ASB_H2_MAX_CONTROL_FRAMES)
+            h->control_credit = ASB_H2_MAX_CONTROL_FRAMES;
+        if (h->control_credit >= 0) return 0;
+    }
+    h->control_credit = 0;
+    snprintf(what, sizeof what,
+             "flood: more than %d frames without work (the last: %s) faster than %d a second",
+             ASB_H2_MAX_CONTROL_FRAMES, kind, ASB__H2_CONTROL_PER_SEC);
+    asb__h2_conn_error(h, 0xb, what);
+    return 1;
+}
+
 static void asb__h2_uncount(asb_h2_conn *h, asb_h2_stream *s) {
     if (s->counted) {
         s->counted = 0;
@@ -11029,6 +11083,7 @@ static void asb__h2_on_block(asb_h2_conn *h, uint32_t sid, int end_stream) {
     }
     if (!x.list) {
         asb_buf_free(&tmp);
+        asb__h2_control(h, "HEADERS for a stream we dropped");
         return;
     }
     if (r == ASB_OK && !x.trailers && !x.status) {
@@ -11042,6 +11097,7 @@ static void asb__h2_on_block(asb_h2_conn *h, uint32_t sid, int end_stream) {
     if (r == ASB_OK && x.status >= 100 && x.status < 200) {
         /* informational: dropped; 101 is not allowed in HTTP/2 */
         asb_buf_free(&tmp);
+        if (asb__h2_control(h, "informational response")) return;
         if (end_stream || x.status == 101)
             asb__h2_stream_error(h, s, 1, ASB_ERR_HTTP_PROTOCOL, "bad informational response");
         return;
@@ -11056,6 +11112,7 @@ static void asb__h2_on_block(asb_h2_conn *h, uint32_t sid, int end_stream) {
         asb__h2_stream_error(h, s, r == ASB_ERR_TOO_LARGE ? 8 : 1, r, m);
         return;
     }
+    asb__h2_earn(h);
     if (!x.trailers) {
         asb_buf_free(&s->hdrs);
         s->hdrs = tmp;
@@ -11157,7 +11214,12 @@ static void asb__h2_on_frame(asb_h2_conn *h, int type, int flags, uint32_t sid,
                 h->recv_window += (int64_t)h->recv_unacked;
                 h->recv_unacked = 0;
             }
-            if (!s || s->failed || s->cancelled) return; /* dropped by us */
+            if (!s || s->failed || s->cancelled) { /* dropped by us */
+                asb__h2_control(h, "DATA for a stream we dropped");
+                return;
+            }
+            if (!len && !(flags & ASB__H2_END_STREAM) && asb__h2_control(h, "empty DATA"))
+                return;
             if (s->remote_closed) {
                 asb__h2_stream_error(h, s, 5, ASB_ERR_HTTP_PROTOCOL, "DATA after END_STREAM");
                 return;
@@ -11181,6 +11243,7 @@ static void asb__h2_on_frame(asb_h2_conn *h, int type, int flags, uint32_t sid,
                 asb__h2_stream_error(h, s, 2, ASB_ERR_OUT_OF_MEMORY, "out of memory");
                 return;
             }
+            if (len) asb__h2_earn(h);
             if (flags & ASB__H2_END_STREAM) {
                 s->remote_closed = 1;
                 if (s->local_closed) asb__h2_uncount(h, s);
@@ -11224,6 +11287,8 @@ static void asb__h2_on_frame(asb_h2_conn *h, int type, int flags, uint32_t sid,
             asb__h2_conn_error(h, 11, "header block larger than the header list cap");
             return;
         }
+        if (!len && !(flags & ASB__H2_END_HEADERS) && asb__h2_control(h, "empty CONTINUATION"))
+            return;
         if (asb_buf_append(&h->block, p, len) != ASB_OK) {
             asb__h2_conn_error(h, 2, "out of memory");
             return;
@@ -11231,6 +11296,7 @@ static void asb__h2_on_frame(asb_h2_conn *h, int type, int flags, uint32_t sid,
         if (flags & ASB__H2_END_HEADERS) asb__h2_on_block(h, sid, h->block_end_stream);
         return;
     case ASB__H2_PRIORITY:
+        if (asb__h2_control(h, "PRIORITY")) return;
         if (sid == 0) {
             asb__h2_conn_error(h, 1, "PRIORITY on stream 0");
             return;
@@ -11238,6 +11304,7 @@ static void asb__h2_on_frame(asb_h2_conn *h, int type, int flags, uint32_t sid,
         if (len != 5) asb__h2_conn_error(h, 6, "PRIORITY not 5 bytes");
         return;
     case ASB__H2_RST_STREAM:
+        if (asb__h2_control(h, "RST_STREAM")) return;
         if (sid == 0 || len != 4) {
             asb__h2_conn_error(h, sid ? 6 : 1, "bad RST_STREAM");
             return;
@@ -11263,6 +11330,7 @@ static void asb__h2_on_frame(asb_h2_conn *h, int type, int flags, uint32_t sid,
         }
         return;
     case ASB__H2_SETTINGS:
+        if (asb__h2_control(h, "SETTINGS")) return;
         if (sid != 0) {
             asb__h2_conn_error(h, 1, "SETTINGS on a stream");
             return;
@@ -11281,6 +11349,7 @@ static void asb__h2_on_frame(asb_h2_conn *h, int type, int flags, uint32_t sid,
         asb__h2_conn_error(h, 1, "PUSH_PROMISE although push is disabled");
         return;
     case ASB__H2_PING:
+        if (asb__h2_control(h, "PING")) return;
         if (sid != 0 || len != 8) {
             asb__h2_conn_error(h, sid ? 1 : 6, "bad PING");
             return;
@@ -11288,6 +11357,7 @@ static void asb__h2_on_frame(asb_h2_conn *h, int type, int flags, uint32_t sid,
         if (!(flags & ASB__H2_ACK)) asb__h2_put_reply(h, ASB__H2_PING, ASB__H2_ACK, 0, p, 8);
         return;
     case ASB__H2_GOAWAY:
+        if (asb__h2_control(h, "GOAWAY")) return;
         if (sid != 0 || len < 8) {
             asb__h2_conn_error(h, sid ? 1 : 6, "bad GOAWAY");
             return;
@@ -11317,6 +11387,7 @@ static void asb__h2_on_frame(asb_h2_conn *h, int type, int flags, uint32_t sid,
         return;
     case ASB__H2_WINDOW_UPDATE: {
         uint32_t inc;
+        if (asb__h2_control(h, "WINDOW_UPDATE")) return;
         if (len != 4) {
             asb__h2_conn_error(h, 6, "WINDOW_UPDATE not 4 bytes");
             return;
@@ -11354,7 +11425,9 @@ static void asb__h2_on_frame(asb_h2_conn *h, int type, int flags, uint32_t sid,
         return;
     }
     default:
-        return; /* unknown frame types are ignored (RFC 9113 5.5) */
+        /* unknown frame types are ignored (RFC 9113 5.5), not for free */
+        asb__h2_control(h, "a frame of unknown type");
+        return;
     }
 }
 
@@ -11405,6 +11478,8 @@ static asb_result asb__h2_conn_new(const asb_h2_desc *d, const asb_allocator *a,
     h->peer_max_streams = 0xffffffffu;
     h->send_window = 65535;
     h->recv_window = ASB__H2_CONN_WINDOW;
+    h->control_credit = ASB_H2_MAX_CONTROL_FRAMES;
+    h->control_ms = asb__now_ms();
     h->next_id = 1;
     asb_buf_init(&h->out, a);
     h->out.wipe = 1; /* header blocks: authorization and other credentials */
@@ -11822,6 +11897,7 @@ static asb_h2_stream *asb__h2_stream_new(asb_h2_conn *h, uint32_t id) {
     s->counted = 1;
     h->active++;
     if (id > h->highest_id) h->highest_id = id;
+    asb__h2_earn(h); /* its response may bring a WINDOW_UPDATE or RST_STREAM */
     return s;
 }
 
@@ -11963,6 +12039,7 @@ ASB_API asb_result asb_h2_stream_write(asb_h2_stream *s, const void *data, size_
         h->send_window -= (int64_t)n;
         asb__h2_put_frame(h, ASB__H2_DATA, end_stream && n == len ? ASB__H2_END_STREAM : 0, s->id,
                           p, n);
+        asb__h2_earn(h); /* the peer may answer each DATA with WINDOW_UPDATEs */
         if (n) p += n; /* p may be NULL for an empty end */
         len -= n;
         if (len == 0) {

@@ -1219,26 +1219,64 @@ static void *flood_realloc(void *q, size_t n, void *ud) {
 
 typedef struct flood_peer {
     int lfd, fd;
-    int type; /* ASB__H2_PING or ASB__H2_SETTINGS */
+    int type;  /* the frame type it floods (0x20: one of no known type) */
+    int drain; /* 1: it reads all we send (a flood of the CPU, not memory) */
 } flood_peer;
 
-/* On the accepted connection: its SETTINGS, then frames of one type until
-   shutdown() ends the sending, never reading what the client sends back. */
+/* Reads and drops what the client sends until the socket closes. */
+static void *flood_drain(void *arg) {
+    flood_peer *fp = (flood_peer *)arg;
+    char junk[65536];
+    while (recv(fp->fd, junk, sizeof junk, 0) > 0) {
+    }
+    return NULL;
+}
+
+/* On the accepted connection: its SETTINGS (a response's HEADERS on
+   stream 1 first, for DATA and CONTINUATION), then frames of one type
+   until shutdown() ends the sending; reading what the client sends back
+   only with `drain`. Every frame is valid on its own: only their number
+   is hostile. */
 static void *flood_serve(void *arg) {
     flood_peer *fp = (flood_peer *)arg;
     static unsigned char frames[17 * 1000];
     unsigned char settings[9] = {0, 0, 0, 4, 0, 0, 0, 0, 0};
-    size_t i, len = fp->type == ASB__H2_PING ? 17 : 9;
+    /* :status 200 (HPACK static index 8); END_HEADERS unless a
+       CONTINUATION flood follows */
+    unsigned char headers[10] = {0, 0, 1, 1, 4, 0, 0, 0, 1, 0x88};
+    size_t i, plen = 0, len;
     int small = 1 << 16;
-    setsockopt(fp->fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    pthread_t drainer;
+    switch (fp->type) {
+    case ASB__H2_PING: plen = 8; break;
+    case ASB__H2_WINDOW_UPDATE: plen = 4; break;
+    case ASB__H2_PRIORITY: plen = 5; break;
+    default: plen = 0; break;
+    }
+    len = 9 + plen;
+    if (!fp->drain) setsockopt(fp->fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
     for (i = 0; i < 1000; i++) {
         unsigned char *f = frames + len * i;
         memset(f, 0, len);
-        f[2] = fp->type == ASB__H2_PING ? 8 : 0;
+        f[2] = (unsigned char)plen;
         f[3] = (unsigned char)fp->type;
+        if (fp->type == ASB__H2_DATA || fp->type == ASB__H2_PRIORITY ||
+            fp->type == ASB__H2_CONTINUATION)
+            f[8] = 1; /* stream 1, which the client opened */
+        if (fp->type == ASB__H2_WINDOW_UPDATE) f[12] = 1; /* +1 on the connection */
+        if (fp->type == ASB__H2_PRIORITY) f[13] = 16;      /* depends on 0, weight 17 */
     }
-    if (send(fp->fd, settings, 9, MSG_NOSIGNAL) != 9) return NULL;
-    while (send(fp->fd, frames, len * 1000, MSG_NOSIGNAL) >= 0) {
+    if (fp->type == ASB__H2_CONTINUATION) headers[4] = 0;
+    if (fp->drain && pthread_create(&drainer, NULL, flood_drain, fp) != 0) return NULL;
+    if (send(fp->fd, settings, 9, MSG_NOSIGNAL) == 9 &&
+        ((fp->type != ASB__H2_DATA && fp->type != ASB__H2_CONTINUATION) ||
+         send(fp->fd, headers, 10, MSG_NOSIGNAL) == 10)) {
+        while (send(fp->fd, frames, len * 1000, MSG_NOSIGNAL) >= 0) {
+        }
+    }
+    if (fp->drain) {
+        shutdown(fp->fd, SHUT_RDWR);
+        pthread_join(drainer, NULL);
     }
     return NULL;
 }
@@ -1268,7 +1306,8 @@ static void *flood_watch_run(void *arg) {
     return NULL;
 }
 
-static void flood_case(int type) {
+static void flood_case(int type, int drain) {
+    asb_h2_stream *first = NULL;
     flood_heap fh;
     flood_peer fp;
     flood_watch w;
@@ -1289,6 +1328,7 @@ static void flood_case(int type) {
     a.user_data = &fh;
     memset(&fp, 0, sizeof fp);
     fp.type = type;
+    fp.drain = drain;
     fp.fd = -1;
     memset(&sa, 0, sizeof sa);
     sa.sin_family = AF_INET;
@@ -1303,6 +1343,12 @@ static void flood_case(int type) {
     d.url = url_buf;
     d.allocator = &a;
     ASBT_EQ_RES(asb_h2_connect(&d, &h, &err), ASB_OK); /* (the backlog took it) */
+    if (type == ASB__H2_DATA || type == ASB__H2_PRIORITY || type == ASB__H2_CONTINUATION) {
+        asb_h2_request rq;
+        memset(&rq, 0, sizeof rq);
+        rq.end_stream = 1;
+        ASBT_EQ_RES(asb_h2_stream_open(h, &rq, &first, &err), ASB_OK); /* stream 1 */
+    }
     fp.fd = accept(fp.lfd, NULL, NULL);
     ASBT_CHECK(fp.fd >= 0);
     ASBT_CHECK(pthread_create(&srv, NULL, flood_serve, &fp) == 0);
@@ -1327,6 +1373,7 @@ static void flood_case(int type) {
     /* bounded: the replies queued, the input buffer and the connection;
        before the fix this reached the 64 MiB ceiling */
     ASBT_CHECK(fh.peak < ((size_t)4 << 20));
+    if (first) asb_h2_stream_free(first);
     asb_h2_conn_free(h);
     ASBT_EQ_INT((long)fh.live, 0);
     close(fp.fd);
@@ -1336,11 +1383,35 @@ static void flood_case(int type) {
 }
 
 ASBT_TEST(h2_ping_flood_without_reading_ends_the_connection_enhance_your_calm) {
-    flood_case(ASB__H2_PING);
+    flood_case(ASB__H2_PING, 0);
 }
 
 ASBT_TEST(h2_settings_flood_without_reading_ends_the_connection_enhance_your_calm) {
-    flood_case(ASB__H2_SETTINGS);
+    flood_case(ASB__H2_SETTINGS, 0);
+}
+
+/* Floods of frames that need no answer, from a peer that reads all we
+   send: nothing piles up in memory, but without a budget the I/O thread
+   would work for it forever. (PING and SETTINGS this fast already trip the
+   queued-replies cap: a read burst queues more answers than it allows.) */
+ASBT_TEST(h2_window_update_flood_from_a_reading_peer_ends_the_connection_enhance_your_calm) {
+    flood_case(ASB__H2_WINDOW_UPDATE, 1);
+}
+
+ASBT_TEST(h2_priority_flood_ends_the_connection_enhance_your_calm) {
+    flood_case(ASB__H2_PRIORITY, 1);
+}
+
+ASBT_TEST(h2_empty_data_flood_ends_the_connection_enhance_your_calm) {
+    flood_case(ASB__H2_DATA, 1);
+}
+
+ASBT_TEST(h2_empty_continuation_flood_ends_the_connection_enhance_your_calm) {
+    flood_case(ASB__H2_CONTINUATION, 1);
+}
+
+ASBT_TEST(h2_unknown_frame_type_flood_ends_the_connection_enhance_your_calm) {
+    flood_case(0x20, 1);
 }
 
 ASBT_LIST(ASBT_CASE(nghttpd_big_download_through_a_small_window_arrives_intact)
@@ -1370,5 +1441,10 @@ ASBT_LIST(ASBT_CASE(nghttpd_big_download_through_a_small_window_arrives_intact)
           ASBT_CASE(tls_certificate_from_an_unknown_ca_is_refused)
           ASBT_CASE(grpc_goaway_stops_new_streams_while_the_call_in_flight_finishes)
           ASBT_CASE(h2_ping_flood_without_reading_ends_the_connection_enhance_your_calm)
-          ASBT_CASE(h2_settings_flood_without_reading_ends_the_connection_enhance_your_calm))
+          ASBT_CASE(h2_settings_flood_without_reading_ends_the_connection_enhance_your_calm)
+          ASBT_CASE(h2_window_update_flood_from_a_reading_peer_ends_the_connection_enhance_your_calm)
+          ASBT_CASE(h2_priority_flood_ends_the_connection_enhance_your_calm)
+          ASBT_CASE(h2_empty_data_flood_ends_the_connection_enhance_your_calm)
+          ASBT_CASE(h2_empty_continuation_flood_ends_the_connection_enhance_your_calm)
+          ASBT_CASE(h2_unknown_frame_type_flood_ends_the_connection_enhance_your_calm))
 ASBT_MAIN()
