@@ -10,14 +10,22 @@
      ways, checked as it arrives), REPS times per side alternating; the
      median per side.
 
+   Where the transfer time goes, the same runs: CPU seconds per 64 MiB
+   write + read of kwok (the kubelet: v4 WebSocket vs SPDY), of
+   kube-apiserver, and of the client (this process, plus the kubectl
+   child on its side), when BENCH_LC_PIDS names the cluster's pid files
+   (tools/localcluster: "PID STARTTIME" per component).
+
    Reads KUBECONFIG; the template (argv[1], default
    python-sandbox-template) in `default`. Prints the project's
    "bench: ..." lines. */
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../../agentsandbox.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #define FILE_BYTES ((uint64_t)64 << 20)
@@ -73,6 +81,93 @@ static asb_result sink(void *user, const char *data, size_t len) {
     return ASB_OK;
 }
 
+/* CPU seconds (user + system) of a process, all its threads: -1 when
+   it is gone or unreadable. */
+static double proc_cpu(int pid, int *ppid) {
+    char path[64], b[1024], *q;
+    unsigned long ut = 0, st = 0;
+    int pp = 0;
+    FILE *f;
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    f = fopen(path, "r");
+    if (!f) return -1;
+    q = fgets(b, sizeof b, f) ? strrchr(b, ')') : NULL;
+    fclose(f);
+    /* after the command name: state ppid pgrp session tty tpgid flags
+       minflt cminflt majflt cmajflt utime stime */
+    if (!q || sscanf(q + 2, "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &pp, &ut,
+                     &st) != 3)
+        return -1;
+    if (ppid) *ppid = pp;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* A cluster component's pid from BENCH_LC_PIDS/NAME.pid, 0 if none. */
+static int component_pid(const char *name) {
+    const char *dir = getenv("BENCH_LC_PIDS");
+    char path[512];
+    int pid = 0;
+    FILE *f;
+    if (!dir || !*dir) return 0;
+    snprintf(path, sizeof path, "%s/%s.pid", dir, name);
+    f = fopen(path, "r");
+    if (!f) return 0;
+    if (fscanf(f, "%d", &pid) != 1) pid = 0;
+    fclose(f);
+    return pid;
+}
+
+static int kwok_pid, apiserver_pid;
+
+/* This process and its live descendants (the kubectl tunnel, spawned
+   through a helper process). */
+static double client_cpu(void) {
+    static int pid[8192], ppid[8192];
+    static double cpu[8192];
+    static char in[8192];
+    struct rusage ru;
+    double t;
+    int n = 0, i, grew = 1;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    getrusage(RUSAGE_SELF, &ru);
+    t = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+        (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+    while (d && n < 8192 && (e = readdir(d)) != NULL) {
+        int p = atoi(e->d_name);
+        if (p <= 0 || (cpu[n] = proc_cpu(p, &ppid[n])) < 0) continue;
+        pid[n] = p;
+        in[n] = 0;
+        n++;
+    }
+    if (d) closedir(d);
+    while (grew) {
+        int j;
+        grew = 0;
+        for (i = 0; i < n; i++) {
+            if (in[i]) continue;
+            for (j = 0; j < n && !(in[j] && pid[j] == ppid[i]); j++) {
+            }
+            if (ppid[i] == (int)getpid() || j < n) {
+                in[i] = 1;
+                t += cpu[i];
+                grew = 1;
+            }
+        }
+    }
+    return t;
+}
+
+typedef struct cpu_at {
+    double kwok, apiserver, client;
+} cpu_at;
+
+static void cpu_now(cpu_at *c) {
+    c->kwok = kwok_pid ? proc_cpu(kwok_pid, NULL) : -1;
+    c->apiserver = apiserver_pid ? proc_cpu(apiserver_pid, NULL) : -1;
+    c->client = client_cpu();
+}
+
 typedef struct side {
     const char *name;
     asb_connection_mode mode;
@@ -80,6 +175,7 @@ typedef struct side {
     asb_sandbox *sb;
     double lat[ROUNDS * BLOCK];
     double xfer[REPS];
+    double kwok_cpu[REPS], apiserver_cpu[REPS], client_cpu[REPS];
 } side;
 
 static int fail(const side *s, const char *what, const asb_error *err) {
@@ -104,7 +200,10 @@ static int runs(side *s, int from) {
 static int transfer(side *s, int rep) {
     cursor cur;
     asb_error err;
-    double t0 = now_ms();
+    cpu_at c0, c1;
+    double t0;
+    cpu_now(&c0);
+    t0 = now_ms();
     memset(&cur, 0, sizeof cur);
     if (asb_sandbox_write_stream(s->sb, "bench-native-64m.bin", source, &cur, FILE_BYTES, &err) !=
         ASB_OK)
@@ -117,6 +216,10 @@ static int transfer(side *s, int rep) {
         return 1;
     }
     s->xfer[rep] = now_ms() - t0;
+    cpu_now(&c1);
+    s->kwok_cpu[rep] = c1.kwok - c0.kwok;
+    s->apiserver_cpu[rep] = c1.apiserver - c0.apiserver;
+    s->client_cpu[rep] = c1.client - c0.client;
     return 0;
 }
 
@@ -132,6 +235,8 @@ int main(int argc, char **argv) {
         block[i] = (unsigned char)x;
     }
     memset(sides, 0, sizeof sides);
+    kwok_pid = component_pid("kwok");
+    apiserver_pid = component_pid("kube-apiserver");
     sides[0].name = "native tunnel";
     sides[0].mode = ASB_CONNECT_NATIVE_TUNNEL;
     sides[1].name = "kubectl port-forward";
@@ -177,6 +282,21 @@ int main(int argc, char **argv) {
         printf("bench: native tunnel 64 MiB write + read, median of %d: %.0f MB/s vs kubectl "
                "port-forward %.0f MB/s = %.2fx (goal >= 1.0x)\n",
                REPS, mbn, mbk, mbn / mbk);
+        if (kwok_pid && apiserver_pid) {
+            static const char *what[3] = {"kwok", "kube-apiserver", "client (this process + "
+                                                                    "its kubectl)"};
+            for (k = 0; k < 3; k++) {
+                double *vn = k == 0 ? sides[0].kwok_cpu : k == 1 ? sides[0].apiserver_cpu
+                                                                 : sides[0].client_cpu;
+                double *vk = k == 0 ? sides[1].kwok_cpu : k == 1 ? sides[1].apiserver_cpu
+                                                                 : sides[1].client_cpu;
+                double cn = median(vn, REPS), ck = median(vk, REPS);
+                printf("bench: native tunnel %s CPU per 64 MiB write + read, median of %d: "
+                       "%.2f s vs kubectl port-forward %.2f s = %.2fx (goal none; where the "
+                       "time goes)\n",
+                       what[k], REPS, cn, ck, ck > 0 ? cn / ck : 0.0);
+            }
+        }
     }
     rc = 0;
 out:

@@ -114,5 +114,5 @@ BENCH_TIERS += bench-native
 bench-native: $(BENCH_NATIVE_BIN)
 	@$(KC_ENV) $(MAKE) --no-print-directory cluster-up AGENT_SANDBOX=v0.4.6 > $(BUILD)/tests/cluster-up.log 2>&1 || \
 	  { tail -20 $(BUILD)/tests/cluster-up.log; $(KC_ENV) $(MAKE) --no-print-directory cluster-down; exit 1; }; \
-	KUBECONFIG=$(KC_STATE)/kubeconfig/admin.kubeconfig $(BENCH_NATIVE_BIN); rc=$$?; \
+	KUBECONFIG=$(KC_STATE)/kubeconfig/admin.kubeconfig BENCH_LC_PIDS=$(KC_STATE)/pids $(BENCH_NATIVE_BIN); rc=$$?; \
 	$(KC_ENV) $(MAKE) --no-print-directory cluster-down >/dev/null 2>&1; exit $$rc
