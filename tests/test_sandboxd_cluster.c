@@ -9,8 +9,11 @@
    127.0.0.1 only (tools/localcluster/README.md). One case drives 100
    of them in native-tunnel mode instead (port-forward over WebSocket
    from inside this process): no kubectl, no child process (issue 17).
+   The in-cluster case dials the pod IP instead, served by `lc.py
+   pod-expose` (a proxy in the pod).
 
-   ASB_CLUSTER_KUBECONFIGS names the cluster's kubeconfigs. */
+   ASB_CLUSTER_KUBECONFIGS names the cluster's kubeconfigs; ASB_LC the
+   command that runs lc.py. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -1003,6 +1006,140 @@ ASBT_TEST(native_mode_drives_100_sandboxd_sandboxes_with_no_child_process) {
     pthread_mutex_destroy(&w.mu);
 }
 
+/* ---------------------------------------------------------------- in-cluster */
+
+/* `lc.py pod-expose NS/POD` for the sandbox's pod (ASB_LC: the command
+   that runs lc.py, the cluster's LC_STATE_DIR in the environment): a proxy
+   serving the pod's sandboxd on the pod IP, as ASB_CONNECT_IN_CLUSTER
+   needs (sandboxd itself binds 127.0.0.1 only). Its pid once every port
+   accepts, or -1 (why printed). It ends with this process, too. */
+static pid_t expose_pod(asb_sandbox *sb) {
+    const char *lc = getenv("ASB_LC");
+    char pod[400], line[256];
+    size_t n = 0;
+    int fds[2], st;
+    pid_t pid;
+    if (!lc) {
+        fprintf(stderr, "    ASB_LC is not set (make test-sandboxd-cluster sets it)\n");
+        return -1;
+    }
+    snprintf(pod, sizeof pod, "%s/%s", asb_sandbox_namespace(sb), asb_sandbox_pod_name(sb));
+    if (pipe(fds) != 0) return -1;
+    pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        execl("/bin/sh", "sh", "-c", "exec $ASB_LC pod-expose \"$1\"", "sh", pod, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    if (pid < 0) {
+        close(fds[0]);
+        return -1;
+    }
+    /* one line, "exposed IP PORT...", or EOF when it gave up */
+    while (n + 1 < sizeof line && read(fds[0], line + n, 1) == 1 && line[n] != '\n') n++;
+    line[n] = '\0';
+    close(fds[0]);
+    if (strncmp(line, "exposed ", 8) != 0) {
+        fprintf(stderr, "    lc.py pod-expose %s: \"%s\"\n", pod, line);
+        kill(pid, SIGTERM);
+        waitpid(pid, &st, 0);
+        return -1;
+    }
+    return pid;
+}
+
+/* ASB_CONNECT_IN_CLUSTER with the sandboxd runtime: the handle's calls go
+   to the pod IP the cluster reports, REST on 8080 and gRPC on 9090, with
+   no tunnel and no router. Before anything serves that IP the call is
+   refused there; once a proxy in the pod serves it, run, the file calls
+   and a streaming process with stdin all work, and no kubectl ran. */
+ASBT_TEST(in_cluster_reaches_sandboxd_on_the_pod_ip_for_files_runs_and_processes) {
+    static const char *const cat[] = {"cat"};
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb;
+    asb_run_result rr;
+    asb_buf b;
+    asb_file_list fl;
+    asb_process *p = NULL;
+    asb_error err;
+    char ip[ASB_IP_SIZE], at[ASB_IP_SIZE + 16];
+    pid_t ex;
+    sink k;
+    int code = -2, ex_st, i, bad = 0, pids[4];
+    size_t pos = 0;
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = kubeconfig;
+    d.mode = ASB_CONNECT_IN_CLUSTER;
+    d.runtime = ASB_RUNTIME_AUTO;
+    if (getenv("ASB_SHOW_LOG")) d.log.fn = show_log;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    sb = new_sandbox(c);
+    ASBT_CHECK(sb != NULL);
+    ASBT_EQ_STR(asb_sandbox_runtime(sb), "sandboxd");
+    ASBT_EQ_RES(asb_sandbox_pod_ip(sb, ip, &err), ASB_OK);
+    /* sandboxd binds the pod's 127.0.0.1: on the pod IP nothing answers yet */
+    ASBT_EQ_RES(asb_sandbox_run(sb, "echo early", 0, &rr, &err), ASB_ERR_CONNECT);
+    asb_run_result_free(&rr);
+    snprintf(at, sizeof at, "%s port 9090", ip); /* run is the gRPC Execute */
+    ASBT_CONTAINS(err.message, at);
+    ex = expose_pod(sb);
+    ASBT_CHECK(ex > 0);
+    /* run over gRPC (9090), files over REST (8080) */
+    ASBT_CHECK(echo_ok(sb, "straight to the pod"));
+    ASBT_EQ_RES(asb_sandbox_write(sb, "ic/a.txt", "in-cluster", 10, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_write(sb, "ic/b.bin", "x\0y", 3, &err), ASB_OK);
+    asb_buf_init(&b, NULL);
+    ASBT_EQ_RES(asb_sandbox_read(sb, "ic/a.txt", &b, &err), ASB_OK);
+    ASBT_CHECK(b.len == 10 && memcmp(b.ptr, "in-cluster", 10) == 0);
+    asb_buf_free(&b);
+    ASBT_EQ_RES(asb_sandbox_list(sb, "ic", &fl, &err), ASB_OK);
+    ASBT_EQ_INT(fl.count, 2);
+    for (i = 0; i < (int)fl.count; i++)
+        ASBT_EQ_INT(fl.entries[i].size, strcmp(fl.entries[i].name, "a.txt") == 0 ? 10 : 3);
+    asb_file_list_free(&fl);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "cat ic/a.txt; wc -c < ic/b.bin", 0, &rr, &err), ASB_OK);
+    ASBT_EQ_STR(rr.out.ptr, "in-cluster3\n");
+    asb_run_result_free(&rr);
+    /* a stream of 3000 lines, in order and complete */
+    sink_init(&k);
+    ASBT_EQ_RES(start(sb, "i=1; while [ $i -le 3000 ]; do echo \"line $i\"; i=$((i+1)); done", NULL,
+                      0, &k, &p, &err),
+                ASB_OK);
+    ASBT_EQ_RES(asb_process_wait(p, 0, &code, &err), ASB_OK);
+    ASBT_EQ_INT(code, 0);
+    for (i = 1; i <= 3000 && !bad; i++) {
+        char want[32];
+        int n = snprintf(want, sizeof want, "line %d\n", i);
+        if (pos + (size_t)n > k.out.len || memcmp(k.out.ptr + pos, want, (size_t)n) != 0) bad = i;
+        pos += (size_t)n;
+    }
+    ASBT_EQ_INT(bad, 0);
+    ASBT_EQ_INT(k.out.len, pos);
+    asb_process_free(p);
+    sink_free(&k);
+    /* stdin (WriteStdin beside the open Start stream) back through cat */
+    sink_init(&k);
+    p = NULL;
+    ASBT_EQ_RES(start(sb, NULL, cat, 1, &k, &p, &err), ASB_OK);
+    ASBT_EQ_RES(asb_process_write_stdin(p, "typed in\n", 9, &err), ASB_OK);
+    ASBT_EQ_RES(asb_process_close_stdin(p, &err), ASB_OK);
+    code = -2;
+    ASBT_EQ_RES(asb_process_wait(p, 0, &code, &err), ASB_OK);
+    ASBT_EQ_INT(code, 0);
+    ASBT_CHECK(k.out.len == 9 && memcmp(k.out.ptr, "typed in\n", 9) == 0);
+    asb_process_free(p);
+    sink_free(&k);
+    ASBT_EQ_INT(kubectl_descendants(pids, 4), 0); /* no tunnel of any kind */
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
+    kill(ex, SIGTERM);
+    ASBT_CHECK(waitpid(ex, &ex_st, 0) == ex);
+}
+
 /* ---------------------------------------------------------------- after each case */
 
 /* Claims this library made and a failed case left behind are deleted, and
@@ -1054,7 +1191,8 @@ ASBT_LIST(
     ASBT_CASE(deleting_a_non_empty_directory_needs_recursive)
     ASBT_CASE(a_killed_pod_tunnel_kubectl_mid_call_is_replaced_by_the_next_call)
     ASBT_CASE(n_sandboxes_have_n_pod_tunnels_and_none_is_left_after_terminate)
-    ASBT_CASE(native_mode_drives_100_sandboxd_sandboxes_with_no_child_process))
+    ASBT_CASE(native_mode_drives_100_sandboxd_sandboxes_with_no_child_process)
+    ASBT_CASE(in_cluster_reaches_sandboxd_on_the_pod_ip_for_files_runs_and_processes))
 
 int main(int argc, char **argv);
 #define main asbt_main

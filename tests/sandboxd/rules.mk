@@ -25,7 +25,8 @@ SBD_BENCH_ENV   := LC_STATE_DIR=$(SBD_BENCH_STATE) LC_POD_CIDR=127.1.224.0/24
 # Cases run from the ASan build (by name substring) and from the plain one.
 SBD_ASAN_CASES  := handle_suite files_go_up 10000_lines while_the_process_runs through_cat \
                    sigint_ends pty_process non_empty_directory killed_pod_tunnel n_sandboxes \
-                   100_sandboxd_sandboxes
+                   100_sandboxd_sandboxes \
+                   in_cluster
 SBD_PLAIN_CASES := 1_gib
 
 ALL_TARGETS += $(TB)/asan/test_sandboxd_cluster $(TB)/c/test_sandboxd_cluster
@@ -38,7 +39,7 @@ test-sandboxd-cluster: $(TB)/asan/test_sandboxd_cluster $(TB)/c/test_sandboxd_cl
 	trap '$$lc down >/dev/null 2>&1' EXIT; $$lc down >/dev/null 2>&1; \
 	$$lc up --agent-sandbox v0.5.6 > $(TB)/sandboxd-cluster-up.log 2>&1 || \
 	  { tail -20 $(TB)/sandboxd-cluster-up.log; exit 1; }; \
-	export ASB_CLUSTER_KUBECONFIGS=$(SBD_STATE)/kubeconfig; rc=0; \
+	export ASB_CLUSTER_KUBECONFIGS=$(SBD_STATE)/kubeconfig ASB_LC="$$lc"; rc=0; \
 	echo "--- test_sandboxd_cluster (ASan)"; \
 	$(TB)/asan/test_sandboxd_cluster $(SBD_ASAN_CASES) || rc=1; \
 	echo "--- test_sandboxd_cluster (plain build: peak RSS)"; \

@@ -13,6 +13,9 @@
                                              in its network namespace, with its container's
                                              env, in its root dir (a sidecar, as kubectl exec
                                              into a second container would; no API involved)
+  lc.py pod-expose NS/POD                    serve a sandboxd pod's ports on its pod IP (a proxy
+                                             in the pod, as ASB_CONNECT_IN_CLUSTER needs: sandboxd
+                                             binds 127.0.0.1 only) until SIGTERM or the parent's end
   lc.py podrunner                            (internal) the pod runner daemon
 
 Everything is real and built from Go modules (scripts/build.sh): etcd,
@@ -1760,10 +1763,9 @@ def cmd_podrunner():
     PodRunner().run()
 
 
-def cmd_pod_exec(pod, argv):
-    """Exec argv as a sidecar of the sandboxd pod: in its network namespace
-    (so SANDBOXD_REST_ADDR / SANDBOXD_GRPC_ADDR, on the pod's 127.0.0.1,
-    reach its sandboxd), with the container's environment, in its root dir."""
+def sandboxd_pod_meta(pod):
+    """The pod runner's record of the running sandboxd pod NS/NAME (dies
+    when there is none, or its sandboxd is not running)."""
     for fn in sorted(os.listdir(p("podrunner"))) if os.path.isdir(p("podrunner")) else []:
         if not fn.endswith(".json"):
             continue
@@ -1775,12 +1777,79 @@ def cmd_pod_exec(pod, argv):
             die("%s is not a sandboxd pod (runtime %s): it has no namespace of its own" % (pod, meta.get("runtime")))
         if read_pidfile(p("podrunner", fn[:-5] + ".pid")) != meta["pid"]:
             die("the sandboxd of %s is not running" % pod)
-        enter_netns(meta["pid"], meta["netns"])
-        if proc_starttime(meta["pid"]) != meta["starttime"]:
-            die("the sandboxd of %s was replaced meanwhile; try again" % pod)
-        os.chdir(meta["root_dir"])
-        os.execvpe(argv[0], argv, meta["env"])
+        return meta
     die("no sandboxd pod %s in %s (see lc.py status)" % (pod, STATE))
+
+
+def cmd_pod_exec(pod, argv):
+    """Exec argv as a sidecar of the sandboxd pod: in its network namespace
+    (so SANDBOXD_REST_ADDR / SANDBOXD_GRPC_ADDR, on the pod's 127.0.0.1,
+    reach its sandboxd), with the container's environment, in its root dir."""
+    meta = sandboxd_pod_meta(pod)
+    enter_netns(meta["pid"], meta["netns"])
+    if proc_starttime(meta["pid"]) != meta["starttime"]:
+        die("the sandboxd of %s was replaced meanwhile; try again" % pod)
+    os.chdir(meta["root_dir"])
+    os.execvpe(argv[0], argv, meta["env"])
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def cmd_pod_expose(pod):
+    """Serve the sandboxd pod's ports on its pod IP until SIGTERM, SIGINT,
+    the end of the process that started this one, or of the pod's sandboxd.
+    sandboxd binds 127.0.0.1 only ("reachable outside the pod solely through
+    explicit proxying"), so ASB_CONNECT_IN_CLUSTER, which dials the pod IP,
+    needs a proxy in the pod listening there: this stands for that proxy.
+    One socat per port listens on the pod IP (a host loopback address, in the
+    host's network namespace, as every pod IP here) and hands each connection
+    to pod-relay.sh, which dials sandboxd's 127.0.0.1 inside the pod's
+    namespace (as kwok's port-forward does). Prints one line "exposed IP
+    PORT..." once every port accepts."""
+    meta = sandboxd_pod_meta(pod)
+    if any(ch in POD_RELAY for ch in " ,:!'\"\\"):
+        die("pod-expose: the path %s cannot go into a socat address" % POD_RELAY)
+    # gone with whoever started it: a test that crashes leaves no listener
+    _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    procs = []
+    try:
+        for port in meta["ports"]:
+            procs.append(subprocess.Popen(
+                ["socat", "TCP-LISTEN:%d,bind=%s,reuseaddr,fork" % (port, meta["ip"]),
+                 "EXEC:%s %d %s %d" % (POD_RELAY, meta["pid"], meta["starttime"], port)],
+                stdin=subprocess.DEVNULL, preexec_fn=lambda: _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)))
+        deadline = time.monotonic() + 30
+        for port, proc in zip(meta["ports"], procs):
+            while True:
+                if proc.poll() is not None:
+                    die("pod-expose: socat on %s:%d exited with %s" % (meta["ip"], port, proc.returncode))
+                if time.monotonic() > deadline:
+                    die("pod-expose: nothing listens on %s:%d after 30 s" % (meta["ip"], port))
+                try:
+                    # a bound socket is all this checks: the connection is
+                    # relayed, and closed before sandboxd reads a byte
+                    socket.create_connection((meta["ip"], port), timeout=2).close()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+        print("exposed %s %s" % (meta["ip"], " ".join(str(x) for x in meta["ports"])), flush=True)
+        while not stop.wait(0.2):
+            if proc_starttime(meta["pid"]) != meta["starttime"] or any(x.poll() is not None for x in procs):
+                break
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def main(argv):
@@ -1819,6 +1888,10 @@ def main(argv):
         if len(argv) < 5 or argv[3] != "--":
             die("usage: lc.py pod-exec NAMESPACE/POD -- COMMAND...")
         cmd_pod_exec(argv[2], argv[4:])
+    elif cmd == "pod-expose":
+        if len(argv) != 3:
+            die("usage: lc.py pod-expose NAMESPACE/POD")
+        cmd_pod_expose(argv[2])
     else:
         die("unknown command %r" % cmd)
     return 0
