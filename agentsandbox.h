@@ -10810,6 +10810,9 @@ struct asb_h2_conn {
     char dead_msg[200];
     asb_h2_stream *streams;
     int tls_error;          /* the mbedTLS code that ended the connection */
+    int sd_borrowers;       /* the sandboxd runtime's callers that hold it
+                               without a stream yet (under its handle's
+                               h2_lock): while > 0 it is not freed */
 };
 
 static void asb__h2_wake(asb_h2_conn *h) {
@@ -17729,8 +17732,9 @@ struct asb_sandbox {
     pthread_mutex_t h2_lock;    /* h2 and h2_old; taken before conn_lock */
     asb_h2_conn *h2;            /* sandboxd's gRPC connection (lazily) */
     asb_h2_conn **h2_old;       /* connections that broke while processes
-                                   still had streams on them: freed with
-                                   the handle */
+                                   still had streams on them: freed once
+                                   none has (asb__sd_h2), else with the
+                                   handle */
     size_t h2_old_count;
     char claim[254]; /* a DNS-1123 subdomain: at most 253 bytes */
     char uid[64];   /* the claim's metadata.uid ("" if never seen): deletes
@@ -19364,9 +19368,20 @@ static asb_result asb__sd_rest(asb_sandbox *sb, asb_http_request *req, const cha
 /* The handle's gRPC connection: made on first use, and again when the
    last one broke (kubectl died, sandboxd restarted). A broken one is kept
    until the handle goes, for streams a process may still hold. */
+/* No stream is left on the connection (a process's Start stream stays
+   until asb_process_free). */
+static int asb__h2_streamless(asb_h2_conn *h) {
+    int none;
+    pthread_mutex_lock(&h->mu);
+    none = h->streams == NULL;
+    pthread_mutex_unlock(&h->mu);
+    return none;
+}
+
 static asb_result asb__sd_h2(asb_sandbox *sb, asb_h2_conn **out, asb_error *err) {
     asb_client *c = sb->client;
     asb_result r = ASB_OK;
+    size_t i;
     *out = NULL;
     if (!sb->active || sb->closed)
         return asb__fail(err, ASB_ERR_CLOSED, "sandbox: the handle was terminated or closed");
@@ -19380,6 +19395,20 @@ static asb_result asb__sd_h2(asb_sandbox *sb, asb_h2_conn **out, asb_error *err)
             sb->h2_old = old;
             sb->h2_old[sb->h2_old_count++] = sb->h2;
             sb->h2 = NULL;
+        }
+    }
+    /* A retired connection nobody uses any more goes now. Kept until the
+       handle went, each held its socket and wake pipe (and, with a peer
+       that leaves it open after GOAWAY, its I/O thread): a sandboxd that
+       ends connections by age, or one that sends GOAWAY after every call,
+       made a long-lived handle leak three descriptors per connection. */
+    for (i = 0; i < sb->h2_old_count;) {
+        asb_h2_conn *o = sb->h2_old[i];
+        if (o->sd_borrowers == 0 && asb__h2_streamless(o)) {
+            asb_h2_conn_free(o);
+            sb->h2_old[i] = sb->h2_old[--sb->h2_old_count];
+        } else {
+            i++;
         }
     }
     if (r == ASB_OK && !sb->h2) {
@@ -19405,9 +19434,20 @@ static asb_result asb__sd_h2(asb_sandbox *sb, asb_h2_conn **out, asb_error *err)
             }
         }
     }
-    if (r == ASB_OK) *out = sb->h2;
+    if (r == ASB_OK) {
+        *out = sb->h2;
+        sb->h2->sd_borrowers++; /* until asb__sd_h2_put: not freed meanwhile */
+    }
     pthread_mutex_unlock(&sb->h2_lock);
     return r;
+}
+
+/* Gives back what asb__sd_h2 handed out (its stream, if one was opened,
+   keeps the connection from then on). */
+static void asb__sd_h2_put(asb_sandbox *sb, asb_h2_conn *h2) {
+    pthread_mutex_lock(&sb->h2_lock);
+    h2->sd_borrowers--;
+    pthread_mutex_unlock(&sb->h2_lock);
 }
 
 /* Reads what the call's stream has (waiting at most until `until`, 0:
@@ -19511,12 +19551,18 @@ static asb_result asb__sd_unary(asb_sandbox *sb, const char *method, const asb_b
     cd.max_message_bytes = max;
     cd.metadata = md;
     cd.metadata_count = asb__sd_trace_md(trace, md, tp); /* traceparent, tracestate */
-    if (r == ASB_OK) r = asb_grpc_call_start(h2, &cd, req->ptr, req->len, &call, &e);
+    if (r == ASB_OK) {
+        r = asb_grpc_call_start(h2, &cd, req->ptr, req->len, &call, &e);
+        asb__sd_h2_put(sb, h2);
+    }
     if (r == ASB_ERR_CLOSED) {
         /* the connection went away between the check and the open (a GOAWAY,
            a dead kubectl): once more on a fresh one; nothing was sent */
         r = asb__sd_h2(sb, &h2, &e);
-        if (r == ASB_OK) r = asb_grpc_call_start(h2, &cd, req->ptr, req->len, &call, &e);
+        if (r == ASB_OK) {
+            r = asb_grpc_call_start(h2, &cd, req->ptr, req->len, &call, &e);
+            asb__sd_h2_put(sb, h2);
+        }
     }
     memset(&d, 0, sizeof d);
     d.max = cd.max_message_bytes ? cd.max_message_bytes : (size_t)4 << 20;
@@ -20086,10 +20132,16 @@ static asb_result asb__sd_process_start(asb_sandbox *sb, const asb_process_opts 
     cd.metadata = md; /* the process_start span's context */
     cd.metadata_count = asb__sd_trace_md(sb->trace_cur, md, tp);
     r = asb__sd_h2(sb, &h2, err);
-    if (r == ASB_OK) r = asb_grpc_call_start(h2, &cd, req.ptr, req.len, &p->call, err);
+    if (r == ASB_OK) {
+        r = asb_grpc_call_start(h2, &cd, req.ptr, req.len, &p->call, err);
+        asb__sd_h2_put(sb, h2);
+    }
     if (r == ASB_ERR_CLOSED) {
         r = asb__sd_h2(sb, &h2, err);
-        if (r == ASB_OK) r = asb_grpc_call_start(h2, &cd, req.ptr, req.len, &p->call, err);
+        if (r == ASB_OK) {
+            r = asb_grpc_call_start(h2, &cd, req.ptr, req.len, &p->call, err);
+            asb__sd_h2_put(sb, h2);
+        }
     }
     asb_buf_free(&req);
     if (r == ASB_OK) r = asb__proc_pump(p, 0, 0, err); /* until the init event */

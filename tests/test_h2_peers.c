@@ -6,6 +6,7 @@
 #include "../agentsandbox.h"
 #include "asbtest.h"
 #include "scanalloc.h"
+#include <dirent.h>
 
 static char url_buf[64];
 
@@ -1382,6 +1383,57 @@ static void flood_case(int type, int drain) {
     pthread_mutex_destroy(&fh.mu);
 }
 
+/* -- the sandboxd runtime's connections (R18) --------------------------------------- */
+
+static int open_fds(void) {
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *de;
+    int n = 0;
+    if (!d) return -1;
+    while ((de = readdir(d)) != NULL)
+        if (de->d_name[0] != '.') n++;
+    closedir(d);
+    return n - 1; /* opendir's own */
+}
+
+/* A handle's gRPC connection that the server ended (here by age: GOAWAY
+   1.5 s into each, as a sandboxd behind MAX_CONNECTION_AGE does; a
+   hostile one may do it after every call) is replaced at the next call;
+   the one replaced, with no stream left on it, must be freed then, not
+   kept with its socket and wake pipe until the handle goes. */
+ASBT_TEST(sandboxd_handle_frees_the_grpc_connections_the_server_ended) {
+    const char *port = getenv("ASB_GRPC_AGED_PORT");
+    asb_client_desc cd;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_run_result rr;
+    asb_error err;
+    char addr[64];
+    int i, before, after;
+    ASBT_CHECK(port != NULL);
+    snprintf(addr, sizeof addr, "127.0.0.1:%s", port);
+    memset(&cd, 0, sizeof cd);
+    cd.mode = ASB_CONNECT_IN_POD;
+    cd.sandboxd_rest_addr = addr; /* unused: only gRPC calls here */
+    cd.sandboxd_grpc_addr = addr;
+    ASBT_EQ_RES(asb_client_create(&cd, &c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "echo", 20000, &rr, &err), ASB_OK);
+    asb_run_result_free(&rr);
+    before = open_fds(); /* one connection: its socket and wake pipe */
+    for (i = 0; i < 4; i++) {
+        asb__sleep_ms(1900); /* past the age (and its jitter): GOAWAY came */
+        ASBT_EQ_RES(asb_sandbox_run(sb, "echo", 20000, &rr, &err), ASB_OK);
+        asb_run_result_free(&rr);
+    }
+    after = open_fds();
+    /* still one connection; before the fix each of the four replaced
+       stayed open (3 descriptors each: +12) */
+    if (after - before >= 3) fprintf(stderr, "    %d descriptors before, %d after\n", before, after);
+    ASBT_CHECK(after - before < 3);
+    asb_client_free(c);
+}
+
 ASBT_TEST(h2_ping_flood_without_reading_ends_the_connection_enhance_your_calm) {
     flood_case(ASB__H2_PING, 0);
 }
@@ -1446,5 +1498,6 @@ ASBT_LIST(ASBT_CASE(nghttpd_big_download_through_a_small_window_arrives_intact)
           ASBT_CASE(h2_priority_flood_ends_the_connection_enhance_your_calm)
           ASBT_CASE(h2_empty_data_flood_ends_the_connection_enhance_your_calm)
           ASBT_CASE(h2_empty_continuation_flood_ends_the_connection_enhance_your_calm)
-          ASBT_CASE(h2_unknown_frame_type_flood_ends_the_connection_enhance_your_calm))
+          ASBT_CASE(h2_unknown_frame_type_flood_ends_the_connection_enhance_your_calm)
+          ASBT_CASE(sandboxd_handle_frees_the_grpc_connections_the_server_ended))
 ASBT_MAIN()
