@@ -233,8 +233,9 @@ static const char *help_for(const char *sub) {
    So everything the tool prints that it did not write itself goes through
    safe(): C0 controls, DEL, bytes that are not UTF-8 (a raw 0x9b is CSI
    on a terminal in an 8-bit mode) become \xHH; UTF-8-encoded C1 controls
-   (U+0080..U+009F, CSI as U+009B) and the bidirectional overrides that
-   reorder what is shown (U+202A..U+202E, U+2066..U+2069) become \uHHHH.
+   (U+0080..U+009F, CSI as U+009B), the bidirectional controls that
+   reorder what is shown and the separators that break a line where none
+   is seen (shown_escaped) become \uHHHH.
    Printable UTF-8 is kept, a backslash too: the point is a terminal that
    stays inert, not a name that round-trips (the library's own messages
    already show a path's control bytes as \xHH; -o json has the exact
@@ -264,6 +265,18 @@ static size_t utf8_seq(const unsigned char *p, size_t n, uint32_t *cp) {
     return len;
 }
 
+/* A code point a terminal would act on rather than show: C1 controls;
+   the bidi marks and controls (ALM U+061C, LRM/RLM U+200E/U+200F, the
+   embeddings and overrides U+202A..U+202E, the isolates U+2066..U+2069),
+   any of which makes a name display as another; and the line and
+   paragraph separators U+2028/U+2029, which split one line of output in
+   two for the eye (and for some readers). */
+static int shown_escaped(uint32_t cp) {
+    return (cp >= 0x80 && cp <= 0x9f) || cp == 0x61c || cp == 0x200e || cp == 0x200f ||
+           cp == 0x2028 || cp == 0x2029 || (cp >= 0x202a && cp <= 0x202e) ||
+           (cp >= 0x2066 && cp <= 0x2069);
+}
+
 /* The escaped text of s[0, n) into out (always NUL-terminated; cut at a
    whole escape when it does not fit). Returns out. */
 static char *safe_text_to(char *out, size_t cap, const char *s, size_t n) {
@@ -280,8 +293,7 @@ static char *safe_text_to(char *out, size_t cap, const char *s, size_t n) {
         } else if (len == 1 || len == 0) { /* C0, DEL, not UTF-8 */
             elen = (size_t)snprintf(esc, sizeof esc, "\\x%02x", u[i]);
             len = 1;
-        } else if ((cp >= 0x80 && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) ||
-                   (cp >= 0x2066 && cp <= 0x2069)) {
+        } else if (shown_escaped(cp)) {
             elen = (size_t)snprintf(esc, sizeof esc, "\\u%04x", (unsigned)cp);
         } else {
             memcpy(esc, s + i, len);
@@ -696,7 +708,7 @@ static int attach(cli *c, const char *claim, asb_sandbox **sb) {
 static const char *nz(const char *s) { return s ? s : ""; }
 
 /* JSON text to stdout as it is, except what a terminal would act on:
-   JSON allows DEL, the UTF-8 C1 controls and the bidi overrides raw in a
+   JSON allows DEL and what shown_escaped names raw in a
    string, so they are written as \u escapes (the same value to any JSON
    reader). s is valid JSON (parsed, or from the writer), where those
    bytes occur only inside strings; a C0 byte can only be whitespace there
@@ -708,8 +720,7 @@ static void write_json_text(const char *s, size_t n) {
         uint32_t cp = 0;
         size_t len = utf8_seq(u + i, n - i, &cp);
         int bad = len == 0 || cp == 0x7f || (cp < 0x20 && cp != '\n' && cp != '\t' && cp != '\r') ||
-                  (cp >= 0x80 && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) ||
-                  (cp >= 0x2066 && cp <= 0x2069);
+                  shown_escaped(cp);
         if (!len) len = 1; /* not UTF-8: the parser refuses it; never raw */
         if (!bad) {
             run += len;
@@ -739,8 +750,8 @@ static void indent_to(int n) {
 
 /* A string as YAML reads it back: plain when it cannot be mistaken for
    anything else (a name, a path), else double-quoted with JSON's escapes,
-   which YAML's double-quoted style shares (DEL, C1 and bidi overrides as
-   \u escapes through write_json_text). */
+   which YAML's double-quoted style shares (DEL and what shown_escaped
+   names as \u escapes through write_json_text). */
 static void yaml_string(const char *s, size_t n) {
     static const char *const special[] = {"true", "false", "yes", "no", "on", "off",
                                           "null", "y", "n", "~"};

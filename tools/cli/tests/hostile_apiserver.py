@@ -26,9 +26,11 @@ import os
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-# OSC window title + BEL, a colour CSI, a UTF-8 C1 CSI (U+009B) and a
-# bidi override (U+202E): each would act on a terminal if printed raw.
-EVIL = "evil\x1b]0;pwned\x07\x1b[31mred\u009bx\u202e"
+# OSC window title + BEL, a colour CSI, a UTF-8 C1 CSI (U+009B), a bidi
+# override (U+202E), the bidi marks RLM, LRM and ALM, an isolate (U+2067)
+# and the line and paragraph separators: each would act on a terminal (or
+# make the name display as another) if printed raw.
+EVIL = "evil\x1b]0;pwned\x07\x1b[31mred\u009bx\u202e\u200f\u200e\u061c\u2067\u2028\u2029"
 CLAIMS = "/apis/extensions.agents.x-k8s.io/v1alpha1"
 
 

@@ -89,9 +89,10 @@ t 2 bad-create-name "$B" --kubeconfig "$OUT/kc" create tpl --name UPPER
 
 # A hostile apiserver (tools/cli/tests/hostile_apiserver.py: a scripted
 # peer, as no real apiserver sends these): claim names, reasons, labels and
-# a Status message carrying an OSC title, BEL, colour CSI, UTF-8 C1 CSI
-# and a bidi override. Nothing reaches stdout or stderr raw; -o json keeps
-# the exact strings, JSON-escaped. The bearer token goes over the wire
+# a Status message carrying an OSC title, BEL, colour CSI, UTF-8 C1 CSI,
+# bidi controls and marks and the line/paragraph separators. Nothing
+# reaches stdout or stderr raw; -o json keeps the exact strings,
+# JSON-escaped. The bearer token goes over the wire
 # (the peer records it) and never into the output, at any -v.
 mkdir -p "$OUT/hostile"
 python3 "$(dirname "$0")/hostile_apiserver.py" "$OUT/hostile" & hpid=$!
@@ -113,8 +114,11 @@ contexts:
   context: {cluster: c, user: u, namespace: team-a}
 current-context: x
 KC
-raw_free() { ! LC_ALL=C grep -q "$(printf '\033\|\007\|\302\233\|\342\200\256')" "$@"; }
-evil='evil\\x1b]0;pwned\\x07\\x1b\[31mred\\u009bx\\u202e'
+# (ESC, BEL, U+009B, U+202E, U+200F, U+200E, U+061C, U+2067, U+2028, U+2029)
+raw_free() {
+  ! LC_ALL=C grep -q "$(printf '\033\|\007\|\302\233\|\342\200\256\|\342\200\217\|\342\200\216\|\330\234\|\342\201\247\|\342\200\250\|\342\200\251')" "$@"
+}
+evil='evil\\x1b]0;pwned\\x07\\x1b\[31mred\\u009bx\\u202e\\u200f\\u200e\\u061c\\u2067\\u2028\\u2029'
 t 0 hostile-ls "$B" --kubeconfig "$OUT/hkc" ls
 ok hostile-ls-no-raw-controls raw_free "$OUT/o" "$OUT/e"
 ok hostile-ls-name-escaped has_out "^one-$evil "
@@ -125,7 +129,7 @@ t 0 hostile-ls-name "$B" --kubeconfig "$OUT/hkc" ls -o name
 ok hostile-ls-name-no-raw-controls raw_free "$OUT/o"
 t 0 hostile-ls-json "$B" --kubeconfig "$OUT/hkc" ls -A -o json
 ok hostile-ls-json-no-raw-controls raw_free "$OUT/o"
-ok hostile-ls-json-exact py 'd["items"][0]["metadata"]["name"] == "one-evil\x1b]0;pwned\x07\x1b[31mred\x9bx\u202e"'
+ok hostile-ls-json-exact py 'd["items"][0]["metadata"]["name"] == "one-evil\x1b]0;pwned\x07\x1b[31mred\x9bx\u202e\u200f\u200e\u061c\u2067\u2028\u2029"'
 # -o yaml reads back (PyYAML) as the same object -o json gives
 t 0 hostile-ls-yaml "$B" --kubeconfig "$OUT/hkc" ls -A -o yaml
 ok hostile-ls-yaml-no-raw-controls raw_free "$OUT/o"
