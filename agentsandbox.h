@@ -20144,7 +20144,18 @@ static asb_result asb__sd_process_start(asb_sandbox *sb, const asb_process_opts 
         }
     }
     asb_buf_free(&req);
-    if (r == ASB_OK) r = asb__proc_pump(p, 0, 0, err); /* until the init event */
+    if (r == ASB_OK) {
+        /* until the init event, within the client's read timeout (30 s by
+           default): without a bound, a sandboxd that took the stream and
+           never answered (wedged, or hostile) held this call forever when
+           the process has no timeout_ms, the usual case of a long one */
+        int wait_ms = c->http ? c->http->read_timeout_ms : 30000;
+        r = asb__proc_pump(p, 0, asb__now_ms() + wait_ms, err);
+        if (r == ASB_ERR_TIMEOUT && !(p->deadline && asb__now_ms() >= p->deadline))
+            asb__fail(err, r, "sandboxd Start: no answer (init event) within %d ms; the "
+                      "process may or may not have started (the stream is cancelled)",
+                      wait_ms);
+    }
     if (r != ASB_OK) {
         asb__proc_free(p);
         return r;

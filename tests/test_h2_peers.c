@@ -1434,6 +1434,104 @@ ASBT_TEST(sandboxd_handle_frees_the_grpc_connections_the_server_ended) {
     asb_client_free(c);
 }
 
+/* A sandboxd that takes every stream and never answers (wedged, or
+   hostile): scripted, no real server does it on demand. Sends its
+   SETTINGS, then reads and drops what comes until shut down. */
+typedef struct silent_peer {
+    int lfd, fd;
+} silent_peer;
+
+static void *silent_serve(void *arg) {
+    silent_peer *sp = (silent_peer *)arg;
+    static const unsigned char settings[9] = {0, 0, 0, 4, 0, 0, 0, 0, 0};
+    char junk[4096];
+    sp->fd = accept(sp->lfd, NULL, NULL);
+    if (sp->fd < 0) return NULL;
+    if (send(sp->fd, settings, sizeof settings, MSG_NOSIGNAL) != (ssize_t)sizeof settings)
+        return NULL;
+    while (recv(sp->fd, junk, sizeof junk, 0) > 0) {
+    }
+    return NULL;
+}
+
+typedef struct start_job {
+    asb_sandbox *sb;
+    pthread_mutex_t mu;
+    int done;
+    asb_result r;
+    asb_error err;
+} start_job;
+
+static void *start_run(void *arg) {
+    start_job *j = (start_job *)arg;
+    asb_process_opts po;
+    asb_process *p = NULL;
+    asb_result r;
+    memset(&po, 0, sizeof po);
+    po.shell = "sleep 1000"; /* no timeout_ms: a long process, the usual case */
+    r = asb_sandbox_process_start(j->sb, &po, &p, &j->err);
+    asb_process_free(p);
+    pthread_mutex_lock(&j->mu);
+    j->r = r;
+    j->done = 1;
+    pthread_mutex_unlock(&j->mu);
+    return NULL;
+}
+
+/* R19: process_start waited for sandboxd's init event with no bound. */
+ASBT_TEST(sandboxd_process_start_against_a_silent_server_times_out) {
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    silent_peer sp;
+    start_job j;
+    asb_client_desc cd;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_error err;
+    pthread_t srv, t;
+    char addr[64];
+    int i, done = 0;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(0x7f000001);
+    sp.fd = -1;
+    sp.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    ASBT_CHECK(sp.lfd >= 0);
+    ASBT_CHECK(bind(sp.lfd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    ASBT_CHECK(listen(sp.lfd, 4) == 0);
+    ASBT_CHECK(getsockname(sp.lfd, (struct sockaddr *)&sa, &sl) == 0);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", ntohs(sa.sin_port));
+    ASBT_CHECK(pthread_create(&srv, NULL, silent_serve, &sp) == 0);
+    memset(&cd, 0, sizeof cd);
+    cd.mode = ASB_CONNECT_IN_POD;
+    cd.sandboxd_rest_addr = addr;
+    cd.sandboxd_grpc_addr = addr;
+    cd.kube.http.read_timeout_ms = 1000; /* the bound on waiting for an answer */
+    ASBT_EQ_RES(asb_client_create(&cd, &c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
+    memset(&j, 0, sizeof j);
+    j.sb = sb;
+    pthread_mutex_init(&j.mu, NULL);
+    ASBT_CHECK(pthread_create(&t, NULL, start_run, &j) == 0);
+    /* a hang guard, not a speed check: before the fix it never returned */
+    for (i = 0; i < 3000 && !done; i++) {
+        usleep(10000);
+        pthread_mutex_lock(&j.mu);
+        done = j.done;
+        pthread_mutex_unlock(&j.mu);
+    }
+    if (sp.fd >= 0) shutdown(sp.fd, SHUT_RDWR); /* unsticks the call if it hung */
+    pthread_join(t, NULL);
+    pthread_join(srv, NULL);
+    ASBT_CHECK(done);
+    ASBT_EQ_RES(j.r, ASB_ERR_TIMEOUT);
+    ASBT_CONTAINS(j.err.message, "init event");
+    asb_client_free(c);
+    if (sp.fd >= 0) close(sp.fd);
+    close(sp.lfd);
+    pthread_mutex_destroy(&j.mu);
+}
+
 ASBT_TEST(h2_ping_flood_without_reading_ends_the_connection_enhance_your_calm) {
     flood_case(ASB__H2_PING, 0);
 }
@@ -1499,5 +1597,6 @@ ASBT_LIST(ASBT_CASE(nghttpd_big_download_through_a_small_window_arrives_intact)
           ASBT_CASE(h2_empty_data_flood_ends_the_connection_enhance_your_calm)
           ASBT_CASE(h2_empty_continuation_flood_ends_the_connection_enhance_your_calm)
           ASBT_CASE(h2_unknown_frame_type_flood_ends_the_connection_enhance_your_calm)
-          ASBT_CASE(sandboxd_handle_frees_the_grpc_connections_the_server_ended))
+          ASBT_CASE(sandboxd_handle_frees_the_grpc_connections_the_server_ended)
+          ASBT_CASE(sandboxd_process_start_against_a_silent_server_times_out))
 ASBT_MAIN()
