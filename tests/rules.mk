@@ -398,7 +398,7 @@ test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster \
 	tools/cli/tests/e2e.sh $(CLI_BIN) && \
 	echo "--- examples/direct_url" && out=$$($(EX)/direct_url "http://127.0.0.1:$$ASB_ROUTER_PORT") && \
 	echo "$$out" && grep -qx 'run: exit 0, stdout: hello through the router URL' <<<"$$out" && \
-	echo "--- static musl examples in an empty root (no /dev, no /etc)" && \
+	echo "--- static musl examples in an empty root (no /dev, no /etc; then the native tunnel, no kubectl)" && \
 	tests/static/empty-root.sh $(KC_STATE) $(ST) && \
 	echo "--- examples/gateway" && out=$$($(EX)/gateway asb-gw default "$$ASB_GATEWAY_PORT") && \
 	echo "$$out" && grep -qx 'run: exit 0, stdout: hello through the gateway' <<<"$$out" && \
@@ -428,6 +428,8 @@ test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster \
 	ASB_CONNECT_MODE=native ASB_AGENT_SANDBOX=v0.5.6 $(TB)/asan/test_sdk_cluster warm_pool v1beta1 || rc=1; \
 	echo "--- test_portforward_cluster (no kubectl; the router, and sandboxd pods over HTTP/1.1 and HTTP/2)"; \
 	ASB_CLUSTER_KUBECONFIGS=$(KC_STATE)/kubeconfig $(TB)/asan/test_portforward_cluster || rc=1; \
+	echo "--- static musl binaries in an empty root through the native tunnel (v1beta1: the router's and the sandboxd pool)"; \
+	tests/static/empty-root.sh $(KC_STATE) $(ST) --native python-sandbox-warmpool sandboxd-warmpool || rc=1; \
 	echo "--- examples/quickstart pool:python-sandbox-warmpool (v0.5.6 claims from a warm pool)"; \
 	KUBECONFIG=$(KC_STATE)/kubeconfig/admin.kubeconfig $(EX)/quickstart pool:python-sandbox-warmpool || rc=1; \
 	echo "--- tools/cli end to end on v1beta1 (tools/cli/tests/e2e-v1beta1.sh)"; \

@@ -76,7 +76,7 @@ static-bins: $(STATIC_EXAMPLES) $(ST)/notls/quickstart $(ST)/mbedtls-default/qui
 
 # --- the tests ----------------------------------------------------------------
 # test-kube-cluster runs these in an empty root (tests/static/empty-root.sh).
-test-kube-cluster: $(ST)/direct_url $(ST)/json_lookup
+test-kube-cluster: $(ST)/direct_url $(ST)/json_lookup $(ST)/native_tunnel
 # A cold cluster build shows its progress (the tier logs cluster-up itself).
 test-kube-cluster: cluster-build
 
