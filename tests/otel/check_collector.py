@@ -6,6 +6,10 @@ trace-context annotation, the router's and the controller's spans in the
 same trace, the latency histograms, and that no secret reached it.
 
   check_collector.py OUT.json FACTS
+  check_collector.py OUT.json discovery SERVICE MODE STATUS [SERVICE MODE STATUS...]
+      each SERVICE exported sandbox_client_discovery_latency_ms with a
+      point {mode: MODE, status: STATUS} holding a count, and no point of
+      another mode (otel_e2e gateway: the Gateway's address lookup)
 """
 import json
 import sys
@@ -189,4 +193,44 @@ def main():
           "no secret in %d bytes" % (len(ours), len(text)))
 
 
-main()
+def discovery(out, triples):
+    want = [tuple(triples[i:i + 3]) for i in range(0, len(triples), 3)]
+    if not want or any(len(w) != 3 for w in want):
+        fail("discovery wants SERVICE MODE STATUS triples, got %r" % triples)
+    deadline = time.time() + 60
+    while True:
+        _, metrics = load(out)
+        found, why = {}, {}
+        for service, mode, status in want:
+            for m in metrics:
+                if m["service"] != service or m["name"] != "sandbox_client_discovery_latency_ms":
+                    continue
+                for pt in m["histogram"]["dataPoints"]:
+                    a = attr_map(pt.get("attributes", []))
+                    if a.get("mode") != mode:
+                        why[service] = "a point of mode %r: %r" % (a.get("mode"), a)
+                        continue
+                    count = int(pt.get("count", 0))
+                    buckets = sum(int(x) for x in pt.get("bucketCounts", []))
+                    if a.get("status") == status and count >= 1 and buckets == count:
+                        found[service] = (count, a)
+        if len(found) == len(want) or time.time() > deadline:
+            break
+        time.sleep(0.5)
+    for service, mode, status in want:
+        if service in why:
+            fail("%s: %s" % (service, why[service]))
+        if service not in found:
+            fail("%s exported no sandbox_client_discovery_latency_ms point {mode: %s, status: %s} "
+                 "(its points: %r)" % (service, mode, status,
+                                       sorted({(m["name"], tuple(sorted(attr_map(pt.get("attributes", [])).items())))
+                                               for m in metrics if m["service"] == service
+                                               for pt in m.get("histogram", {}).get("dataPoints", [])})))
+        print("check_collector: %s: sandbox_client_discovery_latency_ms %r, count %d" %
+              (service, found[service][1], found[service][0]))
+
+
+if len(sys.argv) > 2 and sys.argv[2] == "discovery":
+    discovery(sys.argv[1], sys.argv[3:])
+else:
+    main()

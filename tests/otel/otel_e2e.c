@@ -9,6 +9,13 @@
                               the claim's annotation) to FACTS
      otel_e2e stalled N       N runs while the collector is stopped
      otel_e2e down N          N runs with the collector gone
+     otel_e2e gateway PORT    a sandbox life through the Gateway "asb-gw"
+                              (tests/kube/gateway-setup.sh; PORT: where it
+                              points), service sandbox-client-gw; then one
+                              through a Gateway that never gets an address
+                              (service sandbox-client-gw-none): its run
+                              times out. The discovery histogram of each,
+                              mode=gateway, is what the checker looks for
    The last two print "calls=N failures=0 max_ms=... export_logs=1" and
    exit 0 only when every call succeeded and the export failure was
    logged exactly once. Under ASan: nothing may leak. */
@@ -168,10 +175,57 @@ static int faulty(int n) {
     return failures == 0 && logs == 1 && worst < 2500 ? 0 : 1;
 }
 
+/* One client through a Gateway, its own service name; 0 when the run
+   ends as want says. */
+static int through_gateway(const char *service, const char *gateway, int port, int wait_ms,
+                           asb_result want) {
+    asb_client_desc d;
+    asb_client *c;
+    asb_sandbox *sb;
+    asb_run_result rr;
+    asb_error err;
+    asb_result r;
+    int rc = 0;
+    memset(&d, 0, sizeof d);
+    d.tracer.enable = 1;
+    d.tracer.service_name = service;
+    d.tracer.export_interval_ms = 200;
+    d.mode = ASB_CONNECT_GATEWAY;
+    d.gateway_name = gateway;
+    d.gateway_port = port;
+    d.gateway_ready_timeout_ms = wait_ms;
+    if (asb_client_create(&d, &c, &err) != ASB_OK) {
+        fprintf(stderr, "client: %s\n", err.message);
+        return 1;
+    }
+    sb = create(c);
+    r = asb_sandbox_run(sb, "echo through the gateway", 30000, &rr, &err);
+    if (r != want) {
+        fprintf(stderr, "run through Gateway %s: %s (%s), want %s\n", gateway, asb_result_str(r),
+                r == ASB_OK ? "" : err.message, asb_result_str(want));
+        rc = 1;
+    } else if (r == ASB_OK && (!rr.out.ptr || strcmp(rr.out.ptr, "through the gateway\n") != 0)) {
+        fprintf(stderr, "run through Gateway %s: stdout \"%s\"\n", gateway,
+                rr.out.ptr ? rr.out.ptr : "");
+        rc = 1;
+    }
+    asb_run_result_free(&rr);
+    if (asb_sandbox_terminate(sb, &err) != ASB_OK) {
+        fprintf(stderr, "terminate: %s\n", err.message);
+        rc = 1;
+    }
+    asb_client_free(c); /* flushes the exporter */
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "traced") == 0) return traced(argv[2]);
     if (argc == 3 && (strcmp(argv[1], "stalled") == 0 || strcmp(argv[1], "down") == 0))
         return faulty(atoi(argv[2]));
-    fprintf(stderr, "usage: otel_e2e traced FACTS | stalled N | down N\n");
+    if (argc == 3 && strcmp(argv[1], "gateway") == 0)
+        return through_gateway("sandbox-client-gw", "asb-gw", atoi(argv[2]), 60000, ASB_OK) |
+               through_gateway("sandbox-client-gw-none", "no-such-gateway", atoi(argv[2]), 1500,
+                               ASB_ERR_TIMEOUT);
+    fprintf(stderr, "usage: otel_e2e traced FACTS | stalled N | down N | gateway PORT\n");
     return 2;
 }

@@ -84,6 +84,12 @@ n=$(cat "$LC_STATE_DIR"/logs/runtime-*.log 2>/dev/null | grep -c "^.*POST /execu
 echo "otel: the runtime logged $n /execute requests in trace $tid"
 [ "$n" = 2 ] || { echo "otel: want the 2 runs' requests"; grep -h traceparent "$LC_STATE_DIR"/logs/runtime-*.log | tail -5; exit 1; }
 
+echo "--- otel: through a Gateway: the discovery histogram (mode gateway)"
+gwport=$("$ROOT/tests/kube/gateway-setup.sh" "$LC_STATE_DIR") || { echo "otel: gateway setup failed"; exit 1; }
+"$DRIVER" gateway "$gwport" || { echo "otel: the runs through a Gateway failed"; exit 1; }
+python3 "$HERE/check_collector.py" "$OT/out.json" discovery sandbox-client-gw gateway success \
+  sandbox-client-gw-none gateway failure || exit 1
+
 echo "--- otel: the collector stalled (SIGSTOP): calls go on"
 kill -STOP "$COLPID"
 out=$("$DRIVER" stalled 20); rc=$?
