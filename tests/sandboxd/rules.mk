@@ -93,3 +93,59 @@ bench-sandboxd: $(SBD_BENCH_BIN) cluster-build cluster-runtime
 	done; \
 	/usr/bin/python3 tests/bench/bench_sandboxd.py report $$out/ours.txt $$out/theirs.txt \
 	  '$(SBD_BENCH_BASELINE)'
+
+# --- make bench-native-sdk -----------------------------------------------------
+# Issue 17, the kubectl-free tunnel against the Python SDK 1.0.8 [grpc] on
+# sandboxd sandboxes (tests/bench/bench_native_sdk.c and .py), one v0.5.6
+# cluster of its own, always taken down:
+#  - process start to first result on an existing claim: a claim made
+#    first, then NSDK_BENCH_STARTS rounds of three fresh processes that
+#    attach to it and run `true` (ours native, ours through kubectl, the
+#    Python SDK), after one untimed round (caches warm for all three);
+#  - NSDK_BENCH_COUNT sandboxes open at once from one process, ours native
+#    then the Python SDK's (one kubectl per pod): the client's RSS, its
+#    child processes and their RSS.
+# A /23 and room for 300 pods: one side's pods may still be going while
+# the other's come.
+NSDK_BENCH_STATE    := $(abspath $(BUILD))/localcluster-bench-native-sdk
+NSDK_BENCH_ENV      := LC_STATE_DIR=$(NSDK_BENCH_STATE) LC_POD_CIDR=127.1.160.0/23 LC_MAX_PODS=300
+NSDK_BENCH_DIR      := $(BUILD)/bench-native-sdk
+NSDK_BENCH_BIN      := $(TB)/bench_native_sdk
+NSDK_BENCH_BASELINE  = python-k8s-agent-sandbox[grpc]-$(UPSTREAM_PY_SDK_VERSION)
+NSDK_BENCH_STARTS   ?= 5
+NSDK_BENCH_COUNT    ?= 100
+$(NSDK_BENCH_BIN): tests/bench/bench_native_sdk.c agentsandbox.h
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O2 -DNDEBUG $(CFLAGS_WARN) $< -o $@ $(LINK)
+ALL_TARGETS += $(NSDK_BENCH_BIN)
+
+BENCH_TIERS += bench-native-sdk
+.PHONY: bench-native-sdk
+# (the Python venv's prerequisite is added in tests/upstream/rules.mk)
+bench-native-sdk: $(NSDK_BENCH_BIN) cluster-build cluster-runtime
+	@lc="$(LC_PYTHON) $(LC_DIR)/lc.py"; export $(NSDK_BENCH_ENV); \
+	out=$(NSDK_BENCH_DIR)/results; rm -rf $$out; mkdir -p $$out; \
+	py="$(UPSTREAM_SDK_VENV)/bin/python tests/bench/bench_native_sdk.py"; \
+	trap '$$lc down >/dev/null 2>&1' EXIT; $$lc down >/dev/null 2>&1; \
+	$$lc up --agent-sandbox v0.5.6 > $$out/cluster-up.log 2>&1 || \
+	  { tail -20 $$out/cluster-up.log; exit 1; }; \
+	export KUBECONFIG=$(NSDK_BENCH_STATE)/kubeconfig/admin.kubeconfig; \
+	claim=$$($(NSDK_BENCH_BIN) claim 2>> $$out/ours.err) || \
+	  { echo "bench-native-sdk: the claim failed:"; tail -20 $$out/ours.err; exit 1; }; \
+	for i in $$(seq 0 $(NSDK_BENCH_STARTS)); do \
+	  [ $$i = 0 ] && o=$$out/warm-up.txt t=$$out/warm-up.txt || o=$$out/ours.txt t=$$out/theirs.txt; \
+	  $(NSDK_BENCH_BIN) first native $$claim $$(date +%s%N) >> $$o 2>> $$out/ours.err || \
+	    { echo "bench-native-sdk: our native first result failed:"; tail -20 $$out/ours.err; exit 1; }; \
+	  $(NSDK_BENCH_BIN) first kubectl $$claim $$(date +%s%N) >> $$o 2>> $$out/ours.err || \
+	    { echo "bench-native-sdk: our kubectl first result failed:"; tail -20 $$out/ours.err; exit 1; }; \
+	  $$py first $$claim $$(date +%s%N) >> $$t 2>> $$out/theirs.err || \
+	    { echo "bench-native-sdk: the Python first result failed:"; tail -20 $$out/theirs.err; exit 1; }; \
+	done; \
+	$(NSDK_BENCH_BIN) delete $$claim 2>> $$out/ours.err; \
+	$(NSDK_BENCH_BIN) hundred $(NSDK_BENCH_COUNT) >> $$out/ours.txt 2>> $$out/ours.err || \
+	  { echo "bench-native-sdk: our $(NSDK_BENCH_COUNT) sandboxes failed:"; tail -20 $$out/ours.err; exit 1; }; \
+	$$py hundred $(NSDK_BENCH_COUNT) 16 >> $$out/theirs.txt 2>> $$out/theirs.err || \
+	  { echo "bench-native-sdk: the Python $(NSDK_BENCH_COUNT) sandboxes failed:"; \
+	    tail -20 $$out/theirs.err; exit 1; }; \
+	/usr/bin/python3 tests/bench/bench_native_sdk.py report $$out/ours.txt $$out/theirs.txt \
+	  '$(NSDK_BENCH_BASELINE)'

@@ -30,6 +30,8 @@ test-kube-cluster: $(UPSTREAM_SDK_STAMP)
 cluster-e2e: $(UPSTREAM_SDK_STAMP)
 # the Python side of bench-sandboxd (tests/sandboxd/rules.mk)
 bench-sandboxd: $(UPSTREAM_SDK_STAMP)
+# and of bench-native-sdk (tests/sandboxd/rules.mk)
+bench-native-sdk: $(UPSTREAM_SDK_STAMP)
 
 # File names with quotes, backslashes, spaces, % and unicode, written and
 # read back by the library against agentsandbox-runtime and against the
