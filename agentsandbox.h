@@ -9842,6 +9842,32 @@ static void asb__describe(asb_error *err, asb_result code, const char *method,
     asb__fail(err, code, "%s: %s", label, what);
 }
 
+/* Feeds hp from c (bytes the connection holds first) until the parser is
+   done, a feed fails, or the connection ends (asb__hp_eof decides whether
+   that ends the answer) or fails (the read's code: timeout, cancel, recv).
+   Bytes past the answer stay in c->rbuf at c->rpos. *got_bytes (may be
+   NULL) turns 1 once a read returned bytes. Shared by requests and the
+   WebSocket upgrade, so both read a head under the same limits. */
+static asb_result asb__conn_read_answer(asb__conn *c, asb__http_parser *hp, int *got_bytes) {
+    for (;;) {
+        long n;
+        size_t used = 0;
+        if (c->rpos < c->rlen) {
+            asb_result r = asb__hp_feed(hp, c->rbuf + c->rpos, c->rlen - c->rpos, &used);
+            c->rpos += used;
+            if (r != ASB_OK || hp->state == ASB__HP_DONE) return r;
+        }
+        c->rpos = c->rlen = 0;
+        n = asb__conn_read(c, c->rbuf, sizeof c->rbuf);
+        if (n > 0) {
+            if (got_bytes) *got_bytes = 1;
+            c->rlen = (size_t)n;
+            continue;
+        }
+        return n == 0 ? asb__hp_eof(hp) : (asb_result)n;
+    }
+}
+
 static void asb__attempt_once(asb_http_client *cl, const asb_http_request *req,
                               const char *method, const asb_url *u, const char *host,
                               const char *key, int64_t deadline, asb_http_response *resp,
@@ -9939,28 +9965,7 @@ static void asb__attempt_once(asb_http_client *cl, const asb_http_request *req,
     sc.cap = req->max_body_bytes ? req->max_body_bytes : cl->max_body;
     hp.sink = asb__sink;
     hp.sink_ctx = &sc;
-    for (;;) {
-        long n;
-        size_t used = 0;
-        if (c->rpos < c->rlen) {
-            r = asb__hp_feed(&hp, c->rbuf + c->rpos, c->rlen - c->rpos, &used);
-            c->rpos += used;
-            if (r != ASB_OK || hp.state == ASB__HP_DONE) break;
-        }
-        c->rpos = c->rlen = 0;
-        n = asb__conn_read(c, c->rbuf, sizeof c->rbuf);
-        if (n > 0) {
-            got_bytes = 1;
-            c->rlen = (size_t)n;
-            continue;
-        }
-        if (n == 0) {
-            r = asb__hp_eof(&hp);
-        } else {
-            r = (asb_result)n;
-        }
-        break;
-    }
+    r = asb__conn_read_answer(c, &hp, &got_bytes);
     at->delivered = sc.delivered;
     if (r == ASB_OK && hp.state == ASB__HP_DONE) {
         resp->status = hp.status;
@@ -15760,23 +15765,7 @@ static asb_result asb__ws_upgrade(asb_ws *ws, asb_http_client *cl, const asb_url
     sc.cap = 65536;
     hp.sink = asb__sink;
     hp.sink_ctx = &sc;
-    for (;;) {
-        long n;
-        size_t used = 0;
-        if (c->rpos < c->rlen) {
-            r = asb__hp_feed(&hp, c->rbuf + c->rpos, c->rlen - c->rpos, &used);
-            c->rpos += used;
-            if (r != ASB_OK || hp.state == ASB__HP_DONE) break;
-        }
-        c->rpos = c->rlen = 0;
-        n = asb__conn_read(c, c->rbuf, sizeof c->rbuf);
-        if (n > 0) {
-            c->rlen = (size_t)n;
-            continue;
-        }
-        r = n == 0 ? asb__hp_eof(&hp) : (asb_result)n;
-        break;
-    }
+    r = asb__conn_read_answer(c, &hp, NULL);
     if (r == ASB_OK && hp.state == ASB__HP_DONE) {
         resp->status = hp.status;
         r = asb__resp_take_head(resp, &hp);
