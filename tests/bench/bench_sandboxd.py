@@ -17,28 +17,16 @@ result. Measured for `echo first` (where the two mean the same thing) and
 for `echo first; sleep 1` (a process that goes on working after its first
 line, where they do not: the report says which is which)."""
 import os
-import resource
-import statistics
 import sys
 import time
+
+from sdk_measures import (compare, cpu_ms, file_rounds, load, median_of, peak_rss_kib, result,
+                          run_true_latencies, run_true_results)
 
 WARMPOOL = "sandboxd-warmpool"
 FILE_BYTES = 64 << 20
 FILE_REPS = 3  # the report takes the median
 FIRST_REPS = 5
-
-
-def result(name, value):
-    print("result %s %s" % (name, value), flush=True)
-
-
-def peak_rss_kib():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-
-def cpu_ms():
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return (ru.ru_utime + ru.ru_stime) * 1e3
 
 
 def workload(runs):
@@ -55,30 +43,8 @@ def workload(runs):
         result("first_run_ms", "%.3f" % ((time.monotonic() - t0) * 1e3))
         if r.exit_code != 0:
             raise RuntimeError('run("true") exited %d' % r.exit_code)
-        lat = []
-        for _ in range(runs):
-            t0 = time.monotonic()
-            r = sandbox.commands.run("true")
-            lat.append((time.monotonic() - t0) * 1e3)
-            if r.exit_code != 0:
-                raise RuntimeError('run("true") exited %d' % r.exit_code)
-        result("runs", runs)
-        result("run_true_median_ms", "%.3f" % statistics.median(lat))
-        result("run_true_best_ms", "%.3f" % min(lat))
-
-        for _ in range(FILE_REPS):
-            t0 = time.monotonic()
-            sandbox.files.write("bench-64m.bin", data)
-            tw = (time.monotonic() - t0) * 1e3
-            t0 = time.monotonic()
-            back = sandbox.files.read("bench-64m.bin")
-            tr = (time.monotonic() - t0) * 1e3
-            if back != data:
-                raise RuntimeError("read back %d bytes, not what was written" % len(back))
-            del back
-            result("write_64m_ms", "%.3f" % tw)
-            result("read_64m_ms", "%.3f" % tr)
-            result("write_read_64m_ms", "%.3f" % (tw + tr))
+        run_true_results(run_true_latencies(sandbox, runs))
+        file_rounds(sandbox, data, FILE_REPS)
 
         for key, cmd in (("first_output_echo_ms", "echo first"),
                          ("first_output_echo_sleep_ms", "echo first; sleep 1")):
@@ -97,26 +63,9 @@ def workload(runs):
     return 0
 
 
-def load(path):
-    out = {}
-    with open(path) as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) == 3 and parts[0] == "result":
-                out.setdefault(parts[1], []).append(float(parts[2]))
-    return out
-
-
 def report(ours_path, theirs_path, baseline):
     ours, theirs = load(ours_path), load(theirs_path)
-
-    def one(d, key):
-        v = d.get(key)
-        if not v:
-            raise SystemExit("bench-sandboxd: no %s in the results" % key)
-        return statistics.median(v)
-
-    runs = int(one(ours, "runs"))
+    runs = int(median_of(ours, "runs", "bench-sandboxd"))
     procs = len(ours.get("runs", []))
     reps = len(ours.get("write_read_64m_ms", []))
     firsts = len(ours.get("first_output_echo_ms", []))
@@ -139,12 +88,7 @@ def report(ours_path, theirs_path, baseline):
          "peak_rss_kib", "KiB", "smaller"),
         ("sandboxd CPU time user+sys (workload process), median of %d" % procs, "cpu_ms", "ms", "none"),
     ]
-    for name, key, unit, goal in lines:
-        a, b = one(ours, key), one(theirs, key)
-        ratio = b / a if a > 0 else float("inf")
-        fmt = "%.0f" if unit == "KiB" else "%.2f"
-        print("bench: %s: %s %s vs %s %s %s = %.1fx (goal %s)" % (
-            name, fmt % a, unit, baseline, fmt % b, unit, ratio, goal))
+    compare(lines, ours, theirs, baseline, "bench-sandboxd")
     return 0
 
 

@@ -24,7 +24,6 @@ nothing else: same kubectl command, same readiness polling, same headers.
 import json
 import os
 import re
-import resource
 import secrets
 import statistics
 import subprocess
@@ -32,34 +31,16 @@ import sys
 import tempfile
 import time
 
+from sdk_measures import (compare, cpu_ms, file_results, file_rounds, load, median_of,
+                          peak_rss_kib, result, run_true_latencies, run_true_results)
+
 TEMPLATE = "python-sandbox-template"
 ROUTER_NAMESPACE = "agent-sandbox-system"
 FILE_BYTES = 64 << 20
 FILE_REPS = 3  # the report takes the median
 
 
-def result(name, value):
-    print("result %s %s" % (name, value), flush=True)
-
-
-def file_results(write_ms, read_ms, prefix=""):
-    """One 64 MiB round: write, read and their sum, as the report reads them."""
-    result(prefix + "write_64m_ms", "%.3f" % write_ms)
-    result(prefix + "read_64m_ms", "%.3f" % read_ms)
-    result(prefix + "write_read_64m_ms", "%.3f" % (write_ms + read_ms))
-
-
-def peak_rss_kib():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-
 SETTLE_S = 0.3  # between creates, untimed (BENCH_SETTLE_MS in bench_sdk.c)
-
-
-def cpu_ms():
-    """CPU this process used (user + system; not kubectl's)."""
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return (ru.ru_utime + ru.ru_stime) * 1e3
 
 
 def router_namespace_tunnel():
@@ -87,31 +68,11 @@ def workload(runs):
         t0 = time.monotonic()  # the first call starts the tunnel: timed apart
         sandbox.commands.run("true")
         result("first_run_ms", "%.3f" % ((time.monotonic() - t0) * 1e3))
-        lat = []
         c0 = cpu_ms()
-        for _ in range(runs):
-            t0 = time.monotonic()
-            r = sandbox.commands.run("true")
-            lat.append((time.monotonic() - t0) * 1e3)
-            if r.exit_code != 0:
-                raise RuntimeError('run("true") exited %d' % r.exit_code)
-
+        lat = run_true_latencies(sandbox, runs)
         result("run_true_cpu_us", "%.3f" % ((cpu_ms() - c0) * 1000.0 / runs))
-        result("runs", runs)
-        result("run_true_median_ms", "%.3f" % statistics.median(lat))
-        result("run_true_best_ms", "%.3f" % min(lat))
-
-        for _ in range(FILE_REPS):
-            t0 = time.monotonic()
-            sandbox.files.write("bench-64m.bin", data)
-            tw = (time.monotonic() - t0) * 1e3
-            t0 = time.monotonic()
-            back = sandbox.files.read("bench-64m.bin")
-            tr = (time.monotonic() - t0) * 1e3
-            if back != data:
-                raise RuntimeError("read back %d bytes, not what was written" % len(back))
-            del back
-            file_results(tw, tr)
+        run_true_results(lat)
+        file_rounds(sandbox, data, FILE_REPS)
     finally:
         if sandbox is not None:
             sandbox.terminate()
@@ -253,25 +214,12 @@ def floor(runs):
     return 0
 
 
-def load(path):
-    out = {}
-    with open(path) as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) == 3 and parts[0] == "result":
-                out.setdefault(parts[1], []).append(float(parts[2]))
-    return out
-
-
 def report(ours_path, theirs_path, baseline, floor_path=None):
     ours, theirs = load(ours_path), load(theirs_path)
     floor_res = load(floor_path) if floor_path else {}
 
     def one(d, key):
-        v = d.get(key)
-        if not v:
-            raise SystemExit("bench-sdk: no %s in the results" % key)
-        return statistics.median(v)
+        return median_of(d, key, "bench-sdk")
 
     runs = int(one(ours, "runs"))
     procs = len(ours.get("runs", []))
@@ -312,12 +260,7 @@ def report(ours_path, theirs_path, baseline, floor_path=None):
         ("CPU time user+sys (first-result process), median of %d" % starts, "first_cpu_ms",
          "ms", "none"),
     ]
-    for name, key, unit, goal in lines:
-        a, b = one(ours, key), one(theirs, key)
-        ratio = b / a if a > 0 else float("inf")
-        fmt = "%.0f" if unit == "KiB" else "%.2f"
-        print("bench: %s: %s %s vs %s %s %s = %.1fx (goal %s)" % (
-            name, fmt % a, unit, baseline, fmt % b, unit, ratio, goal))
+    compare(lines, ours, theirs, baseline, "bench-sdk")
     # The floor: what the path costs with no SDK. ratio = floor / ours, so
     # 1.0x means the client adds nothing measurable and no client, ours or
     # upstream's, can go below 1.0x on this path.
