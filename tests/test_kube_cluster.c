@@ -6,6 +6,7 @@
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
 #include "asbtest.h"
+#include "cluster.h"
 #include "logsink.h"
 
 #include <dirent.h>
@@ -19,12 +20,7 @@ static asb_kube_client *connect_logged(const char *which, asbt_log *lg, asb_erro
     char path[1024];
     asb_kube_client_desc d;
     asb_kube_client *kc = NULL;
-    const char *dir = getenv("ASB_CLUSTER_KUBECONFIGS");
-    if (!dir) {
-        fprintf(stderr, "ASB_CLUSTER_KUBECONFIGS is not set (make cluster-up first)\n");
-        exit(2);
-    }
-    snprintf(path, sizeof path, "%s/%s.kubeconfig", dir, which);
+    snprintf(path, sizeof path, "%s/%s.kubeconfig", cluster_dir(), which);
     memset(&d, 0, sizeof d);
     d.kubeconfig.path = path;
     d.http.retry.backoff_ms = 50;
@@ -714,7 +710,7 @@ static int on_restart_event(void *ud, const asb_watch_event *ev) {
 static void *restart_then_patch(void *arg) {
     restart_state *s = (restart_state *)arg;
     char cmd[2048];
-    const char *dir = getenv("ASB_CLUSTER_KUBECONFIGS");
+    const char *dir = cluster_dir();
     const char *lc = getenv("ASB_LC_PY");
     const char *patch = "{\"metadata\":{\"labels\":{\"team\":\"after\"}}}";
     asb_error err;

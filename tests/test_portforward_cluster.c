@@ -13,16 +13,8 @@
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
 #include "asbtest.h"
+#include "cluster.h"
 #include <dirent.h>
-
-static const char *kc_dir(void) {
-    const char *dir = getenv("ASB_CLUSTER_KUBECONFIGS");
-    if (!dir) {
-        fprintf(stderr, "ASB_CLUSTER_KUBECONFIGS is not set (make cluster-up first)\n");
-        exit(2);
-    }
-    return dir;
-}
 
 static asb_kube_client *connect_file(const char *path, asb_error *err) {
     asb_kube_client_desc d;
@@ -36,7 +28,7 @@ static asb_kube_client *connect_file(const char *path, asb_error *err) {
 
 static asb_kube_client *connect_as(const char *which, asb_error *err) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/%s.kubeconfig", kc_dir(), which);
+    snprintf(path, sizeof path, "%s/%s.kubeconfig", cluster_dir(), which);
     return connect_file(path, err);
 }
 
@@ -49,7 +41,7 @@ static int cluster_port(const char *name) {
     int64_t v = 0;
     asb_allocator a;
     asb__allocator_resolve(NULL, &a);
-    snprintf(path, sizeof path, "%s/../cluster.json", kc_dir());
+    snprintf(path, sizeof path, "%s/../cluster.json", cluster_dir());
     if (asb__read_file(&a, path, &text, &len, 1 << 20) != ASB_OK) return 0;
     if (asb_json_doc_parse(&doc, text, len, NULL, NULL) == ASB_OK) {
         snprintf(key, sizeof key, "ports.%s", name);
@@ -69,7 +61,7 @@ static const char *claim_source(asb_create_opts *o) {
     asb_allocator a;
     int v04 = 0;
     asb__allocator_resolve(NULL, &a);
-    snprintf(path, sizeof path, "%s/../cluster.json", kc_dir());
+    snprintf(path, sizeof path, "%s/../cluster.json", cluster_dir());
     if (asb__read_file(&a, path, &text, &len, 1 << 20) == ASB_OK) {
         v04 = strstr(text, "\"agent_sandbox\": \"v0.4") != NULL;
         a.free_fn(text, a.user_data);
@@ -365,7 +357,7 @@ static int make_noforward_user(asb_kube_client *admin, const char *path) {
     }
     asb_json_doc_free(&doc);
     asb_buf_free(&out);
-    snprintf(ca, sizeof ca, "%s/../pki/ca.crt", kc_dir());
+    snprintf(ca, sizeof ca, "%s/../pki/ca.crt", cluster_dir());
     f = fopen(path, "w");
     if (!f) return 0;
     fprintf(f,
@@ -687,20 +679,10 @@ static int child_processes(void) {
     DIR *d = opendir("/proc");
     struct dirent *e;
     int n = 0;
-    while (d && (e = readdir(d)) != NULL) {
-        char path[64], buf[512];
-        FILE *f;
-        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-        f = fopen(path, "r");
-        if (!f) continue;
-        if (fgets(buf, sizeof buf, f)) {
-            char *rp = strrchr(buf, ')');
-            int ppid = 0;
-            if (rp && sscanf(rp + 2, "%*c %d", &ppid) == 1 && ppid == (int)getpid()) n++;
-        }
-        fclose(f);
-    }
+    while (d && (e = readdir(d)) != NULL)
+        if (e->d_name[0] >= '0' && e->d_name[0] <= '9' &&
+            proc_parent(atoi(e->d_name), NULL, 0) == (int)getpid())
+            n++;
     if (d) closedir(d);
     return n;
 }
@@ -716,41 +698,71 @@ static int thread_count(void) {
     return n;
 }
 
+/* A client in ASB_CONNECT_NATIVE_TUNNEL mode on the admin kubeconfig, and
+   a new sandbox of it: from claim_source's template or pool, or with
+   sandboxd_pool from that warm pool on the sandboxd runtime. NULL (what
+   failed printed) when either fails; *c is the client to free, or NULL. */
+static asb_sandbox *native_sandbox(const char *sandboxd_pool, asb_client **c) {
+    asb_client_desc d;
+    asb_create_opts o;
+    asb_sandbox *sb = NULL;
+    asb_error err;
+    const char *tpl = claim_source(&o);
+    char kc[1100];
+    snprintf(kc, sizeof kc, "%s/admin.kubeconfig", cluster_dir());
+    memset(&d, 0, sizeof d);
+    d.mode = ASB_CONNECT_NATIVE_TUNNEL;
+    d.kube.kubeconfig.path = kc;
+    if (sandboxd_pool) {
+        d.runtime = ASB_RUNTIME_SANDBOXD;
+        memset(&o, 0, sizeof o);
+        o.warm_pool = sandboxd_pool;
+        tpl = NULL;
+    }
+    *c = NULL;
+    if (asb_client_create(&d, c, &err) != ASB_OK) {
+        fprintf(stderr, "    client: %s\n", err.message);
+        return NULL;
+    }
+    if (asb_client_create_sandbox(*c, tpl, &o, &sb, &err) != ASB_OK)
+        fprintf(stderr, "    create: %s\n", err.message);
+    return sb;
+}
+
+/* text written to path in sb reads back the same: 1, else 0 (printed). */
+static int file_comes_back(asb_sandbox *sb, const char *path, const char *text) {
+    asb_buf back;
+    asb_error err;
+    int ok;
+    asb_buf_init(&back, NULL);
+    ok = asb_sandbox_write(sb, path, text, strlen(text), &err) == ASB_OK &&
+         asb_sandbox_read(sb, path, &back, &err) == ASB_OK;
+    if (!ok) {
+        fprintf(stderr, "    %s: %s\n", path, err.message);
+    } else if (back.len != strlen(text) || memcmp(back.ptr, text, back.len) != 0) {
+        fprintf(stderr, "    %s: read back \"%.*s\"\n", path, (int)back.len, back.ptr);
+        ok = 0;
+    }
+    asb_buf_free(&back);
+    return ok;
+}
+
 /* The client in ASB_CONNECT_NATIVE_TUNNEL mode, with no kubectl on PATH:
    a claim from the warm pool, commands and a file, no child process at
    any point, and every relay thread gone after asb_client_free. */
 ASBT_TEST(native_mode_drives_a_sandbox_with_no_kubectl_and_no_child_process) {
-    asb_client_desc d;
-    asb_create_opts o;
-    asb_client *c = NULL;
-    asb_sandbox *sb = NULL;
-    asb_run_result rr;
-    asb_buf back;
+    asb_client *c;
+    asb_sandbox *sb;
     asb_error err;
-    char kc[1100];
     const char *old_path = getenv("PATH");
     char saved[4096];
     int threads_before = thread_count(), i;
     snprintf(saved, sizeof saved, "%s", old_path ? old_path : "");
     setenv("PATH", "/nonexistent", 1); /* no kubectl to find */
-    snprintf(kc, sizeof kc, "%s/admin.kubeconfig", kc_dir());
-    memset(&d, 0, sizeof d);
-    d.mode = ASB_CONNECT_NATIVE_TUNNEL;
-    d.kube.kubeconfig.path = kc;
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
-    if (asb_client_create_sandbox(c, claim_source(&o), &o, &sb, &err) != ASB_OK)
-        fprintf(stderr, "    create: %s\n", err.message);
+    sb = native_sandbox(NULL, &c);
     ASBT_CHECK(sb != NULL);
-    for (i = 0; i < 5; i++) {
-        ASBT_EQ_RES(asb_sandbox_run(sb, "echo native", 60000, &rr, &err), ASB_OK);
-        ASBT_EQ_STR(rr.out.ptr, "native\n");
-        asb_run_result_free(&rr);
-    }
-    ASBT_EQ_RES(asb_sandbox_write(sb, "n.txt", "no kubectl\n", 11, &err), ASB_OK);
-    asb_buf_init(&back, NULL);
-    ASBT_EQ_RES(asb_sandbox_read(sb, "n.txt", &back, &err), ASB_OK);
-    ASBT_EQ_STR(back.ptr, "no kubectl\n");
-    asb_buf_free(&back);
+    for (i = 0; i < 5; i++) ASBT_CHECK(echo_ok(sb, "native", 60000));
+    ASBT_CHECK(file_comes_back(sb, "n.txt", "no kubectl\n"));
     ASBT_EQ_INT(child_processes(), 0);
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
     asb_client_free(c);
@@ -763,7 +775,7 @@ ASBT_TEST(native_mode_drives_a_sandbox_with_no_kubectl_and_no_child_process) {
 static int lc_router(const char *what) {
     char cmd[1400];
     snprintf(cmd, sizeof cmd, "LC_STATE_DIR='%s/..' python3 tools/localcluster/lc.py %s >&2",
-             kc_dir(), what);
+             cluster_dir(), what);
     return system(cmd) == 0;
 }
 
@@ -772,23 +784,13 @@ static int lc_router(const char *what) {
    once the router runs again, the next command resolves the Service
    again and works, with the same client and handle. */
 ASBT_TEST(native_mode_fails_clearly_while_the_router_is_down_and_recovers) {
-    asb_client_desc d;
-    asb_create_opts o;
-    asb_client *c = NULL;
-    asb_sandbox *sb = NULL;
+    asb_client *c;
+    asb_sandbox *sb = native_sandbox(NULL, &c);
     asb_run_result rr;
     asb_error err;
     asb_error down_err;
     asb_result down;
-    char kc[1100];
     int i, ok = 0, stopped, started;
-    snprintf(kc, sizeof kc, "%s/admin.kubeconfig", kc_dir());
-    memset(&d, 0, sizeof d);
-    d.mode = ASB_CONNECT_NATIVE_TUNNEL;
-    d.kube.kubeconfig.path = kc;
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
-    if (asb_client_create_sandbox(c, claim_source(&o), &o, &sb, &err) != ASB_OK)
-        fprintf(stderr, "    create: %s\n", err.message);
     ASBT_CHECK(sb != NULL);
     ASBT_EQ_RES(asb_sandbox_run(sb, "echo before", 60000, &rr, &err), ASB_OK);
     asb_run_result_free(&rr);
@@ -819,34 +821,12 @@ ASBT_TEST(native_mode_fails_clearly_while_the_router_is_down_and_recovers) {
    (HTTP/1.1) and gRPC port (HTTP/2) each forwarded to the sandboxd pod
    from inside the process; commands and files work, no child process. */
 ASBT_TEST(native_mode_drives_a_sandboxd_sandbox_over_both_ports) {
-    asb_client_desc d;
-    asb_create_opts o;
-    asb_client *c = NULL;
-    asb_sandbox *sb = NULL;
-    asb_run_result rr;
-    asb_buf back;
+    asb_client *c;
+    asb_sandbox *sb = native_sandbox("sandboxd-warmpool", &c);
     asb_error err;
-    char kc[1100];
-    snprintf(kc, sizeof kc, "%s/admin.kubeconfig", kc_dir());
-    memset(&d, 0, sizeof d);
-    d.mode = ASB_CONNECT_NATIVE_TUNNEL;
-    d.kube.kubeconfig.path = kc;
-    d.runtime = ASB_RUNTIME_SANDBOXD;
-    memset(&o, 0, sizeof o);
-    o.warm_pool = "sandboxd-warmpool";
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
-    if (asb_client_create_sandbox(c, NULL, &o, &sb, &err) != ASB_OK)
-        fprintf(stderr, "    create: %s\n", err.message);
     ASBT_CHECK(sb != NULL);
-    if (asb_sandbox_run(sb, "echo sandboxd native", 60000, &rr, &err) != ASB_OK)
-        fprintf(stderr, "    run: %s\n", err.message);
-    ASBT_EQ_STR(rr.out.ptr ? rr.out.ptr : "", "sandboxd native\n");
-    asb_run_result_free(&rr);
-    ASBT_EQ_RES(asb_sandbox_write(sb, "sd.txt", "over REST\n", 10, &err), ASB_OK);
-    asb_buf_init(&back, NULL);
-    ASBT_EQ_RES(asb_sandbox_read(sb, "sd.txt", &back, &err), ASB_OK);
-    ASBT_EQ_STR(back.ptr, "over REST\n");
-    asb_buf_free(&back);
+    ASBT_CHECK(echo_ok(sb, "sandboxd native", 60000));
+    ASBT_CHECK(file_comes_back(sb, "sd.txt", "over REST\n"));
     ASBT_EQ_INT(child_processes(), 0);
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
     asb_client_free(c);

@@ -20,6 +20,7 @@
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
 #include "asbtest.h"
+#include "cluster.h"
 #include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
@@ -67,24 +68,6 @@ static asb_sandbox *new_sandbox(asb_client *c) {
 }
 
 /* ---------------------------------------------------------------- processes */
-
-/* The parent of a process, from /proc (0 when it is gone); its name (comm)
-   into name[cap] when name is not NULL. */
-static int proc_parent(int pid, char *name, size_t cap) {
-    char path[64], buf[512];
-    FILE *f;
-    int ppid = 0;
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    f = fopen(path, "r");
-    if (!f) return 0;
-    if (fgets(buf, sizeof buf, f)) {
-        char *lp = strchr(buf, '('), *rp = strrchr(buf, ')');
-        if (lp && rp && sscanf(rp + 2, "%*c %d", &ppid) != 1) ppid = 0;
-        if (name && lp && rp) snprintf(name, cap, "%.*s", (int)(rp - lp - 1), lp + 1);
-    }
-    fclose(f);
-    return ppid;
-}
 
 /* 1 when the command line of pid holds needle (its arguments joined by
    spaces). */
@@ -179,26 +162,6 @@ static long peak_rss_kib(void) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return ru.ru_maxrss;
-}
-
-/* Runs `echo <words>` in sb: 1 when it exits 0 with the words back. */
-static int echo_ok(asb_sandbox *sb, const char *words) {
-    char cmd[256], want[256];
-    asb_run_result rr;
-    asb_error err;
-    int ok;
-    snprintf(cmd, sizeof cmd, "echo %s", words);
-    snprintf(want, sizeof want, "%s\n", words);
-    if (asb_sandbox_run(sb, cmd, 0, &rr, &err) != ASB_OK) {
-        fprintf(stderr, "    %s: %s\n", cmd, err.message);
-        return 0;
-    }
-    ok = rr.exit_code == 0 && rr.out.ptr && strcmp(rr.out.ptr, want) == 0;
-    if (!ok)
-        fprintf(stderr, "    %s: exit %d, stdout \"%s\"\n", cmd, rr.exit_code,
-                rr.out.ptr ? rr.out.ptr : "");
-    asb_run_result_free(&rr);
-    return ok;
 }
 
 /* ---------------------------------------------------------------- the handle suite */
@@ -302,34 +265,11 @@ ASBT_TEST(files_go_up_from_an_fd_and_come_back_into_one) {
     asb_error err;
     asb_client *c = new_client(&err);
     asb_sandbox *sb;
-    char src[] = "/tmp/asb-sbd-src-XXXXXX", dst[] = "/tmp/asb-sbd-dst-XXXXXX";
-    int in = mkstemp(src), out = mkstemp(dst), i;
-    static char block[65536];
-    char got[65536], want[65536];
-    size_t total = 0;
-    ssize_t n;
-    ASBT_CHECK(c != NULL && in >= 0 && out >= 0);
-    for (i = 0; i < (int)sizeof block; i++) block[i] = (char)(i * 7 + 3);
-    for (i = 0; i < 80; i++) /* 5 MiB, then skip the first 100 bytes */
-        ASBT_CHECK(write(in, block, sizeof block) == (ssize_t)sizeof block);
-    ASBT_CHECK(lseek(in, 100, SEEK_SET) == 100);
+    ASBT_CHECK(c != NULL);
     sb = new_sandbox(c);
     ASBT_CHECK(sb != NULL);
-    ASBT_EQ_RES(asb_sandbox_write_from_fd(sb, "fd/five.bin", in, &err), ASB_OK);
-    ASBT_EQ_RES(asb_sandbox_read_to_fd(sb, "fd/five.bin", out, &err), ASB_OK);
-    ASBT_CHECK(lseek(out, 0, SEEK_SET) == 0);
-    ASBT_CHECK(lseek(in, 100, SEEK_SET) == 100);
-    while ((n = read(out, got, sizeof got)) > 0) {
-        ssize_t m = read(in, want, (size_t)n);
-        ASBT_CHECK(m == n && memcmp(got, want, (size_t)n) == 0);
-        total += (size_t)n;
-    }
-    ASBT_EQ_INT(total, 80 * sizeof block - 100);
+    ASBT_CHECK(fd_round_trip_ok(sb, "fd/five.bin"));
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
-    close(in);
-    close(out);
-    unlink(src);
-    unlink(dst);
     asb_client_free(c);
 }
 
@@ -375,7 +315,7 @@ ASBT_TEST(a_1_gib_file_goes_up_and_down_in_flat_memory) {
     ASBT_CHECK(c != NULL);
     sb = new_sandbox(c);
     ASBT_CHECK(sb != NULL);
-    ASBT_CHECK(echo_ok(sb, "tunnel up")); /* the tunnel and its buffers exist before we measure */
+    ASBT_CHECK(echo_ok(sb, "tunnel up", 0)); /* the tunnel and its buffers exist before we measure */
     before = peak_rss_kib();
     g.pos = 0;
     g.size = (uint64_t)1 << 30;
@@ -769,7 +709,7 @@ ASBT_TEST(a_killed_pod_tunnel_kubectl_mid_call_is_replaced_by_the_next_call) {
     ASBT_CHECK(c != NULL);
     sb = new_sandbox(c);
     ASBT_CHECK(sb != NULL);
-    ASBT_CHECK(echo_ok(sb, "first"));
+    ASBT_CHECK(echo_ok(sb, "first", 0));
     n = pod_tunnels(before, 4);
     if (n != 1) show_kubectls();
     ASBT_EQ_INT(n, 1);
@@ -789,7 +729,7 @@ ASBT_TEST(a_killed_pod_tunnel_kubectl_mid_call_is_replaced_by_the_next_call) {
     /* ... the next one, at once, gets a new kubectl and succeeds (its
        connect to the dead port is refused before kubectl's supervisor is
        reaped: the refusal stops that tunnel, then a new one starts) */
-    ASBT_CHECK(echo_ok(sb, "again"));
+    ASBT_CHECK(echo_ok(sb, "again", 0));
     ASBT_EQ_INT(pod_tunnels(after, 4), 1);
     ASBT_CHECK(after[0] != before[0]);
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
@@ -810,11 +750,11 @@ ASBT_TEST(n_sandboxes_have_n_pod_tunnels_and_none_is_left_after_terminate) {
         sb[i] = new_sandbox(c);
         ASBT_CHECK(sb[i] != NULL);
         snprintf(words, sizeof words, "sandbox-%d", i);
-        ASBT_CHECK(echo_ok(sb[i], words));
+        ASBT_CHECK(echo_ok(sb[i], words, 0));
         if (pod_tunnels(NULL, 0) != i + 1) show_kubectls();
         ASBT_EQ_INT(pod_tunnels(NULL, 0), i + 1); /* one per pod, shared by its calls */
     }
-    ASBT_CHECK(echo_ok(sb[0], "sandbox-0-again"));
+    ASBT_CHECK(echo_ok(sb[0], "sandbox-0-again", 0));
     ASBT_EQ_INT(pod_tunnels(pids, N + 1), N);
     for (i = 0; i < N; i++) {
         ASBT_EQ_RES(asb_sandbox_terminate(sb[i], &err), ASB_OK);
@@ -1199,12 +1139,7 @@ int main(int argc, char **argv);
 ASBT_MAIN()
 #undef main
 int main(int argc, char **argv) {
-    const char *dir = getenv("ASB_CLUSTER_KUBECONFIGS");
-    if (!dir) {
-        fprintf(stderr, "ASB_CLUSTER_KUBECONFIGS is not set\n");
-        return 2;
-    }
-    snprintf(kubeconfig, sizeof kubeconfig, "%s/admin.kubeconfig", dir);
+    snprintf(kubeconfig, sizeof kubeconfig, "%s/admin.kubeconfig", cluster_dir());
     asbt_after_each = sweep;
     return asbt_main(argc, argv);
 }

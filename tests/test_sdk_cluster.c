@@ -7,6 +7,7 @@
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
 #include "asbtest.h"
+#include "cluster.h"
 #include "recorder.h"
 #include "logsink.h"
 #include <sys/resource.h>
@@ -68,45 +69,6 @@ static int claim_exists(asb_client *c, const char *ns, const char *claim) {
     asb_error err;
     asb_result r = asb_kube_get(c->kube, &res, ns, claim, NULL, &err);
     return r == ASB_OK;
-}
-
-/* The parent of a process, from /proc (0 when it is gone); its name
-   (comm) into name[cap] when name is not NULL. */
-static int proc_parent(int pid, char *name, size_t cap) {
-    char path[64], buf[512];
-    FILE *f;
-    int ppid = 0;
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    f = fopen(path, "r");
-    if (!f) return 0;
-    if (fgets(buf, sizeof buf, f)) {
-        char *lp = strchr(buf, '('), *rp = strrchr(buf, ')');
-        if (lp && rp && sscanf(rp + 2, "%*c %d", &ppid) != 1) ppid = 0;
-        if (name && lp && rp) snprintf(name, cap, "%.*s", (int)(rp - lp - 1), lp + 1);
-    }
-    fclose(f);
-    return ppid;
-}
-
-/* Runs `echo <words>` in sb: 1 when it exits 0 with the words back, else
-   0 with the error or what came back on stderr. */
-static int echo_ok(asb_sandbox *sb, const char *words, int timeout_ms) {
-    char cmd[256], want[256];
-    asb_run_result rr;
-    asb_error err;
-    int ok;
-    snprintf(cmd, sizeof cmd, "echo %s", words);
-    snprintf(want, sizeof want, "%s\n", words);
-    if (asb_sandbox_run(sb, cmd, timeout_ms, &rr, &err) != ASB_OK) {
-        fprintf(stderr, "    %s: %s\n", cmd, err.message);
-        return 0;
-    }
-    ok = rr.exit_code == 0 && rr.out.ptr && strcmp(rr.out.ptr, want) == 0;
-    if (!ok)
-        fprintf(stderr, "    %s: exit %d, stdout \"%s\"\n", cmd, rr.exit_code,
-                rr.out.ptr ? rr.out.ptr : "");
-    asb_run_result_free(&rr);
-    return ok;
 }
 
 /* kubectl processes started by this process: each runs under a tunnel
@@ -677,29 +639,10 @@ ASBT_TEST(files_go_up_from_an_fd_and_come_back_into_one) {
     asb_error err;
     asb_client *c = new_client(&err);
     asb_sandbox *sb = NULL;
-    char src[] = "/tmp/asb-fd-src-XXXXXX", dst[] = "/tmp/asb-fd-dst-XXXXXX";
-    int in = mkstemp(src), out = mkstemp(dst), pfd[2], i;
-    static char block[65536];
-    char got[65536];
-    size_t total = 0;
-    ssize_t n;
-    ASBT_CHECK(c != NULL && in >= 0 && out >= 0);
-    for (i = 0; i < (int)sizeof block; i++) block[i] = (char)(i * 7 + 3);
-    for (i = 0; i < 80; i++) /* 5 MiB, then skip the first 100 bytes */
-        ASBT_CHECK(write(in, block, sizeof block) == (ssize_t)sizeof block);
-    ASBT_CHECK(lseek(in, 100, SEEK_SET) == 100);
+    int pfd[2];
+    ASBT_CHECK(c != NULL);
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
-    ASBT_EQ_RES(asb_sandbox_write_from_fd(sb, "fd/five.bin", in, &err), ASB_OK);
-    ASBT_EQ_RES(asb_sandbox_read_to_fd(sb, "fd/five.bin", out, &err), ASB_OK);
-    ASBT_CHECK(lseek(out, 0, SEEK_SET) == 0);
-    ASBT_CHECK(lseek(in, 100, SEEK_SET) == 100);
-    while ((n = read(out, got, sizeof got)) > 0) {
-        char want[65536];
-        ssize_t m = read(in, want, (size_t)n);
-        ASBT_CHECK(m == n && memcmp(got, want, (size_t)n) == 0);
-        total += (size_t)n;
-    }
-    ASBT_EQ_INT(total, 80 * sizeof block - 100);
+    ASBT_CHECK(fd_round_trip_ok(sb, "fd/five.bin"));
     ASBT_CHECK(pipe(pfd) == 0);
     ASBT_EQ_RES(asb_sandbox_write_from_fd(sb, "fd/pipe.bin", pfd[0], &err),
                 ASB_ERR_INVALID_ARGUMENT);
@@ -707,10 +650,6 @@ ASBT_TEST(files_go_up_from_an_fd_and_come_back_into_one) {
     close(pfd[0]);
     close(pfd[1]);
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
-    close(in);
-    close(out);
-    unlink(src);
-    unlink(dst);
     asb_client_free(c);
 }
 
@@ -968,7 +907,7 @@ ASBT_TEST(in_cluster_mode_uses_the_service_name_when_the_pod_ip_is_refused) {
     pid_t pid;
     int st = 0, answered = 0;
     FILE *f;
-    snprintf(state, sizeof state, "%s/..", getenv("ASB_CLUSTER_KUBECONFIGS"));
+    snprintf(state, sizeof state, "%s/..", cluster_dir());
     snprintf(logpath, sizeof logpath, "%s/serviceaccount-dns/token", state);
     if (access(logpath, R_OK) != 0)
         fprintf(stderr, "    %s is missing (tests/kube/dns-fallback-setup.sh)\n", logpath);
@@ -3465,12 +3404,7 @@ int main(int argc, char **argv);
 ASBT_MAIN()
 #undef main
 int main(int argc, char **argv) {
-    const char *dir = getenv("ASB_CLUSTER_KUBECONFIGS");
-    if (!dir) {
-        fprintf(stderr, "ASB_CLUSTER_KUBECONFIGS is not set\n");
-        return 2;
-    }
-    snprintf(kubeconfig, sizeof kubeconfig, "%s/admin.kubeconfig", dir);
+    snprintf(kubeconfig, sizeof kubeconfig, "%s/admin.kubeconfig", cluster_dir());
     if (getenv("ASB_CONNECT_MODE") && strcmp(getenv("ASB_CONNECT_MODE"), "native") == 0)
         client_mode = ASB_CONNECT_NATIVE_TUNNEL;
     asbt_after_each = sweep_claims;

@@ -1,0 +1,114 @@
+/* cluster.h - what the tests on the local control plane share (after
+   agentsandbox.h with its implementation, and asbtest.h).
+
+       cluster_dir()           the kubeconfig directory, ASB_CLUSTER_KUBECONFIGS
+                               (exits 2 when it is not set: no cluster, no run)
+       proc_parent(pid, ...)   a process's parent and name, from /proc
+       echo_ok(sb, words, ms)  `echo <words>` in a sandbox came back whole
+       fd_round_trip_ok(sb, p) 5 MiB up from one file descriptor and back
+                               into another, byte for byte
+
+   Each check prints what went wrong before it returns 0, so the case that
+   calls it only says which check failed. Builds as C99 and as C++11. */
+#ifndef ASBT_CLUSTER_H
+#define ASBT_CLUSTER_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+ASBT_UNUSED static const char *cluster_dir(void) {
+    const char *dir = getenv("ASB_CLUSTER_KUBECONFIGS");
+    if (!dir) {
+        fprintf(stderr, "ASB_CLUSTER_KUBECONFIGS is not set (make cluster-up first)\n");
+        exit(2);
+    }
+    return dir;
+}
+
+/* The parent of a process, from /proc (0 when it is gone); its name
+   (comm) into name[cap] when name is not NULL. */
+ASBT_UNUSED static int proc_parent(int pid, char *name, size_t cap) {
+    char path[64], buf[512];
+    FILE *f;
+    int ppid = 0;
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    f = fopen(path, "r");
+    if (!f) return 0;
+    if (fgets(buf, sizeof buf, f)) {
+        char *lp = strchr(buf, '('), *rp = strrchr(buf, ')');
+        if (lp && rp && sscanf(rp + 2, "%*c %d", &ppid) != 1) ppid = 0;
+        if (name && lp && rp) snprintf(name, cap, "%.*s", (int)(rp - lp - 1), lp + 1);
+    }
+    fclose(f);
+    return ppid;
+}
+
+/* Runs `echo <words>` in sb (timeout_ms 0: the library's default): 1 when
+   it exits 0 with the words back, else 0 with the error or what came back
+   printed. */
+ASBT_UNUSED static int echo_ok(asb_sandbox *sb, const char *words, int timeout_ms) {
+    char cmd[256], want[256];
+    asb_run_result rr;
+    asb_error err;
+    int ok;
+    snprintf(cmd, sizeof cmd, "echo %s", words);
+    snprintf(want, sizeof want, "%s\n", words);
+    if (asb_sandbox_run(sb, cmd, timeout_ms, &rr, &err) != ASB_OK) {
+        fprintf(stderr, "    %s: %s\n", cmd, err.message);
+        return 0;
+    }
+    ok = rr.exit_code == 0 && rr.out.ptr && strcmp(rr.out.ptr, want) == 0;
+    if (!ok)
+        fprintf(stderr, "    %s: exit %d, stdout \"%s\"\n", cmd, rr.exit_code,
+                rr.out.ptr ? rr.out.ptr : "");
+    asb_run_result_free(&rr);
+    return ok;
+}
+
+/* 5 MiB of a pattern in a temporary file goes up from offset 100 with
+   asb_sandbox_write_from_fd to `path` in sb, and comes back with
+   asb_sandbox_read_to_fd into another temporary file: 1 when every byte
+   from offset 100 on came back, in order and no more. Both files are
+   removed. */
+ASBT_UNUSED static int fd_round_trip_ok(asb_sandbox *sb, const char *path) {
+    char src[] = "/tmp/asb-fd-src-XXXXXX", dst[] = "/tmp/asb-fd-dst-XXXXXX";
+    int in = mkstemp(src), out = mkstemp(dst), i, ok = in >= 0 && out >= 0;
+    static char block[65536];
+    char got[65536], want[65536];
+    size_t total = 0;
+    ssize_t n = 0;
+    asb_error err;
+    for (i = 0; i < (int)sizeof block; i++) block[i] = (char)(i * 7 + 3);
+    for (i = 0; ok && i < 80; i++) /* 5 MiB, then skip the first 100 bytes */
+        ok = write(in, block, sizeof block) == (ssize_t)sizeof block;
+    ok = ok && lseek(in, 100, SEEK_SET) == 100;
+    if (!ok) fprintf(stderr, "    the temporary files could not be made\n");
+    if (ok && (asb_sandbox_write_from_fd(sb, path, in, &err) != ASB_OK ||
+               asb_sandbox_read_to_fd(sb, path, out, &err) != ASB_OK)) {
+        fprintf(stderr, "    %s: %s\n", path, err.message);
+        ok = 0;
+    }
+    ok = ok && lseek(out, 0, SEEK_SET) == 0 && lseek(in, 100, SEEK_SET) == 100;
+    while (ok && (n = read(out, got, sizeof got)) > 0) {
+        ssize_t m = read(in, want, (size_t)n);
+        if (m != n || memcmp(got, want, (size_t)n) != 0) {
+            fprintf(stderr, "    %s: the bytes from %zu on differ\n", path, total);
+            ok = 0;
+        }
+        total += (size_t)n;
+    }
+    if (ok && (n < 0 || total != 80 * sizeof block - 100)) {
+        fprintf(stderr, "    %s: %zu bytes came back, %zu went up\n", path, total,
+                80 * sizeof block - 100);
+        ok = 0;
+    }
+    if (in >= 0) close(in);
+    if (out >= 0) close(out);
+    unlink(src);
+    unlink(dst);
+    return ok;
+}
+
+#endif
