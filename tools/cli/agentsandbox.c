@@ -1629,13 +1629,26 @@ static int upload_tree(cli *c, asb_sandbox *sb, const char *local, const char *r
     return rc;
 }
 
-static int download_tree(cli *c, asb_sandbox *sb, const char *remote, const char *local) {
+/* How deep cp -r goes below its source. The listings are the sandbox's
+   to make (the runtime in it is the sandboxed code's to replace): a tree
+   that never ends recursed until the stack ran out (a crash at some 850
+   levels, each frame holding two paths); legitimate trees are far
+   shallower. */
+#define CP_MAX_DEPTH 256
+
+static int download_tree(cli *c, asb_sandbox *sb, const char *remote, const char *local,
+                         int depth) {
     asb_file_list fl;
     asb_call_opts co;
     asb_error e;
     asb_result r;
     size_t i;
     int rc = 0, skipped = 0;
+    if (depth > CP_MAX_DEPTH) {
+        fprintf(stderr, "agentsandbox: cp: %s is more than %d directories below the source: "
+                "not copied (a tree without end?)\n", safe(remote), CP_MAX_DEPTH);
+        return EXIT_FAIL;
+    }
     call_opts(c, &co);
     c->file_op = 1;
     r = asb_sandbox_list_opts(sb, remote, &fl, &co, &e);
@@ -1666,7 +1679,7 @@ static int download_tree(cli *c, asb_sandbox *sb, const char *remote, const char
             rc = usage_error(c, "cp: a path below %s is too long", remote);
             break;
         }
-        rc = fl.entries[i].is_dir ? download_tree(c, sb, rp, lp)
+        rc = fl.entries[i].is_dir ? download_tree(c, sb, rp, lp, depth + 1)
                                   : download_file(c, sb, rp, lp, fl.entries[i].size);
         if (g_signal) rc = EXIT_CANCELLED;
     }
@@ -1727,7 +1740,7 @@ static int cmd_cp(cli *c) {
         if ((rc = attach(c, claim, &sb)) != 0) return rc;
         if (c->recursive) {
             if (strcmp(dst, "-") == 0) return usage_error(c, "cp -r cannot write to stdout");
-            return download_tree(c, sb, rpath, dst);
+            return download_tree(c, sb, rpath, dst, 0);
         }
         if (strcmp(dst, "-") != 0 && stat(dst, &st) == 0 && S_ISDIR(st.st_mode)) {
             const char *base = strrchr(rpath, '/');

@@ -18,6 +18,12 @@ AUTHORIZATION" to STATEDIR/requests, and serves until killed.
                                                   carry escapes (see EVIL)
   GET  .../sandboxclaims/NAME                     403, a Status whose message
                                                   carries the escapes
+  GET  .../sandboxclaims/deep                     a claim bound to Sandbox
+  GET  /apis/agents.x-k8s.io/.../sandboxes/deep-sb   "deep-sb", which exists
+  GET  /list/PATH                                 as the legacy runtime behind
+                                                  --connect direct=URL: one
+                                                  directory "a" in every
+                                                  directory, without end
   DELETE .../sandboxclaims/NAME                   404 for "gone", else 200
   anything else                                   404 Status
 """
@@ -86,8 +92,21 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(200, {"kind": "SandboxClaimList", "apiVersion":
                                  "extensions.agents.x-k8s.io/v1alpha1", "metadata": {},
                                  "items": [claim("one-" + EVIL, ns), claim("two", ns)]})
+        elif path.startswith(CLAIMS) and path.endswith("/sandboxclaims/deep"):
+            c = claim("deep", "team-a")
+            c["metadata"].update({"uid": "u-deep", "resourceVersion": "1"})
+            c["status"] = {"sandbox": {"name": "deep-sb"},
+                           "conditions": [{"type": "Ready", "status": "True"}]}
+            self.send_json(200, c)
         elif path.startswith(CLAIMS) and "/sandboxclaims/" in path:
             self.status(403, "Forbidden")
+        elif path.endswith("/namespaces/team-a/sandboxes/deep-sb"):
+            self.send_json(200, {"kind": "Sandbox", "apiVersion": "agents.x-k8s.io/v1alpha1",
+                                 "metadata": {"name": "deep-sb", "namespace": "team-a"}})
+        elif path.startswith("/list/"):
+            # a sandbox (its runtime is the sandboxed code's to replace)
+            # whose tree never ends: a recursive copy must stop, not crash
+            self.send_json(200, [{"name": "a", "type": "directory", "size": 0}])
         else:
             self.status(404, "NotFound")
 

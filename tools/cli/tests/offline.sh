@@ -150,6 +150,14 @@ t 1 hostile-rm-all "$B" --kubeconfig "$OUT/hkc" rm --all
 ok hostile-rm-no-raw-controls raw_free "$OUT/o" "$OUT/e"
 ok hostile-rm-deletes-the-valid-one out_is 'sandboxclaim "two" deleted'
 ok hostile-rm-skips-escaped has_err "skipping \"one-$evil\""
+# cp -r from a sandbox whose listings never end (the peer is also the
+# legacy runtime behind --connect direct): it stops at a depth with exit 1;
+# before, it recursed until the stack ran out (SIGSEGV, exit 139)
+t 1 hostile-cp-endless-tree "$B" --kubeconfig "$OUT/hkc" --connect "direct=http://127.0.0.1:$hport" \
+    cp -r deep:d "$OUT/deep"
+ok hostile-cp-endless-tree-says-why has_err 'more than 256 directories below the source'
+ok hostile-cp-endless-tree-stopped-at-the-depth eval "[ -d '$OUT/deep$(printf '/a%.0s' $(seq 256))' ] && [ ! -e '$OUT/deep$(printf '/a%.0s' $(seq 257))' ]"
+rm -rf "$OUT/deep"
 for v in -v -v=2 -v=10; do
     : >"$OUT/hostile/requests"
     t 0 "hostile-ls$v" "$B" --kubeconfig "$OUT/hkc" "$v" ls -A
