@@ -18734,11 +18734,26 @@ static asb_result asb__npt_endpoint(asb_client *c, asb_sandbox *sb, int port, as
     return ASB_OK;
 }
 
-/* The handle is done: its pod's forwards go (their streams end). */
+/* The handle is done: its pod's forwards go (their streams end), unless
+   another live handle of the client is on the same pod. The forwards are
+   the client's, keyed by pod, and so are the connections made through
+   them (the HTTP pool's, any handle's gRPC connection): a handle that
+   went while another one of the same claim lived (the second handle an
+   adopting create or a racing get makes and frees) ended the streams
+   the live one was using. The last handle of the pod frees them. Called
+   without c->lock. */
 static void asb__npt_release(asb_sandbox *sb) {
     asb_client *c = sb->client;
     asb__pod_forward **pp, *gone = NULL;
+    asb_sandbox *s;
     char host[320];
+    int shared = 0;
+    pthread_mutex_lock(&c->lock);
+    for (s = c->handles; s && !shared; s = s->next)
+        shared = s != sb && s->active && !s->closed && s->conn == sb->conn &&
+                 strcmp(s->pod, sb->pod) == 0 && strcmp(s->ns, sb->ns) == 0;
+    pthread_mutex_unlock(&c->lock);
+    if (shared) return;
     snprintf(host, sizeof host, "%s.%s", sb->pod, sb->ns);
     pthread_mutex_lock(&c->conn_lock);
     for (pp = &c->pod_pfs; *pp;) {
@@ -21456,7 +21471,7 @@ static asb_result asb__create_begin(asb_client *c, asb__create_job *j, asb_error
    list): the waiter leaves the shared watch, then the claim is judged. */
 static asb_result asb__create_finish(asb_client *c, asb__create_job *j, asb_result r, int gap,
                                      asb_sandbox **out, asb_error *err) {
-    asb_sandbox *sb;
+    asb_sandbox *sb, *dup = NULL;
     asb__span prev; /* an adopted handle's lifecycle, ended */
     prev.t = NULL;
     asb__informer_leave(j->waiter);
@@ -21533,7 +21548,7 @@ static asb_result asb__create_finish(asb_client *c, asb__create_job *j, asb_resu
            claim of that name is stale (that claim is gone) */
         asb_sandbox *old = asb__find_handle(c, j->ns, j->claim);
         if (old && strcmp(old->uid, sb->uid) == 0 && strcmp(old->name, sb->name) == 0) {
-            asb__handle_free(sb);
+            dup = sb; /* freed outside the lock: its release takes it */
             sb = old;
             sb->closed = 0;
         } else {
@@ -21550,6 +21565,7 @@ static asb_result asb__create_finish(asb_client *c, asb__create_job *j, asb_resu
         }
     }
     pthread_mutex_unlock(&c->lock);
+    if (dup) asb__handle_free(dup);
     asb__span_end(&prev, ASB_OK, NULL);
     *out = sb;
     return ASB_OK;
@@ -22329,7 +22345,7 @@ static asb_result asb__client_get_sandbox(asb_client *c, const char *claim, cons
     asb_kube_resource res, sbres;
     asb_buf body;
     asb_result r;
-    asb_sandbox *sb;
+    asb_sandbox *sb, *dup = NULL;
     asb__claim_wait cw;
     char sel[300], rv[64] = "";
     if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "get: NULL out");
@@ -22420,7 +22436,7 @@ static asb_result asb__client_get_sandbox(asb_client *c, const char *claim, cons
         /* another thread may have attached meanwhile: keep one handle */
         asb_sandbox *other = asb__find_handle(c, ns, claim);
         if (other && strcmp(other->uid, sb->uid) == 0) {
-            asb__handle_free(sb);
+            dup = sb; /* freed outside the lock: its release takes it */
             sb = other;
         } else {
             if (other) other->active = 0;
@@ -22429,6 +22445,7 @@ static asb_result asb__client_get_sandbox(asb_client *c, const char *claim, cons
         }
     }
     pthread_mutex_unlock(&c->lock);
+    if (dup) asb__handle_free(dup);
     *out = sb;
     return ASB_OK;
 }

@@ -832,6 +832,87 @@ ASBT_TEST(native_mode_drives_a_sandboxd_sandbox_over_both_ports) {
     asb_client_free(c);
 }
 
+typedef struct proc_out {
+    pthread_mutex_t mu;
+    char text[256];
+    size_t len;
+} proc_out;
+
+static void proc_out_add(void *user, asb_process_output which, const char *data, size_t len) {
+    proc_out *po = (proc_out *)user;
+    (void)which;
+    pthread_mutex_lock(&po->mu);
+    if (len > sizeof po->text - 1 - po->len) len = sizeof po->text - 1 - po->len;
+    memcpy(po->text + po->len, data, len);
+    po->len += len;
+    po->text[po->len] = '\0';
+    pthread_mutex_unlock(&po->mu);
+}
+
+/* Two handles to one claim in one client (sandboxd, native mode): an
+   adopting create makes a second handle for the claim the client already
+   tracks and frees it, keeping the first. Freeing it must not end the
+   streams the first one uses through the client's forwards to that pod:
+   a process started before goes on (stdin in, output out, its exit),
+   then terminating the last handle of the pod does free the forwards. */
+ASBT_TEST(native_mode_a_second_handle_to_the_claim_going_leaves_the_first_ones_streams) {
+    asb_client_desc d;
+    asb_create_opts o;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL, *again = NULL;
+    asb_process_opts po;
+    asb_process *p = NULL;
+    asb_run_result rr;
+    asb_error err;
+    proc_out out;
+    char kc[1100], claim[64];
+    int code = -2;
+    snprintf(kc, sizeof kc, "%s/admin.kubeconfig", kc_dir());
+    snprintf(claim, sizeof claim, "pf-adopt-%08x", (unsigned)(asb__now_ms() ^ getpid()));
+    memset(&d, 0, sizeof d);
+    d.mode = ASB_CONNECT_NATIVE_TUNNEL;
+    d.kube.kubeconfig.path = kc;
+    d.runtime = ASB_RUNTIME_SANDBOXD;
+    memset(&o, 0, sizeof o);
+    o.warm_pool = "sandboxd-warmpool";
+    o.claim_name = claim;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    if (asb_client_create_sandbox(c, NULL, &o, &sb, &err) != ASB_OK)
+        fprintf(stderr, "    create: %s\n", err.message);
+    ASBT_CHECK(sb != NULL);
+    memset(&out, 0, sizeof out);
+    pthread_mutex_init(&out.mu, NULL);
+    memset(&po, 0, sizeof po);
+    po.shell = "read x; echo got:$x";
+    po.on_output = proc_out_add;
+    po.user_data = &out;
+    if (asb_sandbox_process_start(sb, &po, &p, &err) != ASB_OK)
+        fprintf(stderr, "    process: %s\n", err.message);
+    ASBT_CHECK(p != NULL);
+    /* the REST side has a pooled connection through the forward too */
+    ASBT_EQ_RES(asb_sandbox_write(sb, "two.txt", "x", 1, &err), ASB_OK);
+    o.adopt_existing = 1;
+    if (asb_client_create_sandbox(c, NULL, &o, &again, &err) != ASB_OK)
+        fprintf(stderr, "    adopt: %s\n", err.message);
+    ASBT_CHECK(again == sb); /* one handle per claim: the second one went */
+    if (asb_process_write_stdin(p, "hello\n", 6, &err) != ASB_OK)
+        fprintf(stderr, "    stdin: %s\n", err.message);
+    if (asb_process_wait(p, 60000, &code, &err) != ASB_OK)
+        fprintf(stderr, "    wait: %s\n", err.message);
+    ASBT_EQ_INT(code, 0);
+    ASBT_EQ_STR(out.text, "got:hello\n");
+    asb_process_free(p);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "echo still", 60000, &rr, &err), ASB_OK);
+    ASBT_EQ_STR(rr.out.ptr, "still\n");
+    asb_run_result_free(&rr);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    pthread_mutex_lock(&c->conn_lock);
+    ASBT_CHECK(c->pod_pfs == NULL); /* the pod's last handle took its forwards */
+    pthread_mutex_unlock(&c->conn_lock);
+    asb_client_free(c);
+    pthread_mutex_destroy(&out.mu);
+}
+
 typedef struct many_arg {
     asb_portforward *pf;
     int ok;
@@ -902,5 +983,6 @@ ASBT_LIST(ASBT_CASE(service_resolves_to_the_ready_router_pod_by_port_number_or_n
           ASBT_CASE(eight_streams_at_once_each_with_its_own_websocket)
           ASBT_CASE(native_mode_drives_a_sandbox_with_no_kubectl_and_no_child_process)
           ASBT_CASE(native_mode_fails_clearly_while_the_router_is_down_and_recovers)
-          ASBT_CASE(native_mode_drives_a_sandboxd_sandbox_over_both_ports))
+          ASBT_CASE(native_mode_drives_a_sandboxd_sandbox_over_both_ports)
+          ASBT_CASE(native_mode_a_second_handle_to_the_claim_going_leaves_the_first_ones_streams))
 ASBT_MAIN()
