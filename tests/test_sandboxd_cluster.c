@@ -1029,7 +1029,7 @@ ASBT_TEST(in_cluster_reaches_sandboxd_on_the_pod_ip_for_files_runs_and_processes
     ex = expose_pod(sb);
     ASBT_CHECK(ex > 0);
     /* run over gRPC (9090), files over REST (8080) */
-    ASBT_CHECK(echo_ok(sb, "straight to the pod"));
+    ASBT_CHECK(echo_ok(sb, "straight to the pod", 0));
     ASBT_EQ_RES(asb_sandbox_write(sb, "ic/a.txt", "in-cluster", 10, &err), ASB_OK);
     ASBT_EQ_RES(asb_sandbox_write(sb, "ic/b.bin", "x\0y", 3, &err), ASB_OK);
     asb_buf_init(&b, NULL);
