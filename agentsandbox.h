@@ -390,6 +390,17 @@
    credentials, registries and tunnels are locked), each thread driving
    its own sandbox handles; create and free a client from one thread, when
    no call on it is running.
+   A sandbox handle (asb_sandbox) is one object: one thread at a time
+   runs its calls (asb_sandbox_*, and asb_client_delete_all, which
+   terminates each handle), as the handle keeps the state of the call
+   under way (its trace span, whose context goes out as traceparent).
+   Handles are per claim: asb_client_get_sandbox and an adopting create
+   return the handle the client already has, so two threads that attach
+   to one claim share one handle and must take turns (or use two
+   clients). The one exception is a running process (asb_process_*): its
+   stdin, signal and resize calls may come from any thread while the
+   handle's thread waits on it (see asb_sandbox_process_start); they use
+   no per-call state of the handle.
 
    Signals. The library never raises SIGPIPE (MSG_NOSIGNAL / SO_NOSIGPIPE)
    and installs no signal handlers. Every descriptor it opens is
@@ -3187,7 +3198,10 @@ ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err);
    Errors: ASB_ERR_NOT_FOUND (no such claim, or its Sandbox is gone),
    ASB_ERR_TIMEOUT (not bound within resolve_timeout_ms),
    ASB_ERR_METADATA (deleted while resolving), ASB_ERR_KUBE_API.
-   Ownership: *out belongs to the client, as from create_sandbox. */
+   Ownership: *out belongs to the client, as from create_sandbox.
+   Threads: for a claim the client tracks this returns (or closes) that
+   claim's one handle: not while another thread runs a call on it
+   (CONVENTIONS, thread safety). */
 ASB_API asb_result asb_client_get_sandbox(asb_client *client, const char *claim_name,
                                           const char *ns, int resolve_timeout_ms,
                                           asb_sandbox **out, asb_error *err);
@@ -3294,7 +3308,9 @@ ASB_API asb_result asb_client_delete_sandbox(asb_client *client, const char *cla
    all. Errors: ASB_OK when all went, else the first failure's code with
    how many failed in the message.
    Claims the client does not track are left alone (asb_client_list_all
-   finds them). */
+   finds them).
+   Threads: it terminates each handle as asb_sandbox_terminate would, so
+   no other thread may be running a call on one of them meanwhile. */
 ASB_API asb_result asb_client_delete_all(asb_client *client, asb_error *err);
 
 /* Streams size bytes from `read` into a file (multipart upload; memory
@@ -17742,7 +17758,11 @@ struct asb_sandbox {
     asb__span life;         /* the <service>.lifecycle span (life.t NULL:
                                none: tracing off, or ended) */
     const asb__span *trace_cur; /* the span of the call under way, whose
-                               context goes out as traceparent */
+                               context goes out as traceparent: one slot,
+                               as one thread at a time uses a handle
+                               (CONVENTIONS, thread safety); the process
+                               calls allowed from other threads never
+                               read it */
 };
 
 struct asb_client {
