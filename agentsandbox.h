@@ -19694,6 +19694,7 @@ static asb_result asb__sd_run_ex(asb_sandbox *sb, const char *command, int timeo
     cfg.cwd = opts && opts->cwd && *opts->cwd ? opts->cwd : NULL;
     asb_buf_init(&req, &c->alloc);
     asb_buf_init(&resp, &c->alloc);
+    req.wipe = 1; /* env values: where API keys go */
     if (asb__pv1_execute_request(&req, &cfg) != ASB_OK)
         r = asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "run: out of memory");
     asb__sd_env_free(c, names, values);
@@ -20129,6 +20130,7 @@ static asb_result asb__sd_process_start(asb_sandbox *sb, const asb_process_opts 
     cfg.env_count = names ? o->env_count : 0;
     cfg.cwd = o->cwd && *o->cwd ? o->cwd : NULL;
     asb_buf_init(&req, &c->alloc);
+    req.wipe = 1; /* env values: where API keys go */
     r = asb__pv1_start_request(&req, &cfg, o->pty != 0, o->pty ? (o->pty_cols ? o->pty_cols : 80) : 0,
                                o->pty ? (o->pty_rows ? o->pty_rows : 24) : 0);
     asb__sd_env_free(c, names, values);
@@ -23053,6 +23055,7 @@ ASB_API asb_result asb_process_write_stdin(asb_process *p, const void *data, siz
     if (!p || (!data && len)) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "stdin: NULL argument");
     if (len == 0) return ASB_OK; /* nothing to send (an empty write is no EOF) */
     asb_buf_init(&req, &p->sb->client->alloc);
+    req.wipe = 1; /* what is typed: a password at a prompt */
     pthread_mutex_lock(&p->stdin_lock); /* one write at a time: in order */
     if (p->stdin_closed) {
         r = asb__fail(err, ASB_ERR_CLOSED, "stdin: process %d: stdin was closed", (int)p->pid);

@@ -1532,6 +1532,62 @@ ASBT_TEST(sandboxd_process_start_against_a_silent_server_times_out) {
     pthread_mutex_destroy(&j.mu);
 }
 
+/* R21: the values of a process's env (where API keys go) and what is
+   typed into its stdin (a password at a prompt) pass through request
+   buffers of the sandboxd runtime; none may be left in memory the
+   library frees. Against the grpcio ProcessService (its Execute echoes
+   only command[0], "/bin/sh"; "slow" answers init and waits). */
+ASBT_TEST(sandboxd_env_values_and_stdin_are_wiped_from_freed_memory) {
+    static const char *const slow[] = {"slow"};
+    const char *port = getenv("ASB_GRPC_PORT");
+    scanalloc sa;
+    asb_client_desc cd;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_run_result rr;
+    asb_call_opts co;
+    asb_process_opts po;
+    asb_process *p = NULL;
+    asb_env_var env[1];
+    asb_error err;
+    char addr[64];
+    ASBT_CHECK(port != NULL);
+    snprintf(addr, sizeof addr, "127.0.0.1:%s", port);
+    scanalloc_init(&sa);
+    scanalloc_secret(&sa, "scan-sd-env-9d41e7");
+    scanalloc_secret(&sa, "scan-sd-stdin-52b0aa");
+    memset(&cd, 0, sizeof cd);
+    cd.mode = ASB_CONNECT_IN_POD;
+    cd.sandboxd_rest_addr = addr;
+    cd.sandboxd_grpc_addr = addr;
+    cd.kube.http.allocator = &sa.a;
+    ASBT_EQ_RES(asb_client_create(&cd, &c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
+    env[0].name = "API_KEY";
+    env[0].value = "scan-sd-env-9d41e7";
+    env[0].container_name = NULL;
+    memset(&co, 0, sizeof co);
+    co.env = env;
+    co.env_count = 1;
+    co.timeout_ms = 20000;
+    ASBT_EQ_RES(asb_sandbox_run_opts(sb, "true", &co, &rr, &err), ASB_OK);
+    asb_run_result_free(&rr);
+    memset(&po, 0, sizeof po);
+    po.argv = slow;
+    po.argc = 1;
+    po.env = env;
+    po.env_count = 1;
+    ASBT_EQ_RES(asb_sandbox_process_start(sb, &po, &p, &err), ASB_OK);
+    /* the server has no stdin for it (NOT_FOUND): the request was made */
+    asb_process_write_stdin(p, "scan-sd-stdin-52b0aa\n", 21, &err);
+    asb_process_free(p);
+    asb_client_free(c);
+    ASBT_CHECK(sa.frees > 0);
+    ASBT_EQ_INT(sa.hits, 0);
+    ASBT_EQ_INT(scanalloc_live_count(&sa), 0);
+    scanalloc_fini(&sa);
+}
+
 ASBT_TEST(h2_ping_flood_without_reading_ends_the_connection_enhance_your_calm) {
     flood_case(ASB__H2_PING, 0);
 }
@@ -1598,5 +1654,6 @@ ASBT_LIST(ASBT_CASE(nghttpd_big_download_through_a_small_window_arrives_intact)
           ASBT_CASE(h2_empty_continuation_flood_ends_the_connection_enhance_your_calm)
           ASBT_CASE(h2_unknown_frame_type_flood_ends_the_connection_enhance_your_calm)
           ASBT_CASE(sandboxd_handle_frees_the_grpc_connections_the_server_ended)
-          ASBT_CASE(sandboxd_process_start_against_a_silent_server_times_out))
+          ASBT_CASE(sandboxd_process_start_against_a_silent_server_times_out)
+          ASBT_CASE(sandboxd_env_values_and_stdin_are_wiped_from_freed_memory))
 ASBT_MAIN()
