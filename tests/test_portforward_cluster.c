@@ -867,7 +867,7 @@ ASBT_TEST(native_mode_a_second_handle_to_the_claim_going_leaves_the_first_ones_s
     proc_out out;
     char kc[1100], claim[64];
     int code = -2;
-    snprintf(kc, sizeof kc, "%s/admin.kubeconfig", kc_dir());
+    snprintf(kc, sizeof kc, "%s/admin.kubeconfig", cluster_dir());
     snprintf(claim, sizeof claim, "pf-adopt-%08x", (unsigned)(asb__now_ms() ^ getpid()));
     memset(&d, 0, sizeof d);
     d.mode = ASB_CONNECT_NATIVE_TUNNEL;
