@@ -15758,7 +15758,12 @@ static asb_result asb__ws_upgrade(asb_ws *ws, asb_http_client *cl, const asb_url
         asb_buf_free(&head);
         return asb__fail(err, r, "websocket: out of memory");
     }
-    snprintf(pkey, sizeof pkey, "ws:%s:%d", host, u->port); /* never pooled */
+    /* the endpoint's own key, as a request's: the TLS session its
+       requests left is resumed here (a full handshake with a client
+       certificate costs the apiserver and us tens of ms on every stream).
+       An upgraded connection is never pooled: only a request's completed
+       response puts a connection back. */
+    snprintf(pkey, sizeof pkey, "%s://%s:%d", u->is_https ? "https" : "http", host, u->port);
     r = asb__conn_open(cl, u, host, pkey, deadline, d->cancel, &c, err);
     if (r == ASB_OK) {
         c->deadline = deadline;

@@ -494,6 +494,59 @@ ASBT_TEST(websocket_speaks_v4_channels_with_the_kubelet) {
     asb_kube_client_free(kc);
 }
 
+/* The master secret of a TLS 1.2 session (the field is private in
+   mbedTLS 3; this test builds against the system's 2.28). */
+#if ASB__MBEDTLS3
+#define SESSION_MASTER(s) ((s).MBEDTLS_PRIVATE(master))
+#else
+#define SESSION_MASTER(s) ((s).master)
+#endif
+
+/* A WebSocket's connection resumes the TLS session the client's requests
+   left with the apiserver: an abbreviated handshake, no certificates, no
+   key agreement (tens of ms per stream under load, for both sides), so
+   its master secret is that session's. Before, the upgrade's connection
+   had a cache key of its own and made a full handshake every time. */
+ASBT_TEST(websocket_resumes_the_tls_session_of_the_clients_requests) {
+    asb_error err;
+    asb_kube_client *kc = connect_as("admin", &err);
+    asb_ws_desc d;
+    asb_ws *ws = NULL;
+    asb_buf b;
+    mbedtls_ssl_session on_ws, cached;
+    asb__tls *t;
+    int i, found = 0, zero = 1;
+    size_t k;
+    ASBT_CHECK(kc != NULL);
+    asb_buf_init(&b, NULL);
+    ASBT_EQ_RES(asb_kube_request(kc, "GET", "/version", NULL, NULL, 0, &b, &err), ASB_OK);
+    asb_buf_free(&b);
+    memset(&d, 0, sizeof d);
+    d.path = "/api/v1/namespaces/agent-sandbox-system/pods/sandbox-router/portforward?ports=8080";
+    d.protocol = "v4.channel.k8s.io";
+    ASBT_EQ_RES(asb_kube_ws_connect(kc, &d, &ws, &err), ASB_OK);
+    mbedtls_ssl_session_init(&on_ws);
+    mbedtls_ssl_session_init(&cached);
+    ASBT_EQ_INT(mbedtls_ssl_get_session(&ws->c->ssl, &on_ws), 0);
+    t = kc->http->http->tls;
+    pthread_mutex_lock(&t->sess_lock);
+    for (i = 0; i < ASB__TLS_SESSIONS; i++)
+        if (strncmp(t->sess[i].key, "https://", 8) == 0) {
+            found++;
+            memcpy(SESSION_MASTER(cached), SESSION_MASTER(t->sess[i].s), 48);
+        }
+    pthread_mutex_unlock(&t->sess_lock);
+    ASBT_EQ_INT(found, 1); /* one endpoint, one session: the upgrade's went in the same slot */
+    for (k = 0; k < 48; k++)
+        if (SESSION_MASTER(cached)[k]) zero = 0;
+    ASBT_EQ_INT(zero, 0);
+    ASBT_CHECK(memcmp(SESSION_MASTER(on_ws), SESSION_MASTER(cached), 48) == 0);
+    mbedtls_ssl_session_free(&on_ws);
+    mbedtls_ssl_session_free(&cached);
+    asb_ws_free(ws);
+    asb_kube_client_free(kc);
+}
+
 /* An "apiserver" that is the router itself: a plain HTTP server that
    answers the upgrade with 400 and no Status. */
 ASBT_TEST(server_refusing_the_upgrade_suggests_the_kubectl_tunnel) {
@@ -977,6 +1030,7 @@ ASBT_LIST(ASBT_CASE(service_resolves_to_the_ready_router_pod_by_port_number_or_n
           ASBT_CASE(error_channel_text_becomes_the_stream_error)
           ASBT_CASE(pod_that_does_not_exist_is_not_found)
           ASBT_CASE(websocket_speaks_v4_channels_with_the_kubelet)
+          ASBT_CASE(websocket_resumes_the_tls_session_of_the_clients_requests)
           ASBT_CASE(server_refusing_the_upgrade_suggests_the_kubectl_tunnel)
           ASBT_CASE(http_client_dials_through_the_forward_and_re_resolves_after_a_failure)
           ASBT_CASE(sandboxd_pod_answers_http1_and_grpc_over_http2_through_the_forward)
