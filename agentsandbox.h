@@ -15879,6 +15879,7 @@ ASB_API asb_result asb_kube_ws_connect(asb_kube_client *kc, const asb_ws_desc *d
     ws->rnd_pos = sizeof ws->rnd; /* filled at the first frame */
     asb__ws_reader_init(&ws->rd, &kc->alloc, d.max_message_bytes);
     asb_buf_init(&ws->out, &kc->alloc);
+    ws->out.wipe = 1; /* frames are masked, but the key sits beside them */
     asb_buf_init(&url, &kc->alloc);
     asb_buf_init(&auth, &kc->alloc);
     auth.wipe = 1;
@@ -16435,7 +16436,12 @@ out:
     }
     asb_buf_free(&pend);
     asb_buf_free(&etext);
-    if (buf) pf->alloc.free_fn(buf, pf->alloc.user_data);
+    if (buf) {
+        /* what the program sent: a router's bearer token in native-tunnel
+           mode (the frames' copies in ws->out are wiped with it) */
+        asb__wipe(buf, ASB__PF_CHUNK);
+        pf->alloc.free_fn(buf, pf->alloc.user_data);
+    }
     pthread_mutex_lock(&pf->lock);
     st->done = 1;
     pf->live--;

@@ -7,6 +7,7 @@
 #include "../agentsandbox.h"
 #include "asbtest.h"
 #include "recorder.h"
+#include "scanalloc.h"
 
 #include <poll.h>
 
@@ -406,6 +407,86 @@ ASBT_TEST(a_pod_forward_released_during_another_handles_dial_is_freed_after_it) 
     asb_client_free(c);
 }
 
+typedef struct relay_job {
+    asb__pf_stream *st;
+} relay_job;
+
+static void *relay_run(void *arg) {
+    return asb__pf_relay(((relay_job *)arg)->st);
+}
+
+/* R22: what a program sends through a forward (the router's bearer token
+   in native-tunnel mode, in an Authorization header) passes through the
+   relay's buffers; none may be left in memory the library frees. The
+   relay thread as the forwarder runs it, over two socketpairs: the local
+   end, and the WebSocket to the "apiserver". */
+ASBT_TEST(bytes_relayed_to_a_forward_are_wiped_from_freed_memory) {
+    static const char req[] = "GET / HTTP/1.1\r\nAuthorization: Bearer scan-pf-token-3f9a1c\r\n\r\n";
+    scanalloc sa;
+    asb_portforward pf;
+    asb__pf_stream st;
+    asb_ws ws;
+    asb__conn c;
+    relay_job j;
+    pthread_t t;
+    int wsp[2], lsp[2];
+    unsigned char got[256];
+    size_t have = 0, want = 2 + 4 + 1 + (sizeof req - 1);
+    scanalloc_init(&sa);
+    scanalloc_secret(&sa, "scan-pf-token-3f9a1c");
+    ASBT_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, wsp) == 0);
+    ASBT_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, lsp) == 0);
+    ASBT_CHECK(asb__set_cloexec_nonblock(wsp[0]) == 0 && asb__set_cloexec_nonblock(lsp[0]) == 0);
+    memset(&pf, 0, sizeof pf);
+    pf.alloc = sa.a;
+    pthread_mutex_init(&pf.lock, NULL);
+    pf.live = 1;
+    memset(&ws, 0, sizeof ws);
+    memset(&c, 0, sizeof c);
+    c.fd = wsp[0];
+    ws.c = &c;
+    ws.write_timeout_ms = 5000;
+    ws.rnd_pos = sizeof ws.rnd;
+    asb__ws_reader_init(&ws.rd, &sa.a, 1u << 20);
+    asb_buf_init(&ws.out, &sa.a);
+    memset(&st, 0, sizeof st);
+    st.pf = &pf;
+    st.ws = &ws;
+    st.sp = lsp[0];
+    snprintf(st.pod, sizeof st.pod, "pod-x");
+    st.port = 8080;
+    j.st = &st;
+    ASBT_CHECK(pthread_create(&t, NULL, relay_run, &j) == 0);
+    /* after a pause the relay sends the first byte alone: either way the
+       request arrives as channel-0 frames; wait for all of its bytes */
+    ASBT_CHECK(write(lsp[1], req, sizeof req - 1) == (ssize_t)(sizeof req - 1));
+    while (have < want) {
+        struct pollfd p;
+        ssize_t n;
+        p.fd = wsp[1];
+        p.events = POLLIN;
+        p.revents = 0;
+        if (poll(&p, 1, 10000) != 1) break;
+        n = recv(wsp[1], got + have, sizeof got - have, 0);
+        if (n <= 0) break;
+        have += (size_t)n;
+        if (have >= want || have == sizeof got) break;
+    }
+    ASBT_CHECK(have >= want - 7); /* (one or two frames' headers) */
+    close(lsp[1]); /* the program is done: the relay ends */
+    pthread_join(t, NULL);
+    ASBT_EQ_INT((int)pf.live, 0);
+    asb__ws_reader_free(&ws.rd);
+    asb_buf_free(&ws.out);
+    close(lsp[0]);
+    close(wsp[0]);
+    close(wsp[1]);
+    pthread_mutex_destroy(&pf.lock);
+    ASBT_CHECK(sa.frees > 0);
+    ASBT_EQ_INT(sa.hits, 0);
+    scanalloc_fini(&sa);
+}
+
 ASBT_LIST(ASBT_CASE(accept_key_matches_the_rfc_example)
           ASBT_CASE(sha1_matches_fips_vectors_across_block_boundaries)
           ASBT_CASE(single_frame_message_is_handed_over_whole)
@@ -417,5 +498,6 @@ ASBT_LIST(ASBT_CASE(accept_key_matches_the_rfc_example)
           ASBT_CASE(send_refuses_what_a_client_may_not_send)
           ASBT_CASE(portforward_create_checks_its_description)
           ASBT_CASE(a_service_target_port_outside_the_port_range_is_refused)
-          ASBT_CASE(a_pod_forward_released_during_another_handles_dial_is_freed_after_it))
+          ASBT_CASE(a_pod_forward_released_during_another_handles_dial_is_freed_after_it)
+          ASBT_CASE(bytes_relayed_to_a_forward_are_wiped_from_freed_memory))
 ASBT_MAIN()
