@@ -322,6 +322,26 @@ static void lines_free(lines *l) {
     pthread_mutex_destroy(&l->mu);
 }
 
+/* po set to run shell with its output collected into l (initialised). */
+static void collect_into(asb_process_opts *po, const char *shell, lines *l) {
+    lines_init(l);
+    memset(po, 0, sizeof *po);
+    po->shell = shell;
+    po->on_output = collect;
+    po->user_data = l;
+}
+
+/* What `prefix <i>` for i in [from, to], one a line, looks like. */
+static void numbered_lines(asb_buf *want, const char *prefix, int from, int to) {
+    int i;
+    asb_buf_init(want, NULL);
+    for (i = from; i <= to; i++) {
+        char ln[64];
+        int n = snprintf(ln, sizeof ln, "%s %d\n", prefix, i);
+        asb_buf_append(want, ln, (size_t)n);
+    }
+}
+
 ASBT_TEST(a_process_streaming_10000_lines_delivers_them_in_order_and_complete) {
     asb_error err;
     asb_sandbox *sb;
@@ -330,23 +350,15 @@ ASBT_TEST(a_process_streaming_10000_lines_delivers_them_in_order_and_complete) {
     asb_process *p = NULL;
     lines l;
     asb_buf want;
-    int code = -2, i;
+    int code = -2;
     ASBT_CHECK(c != NULL);
-    lines_init(&l);
-    memset(&po, 0, sizeof po);
-    po.shell = "i=1; while [ $i -le 10000 ]; do echo line $i; i=$((i+1)); done; echo done >&2";
-    po.on_output = collect;
-    po.user_data = &l;
+    collect_into(&po, "i=1; while [ $i -le 10000 ]; do echo line $i; i=$((i+1)); done; echo done >&2",
+                 &l);
     ASBT_EQ_RES(asb_sandbox_process_start(sb, &po, &p, &err), ASB_OK);
     ASBT_CHECK(asb_process_id(p) > 0);
     ASBT_EQ_RES(asb_process_wait(p, 0, &code, &err), ASB_OK);
     ASBT_EQ_INT(code, 0);
-    asb_buf_init(&want, NULL);
-    for (i = 1; i <= 10000; i++) {
-        char ln[32];
-        int n = snprintf(ln, sizeof ln, "line %d\n", i);
-        asb_buf_append(&want, ln, (size_t)n);
-    }
+    numbered_lines(&want, "line", 1, 10000);
     ASBT_EQ_MEM(l.out.ptr, l.out.len, want.ptr, want.len);
     ASBT_EQ_STR(l.errout.ptr, "done\n");
     ASBT_CHECK(l.calls > 2); /* chunks, as they came: not one buffered blob */
@@ -390,13 +402,9 @@ ASBT_TEST(stdin_typed_on_one_thread_comes_back_through_cat_on_another) {
     feeder f;
     lines l;
     asb_buf want;
-    int code = -2, i;
+    int code = -2;
     ASBT_CHECK(c != NULL);
-    lines_init(&l);
-    memset(&po, 0, sizeof po);
-    po.shell = "cat";
-    po.on_output = collect;
-    po.user_data = &l;
+    collect_into(&po, "cat", &l);
     ASBT_EQ_RES(asb_sandbox_process_start(sb, &po, &p, &err), ASB_OK);
     f.p = p;
     f.lines = 200;
@@ -405,12 +413,7 @@ ASBT_TEST(stdin_typed_on_one_thread_comes_back_through_cat_on_another) {
     pthread_join(t, NULL);
     ASBT_EQ_RES(f.r, ASB_OK);
     ASBT_EQ_INT(code, 0);
-    asb_buf_init(&want, NULL);
-    for (i = 0; i < 200; i++) {
-        char ln[32];
-        int n = snprintf(ln, sizeof ln, "typed %d\n", i);
-        asb_buf_append(&want, ln, (size_t)n);
-    }
+    numbered_lines(&want, "typed", 0, f.lines - 1);
     ASBT_EQ_MEM(l.out.ptr, l.out.len, want.ptr, want.len);
     /* closing twice is fine; writing after the close is not */
     ASBT_EQ_RES(asb_process_close_stdin(p, &err), ASB_OK);
@@ -457,16 +460,12 @@ ASBT_TEST(a_pty_process_sees_its_size_and_a_resize) {
     lines l;
     int code = -2, i;
     ASBT_CHECK(c != NULL);
-    lines_init(&l);
-    memset(&po, 0, sizeof po);
     /* prints its size at each SIGWINCH (sandboxd sets the first size just
        after the start, so that one may come as a SIGWINCH too) */
-    po.shell = "trap 'stty size' WINCH; stty size; while :; do sleep 0.05; done";
+    collect_into(&po, "trap 'stty size' WINCH; stty size; while :; do sleep 0.05; done", &l);
     po.pty = 1;
     po.pty_rows = 30;
     po.pty_cols = 100;
-    po.on_output = collect;
-    po.user_data = &l;
     ASBT_EQ_RES(asb_sandbox_process_start(sb, &po, &p, &err), ASB_OK);
     for (i = 0; i < 200; i++) { /* the first size is on screen */
         int seen;
