@@ -9,8 +9,8 @@
    127.0.0.1 only (tools/localcluster/README.md). One case drives 100
    of them in native-tunnel mode instead (port-forward over WebSocket
    from inside this process): no kubectl, no child process (issue 17).
-   The in-cluster case dials the pod IP instead, served by `lc.py
-   pod-expose` (a proxy in the pod).
+   The in-cluster cases dial the pod IP instead, served by `lc.py
+   pod-expose` (a proxy in the pod), or the sandbox's Service name.
 
    ASB_CLUSTER_KUBECONFIGS names the cluster's kubeconfigs; ASB_LC the
    command that runs lc.py. */
@@ -21,7 +21,11 @@
 #include "../agentsandbox.h"
 #include "asbtest.h"
 #include "cluster.h"
+#include "logsink.h"
 #include <dirent.h>
+#include <errno.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -1080,6 +1084,171 @@ ASBT_TEST(in_cluster_reaches_sandboxd_on_the_pod_ip_for_files_runs_and_processes
     ASBT_CHECK(waitpid(ex, &ex_st, 0) == ex);
 }
 
+/* In-cluster with an account that may not read Sandboxes, on the sandboxd
+   runtime: the pod IP lookup is refused (403), and run, files and a
+   process go to the sandbox's Service name, <sandbox>.default.svc.cluster.
+   local (a copy of sandboxd-template with `service: true`), which the local
+   cluster's DNS answers with the pod IP, served by `lc.py pod-expose`. In a
+   child with a private mount namespace whose /etc/resolv.conf names only
+   that DNS, so no lookup leaves loopback. Set up by
+   tests/kube/dns-fallback-setup.sh STATE sandboxd-template
+   asb-sandboxd-service-template asb-sandboxd-service-warmpool (make
+   test-sandboxd-cluster). */
+static int sd_dns_child(const char *state) {
+    char path[1200], resolv[1200], port[16], claim[256] = "", name[256] = "";
+    asb_client_desc d;
+    asb_create_opts o;
+    asb_client *c = NULL, *admin = NULL;
+    asb_sandbox *sb = NULL, *seen = NULL;
+    asb_buf b;
+    asb_error err;
+    asbt_log ls;
+    char ip[ASB_IP_SIZE];
+    pid_t ex = -1;
+    sink k;
+    FILE *f;
+    int rc = 1, code = -2, st;
+    snprintf(path, sizeof path, "%s/cluster.json", state);
+    snprintf(resolv, sizeof resolv, "%s/resolv.conf", state);
+    f = fopen(path, "r");
+    {
+        char buf[4096];
+        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        asb_json_doc doc;
+        int64_t p = 0;
+        buf[n] = '\0';
+        if (f) fclose(f);
+        if (asb_json_doc_parse(&doc, buf, n, NULL, &err) != ASB_OK) {
+            fprintf(stderr, "    %s: %s\n", path, err.message);
+            return 1;
+        }
+        asb_json_get_int64(&doc, asb_json_find(&doc, 0, "ports.apiserver"), &p);
+        asb_json_doc_free(&doc);
+        snprintf(port, sizeof port, "%d", (int)p);
+    }
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount(resolv, "/etc/resolv.conf", NULL, MS_BIND, NULL) != 0) {
+        fprintf(stderr, "    private resolv.conf (%s): %s\n", resolv, strerror(errno));
+        return 1;
+    }
+    setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
+    setenv("KUBERNETES_SERVICE_PORT", port, 1);
+    snprintf(path, sizeof path, "%s/serviceaccount-dns", state);
+    memset(&d, 0, sizeof d);
+    d.kube.in_cluster = 1;
+    d.kube.service_account_dir = path;
+    d.mode = ASB_CONNECT_IN_CLUSTER;
+    d.runtime = ASB_RUNTIME_SANDBOXD; /* the account may not read templates either */
+    memset(&o, 0, sizeof o);
+    o.warm_pool = "asb-sandboxd-service-warmpool";
+    asbt_log_open(&ls, &d.log, ASB_LOG_DEBUG);
+    if (asb_client_create(&d, &c, &err) != ASB_OK ||
+        asb_client_create_sandbox(c, NULL, &o, &sb, &err) != ASB_OK) {
+        fprintf(stderr, "    client or create: %s\n", err.message);
+        goto out;
+    }
+    if (!sb || !asb_sandbox_claim_name(sb) || !asb_sandbox_name(sb)) goto out;
+    snprintf(claim, sizeof claim, "%s", asb_sandbox_claim_name(sb));
+    snprintf(name, sizeof name, "%s", asb_sandbox_name(sb)); /* the pool's, not the claim's */
+    if (asb_sandbox_pod_ip(sb, ip, &err) == ASB_OK || err.http_status != 403) {
+        fprintf(stderr, "    the account was meant to be refused the Sandbox (got %d)\n",
+                err.http_status);
+        goto out;
+    }
+    /* the admin finds the pod, to serve its sandboxd on the pod IP */
+    admin = new_client(&err);
+    if (!admin || asb_client_get_sandbox(admin, claim, NULL, 0, &seen, &err) != ASB_OK ||
+        (ex = expose_pod(seen)) <= 0) {
+        fprintf(stderr, "    the admin's view of %s: %s\n", claim, err.message);
+        goto out;
+    }
+    if (!echo_ok(sb, "by name", 0)) goto out;
+    if (asb_sandbox_write(sb, "named.txt", "by name", 7, &err) != ASB_OK) {
+        fprintf(stderr, "    write: %s\n", err.message);
+        goto out;
+    }
+    asb_buf_init(&b, NULL);
+    st = asb_sandbox_read(sb, "named.txt", &b, &err) == ASB_OK && b.len == 7 &&
+         memcmp(b.ptr, "by name", 7) == 0;
+    asb_buf_free(&b);
+    if (!st) {
+        fprintf(stderr, "    read back: %s\n", err.message);
+        goto out;
+    }
+    sink_init(&k);
+    {
+        asb_process *p = NULL;
+        st = start(sb, "echo one; echo two", NULL, 0, &k, &p, &err) == ASB_OK &&
+             asb_process_wait(p, 0, &code, &err) == ASB_OK && code == 0 && k.out.len == 8 &&
+             memcmp(k.out.ptr, "one\ntwo\n", 8) == 0;
+        if (!st) fprintf(stderr, "    process: %s (exit %d, %zu bytes)\n", err.message, code, k.out.len);
+        asb_process_free(p);
+    }
+    sink_free(&k);
+    if (!st) goto out;
+    if (asbt_log_count(&ls, "pod IP lookup refused (403): in-cluster calls go to each sandbox's "
+                            "Service name from now on") != 1) {
+        fprintf(stderr, "    the refusal was not logged once:\n%s\n", ls.text.ptr);
+        goto out;
+    }
+    rc = 0;
+out:
+    if (sb && asb_sandbox_terminate(sb, &err) != ASB_OK) {
+        fprintf(stderr, "    terminate: %s\n", err.message);
+        rc = 1;
+    }
+    asb_client_free(c);
+    asb_client_free(admin);
+    if (ex > 0) {
+        kill(ex, SIGTERM);
+        waitpid(ex, &st, 0);
+    }
+    asbt_log_close(&ls);
+    if (rc == 0) printf("sandbox %s\n", name);
+    fflush(stdout); /* _exit follows */
+    return rc;
+}
+
+ASBT_TEST(in_cluster_sandboxd_uses_the_service_name_when_the_pod_ip_is_refused) {
+    char state[1100], path[1200], line[512], name[200], sandbox[200] = "";
+    pid_t pid;
+    int st = 0, answered = 0, fds[2];
+    size_t n = 0;
+    FILE *f;
+    snprintf(state, sizeof state, "%s/..", getenv("ASB_CLUSTER_KUBECONFIGS"));
+    snprintf(path, sizeof path, "%s/serviceaccount-dns/token", state);
+    if (access(path, R_OK) != 0)
+        fprintf(stderr, "    %s is missing (tests/kube/dns-fallback-setup.sh)\n", path);
+    ASBT_CHECK(access(path, R_OK) == 0);
+    fflush(NULL);
+    ASBT_CHECK(pipe(fds) == 0);
+    pid = fork();
+    ASBT_CHECK(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], 1);
+        _exit(sd_dns_child(state));
+    }
+    close(fds[1]);
+    while (n + 1 < sizeof line && read(fds[0], line + n, 1) == 1) n++;
+    line[n] = '\0';
+    close(fds[0]);
+    ASBT_CHECK(waitpid(pid, &st, 0) == pid);
+    ASBT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    ASBT_CHECK(sscanf(line, "sandbox %199s", sandbox) == 1);
+    /* the sandbox's name went through the cluster DNS, which answered its pod IP */
+    snprintf(path, sizeof path, "%s/logs/podrunner.log", state);
+    f = fopen(path, "r");
+    ASBT_CHECK(f != NULL);
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "%*s podrunner: dns: A %199s -> 127.", name) == 1 &&
+            strncmp(name, sandbox, strlen(sandbox)) == 0 &&
+            strcmp(name + strlen(sandbox), ".default.svc.cluster.local") == 0)
+            answered++;
+    fclose(f);
+    ASBT_CHECK(answered >= 1);
+}
+
 /* ---------------------------------------------------------------- after each case */
 
 /* Claims this library made and a failed case left behind are deleted, and
@@ -1132,7 +1301,8 @@ ASBT_LIST(
     ASBT_CASE(a_killed_pod_tunnel_kubectl_mid_call_is_replaced_by_the_next_call)
     ASBT_CASE(n_sandboxes_have_n_pod_tunnels_and_none_is_left_after_terminate)
     ASBT_CASE(native_mode_drives_100_sandboxd_sandboxes_with_no_child_process)
-    ASBT_CASE(in_cluster_reaches_sandboxd_on_the_pod_ip_for_files_runs_and_processes))
+    ASBT_CASE(in_cluster_reaches_sandboxd_on_the_pod_ip_for_files_runs_and_processes)
+    ASBT_CASE(in_cluster_sandboxd_uses_the_service_name_when_the_pod_ip_is_refused))
 
 int main(int argc, char **argv);
 #define main asbt_main

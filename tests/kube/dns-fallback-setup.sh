@@ -5,19 +5,28 @@
 # a ServiceAccount "asb-in-cluster-dns" that may manage claims but not read
 # Sandboxes, so the client's pod IP lookup is refused and it must use the
 # Service name. Writes the account's mounted directory (token, ca.crt,
-# namespace) to STATE_DIR/serviceaccount-dns.
-# Usage: dns-fallback-setup.sh STATE_DIR
+# namespace) to STATE_DIR/serviceaccount-dns. FROM and TO (default
+# python-sandbox-template, asb-service-template): the template copied and
+# its copy's name (test_sandboxd_cluster copies sandboxd-template); POOL:
+# a SandboxWarmPool (v1beta1) of one for the copy, for v0.5 claims.
+# Usage: dns-fallback-setup.sh STATE_DIR [FROM TO [POOL]]
 set -eu
-state=$1
+state=$1 from=${2:-python-sandbox-template} to=${3:-asb-service-template} pool=${4:-}
 out=$state/serviceaccount-dns
 export KUBECONFIG="$state/kubeconfig/admin.kubeconfig"
-kubectl get sandboxtemplate python-sandbox-template -n default -o json | python3 -c '
+kubectl get sandboxtemplate "$from" -n default -o json | python3 -c '
 import json, sys
 t = json.load(sys.stdin)
-t["metadata"] = {"name": "asb-service-template", "namespace": t["metadata"]["namespace"]}
+t["metadata"] = {"name": sys.argv[1], "namespace": t["metadata"]["namespace"]}
 t["spec"]["service"] = True
 t.pop("status", None)
-print(json.dumps(t))' | kubectl apply -f - >/dev/null
+print(json.dumps(t))' "$to" | kubectl apply -f - >/dev/null
+[ -z "$pool" ] || cat <<YAML | kubectl apply -f - >/dev/null
+apiVersion: extensions.agents.x-k8s.io/v1beta1
+kind: SandboxWarmPool
+metadata: {name: $pool, namespace: default}
+spec: {replicas: 1, sandboxTemplateRef: {name: $to}}
+YAML
 cat <<'YAML' | kubectl apply -f - >/dev/null
 apiVersion: v1
 kind: ServiceAccount

@@ -25,8 +25,7 @@ SBD_BENCH_ENV   := LC_STATE_DIR=$(SBD_BENCH_STATE) LC_POD_CIDR=127.1.224.0/24
 # Cases run from the ASan build (by name substring) and from the plain one.
 SBD_ASAN_CASES  := handle_suite files_go_up 10000_lines while_the_process_runs through_cat \
                    sigint_ends pty_process non_empty_directory killed_pod_tunnel n_sandboxes \
-                   100_sandboxd_sandboxes \
-                   in_cluster
+                   100_sandboxd_sandboxes
 SBD_PLAIN_CASES := 1_gib
 
 ALL_TARGETS += $(TB)/asan/test_sandboxd_cluster $(TB)/c/test_sandboxd_cluster
@@ -42,6 +41,11 @@ test-sandboxd-cluster: $(TB)/asan/test_sandboxd_cluster $(TB)/c/test_sandboxd_cl
 	export ASB_CLUSTER_KUBECONFIGS=$(SBD_STATE)/kubeconfig ASB_LC="$$lc"; rc=0; \
 	echo "--- test_sandboxd_cluster (ASan)"; \
 	$(TB)/asan/test_sandboxd_cluster $(SBD_ASAN_CASES) || rc=1; \
+	echo "--- test_sandboxd_cluster in_cluster (ASan; after a template with a Service, its pool"; \
+	echo "    of one and an account that may not read Sandboxes: tests/kube/dns-fallback-setup.sh)"; \
+	tests/kube/dns-fallback-setup.sh $(SBD_STATE) sandboxd-template asb-sandboxd-service-template \
+	  asb-sandboxd-service-warmpool || { echo "dns fallback setup failed"; rc=1; }; \
+	$(TB)/asan/test_sandboxd_cluster in_cluster || rc=1; \
 	echo "--- test_sandboxd_cluster (plain build: peak RSS)"; \
 	$(TB)/c/test_sandboxd_cluster $(SBD_PLAIN_CASES) || rc=1; \
 	$(SBD_EXAMPLE) \
