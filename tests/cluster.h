@@ -4,6 +4,8 @@
        cluster_dir()           the kubeconfig directory, ASB_CLUSTER_KUBECONFIGS
                                (exits 2 when it is not set: no cluster, no run)
        proc_parent(pid, ...)   a process's parent and name, from /proc
+       count_entries(path)     the entries of a directory (/proc/self/fd,
+                               /proc/self/task: what a case leaves behind)
        echo_ok(sb, words, ms)  `echo <words>` in a sandbox came back whole
        fd_round_trip_ok(sb, p) 5 MiB up from one file descriptor and back
                                into another, byte for byte
@@ -13,6 +15,7 @@
 #ifndef ASBT_CLUSTER_H
 #define ASBT_CLUSTER_H
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +46,19 @@ ASBT_UNUSED static int proc_parent(int pid, char *name, size_t cap) {
     }
     fclose(f);
     return ppid;
+}
+
+/* The entries of a directory but . and .. (-1 when it cannot be read);
+   for /proc/self/fd, without the one opendir holds while it counts. */
+ASBT_UNUSED static int count_entries(const char *path) {
+    DIR *d = opendir(path);
+    struct dirent *e;
+    int n = 0;
+    if (!d) return -1;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n - (strcmp(path, "/proc/self/fd") == 0); /* opendir's own */
 }
 
 /* Runs `echo <words>` in sb (timeout_ms 0: the library's default): 1 when

@@ -406,24 +406,13 @@ static void *shared_wait_one(void *arg) {
 
 #define SHARED_WAITERS 40
 
-static int count_dir(const char *path) {
-    DIR *d = opendir(path);
-    struct dirent *e;
-    int n = 0;
-    if (!d) return -1;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.') n++;
-    closedir(d);
-    return n - (strcmp(path, "/proc/self/fd") == 0); /* opendir's own */
-}
-
 ASBT_TEST(shared_watch_serves_many_waiters_with_one_watch) {
     asb_error err;
     asb_kube_client *kc, *admin = connect_as("admin", &err);
     shared_waiter sw[SHARED_WAITERS];
     pthread_t th[SHARED_WAITERS];
-    int i, ready = 0, before, during = -1, fds0 = count_dir("/proc/self/fd"),
-           tasks0 = count_dir("/proc/self/task");
+    int i, ready = 0, before, during = -1, fds0 = count_entries("/proc/self/fd"),
+           tasks0 = count_entries("/proc/self/task");
     asb__informer *inf;
     const char *patch = "{\"metadata\":{\"labels\":{\"team\":\"ready\"}}}";
     ASBT_CHECK(admin != NULL);
@@ -471,9 +460,9 @@ ASBT_TEST(shared_watch_serves_many_waiters_with_one_watch) {
     }
     asb_kube_client_free(kc);
     /* its thread joined and its descriptors closed */
-    ASBT_EQ_INT(count_dir("/proc/self/task"), tasks0);
+    ASBT_EQ_INT(count_entries("/proc/self/task"), tasks0);
     asb_kube_client_free(admin);
-    ASBT_EQ_INT(count_dir("/proc/self/fd"), fds0);
+    ASBT_EQ_INT(count_entries("/proc/self/fd"), fds0);
 }
 
 /* A watch gap with a 410: the informer resumes from a resourceVersion the

@@ -792,17 +792,6 @@ static int child_processes(void) {
     return n;
 }
 
-static int count_entries(const char *path) {
-    DIR *d = opendir(path);
-    struct dirent *e;
-    int n = 0;
-    if (!d) return -1;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.') n++;
-    closedir(d);
-    return n - (strcmp(path, "/proc/self/fd") == 0); /* opendir's own */
-}
-
 /* Looks for child processes every 20 ms while the sandboxes are made and
    driven: a kubectl (or anything) started and gone between two checks at
    the end would otherwise go unseen. */

@@ -16,22 +16,12 @@
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../../agentsandbox.h"
 #include "../asbtest.h"
+#include "../cluster.h"
 
 #include <dirent.h>
 #include <sys/resource.h>
 
 static char kubeconfig_dir[1024];
-
-static int count_dir(const char *path) {
-    DIR *d = opendir(path);
-    struct dirent *e;
-    int n = 0;
-    if (!d) return -1;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.') n++;
-    closedir(d);
-    return n - (strcmp(path, "/proc/self/fd") == 0); /* opendir's own */
-}
 
 /* WATCHes of sandboxclaims open on the apiserver now, of a namespace or
    of one claim: every client's (the controller's own are cluster-scoped).
@@ -135,8 +125,8 @@ ASBT_TEST(create_500_sandboxes_with_one_watch) {
        of its own with the program's first, which must not count as ours */
     pthread_create(&th, NULL, nothing, NULL);
     pthread_join(th, NULL);
-    fds0 = count_dir("/proc/self/fd");
-    tasks0 = count_dir("/proc/self/task");
+    fds0 = count_entries("/proc/self/fd");
+    tasks0 = count_entries("/proc/self/task");
     ASBT_CHECK(admin != NULL);
     if (!admin) return;
     base = claim_watches(admin);
@@ -221,8 +211,8 @@ ASBT_TEST(create_500_sandboxes_with_one_watch) {
     asb_kube_client_free(admin);
     /* the shared watch's thread, the tunnel's pipes, the pools' sockets,
        the batch's threads: all gone with the client */
-    ASBT_EQ_INT(count_dir("/proc/self/task"), tasks0);
-    ASBT_EQ_INT(count_dir("/proc/self/fd"), fds0);
+    ASBT_EQ_INT(count_entries("/proc/self/task"), tasks0);
+    ASBT_EQ_INT(count_entries("/proc/self/fd"), fds0);
     pthread_mutex_destroy(&smp.mu);
 }
 
@@ -235,11 +225,6 @@ int main(int argc, char **argv);
 ASBT_MAIN()
 #undef main
 int main(int argc, char **argv) {
-    const char *dir = getenv("ASB_CLUSTER_KUBECONFIGS");
-    if (!dir) {
-        fprintf(stderr, "ASB_CLUSTER_KUBECONFIGS is not set (make cluster-up first)\n");
-        return 2;
-    }
-    snprintf(kubeconfig_dir, sizeof kubeconfig_dir, "%s", dir);
+    snprintf(kubeconfig_dir, sizeof kubeconfig_dir, "%s", cluster_dir());
     return asbt_main(argc, argv);
 }
