@@ -15602,6 +15602,11 @@ ASB_API asb_result asb_ws_recv(asb_ws *ws, int timeout_ms, asb_ws_message *msg, 
             continue;
         }
         if (ws->failed) return asb__fail(err, ASB_ERR_RECV, "websocket: the connection failed");
+        /* checked here too, not only when the socket is empty: a peer
+           that keeps it full of control frames would keep us forever */
+        if (until && asb__now_ms() >= until)
+            return asb__fail(err, ASB_ERR_TIMEOUT, "websocket: no message within %d ms",
+                             timeout_ms);
         n = asb__ws_read_some(ws);
         if (n > 0) continue;
         if (n < 0) {
@@ -15643,6 +15648,7 @@ ASB_API asb_result asb_ws_close(asb_ws *ws, int code, const char *reason, asb_er
             if (op >= 8) asb__ws_control(ws, op, pl);
             continue;
         }
+        if (asb__now_ms() >= until) break; /* (a peer flooding us, too) */
         n = asb__ws_read_some(ws);
         if (n > 0) continue;
         if (n < 0) {

@@ -487,6 +487,96 @@ ASBT_TEST(bytes_relayed_to_a_forward_are_wiped_from_freed_memory) {
     scanalloc_fini(&sa);
 }
 
+typedef struct pong_feeder {
+    int fd;
+    volatile int stop;
+} pong_feeder;
+
+/* Unsolicited PONG frames (2 bytes each, empty), as fast as the socket
+   takes them, until told to stop. */
+static void *feed_pongs(void *arg) {
+    pong_feeder *f = (pong_feeder *)arg;
+    static unsigned char frames[65536];
+    size_t i;
+    for (i = 0; i < sizeof frames; i += 2) {
+        frames[i] = 0x8a;
+        frames[i + 1] = 0;
+    }
+    while (!f->stop && send(f->fd, frames, sizeof frames, MSG_NOSIGNAL) > 0) {
+    }
+    return NULL;
+}
+
+typedef struct recv_job {
+    asb_ws *ws;
+    pthread_mutex_t mu;
+    int done;
+    asb_result r;
+} recv_job;
+
+static void *recv_run(void *arg) {
+    recv_job *j = (recv_job *)arg;
+    asb_ws_message m;
+    asb_error err;
+    asb_result r = asb_ws_recv(j->ws, 300, &m, &err);
+    pthread_mutex_lock(&j->mu);
+    j->r = r;
+    j->done = 1;
+    pthread_mutex_unlock(&j->mu);
+    return NULL;
+}
+
+/* R23: asb_ws_recv's timeout held only while the socket was ever empty:
+   a peer that keeps it full of control frames (unsolicited pongs need no
+   answer, so it need not read) kept the call, a port-forward dial
+   waiting for its port messages among them, from ever returning. */
+ASBT_TEST(recv_timeout_holds_under_a_flood_of_control_frames) {
+    asb_ws ws;
+    asb__conn c;
+    pong_feeder f;
+    recv_job j;
+    pthread_t ft, rt;
+    int sv[2], i, done = 0, big = 4 << 20;
+    ASBT_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+    setsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+    ASBT_CHECK(asb__set_cloexec_nonblock(sv[0]) == 0);
+    memset(&ws, 0, sizeof ws);
+    memset(&c, 0, sizeof c);
+    c.fd = sv[0];
+    ws.c = &c;
+    ws.write_timeout_ms = 5000;
+    ws.rnd_pos = sizeof ws.rnd;
+    asb__ws_reader_init(&ws.rd, NULL, 1u << 20);
+    asb_buf_init(&ws.out, NULL);
+    f.fd = sv[1];
+    f.stop = 0;
+    ASBT_CHECK(pthread_create(&ft, NULL, feed_pongs, &f) == 0);
+    asb__sleep_ms(200); /* the socket is full before the wait begins */
+    memset(&j, 0, sizeof j);
+    j.ws = &ws;
+    pthread_mutex_init(&j.mu, NULL);
+    ASBT_CHECK(pthread_create(&rt, NULL, recv_run, &j) == 0);
+    /* a hang guard, not a speed check */
+    for (i = 0; i < 1000 && !done; i++) {
+        usleep(10000);
+        pthread_mutex_lock(&j.mu);
+        done = j.done;
+        pthread_mutex_unlock(&j.mu);
+    }
+    f.stop = 1;
+    shutdown(sv[1], SHUT_RDWR); /* ends both threads if the call hung */
+    pthread_join(ft, NULL);
+    pthread_join(rt, NULL);
+    ASBT_CHECK(done);
+    ASBT_EQ_RES(j.r, ASB_ERR_TIMEOUT);
+    asb__ws_reader_free(&ws.rd);
+    asb_buf_free(&ws.out);
+    close(sv[0]);
+    close(sv[1]);
+    pthread_mutex_destroy(&j.mu);
+}
+
 ASBT_LIST(ASBT_CASE(accept_key_matches_the_rfc_example)
           ASBT_CASE(sha1_matches_fips_vectors_across_block_boundaries)
           ASBT_CASE(single_frame_message_is_handed_over_whole)
@@ -499,5 +589,6 @@ ASBT_LIST(ASBT_CASE(accept_key_matches_the_rfc_example)
           ASBT_CASE(portforward_create_checks_its_description)
           ASBT_CASE(a_service_target_port_outside_the_port_range_is_refused)
           ASBT_CASE(a_pod_forward_released_during_another_handles_dial_is_freed_after_it)
-          ASBT_CASE(bytes_relayed_to_a_forward_are_wiped_from_freed_memory))
+          ASBT_CASE(bytes_relayed_to_a_forward_are_wiped_from_freed_memory)
+          ASBT_CASE(recv_timeout_holds_under_a_flood_of_control_frames))
 ASBT_MAIN()
