@@ -155,6 +155,14 @@
                                _grpc_addr); the handle is
                                asb_client_sandbox_in_pod's (RUNTIMES)
 
+   On a machine shared with other users: kubectl port-forward listens on
+   127.0.0.1, where every local user can connect, and so reach what the
+   tunnel reaches: the router (where only router_token, if set, stands
+   in the way) or, for sandboxd sandboxes, sandboxd itself, which asks
+   for no credential at all (a command run in your sandbox). The library
+   cannot close that port; ASB_CONNECT_NATIVE_TUNNEL has none (its
+   streams are socketpairs inside the process).
+
    examples/attach.c picks up a sandbox another process created;
    examples/bigfile.c streams large files in flat memory.
 
