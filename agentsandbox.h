@@ -5788,6 +5788,7 @@ typedef struct asb__yp {
     asb__yanchor *anchors; /* newest first: a redefinition wins */
     int nanchors;
     long alias_budget; /* nodes aliases may still stand for */
+    unsigned long key_compares; /* by the duplicate checks (tests bound it) */
 } asb__yp;
 
 static int asb__yp_col(const asb__yp *p) { return (int)(p->pos - p->line_start) + 1; }
@@ -6211,8 +6212,101 @@ static int asb__yp_anchor_set(asb__yp *p, const char *name, size_t len, int line
     return 1;
 }
 
-static int asb__yp_key_eq(const asb_yaml_node *a, const asb_yaml_node *b) {
-    return a->len == b->len && memcmp(a->str, b->str, a->len) == 0;
+/* The keys of a map being parsed, in an AVL tree (in the arena) ordered
+   by their bytes: the duplicate check and the merge's lookups cost
+   O(log n) comparisons each. A scan of the keys before was O(n), so a
+   hostile kubeconfig's map of 100k keys cost 5e9 comparisons; a hash
+   would need a secret seed to be safe from chosen collisions, a balanced
+   tree needs nothing. */
+typedef struct asb__ykey {
+    const asb_yaml_node *k;
+    struct asb__ykey *l, *r;
+    int h;    /* height of the subtree */
+    int pair; /* the key's pair index in its map */
+} asb__ykey;
+
+static int asb__ykey_cmp(asb__yp *p, const asb_yaml_node *a, const asb_yaml_node *b) {
+    int c = memcmp(a->str, b->str, a->len < b->len ? a->len : b->len);
+    p->key_compares++;
+    if (c) return c;
+    return a->len < b->len ? -1 : a->len > b->len;
+}
+
+static int asb__ykey_h(const asb__ykey *t) { return t ? t->h : 0; }
+
+static asb__ykey *asb__ykey_fix(asb__ykey *t) {
+    int l = asb__ykey_h(t->l), r = asb__ykey_h(t->r);
+    t->h = 1 + (l > r ? l : r);
+    return t;
+}
+
+static asb__ykey *asb__ykey_rotate(asb__ykey *t, int to_right) {
+    asb__ykey *u = to_right ? t->l : t->r;
+    if (to_right) {
+        t->l = u->r;
+        u->r = asb__ykey_fix(t);
+    } else {
+        t->r = u->l;
+        u->l = asb__ykey_fix(t);
+    }
+    return asb__ykey_fix(u);
+}
+
+static asb__ykey *asb__ykey_balance(asb__ykey *t) {
+    int b = asb__ykey_h(t->l) - asb__ykey_h(t->r);
+    if (b > 1) {
+        if (asb__ykey_h(t->l->l) < asb__ykey_h(t->l->r)) t->l = asb__ykey_rotate(t->l, 0);
+        return asb__ykey_rotate(t, 1);
+    }
+    if (b < -1) {
+        if (asb__ykey_h(t->r->r) < asb__ykey_h(t->r->l)) t->r = asb__ykey_rotate(t->r, 1);
+        return asb__ykey_rotate(t, 0);
+    }
+    return asb__ykey_fix(t);
+}
+
+/* Puts nd into the tree t unless a key of the same bytes is there (then
+   *dup is that one and the tree is as it was). Returns the new root.
+   The depth is at most 1.44 log2(n): the recursion stays shallow. */
+static asb__ykey *asb__ykey_insert(asb__yp *p, asb__ykey *t, asb__ykey *nd, asb__ykey **dup) {
+    int c;
+    if (!t) return nd;
+    c = asb__ykey_cmp(p, nd->k, t->k);
+    if (c == 0) {
+        *dup = t;
+        return t;
+    }
+    if (c < 0)
+        t->l = asb__ykey_insert(p, t->l, nd, dup);
+    else
+        t->r = asb__ykey_insert(p, t->r, nd, dup);
+    return *dup ? t : asb__ykey_balance(t);
+}
+
+/* Adds key k (pair index `pair`) to *root. Returns NULL when added (or
+   out of memory: p->failed), else the entry of the same bytes. */
+static asb__ykey *asb__yp_key_add(asb__yp *p, asb__ykey **root, const asb_yaml_node *k,
+                                  int pair) {
+    asb__ykey *nd = (asb__ykey *)asb__arena_alloc(p->arena, sizeof *nd), *dup = NULL;
+    if (!nd) {
+        asb__yp_fail(p, k->line, k->col, "out of memory");
+        return NULL;
+    }
+    nd->k = k;
+    nd->l = nd->r = NULL;
+    nd->h = 1;
+    nd->pair = pair;
+    *root = asb__ykey_insert(p, *root, nd, &dup);
+    return dup; /* (nd stays in the arena unused: the parse fails now) */
+}
+
+static asb__ykey *asb__yp_key_find(asb__yp *p, asb__ykey *t, const asb_yaml_node *k) {
+    while (t) {
+        int c = asb__ykey_cmp(p, k, t->k);
+        if (!c) return t;
+        t = c < 0 ? t->l : t->r;
+    }
+    return NULL;
 }
 
 /* The merge key (`<<: *base` or `<<: [*a, *b]`), as kubectl's go-yaml
@@ -6221,10 +6315,11 @@ static int asb__yp_key_eq(const asb_yaml_node *a, const asb_yaml_node *b) {
    merged ones. A key written before `<<` that a merged map also sets is
    refused: go-yaml lets the merged value win there and the YAML spec the
    written one, and a guessed value is never returned. */
-static int asb__yp_merge(asb__yp *p, asb_yaml_node *map) {
+static int asb__yp_merge(asb__yp *p, asb_yaml_node *map, asb__ykey **keys) {
     asb_yaml_node *k, *prev = NULL, *mk = NULL, *mv = NULL, *last = NULL;
     const asb_yaml_node *src, *one;
     int nbefore = 0; /* pairs written before the << */
+    int npairs = (int)(map->count / 2);
     for (k = map->first; k; prev = k->next, k = k->next->next, nbefore++)
         if (k->type == ASB_YAML_SCALAR && k->plain && k->len == 2 && memcmp(k->str, "<<", 2) == 0)
             break;
@@ -6258,20 +6353,17 @@ static int asb__yp_merge(asb__yp *p, asb_yaml_node *map) {
     for (; src; src = one ? NULL : src->next) {
         const asb_yaml_node *sk;
         for (sk = src->first; sk && sk->next; sk = sk->next->next) {
-            asb_yaml_node *e, *nk, *nv;
-            int found = 0, i = 0;
-            for (e = map->first; e && e->next; e = e->next->next, i++)
-                if (asb__yp_key_eq(e, sk)) {
-                    found = 1;
-                    break;
-                }
-            if (found && i < nbefore) {
-                asb__yp_fail(p, e->line, e->col,
+            asb_yaml_node *nk, *nv;
+            /* (the tree still holds the unlinked "<<" key: a quoted "<<"
+               from a merged map takes its entry over below) */
+            asb__ykey *e = asb__yp_key_find(p, *keys, sk);
+            if (e && e->k != mk && e->pair < nbefore) {
+                asb__yp_fail(p, e->k->line, e->k->col,
                              "a key written before a merge (<<) that sets it too: put it "
                              "after the <<");
                 return 0;
             }
-            if (found) continue; /* written after <<, or from an earlier map */
+            if (e && e->k != mk) continue; /* written after <<, or from an earlier map */
             if (p->alias_budget < 2) {
                 asb__yp_fail(p, mk->line, mk->col, "too much aliasing (ASB_YAML_MAX_ALIAS_NODES)");
                 return 0;
@@ -6284,6 +6376,13 @@ static int asb__yp_merge(asb__yp *p, asb_yaml_node *map) {
             *nv = *sk->next;
             nk->next = NULL;
             nv->next = NULL;
+            if (e) {
+                e->k = nk;
+                e->pair = npairs;
+            } else if (asb__yp_key_add(p, keys, nk, npairs) || p->failed) {
+                return 0; /* (no duplicate: e was NULL) out of memory */
+            }
+            npairs++;
             asb__yp_append(map, &last, nk);
             asb__yp_append(map, &last, nv);
         }
@@ -6339,7 +6438,8 @@ static asb_yaml_node *asb__yp_flow_scalar(asb__yp *p) {
 
 static asb_yaml_node *asb__yp_flow(asb__yp *p) {
     asb_yaml_node *nd, *last = NULL, *k, *v;
-    int line, col, is_map;
+    asb__ykey *keys = NULL;
+    int line, col, is_map, pairs = 0;
     char close;
     asb__yp_flow_ws(p);
     if (p->pos >= p->n) return ASB__YFAIL(p, "unexpected end inside a flow collection");
@@ -6373,13 +6473,11 @@ static asb_yaml_node *asb__yp_flow(asb__yp *p) {
             break;
         }
         if (is_map) {
-            const asb_yaml_node *d;
             int kl = p->line, kc = asb__yp_col(p);
             k = asb__yp_flow_scalar(p);
             if (!k) return NULL;
-            for (d = nd->first; d; d = d->next ? d->next->next : NULL)
-                if (d->len == k->len && memcmp(d->str, k->str, k->len) == 0)
-                    return asb__yp_fail(p, kl, kc, "duplicate key");
+            if (asb__yp_key_add(p, &keys, k, pairs++)) return asb__yp_fail(p, kl, kc, "duplicate key");
+            if (p->failed) return NULL;
             asb__yp_flow_ws(p);
             if (p->pos < p->n && p->s[p->pos] == ':') {
                 p->pos++;
@@ -6414,7 +6512,7 @@ static asb_yaml_node *asb__yp_flow(asb__yp *p) {
         return ASB__YFAIL(p, is_map ? "expected ',' or '}'" : "expected ',' or ']'");
     }
     p->depth--;
-    if (is_map && !asb__yp_merge(p, nd)) return NULL;
+    if (is_map && !asb__yp_merge(p, nd, &keys)) return NULL;
     return nd;
 }
 
@@ -6666,14 +6764,15 @@ static asb_yaml_node *asb__yp_key(asb__yp *p) {
 static asb_yaml_node *asb__yp_map(asb__yp *p, int c, asb_yaml_node *first_key) {
     asb_yaml_node *map = asb__yp_node(p, ASB_YAML_MAP, first_key->line, first_key->col);
     asb_yaml_node *last = NULL, *k = first_key;
+    asb__ykey *keys = NULL;
+    int pairs = 0;
     if (!map) return NULL;
     for (;;) {
-        const asb_yaml_node *d;
         asb_yaml_node *v;
         int n;
-        for (d = map->first; d; d = d->next ? d->next->next : NULL)
-            if (d->len == k->len && memcmp(d->str, k->str, k->len) == 0)
-                return asb__yp_fail(p, k->line, k->col, "duplicate key");
+        if (asb__yp_key_add(p, &keys, k, pairs++))
+            return asb__yp_fail(p, k->line, k->col, "duplicate key");
+        if (p->failed) return NULL;
         v = asb__yp_value(p, c);
         if (!v) return NULL;
         asb__yp_append(map, &last, k);
@@ -6689,7 +6788,7 @@ static asb_yaml_node *asb__yp_map(asb__yp *p, int c, asb_yaml_node *first_key) {
         if (!k) return NULL;
     }
     if (p->pos < p->n) p->pos = p->line_start;
-    if (!asb__yp_merge(p, map)) return NULL;
+    if (!asb__yp_merge(p, map, &keys)) return NULL;
     return map;
 }
 
@@ -6803,9 +6902,11 @@ static asb_yaml_node *asb__yp_at(asb__yp *p, int c, int parent) {
     return nd;
 }
 
-ASB_API asb_result asb_yaml_parse(asb_yaml_doc *doc, const char *text, size_t len,
-                                  const char *name, const asb_allocator *alloc,
-                                  asb_error *err) {
+/* asb_yaml_parse, saying how many key comparisons the duplicate checks
+   made (*compares, from where the parse got that far). */
+static asb_result asb__yaml_parse(asb_yaml_doc *doc, const char *text, size_t len,
+                                  const char *name, const asb_allocator *alloc, asb_error *err,
+                                  unsigned long *compares) {
     asb__yp p;
     asb__arena *arena;
     int n;
@@ -6887,12 +6988,20 @@ after:
         }
     }
     asb_buf_free(&p.tmp);
+    *compares = p.key_compares;
     if (p.failed || !doc->root) {
         if (!p.failed) asb__fail(err, ASB_ERR_KUBECONFIG, "%s: cannot be read", p.name);
         asb_yaml_free(doc);
         return ASB_ERR_KUBECONFIG;
     }
     return ASB_OK;
+}
+
+ASB_API asb_result asb_yaml_parse(asb_yaml_doc *doc, const char *text, size_t len,
+                                  const char *name, const asb_allocator *alloc,
+                                  asb_error *err) {
+    unsigned long compares = 0;
+    return asb__yaml_parse(doc, text, len, name, alloc, err, &compares);
 }
 
 ASB_API void asb_yaml_free(asb_yaml_doc *doc) {
