@@ -11676,7 +11676,10 @@ static int asb__h2_wait(asb_h2_conn *h, int64_t deadline) {
 /* -- socket I/O: one thread per connection owns the socket --------------------- */
 
 #if ASB_TLS
-static int asb__h2_bio_send(void *ctx, const unsigned char *buf, size_t len) {
+/* Non-blocking BIO callbacks (HTTP/2 and WebSocket connections): mbedTLS
+   says WANT_READ / WANT_WRITE and the caller polls, so a connection's
+   thread or a relay never blocks in TLS. */
+static int asb__conn_bio_send_nb(void *ctx, const unsigned char *buf, size_t len) {
     asb__conn *c = (asb__conn *)ctx;
 #ifdef MSG_NOSIGNAL
     ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL);
@@ -11688,7 +11691,7 @@ static int asb__h2_bio_send(void *ctx, const unsigned char *buf, size_t len) {
         return MBEDTLS_ERR_SSL_WANT_WRITE;
     return MBEDTLS_ERR_NET_SEND_FAILED;
 }
-static int asb__h2_bio_recv(void *ctx, unsigned char *buf, size_t len) {
+static int asb__conn_bio_recv_nb(void *ctx, unsigned char *buf, size_t len) {
     asb__conn *c = (asb__conn *)ctx;
     ssize_t n = recv(c->fd, buf, len, 0);
     if (n >= 0) return (int)n;
@@ -11937,7 +11940,8 @@ ASB_API asb_result asb_h2_connect(const asb_h2_desc *desc, asb_h2_conn **out, as
                               "http2: %s did not choose h2 in ALPN (it chose %s)", h->authority,
                               got ? got : "nothing");
             else
-                mbedtls_ssl_set_bio(&h->c->ssl, h->c, asb__h2_bio_send, asb__h2_bio_recv, NULL);
+                mbedtls_ssl_set_bio(&h->c->ssl, h->c, asb__conn_bio_send_nb,
+                                    asb__conn_bio_recv_nb, NULL);
         }
 #else
         r = asb__fail(err, ASB_ERR_TLS_UNAVAILABLE, "https://%s: this build has no TLS (ASB_TLS 0)",
@@ -15442,29 +15446,6 @@ struct asb_ws {
     int failed;            /* the connection is unusable */
 };
 
-#if ASB_TLS
-/* Non-blocking BIO callbacks: after the upgrade mbedTLS says WANT_READ /
-   WANT_WRITE and the caller polls, so a relay never blocks in TLS. */
-static int asb__ws_bio_send(void *ctx, const unsigned char *buf, size_t len) {
-    asb__conn *c = (asb__conn *)ctx;
-#ifdef MSG_NOSIGNAL
-    ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL);
-#else
-    ssize_t n = send(c->fd, buf, len, 0);
-#endif
-    if (n >= 0) return (int)n;
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return MBEDTLS_ERR_SSL_WANT_WRITE;
-    return MBEDTLS_ERR_NET_SEND_FAILED;
-}
-static int asb__ws_bio_recv(void *ctx, unsigned char *buf, size_t len) {
-    asb__conn *c = (asb__conn *)ctx;
-    ssize_t n = recv(c->fd, buf, len, 0);
-    if (n >= 0) return (int)n;
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return MBEDTLS_ERR_SSL_WANT_READ;
-    return MBEDTLS_ERR_NET_RECV_FAILED;
-}
-#endif
-
 /* Reads what is there: >0 bytes appended to the reader, 0 nothing now,
    -1 the peer ended the connection, -2 it failed. */
 static long asb__ws_read_some(asb_ws *ws) {
@@ -15961,7 +15942,8 @@ static asb_result asb__ws_upgrade(asb_ws *ws, asb_http_client *cl, const asb_url
     c->deadline = 0;
     c->cancel = NULL;
 #if ASB_TLS
-    if (c->use_tls) mbedtls_ssl_set_bio(&c->ssl, c, asb__ws_bio_send, asb__ws_bio_recv, NULL);
+    if (c->use_tls)
+        mbedtls_ssl_set_bio(&c->ssl, c, asb__conn_bio_send_nb, asb__conn_bio_recv_nb, NULL);
 #endif
     ws->c = c;
     return ASB_OK;
