@@ -24,37 +24,13 @@
 #include <time.h>
 
 #define BENCH_POOL "sandboxd-warmpool"
+#define BENCH_NAME "bench_sandboxd"
 #define BENCH_FILE_BYTES ((uint64_t)64 << 20)
 #define BENCH_BLOCK 65536
 #define BENCH_FILE_REPS 3 /* the report takes the median */
 #define BENCH_FIRST_REPS 5
 
 #include "bench_file.h"
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static long peak_rss_kib(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_maxrss;
-}
-
-static double cpu_ms(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
-           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
-}
-
-static int fail(const char *what, const asb_error *err) {
-    fprintf(stderr, "bench_sandboxd: %s: %s (%s)\n", what, err->message,
-            asb_result_str(err->code));
-    return 1;
-}
 
 /* The first stdout chunk's time (the callback runs on the thread that
    called start or wait, so no lock is needed) and what came. */
@@ -87,13 +63,13 @@ static int first_output(asb_sandbox *sb, const char *shell, const char *key) {
         po.on_output = on_output;
         po.user_data = &f;
         t0 = now_ms();
-        if (asb_sandbox_process_start(sb, &po, &p, &err) != ASB_OK) return fail("start", &err);
+        if (asb_sandbox_process_start(sb, &po, &p, &err) != ASB_OK) return bench_fail("start", &err);
         while (f.at == 0) {
             asb_result r = asb_process_wait(p, 1, &code, &err);
             if (r == ASB_OK) break;
             if (r != ASB_ERR_TIMEOUT) {
                 asb_process_free(p);
-                return fail("wait", &err);
+                return bench_fail("wait", &err);
             }
         }
         if (f.at == 0 || strncmp(f.text, "first\n", 6) != 0) {
@@ -104,7 +80,7 @@ static int first_output(asb_sandbox *sb, const char *shell, const char *key) {
         printf("result %s %.3f\n", key, f.at - t0);
         if (asb_process_wait(p, 0, &code, &err) != ASB_OK || code != 0) {
             asb_process_free(p);
-            return fail("wait for the exit", &err);
+            return bench_fail("wait for the exit", &err);
         }
         asb_process_free(p);
     }
@@ -116,11 +92,9 @@ static int workload(int runs) {
     asb_create_opts opts;
     asb_client *client;
     asb_sandbox *sb = NULL;
-    asb_run_result res;
     asb_error err;
-    file_cursor cur;
-    double *lat, t0, tw, tr;
-    int i, rc = 1;
+    double *lat;
+    int rc = 1;
 
     lat = (double *)malloc(sizeof *lat * (size_t)runs);
     if (!lat) return 1;
@@ -129,12 +103,12 @@ static int workload(int runs) {
     desc.runtime = ASB_RUNTIME_AUTO;
     if (asb_client_create(&desc, &client, &err) != ASB_OK) {
         free(lat);
-        return fail("client", &err);
+        return bench_fail("client", &err);
     }
     memset(&opts, 0, sizeof opts);
     opts.warm_pool = BENCH_POOL;
     if (asb_client_create_sandbox(client, NULL, &opts, &sb, &err) != ASB_OK) {
-        fail("create", &err);
+        bench_fail("create", &err);
         goto out;
     }
     {
@@ -144,62 +118,15 @@ static int workload(int runs) {
             goto out;
         }
     }
-    t0 = now_ms(); /* the first call starts the pod tunnel: timed apart */
-    if (asb_sandbox_run(sb, "true", 60000, &res, &err) != ASB_OK) {
-        fail("run (first)", &err);
-        goto out;
-    }
-    printf("result first_run_ms %.3f\n", now_ms() - t0);
-    asb_run_result_free(&res);
-    for (i = 0; i < runs; i++) {
-        t0 = now_ms();
-        if (asb_sandbox_run(sb, "true", 60000, &res, &err) != ASB_OK) {
-            fail("run", &err);
-            goto out;
-        }
-        lat[i] = now_ms() - t0;
-        if (res.exit_code != 0) {
-            fprintf(stderr, "bench_sandboxd: run(\"true\") exited %d\n", res.exit_code);
-            asb_run_result_free(&res);
-            goto out;
-        }
-        asb_run_result_free(&res);
-    }
-    printf("result runs %d\n", runs);
-    printf("result run_true_median_ms %.3f\n", median(lat, (size_t)runs));
-    printf("result run_true_best_ms %.3f\n", lat[0]); /* sorted by median() */
-
-    for (i = 0; i < BENCH_FILE_REPS; i++) {
-        memset(&cur, 0, sizeof cur);
-        t0 = now_ms();
-        if (asb_sandbox_write_stream(sb, "bench-64m.bin", file_source, &cur, BENCH_FILE_BYTES,
-                                     &err) != ASB_OK) {
-            fail("write", &err);
-            goto out;
-        }
-        tw = now_ms() - t0;
-        memset(&cur, 0, sizeof cur);
-        t0 = now_ms();
-        if (asb_sandbox_read_stream(sb, "bench-64m.bin", file_sink, &cur, &err) != ASB_OK) {
-            fail("read", &err);
-            goto out;
-        }
-        tr = now_ms() - t0;
-        if (cur.mismatch || cur.off != BENCH_FILE_BYTES) {
-            fprintf(stderr, "bench_sandboxd: read back %llu bytes%s\n", (unsigned long long)cur.off,
-                    cur.mismatch ? ", not what was written" : "");
-            goto out;
-        }
-        printf("result write_64m_ms %.3f\n", tw);
-        printf("result read_64m_ms %.3f\n", tr);
-        printf("result write_read_64m_ms %.3f\n", tw + tr);
-    }
+    if (bench_first_run(sb) != 0 || bench_run_true(sb, lat, runs) != 0) goto out;
+    bench_run_true_results(lat, runs);
+    if (bench_file_rounds(sb, BENCH_FILE_REPS) != 0) goto out;
     if (first_output(sb, "echo first", "first_output_echo_ms") != 0 ||
         first_output(sb, "echo first; sleep 1", "first_output_echo_sleep_ms") != 0)
         goto out;
     rc = 0;
 out:
-    if (sb && asb_sandbox_terminate(sb, &err) != ASB_OK) rc = fail("terminate", &err);
+    if (sb && asb_sandbox_terminate(sb, &err) != ASB_OK) rc = bench_fail("terminate", &err);
     asb_client_free(client);
     if (rc == 0) {
         printf("result peak_rss_kib %ld\n", peak_rss_kib());
