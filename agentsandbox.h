@@ -18759,7 +18759,8 @@ static asb_result asb__nt_pod_forward(asb_client *c, const char *host, int port,
     if (!f) {
         asb_portforward_desc d;
         char pod[254], ns[64], pnum[16];
-        const char *dot = strchr(host, '.');
+        /* the last dot: a pod name may hold dots, a namespace may not */
+        const char *dot = strrchr(host, '.');
         memset(&d, 0, sizeof d);
         if (!dot || (size_t)(dot - host) >= sizeof pod || strlen(dot + 1) >= sizeof ns ||
             strlen(host) >= sizeof f->host) {

@@ -574,6 +574,39 @@ ASBT_TEST(recv_timeout_holds_under_a_flood_of_control_frames) {
     pthread_mutex_destroy(&j.mu);
 }
 
+/* Native mode with sandboxd: "<pod>.<ns>" names the forward's pod; a pod
+   name may hold dots (a claim "my.claim" makes a pod of that name). */
+ASBT_TEST(a_pod_forward_of_a_dotted_pod_name_forwards_to_that_pod) {
+    char path[] = "/tmp/asb-test-ws-XXXXXX";
+    const char *cfg = "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n"
+                      "- name: k\n  cluster: {server: 'http://127.0.0.1:1'}\n"
+                      "users:\n- name: u\n  user: {}\ncontexts:\n"
+                      "- name: c\n  context: {cluster: k, user: u}\n";
+    asb_client_desc cd;
+    asb_client *c = NULL;
+    asb__pod_forward *f = NULL;
+    asb_error err;
+    int fd = mkstemp(path);
+    ASBT_CHECK(fd >= 0);
+    ASBT_CHECK(write(fd, cfg, strlen(cfg)) == (ssize_t)strlen(cfg));
+    close(fd);
+    memset(&cd, 0, sizeof cd);
+    cd.kube.kubeconfig.path = path;
+    cd.mode = ASB_CONNECT_DIRECT;
+    cd.direct_url = "http://127.0.0.1:1";
+    cd.claim_api_version = "v1alpha1";
+    ASBT_EQ_RES(asb_client_create(&cd, &c, &err), ASB_OK);
+    unlink(path);
+    ASBT_EQ_RES(asb__nt_pod_forward(c, "my.claim.team-a", 8080, &f, &err), ASB_OK);
+    ASBT_CHECK(f != NULL);
+    ASBT_EQ_STR(f->pf->pod, "my.claim");
+    ASBT_EQ_STR(f->pf->ns, "team-a");
+    asb__nt_pod_forward_done(c, f);
+    c->pod_pfs = f->next; /* (a DIRECT client does not free native forwards) */
+    asb__pod_forward_free(c, f);
+    asb_client_free(c);
+}
+
 ASBT_LIST(ASBT_CASE(accept_key_matches_the_rfc_example)
           ASBT_CASE(sha1_matches_fips_vectors_across_block_boundaries)
           ASBT_CASE(single_frame_message_is_handed_over_whole)
@@ -587,5 +620,6 @@ ASBT_LIST(ASBT_CASE(accept_key_matches_the_rfc_example)
           ASBT_CASE(a_service_target_port_outside_the_port_range_is_refused)
           ASBT_CASE(a_pod_forward_released_during_another_handles_dial_is_freed_after_it)
           ASBT_CASE(bytes_relayed_to_a_forward_are_wiped_from_freed_memory)
-          ASBT_CASE(recv_timeout_holds_under_a_flood_of_control_frames))
+          ASBT_CASE(recv_timeout_holds_under_a_flood_of_control_frames)
+          ASBT_CASE(a_pod_forward_of_a_dotted_pod_name_forwards_to_that_pod))
 ASBT_MAIN()
