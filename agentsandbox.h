@@ -21984,9 +21984,19 @@ ASB_API const char *asb_sandbox_name(const asb_sandbox *sb) { return sb ? sb->na
 ASB_API const char *asb_sandbox_namespace(const asb_sandbox *sb) { return sb ? sb->ns : NULL; }
 ASB_API int asb_sandbox_is_active(const asb_sandbox *sb) { return sb && sb->active && !sb->closed; }
 
+/* A handle's active and closed flags change under the client's lock:
+   other threads read them there while they walk the client's handles
+   (asb__find_handle, list_active, delete_all). */
+static void asb__handle_end(asb_sandbox *sb, int deactivate, int closing) {
+    pthread_mutex_lock(&sb->client->lock);
+    if (deactivate) sb->active = 0;
+    if (closing) sb->closed = 1;
+    pthread_mutex_unlock(&sb->client->lock);
+}
+
 ASB_API void asb_sandbox_close_connection(asb_sandbox *sb) {
     if (!sb) return;
-    sb->closed = 1;
+    asb__handle_end(sb, 0, 1);
     asb__sb_life_end(sb, ASB_OK);
     if (sb->conn->release) sb->conn->release(sb); /* e.g. its pod tunnel */
 }
@@ -21998,7 +22008,7 @@ ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err) {
     if (!sb) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "terminate: NULL handle");
     if (!sb->active) return ASB_OK;
     if (sb->in_pod) { /* no claim: only the handle ends */
-        sb->active = 0;
+        asb__handle_end(sb, 1, 0);
         return ASB_OK;
     }
     asb__sb_span_begin(sb, &span, "delete_claim", ASB_LATENCY_DELETE);
@@ -22015,7 +22025,7 @@ ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err) {
                  sb->ns, sb->claim);
         r = ASB_OK;
     }
-    if (r == ASB_OK) sb->active = 0;       /* only on success: retry later */
+    if (r == ASB_OK) asb__handle_end(sb, 1, 0); /* only on success: retry later */
     if (r == ASB_OK) asb__sb_life_end(sb, ASB_OK);
     if (r == ASB_OK && sb->conn->release) sb->conn->release(sb); /* e.g. its pod tunnel */
     if (r == ASB_OK)
@@ -22882,7 +22892,7 @@ ASB_API asb_result asb_client_delete_all(asb_client *c, asb_error *err) {
                     snprintf(first_msg, sizeof first_msg, "%.299s", one.message);
                 }
                 failed++;
-                list[i]->active = 0; /* tried: do not loop on it */
+                asb__handle_end(list[i], 1, 0); /* tried: do not loop on it */
             }
         }
     } while (n == 256);

@@ -1677,6 +1677,93 @@ ASBT_TEST(the_claim_api_version_is_discovered_safely_from_many_threads) {
     recorder_stop(rec);
 }
 
+/* Found by make test under load (issue 20): threads that each terminate
+   or close their own handle wrote its active/closed flags without the
+   client's lock, while another thread walked the client's handles under
+   it (asb__find_handle in a create, list_active, delete_all): a data race
+   ThreadSanitizer reported in test-kube-cluster's threaded case. Here
+   four threads end their handles (two close theirs first) while a fifth
+   lists the active ones until none is left; the recorder answers the
+   DELETEs. make test-tsan runs it under ThreadSanitizer. */
+typedef struct ending_thread {
+    pthread_t thread;
+    asb_sandbox *sb;
+    int close_first;
+    asb_result r;
+} ending_thread;
+
+static void *end_handle_main(void *arg) {
+    ending_thread *t = (ending_thread *)arg;
+    asb_error err;
+    if (t->close_first) asb_sandbox_close_connection(t->sb);
+    t->r = asb_sandbox_terminate(t->sb, &err);
+    return NULL;
+}
+
+typedef struct lister_thread {
+    pthread_t thread;
+    asb_client *c;
+    size_t last;
+    long rounds;
+} lister_thread;
+
+static void *list_handles_main(void *arg) {
+    lister_thread *t = (lister_thread *)arg;
+    int64_t deadline = asb__now_ms() + 60000; /* a hang bound, never reached when it passes */
+    do {
+        t->last = asb_client_list_active(t->c, NULL, 0);
+        t->rounds++;
+    } while (t->last > 0 && asb__now_ms() < deadline);
+    return NULL;
+}
+
+ASBT_TEST(handles_end_under_the_client_lock_from_many_threads) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client *c;
+    asb_error err;
+    ending_thread t[4];
+    lister_thread l;
+    int i, base, deletes = 0;
+    ASBT_CHECK(rec != NULL);
+    c = apiserver_client(rec, &err);
+    ASBT_CHECK(c != NULL);
+    recorder_reply(rec, 200, "{\"kind\":\"Status\",\"status\":\"Success\"}");
+    for (i = 0; i < 4; i++) {
+        char claim[32], name[32];
+        snprintf(claim, sizeof claim, "sandbox-claim-%d", i);
+        snprintf(name, sizeof name, "sb-%d", i);
+        t[i].sb = asb__new_handle(c, claim, name, "default");
+        ASBT_CHECK(t[i].sb != NULL);
+        t[i].sb->next = c->handles;
+        c->handles = t[i].sb;
+        t[i].close_first = i % 2;
+    }
+    ASBT_EQ_INT(asb_client_list_active(c, NULL, 0), 4);
+    base = recorder_count(rec);
+    memset(&l, 0, sizeof l);
+    l.c = c;
+    l.last = 4;
+    ASBT_CHECK(pthread_create(&l.thread, NULL, list_handles_main, &l) == 0);
+    for (i = 0; i < 4; i++)
+        ASBT_CHECK(pthread_create(&t[i].thread, NULL, end_handle_main, &t[i]) == 0);
+    for (i = 0; i < 4; i++) pthread_join(t[i].thread, NULL);
+    pthread_join(l.thread, NULL);
+    for (i = 0; i < 4; i++) ASBT_EQ_RES(t[i].r, ASB_OK);
+    ASBT_EQ_INT(l.last, 0); /* the lister saw every handle end */
+    ASBT_CHECK(l.rounds > 0);
+    for (i = 0; i < 4; i++) ASBT_EQ_INT(asb_sandbox_is_active(t[i].sb), 0);
+    for (i = base; i < recorder_count(rec) && i < RECORDER_MAX; i++) {
+        recorder_request q;
+        if (recorder_get(rec, i, &q) &&
+            strncmp(q.head, "DELETE /apis/extensions.agents.x-k8s.io/v1alpha1/namespaces/default/"
+                            "sandboxclaims/sandbox-claim-", 95) == 0)
+            deletes++;
+    }
+    ASBT_EQ_INT(deletes, 4); /* closed or not, each claim was deleted once */
+    asb_client_free(c);
+    recorder_stop(rec);
+}
+
 /* The client calls the agentsandbox tool needed (issue 18): the context's
    namespace for a NULL namespace, a list with details in one namespace or
    all, and a delete that tells "not there" apart. The recorder plays the
@@ -1985,6 +2072,7 @@ ASBT_LIST(
     ASBT_CASE(a_create_waiting_for_ready_is_cancelled_and_deletes_its_claim)
     ASBT_CASE(delete_all_deletes_the_claims_of_closed_handles_too)
     ASBT_CASE(the_claim_api_version_is_discovered_safely_from_many_threads)
+    ASBT_CASE(handles_end_under_the_client_lock_from_many_threads)
     ASBT_CASE(a_null_namespace_is_the_context_s_and_claims_list_with_details)
     ASBT_CASE(kubectl_is_never_run_from_the_working_directory)
     ASBT_CASE(client_options_are_checked_before_anything_runs)
