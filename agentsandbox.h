@@ -7709,7 +7709,29 @@ ASB_API asb_result asb_url_parse(const char *url, size_t len, asb_url *out,
     if (!url || !out)
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "url: NULL argument");
     memset(out, 0, sizeof *out);
-    asb__quote(q, sizeof q, url, len, 64);
+    {
+        /* the URL as errors show it: user info (a password, in a
+           direct_url or a kubeconfig's server) as "***" */
+        const char *sep = NULL, *at = NULL, *p2;
+        char shown[160];
+        size_t n = 0;
+        for (k = 0; k + 3 <= len && !sep; k++)
+            if (url[k] == ':' && url[k + 1] == '/' && url[k + 2] == '/') sep = url + k + 3;
+        for (p2 = sep; p2 && p2 < url + len && *p2 != '/' && *p2 != '?' && *p2 != '#'; p2++)
+            if (*p2 == '@') at = p2;
+        if (at) {
+            size_t pre = (size_t)(sep - url), post = len - (size_t)(at - url);
+            if (pre > 80) pre = 80;
+            if (post > sizeof shown - pre - 4) post = sizeof shown - pre - 4;
+            memcpy(shown, url, pre);
+            memcpy(shown + pre, "***", 3);
+            memcpy(shown + pre + 3, at, post);
+            n = pre + 3 + post;
+            asb__quote(q, sizeof q, shown, n, 64);
+        } else {
+            asb__quote(q, sizeof q, url, len, 64);
+        }
+    }
     for (k = 0; k < len; k++) {
         unsigned char c = (unsigned char)url[k];
         if (c <= 0x20 || c == 0x7f)

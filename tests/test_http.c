@@ -45,6 +45,27 @@ ASBT_TEST(bad_urls_are_refused_with_a_reason) {
     }
 }
 
+/* R24: a URL's user info is a password (in a direct_url, a kubeconfig's
+   server); an error about the URL, whatever is wrong with it, never
+   shows it. */
+ASBT_TEST(url_errors_never_show_the_user_info) {
+    static const char *bad[] = {
+        "https://user:s3cr3t-pw@router.example:8443/",        /* user info */
+        "ftp://user:s3cr3t-pw@host/",                          /* scheme */
+        "http://user:s3cr3t-pw@host/a b",                      /* space */
+        "http://user:s3cr3t-pw@host:99999/",                   /* port */
+        "http://s3cr3t-pw@[::1/",                              /* IPv6 */
+    };
+    size_t i;
+    asb_url u;
+    asb_error err;
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ASBT_EQ_RES(asb_url_parse(bad[i], strlen(bad[i]), &u, &err), ASB_ERR_INVALID_ARGUMENT);
+        ASBT_CHECK(strstr(err.message, "s3cr3t") == NULL);
+        ASBT_CONTAINS(err.message, "***@");
+    }
+}
+
 /* -- the parser ---------------------------------------------------------------- */
 
 typedef struct parsed {
@@ -385,6 +406,7 @@ ASBT_TEST(multipart_framing_escapes_quotes_and_backslashes_as_the_runtimes_decod
 ASBT_LIST(
     ASBT_CASE(urls_parse_with_ports_ipv6_paths_and_queries)
     ASBT_CASE(bad_urls_are_refused_with_a_reason)
+    ASBT_CASE(url_errors_never_show_the_user_info)
     ASBT_CASE(chunked_body_split_at_every_byte_boundary_is_the_same)
     ASBT_CASE(content_length_and_until_close_bodies)
     ASBT_CASE(short_bodies_and_cut_chunks_are_errors_not_data)
