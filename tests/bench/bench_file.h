@@ -1,12 +1,13 @@
-/* What the SDK benches (bench_sdk.c, bench_sandboxd.c) share: the 64 MiB
-   file, one pseudo-random block repeated, made before timing, streamed up
-   from file_source and checked byte by byte as it comes back in
-   file_sink; the clock, the median the reports take, and the process's
-   peak RSS and CPU time; and the measures both take of one sandbox,
-   printed as the "result <name> <value>" lines their reports read. The
-   includer defines BENCH_NAME (its messages' prefix), BENCH_BLOCK and
-   BENCH_FILE_BYTES first, after including agentsandbox.h, <stdio.h>,
-   <stdlib.h>, <sys/resource.h> and <time.h>. */
+/* What the SDK benches (bench_sdk.c, bench_sandboxd.c, bench_native.c)
+   share: the 64 MiB file, one pseudo-random block repeated, made before
+   timing, streamed up from file_source and checked byte by byte as it
+   comes back in file_sink; the clock, the median the reports take, and
+   the process's peak RSS and CPU time; and the measures bench_sdk and
+   bench_sandboxd both take of one sandbox, printed as the "result <name>
+   <value>" lines their reports read. The includer defines BENCH_NAME (its
+   messages' prefix), BENCH_BLOCK and BENCH_FILE_BYTES first, after
+   including agentsandbox.h, <stdio.h>, <stdlib.h>, <sys/resource.h> and
+   <time.h>. */
 #ifndef ASB_BENCH_FILE_H
 #define ASB_BENCH_FILE_H
 

@@ -28,58 +28,14 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#define FILE_BYTES ((uint64_t)64 << 20)
-#define BLOCK_BYTES 65536
+#define BENCH_NAME "bench_native"
+#define BENCH_FILE_BYTES ((uint64_t)64 << 20)
+#define BENCH_BLOCK 65536
 #define ROUNDS 10
 #define BLOCK 20
 #define REPS 3
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, size_t n) {
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static unsigned char block[BLOCK_BYTES];
-
-typedef struct cursor {
-    uint64_t off;
-    int mismatch;
-} cursor;
-
-static long source(void *user, char *buf, size_t cap) {
-    cursor *c = (cursor *)user;
-    size_t at = (size_t)(c->off % BLOCK_BYTES), n = BLOCK_BYTES - at;
-    if (c->off >= FILE_BYTES) return 0;
-    if (n > cap) n = cap;
-    if ((uint64_t)n > FILE_BYTES - c->off) n = (size_t)(FILE_BYTES - c->off);
-    memcpy(buf, block + at, n);
-    c->off += n;
-    return (long)n;
-}
-
-static asb_result sink(void *user, const char *data, size_t len) {
-    cursor *c = (cursor *)user;
-    while (len) {
-        size_t at = (size_t)(c->off % BLOCK_BYTES), n = BLOCK_BYTES - at;
-        if (n > len) n = len;
-        if (c->off + n > FILE_BYTES || memcmp(data, block + at, n) != 0) c->mismatch = 1;
-        c->off += n;
-        data += n;
-        len -= n;
-    }
-    return ASB_OK;
-}
+#include "bench_file.h"
 
 /* CPU seconds (user + system) of a process, all its threads: -1 when
    it is gone or unreadable. */
@@ -198,20 +154,20 @@ static int runs(side *s, int from) {
 }
 
 static int transfer(side *s, int rep) {
-    cursor cur;
+    file_cursor cur;
     asb_error err;
     cpu_at c0, c1;
     double t0;
     cpu_now(&c0);
     t0 = now_ms();
     memset(&cur, 0, sizeof cur);
-    if (asb_sandbox_write_stream(s->sb, "bench-native-64m.bin", source, &cur, FILE_BYTES, &err) !=
-        ASB_OK)
+    if (asb_sandbox_write_stream(s->sb, "bench-native-64m.bin", file_source, &cur,
+                                 BENCH_FILE_BYTES, &err) != ASB_OK)
         return fail(s, "write", &err);
     memset(&cur, 0, sizeof cur);
-    if (asb_sandbox_read_stream(s->sb, "bench-native-64m.bin", sink, &cur, &err) != ASB_OK)
+    if (asb_sandbox_read_stream(s->sb, "bench-native-64m.bin", file_sink, &cur, &err) != ASB_OK)
         return fail(s, "read", &err);
-    if (cur.mismatch || cur.off != FILE_BYTES) {
+    if (cur.mismatch || cur.off != BENCH_FILE_BYTES) {
         fprintf(stderr, "bench_native: %s: read back other bytes than written\n", s->name);
         return 1;
     }
@@ -227,13 +183,7 @@ int main(int argc, char **argv) {
     const char *tpl = argc > 1 ? argv[1] : "python-sandbox-template";
     side sides[2];
     int i, k, rc = 1;
-    uint32_t x = 2463534242u;
-    for (i = 0; i < BLOCK_BYTES; i++) {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        block[i] = (unsigned char)x;
-    }
+    block_fill();
     memset(sides, 0, sizeof sides);
     kwok_pid = component_pid("kwok");
     apiserver_pid = component_pid("kube-apiserver");
@@ -274,8 +224,8 @@ int main(int argc, char **argv) {
     {
         double ln = median(sides[0].lat, ROUNDS * BLOCK), lk = median(sides[1].lat, ROUNDS * BLOCK);
         double tn = median(sides[0].xfer, REPS), tk = median(sides[1].xfer, REPS);
-        double mbn = 2.0 * (double)FILE_BYTES / 1e6 / (tn / 1e3);
-        double mbk = 2.0 * (double)FILE_BYTES / 1e6 / (tk / 1e3);
+        double mbn = 2.0 * (double)BENCH_FILE_BYTES / 1e6 / (tn / 1e3);
+        double mbk = 2.0 * (double)BENCH_FILE_BYTES / 1e6 / (tk / 1e3);
         printf("bench: native tunnel run(\"true\") latency, median of %d: %.2f ms vs kubectl "
                "port-forward %.2f ms = %.2fx (goal <= 0.9x)\n",
                ROUNDS * BLOCK, ln, lk, ln / lk);

@@ -105,7 +105,7 @@ bench-sdk: $(BENCH_SDK_BIN) $(BENCH_SDK_STAMP) cluster-build cluster-runtime
 # run("true") latency and 64 MiB write + read (tests/bench/bench_native.c),
 # on test-kube-cluster's cluster state (v0.4.6), always stopped after.
 BENCH_NATIVE_BIN := $(BUILD)/tests/bench_native
-$(BENCH_NATIVE_BIN): tests/bench/bench_native.c agentsandbox.h
+$(BENCH_NATIVE_BIN): tests/bench/bench_native.c tests/bench/bench_file.h agentsandbox.h
 	@mkdir -p $(@D)
 	$(CC) -std=c99 -O2 -DNDEBUG $(CFLAGS_WARN) $< -o $@ $(LINK)
 ALL_TARGETS += $(BENCH_NATIVE_BIN)
