@@ -20,16 +20,12 @@ run("true") on each (its tunnel up), then with all N open: this process's
 RSS and peak RSS, its descendants and their RSS summed; then all deleted.
 Results go to stdout as "result <name> <value>" lines."""
 import os
-import resource
-import statistics
 import sys
 import time
 
+from sdk_measures import load, median_of, peak_rss_kib, result
+
 WARMPOOL = "sandboxd-warmpool"
-
-
-def result(name, value):
-    print("result %s %s" % (name, value), flush=True)
 
 
 def rss_kib(pid):
@@ -102,7 +98,7 @@ def hundred(n, width):
         me = rss_kib(os.getpid())
         result("hundred_n", n)
         result("hundred_rss_kib", me)
-        result("hundred_peak_rss_kib", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+        result("hundred_peak_rss_kib", peak_rss_kib())
         result("hundred_children", kids)
         result("hundred_children_rss_kib", kids_kib)
         result("hundred_total_rss_kib", me + kids_kib)
@@ -113,24 +109,11 @@ def hundred(n, width):
     return 0
 
 
-def load(path):
-    out = {}
-    with open(path) as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) == 3 and parts[0] == "result":
-                out.setdefault(parts[1], []).append(float(parts[2]))
-    return out
-
-
 def report(ours_path, theirs_path, baseline):
     ours, theirs = load(ours_path), load(theirs_path)
 
     def one(d, key):
-        v = d.get(key)
-        if not v:
-            raise SystemExit("bench-native-sdk: no %s in the results" % key)
-        return statistics.median(v)
+        return median_of(d, key, "bench-native-sdk")
 
     def line(name, a, b, unit, goal, fmt="%.1f", base=baseline):
         ratio = "%.1f" % (b / a) if a > 0 else "inf"

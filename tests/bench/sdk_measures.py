@@ -1,6 +1,7 @@
-"""What the Python SDK sides of make bench-sdk (bench_sdk.py) and make
-bench-sandboxd (bench_sandboxd.py) measure alike, and how both write,
-read and compare their results.
+"""What the Python SDK sides of make bench-sdk (bench_sdk.py), make
+bench-sandboxd (bench_sandboxd.py) and make bench-native-sdk
+(bench_native_sdk.py) measure alike, and how they write, read and compare
+their results.
 
 A workload process prints "result <name> <value>" lines (several processes
 may append to one file); load() reads a file back into name -> values, and
