@@ -7,13 +7,15 @@
    pods/portforward for a service account made here, the error channel,
    many streams at once, a server that refuses the upgrade, an HTTP
    client and an HTTP/2 connection whose connections are streams (the
-   sandboxd pods of a v0.5.6 cluster: REST and gRPC).
+   sandboxd pods of a v0.5.6 cluster: REST and gRPC). The streams ride
+   the apiserver's SPDY tunnel (1.31+) unless a case asks for v4.
    ASB_CLUSTER_KUBECONFIGS names the directory of the cluster's
    kubeconfigs (its parent holds cluster.json and pki/). */
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
 #include "asbtest.h"
 #include "cluster.h"
+#include "logsink.h"
 #include <dirent.h>
 
 static asb_kube_client *connect_file(const char *path, asb_error *err) {
@@ -412,31 +414,82 @@ ASBT_TEST(user_without_pods_portforward_gets_the_apiservers_403) {
 /* kwok has no rule for port 9 of the router pod: the dial succeeds (the
    server names the port first), then the error channel says why and the
    stream ends; that text becomes the forwarder's error, once. */
+/* Both protocols: v4's error channel, and SPDY's error stream (which
+   kwok writes after it has ended the data stream). */
 ASBT_TEST(error_channel_text_becomes_the_stream_error) {
     asb_error err;
     asb_kube_client *kc = connect_as("admin", &err);
-    asb_portforward_desc d;
-    asb_portforward *pf = NULL;
-    asb_buf got;
-    int fd = -1;
+    int v4;
     ASBT_CHECK(kc != NULL);
-    memset(&d, 0, sizeof d);
-    d.ns = "agent-sandbox-system";
-    d.pod = "sandbox-router";
-    d.port = "9";
-    ASBT_EQ_RES(asb_portforward_create(kc, &d, &pf, &err), ASB_OK);
-    ASBT_EQ_RES(asb_portforward_dial(pf, &fd, &err), ASB_OK);
-    asb_buf_init(&got, NULL);
-    send_all(fd, get_root, sizeof get_root - 1);
-    ASBT_EQ_INT(read_response(fd, &got), 0); /* EOF, no answer */
-    ASBT_EQ_INT(asb_portforward_take_error(pf, &err), 1);
-    ASBT_EQ_RES(err.code, ASB_ERR_PORT_FORWARD);
-    ASBT_CONTAINS(err.message, "error forwarding port 9 to pod sandbox-router");
-    ASBT_CONTAINS(err.message, "no forward found for port 9");
-    ASBT_EQ_INT(asb_portforward_take_error(pf, &err), 0);
-    close(fd);
-    asb_buf_free(&got);
-    asb_portforward_free(pf);
+    for (v4 = 0; v4 < 2; v4++) {
+        asb_portforward_desc d;
+        asb_portforward *pf = NULL;
+        asb_buf got;
+        int fd = -1;
+        memset(&d, 0, sizeof d);
+        d.ns = "agent-sandbox-system";
+        d.pod = "sandbox-router";
+        d.port = "9";
+        d.v4_only = v4;
+        ASBT_EQ_RES(asb_portforward_create(kc, &d, &pf, &err), ASB_OK);
+        ASBT_EQ_RES(asb_portforward_dial(pf, &fd, &err), ASB_OK);
+        asb_buf_init(&got, NULL);
+        send_all(fd, get_root, sizeof get_root - 1);
+        ASBT_EQ_INT(read_response(fd, &got), 0); /* EOF, no answer */
+        ASBT_EQ_INT(asb_portforward_take_error(pf, &err), 1);
+        ASBT_EQ_RES(err.code, ASB_ERR_PORT_FORWARD);
+        ASBT_CONTAINS(err.message, "error forwarding port 9 to pod sandbox-router");
+        ASBT_CONTAINS(err.message, "no forward found for port 9");
+        ASBT_EQ_INT(asb_portforward_take_error(pf, &err), 0);
+        close(fd);
+        asb_buf_free(&got);
+        asb_portforward_free(pf);
+    }
+    asb_kube_client_free(kc);
+}
+
+/* The 1.33 apiserver tunnels SPDY (PortForwardWebsockets is on from
+   1.31): a dial offers it first and gets it, the way kubectl's
+   port-forward does; v4_only asks for the kubelet's v4 alone. Either
+   way the router answers every request on the stream. */
+ASBT_TEST(dial_rides_the_apiservers_spdy_tunnel_or_v4_on_request) {
+    static const char *want[2] = {"over SPDY/3.1+portforward.k8s.io",
+                                  "over v4.channel.k8s.io"};
+    asb_error err;
+    asb_kube_client *kc = connect_as("admin", &err);
+    int v4;
+    ASBT_CHECK(kc != NULL);
+    for (v4 = 0; v4 < 2; v4++) {
+        asb_portforward_desc d;
+        asb_portforward *pf = NULL;
+        asb_logger lgr;
+        asbt_log lg;
+        asb_buf got;
+        int fd = -1, i;
+        memset(&d, 0, sizeof d);
+        asbt_log_open(&lg, &lgr, ASB_LOG_DEBUG);
+        d.ns = "agent-sandbox-system";
+        d.service = "sandbox-router-svc";
+        d.port = "8080";
+        d.v4_only = v4;
+        d.log = &lgr;
+        ASBT_EQ_RES(asb_portforward_create(kc, &d, &pf, &err), ASB_OK);
+        ASBT_EQ_RES(asb_portforward_dial(pf, &fd, &err), ASB_OK);
+        ASBT_CONTAINS(lg.text.ptr, "portforward.stream.opened: pod sandbox-router port 8080");
+        ASBT_CONTAINS(lg.text.ptr, want[v4]);
+        asb_buf_init(&got, NULL);
+        for (i = 0; i < 3; i++) { /* one stream, several requests */
+            got.len = 0;
+            ASBT_EQ_INT(send_all(fd, get_root, sizeof get_root - 1), 0);
+            ASBT_EQ_INT(read_response(fd, &got), 1);
+            ASBT_CONTAINS(got.ptr, "X-Sandbox-ID header is required");
+        }
+        ASBT_EQ_INT(asb_portforward_take_error(pf, &err), 0);
+        close(fd);
+        asb_buf_free(&got);
+        asb_portforward_free(pf);
+        asbt_log_close(&lg);
+    }
     asb_kube_client_free(kc);
 }
 
@@ -1028,6 +1081,7 @@ ASBT_LIST(ASBT_CASE(service_resolves_to_the_ready_router_pod_by_port_number_or_n
           ASBT_CASE(every_credential_kind_can_port_forward)
           ASBT_CASE(user_without_pods_portforward_gets_the_apiservers_403)
           ASBT_CASE(error_channel_text_becomes_the_stream_error)
+          ASBT_CASE(dial_rides_the_apiservers_spdy_tunnel_or_v4_on_request)
           ASBT_CASE(pod_that_does_not_exist_is_not_found)
           ASBT_CASE(websocket_speaks_v4_channels_with_the_kubelet)
           ASBT_CASE(websocket_resumes_the_tls_session_of_the_clients_requests)

@@ -607,6 +607,95 @@ ASBT_TEST(a_pod_forward_of_a_dotted_pod_name_forwards_to_that_pod) {
     asb_client_free(c);
 }
 
+/* The SPDY tunnel (SPDY/3.1+portforward.k8s.io): what we send is read by
+   the apiserver's kubelet (moby/spdystream): a SYN_STREAM per stream whose
+   header block is one zlib stream of stored deflate blocks, each ended
+   as a sync flush ends (an empty stored block), the zlib header only on
+   the connection's first block. test_portforward_cluster has the real
+   server read them. */
+static size_t spdy_expect_block(const unsigned char *p, const char *type, const char *port) {
+    const char *kv[6];
+    size_t n = 4, i;
+    kv[0] = "streamtype";
+    kv[1] = type;
+    kv[2] = "port";
+    kv[3] = port;
+    kv[4] = "requestid";
+    kv[5] = "0";
+    if (asb__get32(p) != 3) return 0;
+    for (i = 0; i < 6; i++) {
+        size_t l = strlen(kv[i]);
+        if (asb__get32(p + n) != l || memcmp(p + n + 4, kv[i], l) != 0) return 0;
+        n += 4 + l;
+    }
+    return n;
+}
+
+ASBT_TEST(spdy_syn_stream_sends_the_port_forward_headers_in_stored_zlib_blocks) {
+    unsigned char o[400];
+    size_t n1 = asb__spdy_syn_stream(o, 1, "error", 8080, 1), n2, blk, at;
+    ASBT_CHECK(n1 < 160);
+    ASBT_EQ_MEM(o, 4, "\x80\x03\x00\x01", 4); /* control, version 3, SYN_STREAM */
+    ASBT_EQ_INT(o[4], 0);                      /* no flags: both sides stay open */
+    ASBT_EQ_INT((int)(asb__get32(o + 4) & 0xffffff), (int)(n1 - 8));
+    ASBT_EQ_INT((int)asb__get32(o + 8), 1);
+    ASBT_EQ_INT((int)asb__get32(o + 12), 0);
+    ASBT_EQ_INT(o[18], 0x78); /* zlib: deflate, no preset dictionary, */
+    ASBT_EQ_INT(((o[18] << 8) | o[19]) % 31, 0); /* a valid check */
+    ASBT_EQ_INT(o[19] & 0x20, 0);
+    ASBT_EQ_INT(o[20], 0x00); /* a stored block, not the last */
+    blk = (size_t)(o[21] | o[22] << 8);
+    ASBT_EQ_INT((int)(blk ^ 0xffffu), (int)(o[23] | o[24] << 8)); /* NLEN */
+    ASBT_EQ_INT((int)spdy_expect_block(o + 25, "error", "8080"), (int)blk);
+    at = 25 + blk;
+    ASBT_EQ_MEM(o + at, 5, "\x00\x00\x00\xff\xff", 5); /* the sync flush */
+    ASBT_EQ_INT((int)(at + 5), (int)n1);
+    /* the next stream continues the zlib stream: no header again */
+    n2 = asb__spdy_syn_stream(o, 3, "data", 443, 0);
+    ASBT_EQ_INT((int)asb__get32(o + 8), 3);
+    ASBT_EQ_INT(o[18], 0x00);
+    blk = (size_t)(o[19] | o[20] << 8);
+    ASBT_EQ_INT((int)spdy_expect_block(o + 23, "data", "443"), (int)blk);
+    ASBT_EQ_INT((int)(23 + blk + 5), (int)n2);
+    asb__spdy_data_head(o, 3, 1, 70000);
+    ASBT_EQ_MEM(o, 8, "\x00\x00\x00\x03\x01\x01\x11\x70", 8); /* FIN, 24-bit length */
+}
+
+ASBT_TEST(spdy_server_frames_are_parsed_and_broken_ones_refused) {
+    static const unsigned char data[] = "\x00\x00\x00\x03\x01\x00\x00\x02hi";
+    static const unsigned char reply[] = "\x80\x03\x00\x02\x00\x00\x00\x0a\x00\x00\x00\x03"
+                                         "\x78\x01\x00\x00\x00\xff\xff";
+    static const unsigned char rst[] = "\x80\x03\x00\x03\x00\x00\x00\x08\x00\x00\x00\x01"
+                                       "\x00\x00\x00\x05";
+    static const unsigned char ping[] = "\x80\x03\x00\x06\x00\x00\x00\x04\x00\x00\x00\x02";
+    static const unsigned char v2[] = "\x80\x02\x00\x06\x00\x00\x00\x04\x00\x00\x00\x02";
+    static const unsigned char huge[] = "\x00\x00\x00\x03\x00\xff\xff\xff";
+    static const unsigned char short_rst[] = "\x80\x03\x00\x03\x00\x00\x00\x04\x00\x00\x00\x01";
+    asb__spdy_frame f;
+    ASBT_EQ_INT(asb__spdy_next(data, sizeof data - 1, &f), 1);
+    ASBT_EQ_INT(f.control, 0);
+    ASBT_EQ_INT((int)f.stream, 3);
+    ASBT_EQ_INT((int)(f.flags & 1), 1);
+    ASBT_EQ_MEM(f.data, f.len, "hi", 2);
+    ASBT_EQ_INT((int)f.total, 10);
+    ASBT_EQ_INT(asb__spdy_next(data, sizeof data - 2, &f), 0); /* one byte short */
+    ASBT_EQ_INT(asb__spdy_next(data, 7, &f), 0);
+    ASBT_EQ_INT(asb__spdy_next(reply, sizeof reply - 1, &f), 1);
+    ASBT_EQ_INT(f.control, 1);
+    ASBT_EQ_INT((int)f.type, 2);
+    ASBT_EQ_INT((int)f.stream, 3);
+    ASBT_EQ_INT(asb__spdy_next(rst, sizeof rst - 1, &f), 1);
+    ASBT_EQ_INT((int)f.type, 3);
+    ASBT_EQ_INT((int)f.stream, 1);
+    ASBT_EQ_INT((int)f.status, 5);
+    ASBT_EQ_INT(asb__spdy_next(ping, sizeof ping - 1, &f), 1);
+    ASBT_EQ_INT((int)f.type, 6);
+    ASBT_EQ_INT((int)f.len, 4);
+    ASBT_EQ_INT(asb__spdy_next(v2, sizeof v2 - 1, &f), -1);
+    ASBT_EQ_INT(asb__spdy_next(huge, sizeof huge - 1, &f), -1); /* over 1 MiB: not buffered */
+    ASBT_EQ_INT(asb__spdy_next(short_rst, sizeof short_rst - 1, &f), -1);
+}
+
 ASBT_LIST(ASBT_CASE(accept_key_matches_the_rfc_example)
           ASBT_CASE(sha1_matches_fips_vectors_across_block_boundaries)
           ASBT_CASE(single_frame_message_is_handed_over_whole)
@@ -621,5 +710,7 @@ ASBT_LIST(ASBT_CASE(accept_key_matches_the_rfc_example)
           ASBT_CASE(a_pod_forward_released_during_another_handles_dial_is_freed_after_it)
           ASBT_CASE(bytes_relayed_to_a_forward_are_wiped_from_freed_memory)
           ASBT_CASE(recv_timeout_holds_under_a_flood_of_control_frames)
-          ASBT_CASE(a_pod_forward_of_a_dotted_pod_name_forwards_to_that_pod))
+          ASBT_CASE(a_pod_forward_of_a_dotted_pod_name_forwards_to_that_pod)
+          ASBT_CASE(spdy_syn_stream_sends_the_port_forward_headers_in_stored_zlib_blocks)
+          ASBT_CASE(spdy_server_frames_are_parsed_and_broken_ones_refused))
 ASBT_MAIN()

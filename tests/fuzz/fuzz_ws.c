@@ -5,7 +5,12 @@
    out is within the limit (control payloads within 125 bytes), a text
    message and a close reason are UTF-8, a close code is one a peer may
    send; a refusal names its reason and one of the close codes 1002,
-   1007, 1009, and the reader hands out nothing after it. */
+   1007, 1009, and the reader hands out nothing after it. The same bytes,
+   in the same chunks, go to the SPDY frame parser of the port-forward
+   tunnel (what the apiserver relays from the kubelet): each frame it
+   hands out lies within what was buffered, its length within the 24-bit
+   field and the 1 MiB limit, a control frame's stream-scoped fields
+   inside its payload. */
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../../agentsandbox.h"
 #include "fuzz_main.h"
@@ -58,5 +63,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_REQUIRE(r.in.len - r.pos <= 4096 + 14 + 64 || failed);
     }
     asb__ws_reader_free(&r);
+    {
+        asb_buf in;
+        size_t pos = 0;
+        int bad = 0;
+        asb_buf_init(&in, NULL);
+        for (i = 0; i < size && !bad; i += chunk) {
+            size_t n = size - i < chunk ? size - i : chunk;
+            asb__spdy_frame f;
+            int k;
+            FUZZ_REQUIRE(asb__spdy_feed(&in, &pos, (const char *)data + i, n) == ASB_OK);
+            while ((k = asb__spdy_next_in(&in, pos, &f)) > 0) {
+                FUZZ_REQUIRE(f.total == 8 + f.len);
+                FUZZ_REQUIRE(f.len <= ((size_t)1 << 20));
+                FUZZ_REQUIRE(pos + f.total <= in.len);
+                FUZZ_REQUIRE(f.data == (const unsigned char *)in.ptr + pos + 8);
+                FUZZ_REQUIRE(f.stream <= 0x7fffffffu);
+                if (f.control && f.type == 3) FUZZ_REQUIRE(f.len >= 8);
+                pos += f.total;
+            }
+            if (k < 0) bad = 1;
+        }
+        asb_buf_free(&in);
+    }
     return 0;
 }
