@@ -10,6 +10,7 @@
 #include "recorder.h"
 #include "logsink.h"
 #include "scanalloc.h"
+#include "nocluster.h"
 
 /* The router's base URL, from the client's connector as a call gets it
    (starting the tunnel when the connector has one). */
@@ -200,39 +201,6 @@ ASBT_TEST(gateway_status_skips_integers_non_objects_and_numeric_hosts) {
    calls to the router are under test; the handle's own Sandbox lookup
    fails at once and its defaults stand). */
 
-static char unit_cfg[512];
-static int refused_fd = -1;
-
-/* A loopback port bound but not listening: connects are refused. */
-static int refused_port(void) {
-    struct sockaddr_in a;
-    socklen_t al = sizeof a;
-    if (refused_fd < 0) {
-        refused_fd = socket(AF_INET, SOCK_STREAM, 0);
-        memset(&a, 0, sizeof a);
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (refused_fd < 0 || bind(refused_fd, (struct sockaddr *)&a, sizeof a) != 0) return -1;
-    }
-    if (getsockname(refused_fd, (struct sockaddr *)&a, &al) != 0) return -1;
-    return ntohs(a.sin_port);
-}
-
-/* unit_cfg: a kubeconfig whose server refuses connections (the caller
-   unlinks it). */
-static int write_unit_kubeconfig(void) {
-    FILE *f;
-    snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-test-sdk-%d.kubeconfig", (int)getpid());
-    f = fopen(unit_cfg, "w");
-    if (!f) return 0;
-    fprintf(f,
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
-            "    server: http://127.0.0.1:%d\ncontexts:\n- name: c\n  context: {cluster: c, "
-            "user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n",
-            refused_port());
-    return fclose(f) == 0;
-}
-
 static asb_client *router_client(const char *router_url, const char *token, const asb_logger *log,
                                  asb_error *err) {
     asb_client_desc d;
@@ -249,17 +217,6 @@ static asb_client *router_client(const char *router_url, const char *token, cons
     if (asb_client_create(&d, &c, err) != ASB_OK) c = NULL;
     unlink(unit_cfg);
     return c;
-}
-
-/* A handle made by the library's own constructor, registered with the
-   client as create/get do (so asb_client_free frees it). */
-static asb_sandbox *handle_without_cluster(asb_client *c, const char *name) {
-    asb_sandbox *sb = asb__new_handle(c, "sandbox-claim-0000beef", name, "default");
-    if (sb) {
-        sb->next = c->handles;
-        c->handles = sb;
-    }
-    return sb;
 }
 
 static void recorder_url(recorder *r, char *url, size_t cap) {

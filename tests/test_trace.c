@@ -7,6 +7,7 @@
 #include "asbtest.h"
 #include "recorder.h"
 #include "logsink.h"
+#include "nocluster.h"
 
 #include <stdlib.h>
 #include <stddef.h>
@@ -64,23 +65,6 @@ static const seen_span *find_span(seen *sn, const char *name, int nth) {
     return NULL;
 }
 
-static char unit_cfg[256];
-
-static int refused_port(void) {
-    static int fd = -1;
-    struct sockaddr_in a;
-    socklen_t al = sizeof a;
-    if (fd < 0) {
-        fd = socket(AF_INET, SOCK_STREAM, 0);
-        memset(&a, 0, sizeof a);
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0) return -1;
-    }
-    if (getsockname(fd, (struct sockaddr *)&a, &al) != 0) return -1;
-    return ntohs(a.sin_port); /* bound, never listening: connects are refused */
-}
-
 /* A port that accepts connections (the kernel's backlog) and never
    answers: a stalled collector. */
 static int stalled_port(int *fd_out) {
@@ -95,19 +79,6 @@ static int stalled_port(int *fd_out) {
         return -1;
     *fd_out = fd;
     return ntohs(a.sin_port);
-}
-
-static int write_unit_kubeconfig(void) {
-    FILE *f;
-    snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-test-trace-%d.kubeconfig", (int)getpid());
-    f = fopen(unit_cfg, "w");
-    if (!f) return 0;
-    fprintf(f,
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
-            "    server: http://127.0.0.1:%d\ncontexts:\n- name: c\n  context: {cluster: c, "
-            "user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n",
-            refused_port());
-    return fclose(f) == 0;
 }
 
 /* A direct-mode client to a recorder standing in for the router. */
@@ -134,12 +105,8 @@ static asb_client *traced_client(recorder *router, const asb_tracer_desc *td,
 /* A handle as create/get make one, with its lifecycle span as get starts
    it (no cluster here). */
 static asb_sandbox *traced_handle(asb_client *c, const char *name) {
-    asb_sandbox *sb = asb__new_handle(c, "sandbox-claim-0000beef", name, "default");
-    if (sb) {
-        sb->next = c->handles;
-        c->handles = sb;
-        asb__span_start(c->tracer, &sb->life, "lifecycle", ASB_LATENCY_KIND_COUNT, NULL);
-    }
+    asb_sandbox *sb = handle_without_cluster(c, name);
+    if (sb) asb__span_start(c->tracer, &sb->life, "lifecycle", ASB_LATENCY_KIND_COUNT, NULL);
     return sb;
 }
 

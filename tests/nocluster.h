@@ -1,0 +1,62 @@
+/* nocluster.h - a client with no cluster behind it, for the unit tests
+   (after agentsandbox.h with its implementation, and asbtest.h).
+
+       refused_port()            a loopback port bound but never listening:
+                                 connects to it are refused at once
+       write_unit_kubeconfig()   unit_cfg: a kubeconfig whose server is that
+                                 port (the caller unlinks it)
+       handle_without_cluster()  a handle made by the library's own
+                                 constructor, registered with the client as
+                                 create/get do (asb_client_free frees it)
+
+   Builds as C99 and as C++11. */
+#ifndef ASBT_NOCLUSTER_H
+#define ASBT_NOCLUSTER_H
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+ASBT_UNUSED static char unit_cfg[512];
+
+ASBT_UNUSED static int refused_port(void) {
+    static int fd = -1;
+    struct sockaddr_in a;
+    socklen_t al = sizeof a;
+    if (fd < 0) {
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0) return -1;
+    }
+    if (getsockname(fd, (struct sockaddr *)&a, &al) != 0) return -1;
+    return ntohs(a.sin_port);
+}
+
+ASBT_UNUSED static int write_unit_kubeconfig(void) {
+    FILE *f;
+    snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-unit-%d.kubeconfig", (int)getpid());
+    f = fopen(unit_cfg, "w");
+    if (!f) return 0;
+    fprintf(f,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+            "    server: http://127.0.0.1:%d\ncontexts:\n- name: c\n  context: {cluster: c, "
+            "user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n",
+            refused_port());
+    return fclose(f) == 0;
+}
+
+ASBT_UNUSED static asb_sandbox *handle_without_cluster(asb_client *c, const char *name) {
+    asb_sandbox *sb = asb__new_handle(c, "sandbox-claim-0000beef", name, "default");
+    if (sb) {
+        sb->next = c->handles;
+        c->handles = sb;
+    }
+    return sb;
+}
+
+#endif
