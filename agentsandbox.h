@@ -8340,8 +8340,13 @@ typedef struct asb__conn {
     const asb_cancel *cancel; /* the current call's token, NULL: none */
     int last_errno;
     uint64_t bytes_sent;    /* on this request: did anything leave? */
-    char rbuf[65536];      /* large reads: fewer syscalls on big bodies */
-    size_t rpos, rlen;
+    /* what came in and is not parsed yet: allocated at the first read
+       (asb__conn_fill), ASB__RBUF_SMALL, grown to ASB__RBUF_LARGE once a
+       plain read fills it. A pooled connection holds it, so its size is
+       the pool's memory: 64 connections of a batch kept 4 MiB with 64 KiB
+       each, touched by the memset of a new connection */
+    char *rbuf;
+    size_t rcap, rpos, rlen;
 #if ASB_TLS
     int tls_ready;
     int session_saved;      /* offered to the session cache already */
@@ -8351,6 +8356,12 @@ typedef struct asb__conn {
     int ip_len;
 #endif
 } asb__conn;
+
+/* A TLS read returns one record's plaintext at most (16 KiB), so a larger
+   buffer saves nothing there; plain large bodies read 64 KiB at a time
+   (fewer syscalls) once a read filled the small one. */
+#define ASB__RBUF_SMALL 16384
+#define ASB__RBUF_LARGE 65536
 
 /* Waits for the socket; returns 1 ready, 0 timeout, -1 error, -2 the
    call's cancel token was triggered (its pipe turns readable, polled
@@ -9329,6 +9340,7 @@ static void asb__conn_close(asb_http_client *cl, asb__conn *c) {
 #endif
     if (c->fd >= 0) close(c->fd);
     c->fd = -1;
+    cl->alloc.free_fn(c->rbuf, cl->alloc.user_data);
     cl->alloc.free_fn(c, cl->alloc.user_data);
 }
 
@@ -9653,6 +9665,25 @@ static long asb__conn_read(asb__conn *c, char *buf, size_t cap) {
         if (n >= 0) return n;
         return asb__io_failure(c, ASB_ERR_RECV);
     }
+}
+
+/* The next bytes into c->rbuf (everything before them was consumed):
+   >0 bytes, 0 at the end of the stream, <0 an asb_result. */
+static long asb__conn_fill(asb_http_client *cl, asb__conn *c) {
+    long n;
+    size_t want = !c->rbuf ? ASB__RBUF_SMALL
+                  : (c->rlen == c->rcap && !c->use_tls) ? ASB__RBUF_LARGE : c->rcap;
+    c->rpos = c->rlen = 0;
+    if (want != c->rcap) {
+        char *nb = (char *)cl->alloc.alloc_fn(want, cl->alloc.user_data);
+        if (!nb) return ASB_ERR_OUT_OF_MEMORY;
+        cl->alloc.free_fn(c->rbuf, cl->alloc.user_data);
+        c->rbuf = nb;
+        c->rcap = want;
+    }
+    n = asb__conn_read(c, c->rbuf, c->rcap);
+    if (n > 0) c->rlen = (size_t)n;
+    return n;
 }
 
 /* Opens a connection to the URL's endpoint: directly or through the
@@ -10012,7 +10043,8 @@ static void asb__describe(asb_error *err, asb_result code, const char *method,
    Bytes past the answer stay in c->rbuf at c->rpos. *got_bytes (may be
    NULL) turns 1 once a read returned bytes. Shared by requests and the
    WebSocket upgrade, so both read a head under the same limits. */
-static asb_result asb__conn_read_answer(asb__conn *c, asb__http_parser *hp, int *got_bytes) {
+static asb_result asb__conn_read_answer(asb_http_client *cl, asb__conn *c, asb__http_parser *hp,
+                                        int *got_bytes) {
     for (;;) {
         long n;
         size_t used = 0;
@@ -10021,11 +10053,9 @@ static asb_result asb__conn_read_answer(asb__conn *c, asb__http_parser *hp, int 
             c->rpos += used;
             if (r != ASB_OK || hp->state == ASB__HP_DONE) return r;
         }
-        c->rpos = c->rlen = 0;
-        n = asb__conn_read(c, c->rbuf, sizeof c->rbuf);
+        n = asb__conn_fill(cl, c);
         if (n > 0) {
             if (got_bytes) *got_bytes = 1;
-            c->rlen = (size_t)n;
             continue;
         }
         return n == 0 ? asb__hp_eof(hp) : (asb_result)n;
@@ -10129,7 +10159,7 @@ static void asb__attempt_once(asb_http_client *cl, const asb_http_request *req,
     sc.cap = req->max_body_bytes ? req->max_body_bytes : cl->max_body;
     hp.sink = asb__sink;
     hp.sink_ctx = &sc;
-    r = asb__conn_read_answer(c, &hp, &got_bytes);
+    r = asb__conn_read_answer(cl, c, &hp, &got_bytes);
     at->delivered = sc.delivered;
     if (r == ASB_OK && hp.state == ASB__HP_DONE) {
         resp->status = hp.status;
@@ -11896,6 +11926,7 @@ static void asb__h2_close_socket(asb_h2_conn *h) {
     }
 #endif
     if (c->fd >= 0) close(c->fd);
+    h->alloc.free_fn(c->rbuf, h->alloc.user_data); /* NULL: HTTP/2 reads frames itself */
     h->alloc.free_fn(c, h->alloc.user_data);
     h->c = NULL;
 }
@@ -15921,7 +15952,7 @@ static asb_result asb__ws_upgrade(asb_ws *ws, asb_http_client *cl, const asb_url
     sc.cap = 65536;
     hp.sink = asb__sink;
     hp.sink_ctx = &sc;
-    r = asb__conn_read_answer(c, &hp, NULL);
+    r = asb__conn_read_answer(cl, c, &hp, NULL);
     if (r == ASB_OK && hp.state == ASB__HP_DONE) {
         resp->status = hp.status;
         r = asb__resp_take_head(resp, &hp);
@@ -22862,6 +22893,8 @@ static asb_result asb__client_get_sandbox(asb_client *c, const char *claim, cons
     asb_sandbox *sb, *dup = NULL;
     asb__claim_wait cw;
     char sel[300], rv[64] = "";
+    asb_error local;
+    if (!err) err = &local; /* a 403 of the shared watch must be seen */
     if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "get: NULL out");
     *out = NULL;
     if (!c || !claim) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "get: NULL argument");
@@ -22901,15 +22934,32 @@ static asb_result asb__client_get_sandbox(asb_client *c, const char *claim, cons
     }
     asb_buf_free(&body);
     if (!cw.sandbox[0]) {
-        /* not bound yet: wait for it, as create does */
+        /* not bound yet: wait for it, as create does, on the client's
+           shared watch of the namespace (many gets at once are still one
+           watch on the apiserver); a watch of this claim alone only when
+           RBAC refuses the namespace's list or watch */
         asb_watch_opts wo;
+        asb__waiter *w = NULL;
+        int gap = 0;
         memset(&wo, 0, sizeof wo);
-        snprintf(sel, sizeof sel, "metadata.name=%s", claim);
-        wo.field_selector = sel;
-        wo.resource_version = rv[0] ? rv : NULL;
         wo.deadline_ms = resolve_timeout_ms > 0 ? resolve_timeout_ms : 30000;
         cw.outcome = ASB_ERR_TIMEOUT;
-        r = asb_kube_watch(c->kube, &res, ns, &wo, asb__claim_event, &cw, err);
+        r = asb__informer_join(c->kube, &res, ns, claim, NULL, asb__claim_event, &cw, &w, err);
+        if (r == ASB_OK) {
+            asb__informer_arm(w, cw.uid, rv[0] ? rv : NULL);
+            r = asb__informer_wait(w, asb__now_ms() + wo.deadline_ms, NULL, &gap, err);
+            asb__informer_leave(w); /* cw is ours again from here */
+            if (r == ASB_ERR_NOT_FOUND && gap) r = ASB_ERR_METADATA; /* gone meanwhile */
+            else if (r == ASB_ERR_TIMEOUT && !cw.sandbox[0])
+                asb__fail(err, r, "claim %s not bound to a sandbox within %d ms", claim,
+                          wo.deadline_ms);
+        }
+        if (r == ASB_ERR_KUBE_API && err && err->http_status == 403) {
+            snprintf(sel, sizeof sel, "metadata.name=%s", claim);
+            wo.field_selector = sel;
+            wo.resource_version = rv[0] ? rv : NULL;
+            r = asb_kube_watch(c->kube, &res, ns, &wo, asb__claim_event, &cw, err);
+        }
         if (r == ASB_OK && !cw.sandbox[0]) r = cw.outcome == ASB_OK ? ASB_ERR_TIMEOUT : cw.outcome;
         if (r == ASB_ERR_METADATA)
             r = asb__fail(err, r, "claim %s was deleted while resolving it", claim);

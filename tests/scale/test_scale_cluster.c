@@ -12,6 +12,8 @@
    shared watch, not one per create. Prints the time it took, the peak
    watch count and this process's peak RSS.
 
+   gets_of_unbound_claims_share_one_watch: below.
+
    ASB_CLUSTER_KUBECONFIGS names the kubeconfig directory. */
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../../agentsandbox.h"
@@ -216,8 +218,112 @@ ASBT_TEST(create_500_sandboxes_with_one_watch) {
     pthread_mutex_destroy(&smp.mu);
 }
 
+/* gets_of_unbound_claims_share_one_watch: GETSHARE_CLAIMS claims the
+   controller cannot bind (their warm pool does not exist: it marks them
+   WarmPoolNotFound and leaves them), attached to at once from as many
+   threads with asb_client_get_sandbox. Each waits out its resolve
+   timeout for a binding that never comes, on the client's shared watch
+   of the namespace: the apiserver sees at most one more claim watch
+   during the waits, not one per get (which a watch of each claim would
+   show, scope "resource"). */
+#define GETSHARE_CLAIMS 8
+
+typedef struct get_job {
+    asb_client *client;
+    char claim[64];
+    asb_result r;
+    asb_error err;
+} get_job;
+
+static void *get_unbound(void *arg) {
+    get_job *g = (get_job *)arg;
+    asb_sandbox *sb = NULL;
+    g->r = asb_client_get_sandbox(g->client, g->claim, "default", 4000, &sb, &g->err);
+    return NULL;
+}
+
+ASBT_TEST(gets_of_unbound_claims_share_one_watch) {
+    static const asb_kube_resource claims = {"extensions.agents.x-k8s.io", "v1beta1",
+                                             "sandboxclaims"};
+    asb_kube_client *admin = admin_client();
+    asb_client_desc desc;
+    asb_client *client = NULL;
+    get_job jobs[GETSHARE_CLAIMS];
+    pthread_t th[GETSHARE_CLAIMS], sth;
+    sampler smp;
+    asb_error err;
+    char path[1100];
+    int i, base;
+    ASBT_CHECK(admin != NULL);
+    if (!admin) return;
+    base = claim_watches(admin);
+    ASBT_CHECK(base >= 0);
+    snprintf(path, sizeof path, "%s/token.kubeconfig", kubeconfig_dir);
+    memset(&desc, 0, sizeof desc);
+    desc.kube.kubeconfig.path = path;
+    ASBT_EQ_RES(asb_client_create(&desc, &client, &err), ASB_OK);
+    if (!client) return;
+    for (i = 0; i < GETSHARE_CLAIMS; i++) {
+        char body[512];
+        int n;
+        memset(&jobs[i], 0, sizeof jobs[i]);
+        jobs[i].client = client;
+        snprintf(jobs[i].claim, sizeof jobs[i].claim, "getshare-%d-%d", (int)getpid(), i);
+        n = snprintf(body, sizeof body,
+                     "{\"apiVersion\":\"extensions.agents.x-k8s.io/v1beta1\",\"kind\":"
+                     "\"SandboxClaim\",\"metadata\":{\"name\":\"%s\"},\"spec\":{"
+                     "\"warmPoolRef\":{\"name\":\"no-such-pool-%d\"}}}",
+                     jobs[i].claim, (int)getpid());
+        ASBT_EQ_RES(asb_kube_create(admin, &claims, "default", body, (size_t)n, NULL, &err),
+                    ASB_OK);
+    }
+    /* until the controller has judged them (no later event ends a wait
+       early); a bound for a loaded machine, not a goal */
+    for (i = 0; i < GETSHARE_CLAIMS; i++) {
+        int64_t until = asb__now_ms() + 120000;
+        for (;;) {
+            asb_buf b;
+            int judged;
+            asb_buf_init(&b, NULL);
+            judged = asb_kube_get(admin, &claims, "default", jobs[i].claim, &b, &err) == ASB_OK &&
+                     b.len && strstr(b.ptr, "WarmPoolNotFound") != NULL;
+            asb_buf_free(&b);
+            if (judged || asb__now_ms() > until) break;
+            asb__sleep_ms(200);
+        }
+    }
+    memset(&smp, 0, sizeof smp);
+    smp.admin = admin;
+    smp.peak = base;
+    pthread_mutex_init(&smp.mu, NULL);
+    pthread_create(&sth, NULL, sample_watches, &smp);
+    for (i = 0; i < GETSHARE_CLAIMS; i++) pthread_create(&th[i], NULL, get_unbound, &jobs[i]);
+    for (i = 0; i < GETSHARE_CLAIMS; i++) pthread_join(th[i], NULL);
+    pthread_mutex_lock(&smp.mu);
+    smp.stop = 1;
+    pthread_mutex_unlock(&smp.mu);
+    pthread_join(sth, NULL);
+    for (i = 0; i < GETSHARE_CLAIMS; i++) /* first, whatever the checks say */
+        ASBT_CHECK(asb_kube_delete(admin, &claims, "default", jobs[i].claim, &err) == ASB_OK);
+    asb_client_free(client);
+    asb_kube_client_free(admin);
+    pthread_mutex_destroy(&smp.mu);
+    fprintf(stderr, "    %d gets of unbound claims: claim watches on the apiserver %d before, "
+            "peak %d during (%d samples)\n", GETSHARE_CLAIMS, base, smp.peak, smp.samples);
+    ASBT_EQ_INT(smp.failed, 0);
+    ASBT_CHECK(smp.samples >= 2);
+    ASBT_CHECK(smp.peak <= base + 1); /* the shared watch, not one per get */
+    for (i = 0; i < GETSHARE_CLAIMS; i++) {
+        /* never bound: the resolve timeout, saying which claim (or the
+           pool's absence, should the controller write it again meanwhile) */
+        ASBT_CHECK(jobs[i].r == ASB_ERR_TIMEOUT || jobs[i].r == ASB_ERR_WARMPOOL_NOT_FOUND);
+        if (jobs[i].r == ASB_ERR_TIMEOUT) ASBT_CONTAINS(jobs[i].err.message, jobs[i].claim);
+    }
+}
+
 ASBT_LIST(
     ASBT_CASE(create_500_sandboxes_with_one_watch)
+    ASBT_CASE(gets_of_unbound_claims_share_one_watch)
 )
 
 int main(int argc, char **argv);
