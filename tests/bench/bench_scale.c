@@ -7,8 +7,9 @@
          pool python-sandbox-warmpool in `default`, claims labelled
          asb-bench=TAG; the wall time from the call to its return (every
          sandbox Ready, and placed by the router: the library's create
-         checks that) and this process's peak RSS at that moment; then
-         every claim deleted (untimed).
+         checks that), this process's peak RSS at that moment (and its
+         file-backed part) and CPU time; then every claim deleted
+         (untimed).
 
    Reads KUBECONFIG; the local tunnel (the default connection mode).
    Results go to stdout as "result <name> <value>" lines. */
@@ -18,6 +19,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+
+/* The file-backed part of this process's RSS now (the binary, libc,
+   mbedTLS: pages shared with every process that maps them; they only
+   grow, so at the end it is also their share of the peak). -1: unknown. */
+static long rss_file_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "RssFile: %ld", &kib) == 1) break;
+    if (f) fclose(f);
+    return kib;
+}
 
 int main(int argc, char **argv) {
     asb_client_desc desc;
@@ -58,6 +72,9 @@ int main(int argc, char **argv) {
     for (i = 0; i < n; i++) ok += res[i].error.code == ASB_OK;
     printf("result create_ready_s %.3f\n", (double)(t1 - t0) / 1000.0);
     printf("result peak_rss_kib %ld\n", ru.ru_maxrss);
+    printf("result rss_file_kib %ld\n", rss_file_kib());
+    printf("result cpu_s %.3f\n", (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                                      (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
     printf("result ready %zu\n", ok);
     fflush(stdout);
     if (asb_client_delete_all(client, &err) != ASB_OK)
