@@ -454,9 +454,10 @@
 
    What one client shares among all its threads and sandboxes:
 
-     - One watch per namespace. Every create (and every wait for Ready)
-       registers its claim's name with the client's shared watch of that
-       namespace (an informer in the Kubernetes layer: one list, then one
+     - One watch per namespace. Every create (and every wait for Ready,
+       and asb_client_get_sandbox's wait for a binding) registers its
+       claim's name with the client's shared watch of that namespace (an
+       informer in the Kubernetes layer: one list, then one
        watch from its resourceVersion with bookmarks), instead of opening a
        watch of its own: the apiserver sees one WATCH per namespace and
        client, whatever the number of creates (make test-scale-cluster
@@ -474,6 +475,9 @@
        to its thread count (up to 32; at most 256 kept ever), so posts,
        gets and deletes reuse connections instead of a TLS handshake each.
        A request beyond the kept ones opens a connection and closes it after.
+       A kept connection costs its TLS buffers (mbedTLS's, about 33 KiB
+       with the default record size) and a read buffer of 16 KiB (64 KiB
+       once a plain body filled it).
      - One tunnel (kubectl port-forward) to the router, whatever the number
        of sandboxes.
      - Back-pressure: an apiserver that sheds load (429 Too Many Requests,
@@ -3205,7 +3209,8 @@ ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err);
 
 /* Attaches to an existing claim once it is bound to a Sandbox that
    exists (waiting up to resolve_timeout_ms, default 30000, for the
-   binding). A handle the client already tracks goes through the same
+   binding, on the client's shared watch of the namespace as creates
+   do). A handle the client already tracks goes through the same
    checks (the claim re-read, its Sandbox looked up): it is returned,
    reopened, when it is still the same claim (UID) and Sandbox; a claim
    that is gone ends it (ASB_ERR_NOT_FOUND); a Sandbox that cannot be
