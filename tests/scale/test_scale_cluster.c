@@ -222,7 +222,8 @@ ASBT_TEST(create_500_sandboxes_with_one_watch) {
    controller cannot bind (their warm pool does not exist: it marks them
    WarmPoolNotFound and leaves them), attached to at once from as many
    threads with asb_client_get_sandbox. Each waits out its resolve
-   timeout for a binding that never comes, on the client's shared watch
+   timeout (8 s: long enough for the sampler to look several times on a
+   loaded machine) for a binding that never comes, on the client's shared watch
    of the namespace: the apiserver sees at most one more claim watch
    during the waits, not one per get (which a watch of each claim would
    show, scope "resource"). */
@@ -238,7 +239,7 @@ typedef struct get_job {
 static void *get_unbound(void *arg) {
     get_job *g = (get_job *)arg;
     asb_sandbox *sb = NULL;
-    g->r = asb_client_get_sandbox(g->client, g->claim, "default", 4000, &sb, &g->err);
+    g->r = asb_client_get_sandbox(g->client, g->claim, "default", 8000, &sb, &g->err);
     return NULL;
 }
 
