@@ -23586,7 +23586,9 @@ ASB_API asb_result asb_sandbox_process_start(asb_sandbox *sb, const asb_process_
     if (!sb->rt->process_start) return asb__unsupported(sb, "a streaming process", err);
     asb__sb_span_begin(sb, &span, "process_start", ASB_LATENCY_KIND_COUNT);
     /* the program's name only: argv[1..] and env may hold secrets */
-    asb__span_command(&span, opts->shell ? opts->shell : opts->argv ? opts->argv[0] : NULL);
+    asb__span_command(&span, opts->shell                  ? opts->shell
+                             : opts->argv && opts->argc ? opts->argv[0]
+                                                        : NULL);
     r = sb->rt->process_start(sb, opts, out, err);
     if (r == ASB_OK) asb__span_int(&span, "sandbox.process.pid", (*out)->pid, ASB_ATTR_INT);
     asb__sb_span_finish(sb, &span, r, err);

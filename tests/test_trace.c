@@ -819,6 +819,37 @@ ASBT_TEST(sandboxd_rest_calls_carry_their_spans_traceparent) {
     pthread_mutex_destroy(&sn.mu);
 }
 
+/* A traced process_start given argv with argc 0 (refused) must not read
+   argv[0]: the span named its program from argv[0] before the check. */
+ASBT_TEST(a_traced_process_start_with_argc_zero_reads_no_argv) {
+    asb_tracer_desc td;
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_process_opts po;
+    asb_process *p = NULL;
+    asb_error err;
+    const char **argv = (const char **)malloc(1); /* no room for a pointer */
+    ASBT_CHECK(argv != NULL);
+    memset(&td, 0, sizeof td);
+    td.enable = 1;
+    td.otlp = -1;
+    memset(&d, 0, sizeof d);
+    d.mode = ASB_CONNECT_IN_POD;
+    d.sandboxd_rest_addr = "127.0.0.1:1"; /* nothing is sent */
+    d.sandboxd_grpc_addr = "127.0.0.1:1";
+    d.tracer = td;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
+    memset(&po, 0, sizeof po);
+    po.argv = argv;
+    po.argc = 0;
+    ASBT_EQ_RES(asb_sandbox_process_start(sb, &po, &p, &err), ASB_ERR_INVALID_ARGUMENT);
+    ASBT_CHECK(p == NULL);
+    asb_client_free(c);
+    free(argv);
+}
+
 ASBT_LIST(
     ASBT_CASE(traceparent_parses_and_formats_as_w3c_says)
     ASBT_CASE(handle_calls_are_spans_under_the_lifecycle_with_upstream_attributes)
@@ -830,6 +861,7 @@ ASBT_LIST(
     ASBT_CASE(threads_of_one_traced_client_each_record_their_own_spans)
     ASBT_CASE(exported_attributes_are_bounded_and_always_valid_json)
     ASBT_CASE(bad_tracer_options_are_refused_clearly)
-    ASBT_CASE(calls_without_a_random_source_neither_hang_nor_send_stack_bytes))
+    ASBT_CASE(calls_without_a_random_source_neither_hang_nor_send_stack_bytes)
+    ASBT_CASE(a_traced_process_start_with_argc_zero_reads_no_argv))
 
 ASBT_MAIN()
