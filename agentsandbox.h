@@ -936,7 +936,11 @@
    Histograms (ms; asb_client_latency reads them, the exporter sends them
    as cumulative OTLP histograms): sandbox_client_create_ready_latency_ms
    (create to Ready), sandbox_client_discovery_latency_ms {mode:
-   port_forward (the tunnel's start), gateway (the Gateway's address)},
+   port_forward (the router tunnel's kubectl, spawn to listening),
+   pod_port_forward (a sandboxd pod tunnel's kubectl, the same),
+   native_port_forward (the native tunnel's first stream to the router or
+   to a sandboxd pod: the Service or pod looked up and the WebSocket
+   opened; again after a failed one), gateway (the Gateway's address)},
    sandbox_client_call_latency_ms {op: create_claim, wait_for_claim_ready,
    delete_claim, run, write, read, list, exists}; each with status
    success or failure, as the reference's Prometheus histograms.
@@ -2707,6 +2711,10 @@ typedef enum asb_latency_kind {
     ASB_LATENCY_READ,
     ASB_LATENCY_LIST,
     ASB_LATENCY_EXISTS,
+    ASB_LATENCY_POD_TUNNEL_START,    /* a sandboxd pod's kubectl port-forward
+                                        coming up */
+    ASB_LATENCY_NATIVE_TUNNEL_START, /* the native tunnel's first stream to
+                                        the router or a sandboxd pod */
     ASB_LATENCY_KIND_COUNT
 } asb_latency_kind;
 
@@ -17236,6 +17244,8 @@ static const struct asb__lat_info {
     {"sandbox_client_call_latency_ms", "op", "read", 0},
     {"sandbox_client_call_latency_ms", "op", "list", 0},
     {"sandbox_client_call_latency_ms", "op", "exists", 0},
+    {"sandbox_client_discovery_latency_ms", "mode", "pod_port_forward", 1},
+    {"sandbox_client_discovery_latency_ms", "mode", "native_port_forward", 1},
 };
 
 static void asb__lat_bounds(asb_latency_kind k, const double **b, size_t *n) {
@@ -18321,6 +18331,8 @@ struct asb_client {
     asb__tunnel tunnel;   /* the local tunnel's kubectl to the router */
     asb_portforward *native_pf; /* the native tunnel's forward to the
                                router (made once, under conn_lock) */
+    int native_pf_up;     /* its last dial worked: the next is not timed as
+                               the tunnel's start (under conn_lock) */
     struct asb__pod_forward *pod_pfs; /* the native tunnel's forwards to
                                sandboxd pods, one per pod and port (under
                                conn_lock) */
@@ -19141,6 +19153,7 @@ typedef struct asb__pod_forward {
     asb_portforward *pf;
     int dialing;   /* dials under way through pf (under conn_lock) */
     int unlinked;  /* released while dialing: the last dial frees it */
+    int up;        /* the last dial worked (under conn_lock) */
     struct asb__pod_forward *next;
 } asb__pod_forward;
 
@@ -19212,13 +19225,30 @@ static asb_result asb__nt_dial(asb_client *c, const char *host, int port, int *f
     asb__pod_forward *pod = NULL;
     asb_result r;
     char router[200];
+    int64_t t0 = asb__now_ms();
+    int was_up;
     snprintf(router, sizeof router, "%s.%s", c->router_svc, c->router_ns);
     /* the router's Service, or a sandboxd pod ("<pod>.<ns>", the pod tunnel) */
     r = strcmp(host, router) == 0 ? asb__nt_forward(c, &pf, err)
                                   : asb__nt_pod_forward(c, host, port, &pod, err);
     if (r != ASB_OK) return r;
     if (pod) pf = pod->pf;
+    pthread_mutex_lock(&c->conn_lock);
+    was_up = pod ? pod->up : c->native_pf_up;
+    pthread_mutex_unlock(&c->conn_lock);
     r = asb_portforward_dial(pf, fd, err); /* outside conn_lock: threads dial at once */
+    /* the tunnel's start, as the kubectl tunnels' (discovery histogram):
+       the first dial of a forward resolves its Service or pod and opens
+       the first stream; later ones reuse the target */
+    if (!was_up)
+        asb__latency_ms(c->tracer, ASB_LATENCY_NATIVE_TUNNEL_START, r != ASB_OK,
+                        asb__now_ms() - t0);
+    pthread_mutex_lock(&c->conn_lock);
+    if (pod)
+        pod->up = r == ASB_OK;
+    else
+        c->native_pf_up = r == ASB_OK;
+    pthread_mutex_unlock(&c->conn_lock);
     if (pod) asb__nt_pod_forward_done(c, pod);
     if (r == ASB_ERR_KUBE_API && err && err->http_status == 403)
         asb__error_hint(err, " (the native tunnel needs get or create on pods/portforward, and "
@@ -19247,6 +19277,7 @@ static void asb__nt_stop(asb_client *c) {
     pthread_mutex_lock(&c->conn_lock);
     asb_portforward_free(c->native_pf); /* ends the streams, joins their relays */
     c->native_pf = NULL;
+    c->native_pf_up = 0;
     while (c->pod_pfs) { /* no call runs while the client is freed */
         asb__pod_forward *f = c->pod_pfs;
         c->pod_pfs = f->next;
@@ -19335,7 +19366,7 @@ static const asb__connector asb__connector_native_pod_tunnel = {
 static asb_result asb__pt_endpoint(asb_client *c, asb_sandbox *sb, int port, asb__endpoint *ep,
                                    asb_error *err) {
     asb_result r = ASB_OK;
-    int i;
+    int i, was_up;
     memset(ep, 0, sizeof *ep);
     if (!sb) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "sandboxd pod tunnel: no sandbox");
     /* the pod name goes into kubectl's argv: an object name, never an option */
@@ -19355,7 +19386,15 @@ static asb_result asb__pt_endpoint(asb_client *c, asb_sandbox *sb, int port, asb
             asb__tunnel_init(sb->tunnel, c, "pod", sb->pod, sb->ns, ports, 2,
                              ", or run in the cluster (ASB_CONNECT_IN_CLUSTER)");
     }
-    if (r == ASB_OK) r = asb__tunnel_ensure_locked(sb->tunnel, err);
+    was_up = r == ASB_OK && sb->tunnel->pid > 0 && sb->tunnel->ready;
+    if (r == ASB_OK) {
+        int64_t t0 = asb__now_ms(); /* kubectl is spawned here (no prestart) */
+        pid_t pid0 = sb->tunnel->pid;
+        r = asb__tunnel_ensure_locked(sb->tunnel, err);
+        if (!was_up || sb->tunnel->pid != pid0) /* spawned (or again) to listening */
+            asb__latency_ms(c->tracer, ASB_LATENCY_POD_TUNNEL_START, r != ASB_OK,
+                            asb__now_ms() - t0);
+    }
     if (r == ASB_OK) {
         for (i = 0; i < 2 && sb->tunnel->remote[i] != port; i++) {}
         if (i == 2)

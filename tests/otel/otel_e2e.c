@@ -16,6 +16,10 @@
                               (service sandbox-client-gw-none): its run
                               times out. The discovery histogram of each,
                               mode=gateway, is what the checker looks for
+     otel_e2e native          a sandbox life through the native tunnel
+                              (WebSocket port-forward from this process),
+                              service sandbox-client-native: its
+                              discovery histogram, mode=native_port_forward
    The last two print "calls=N failures=0 max_ms=... export_logs=1" and
    exit 0 only when every call succeeded and the export failure was
    logged exactly once. Under ASan: nothing may leak. */
@@ -218,6 +222,42 @@ static int through_gateway(const char *service, const char *gateway, int port, i
     return rc;
 }
 
+/* One client through the native tunnel, its own service name; 0 when its
+   run answered. */
+static int through_native(void) {
+    asb_client_desc d;
+    asb_client *c;
+    asb_sandbox *sb;
+    asb_run_result rr;
+    asb_error err;
+    asb_result r;
+    int rc = 0;
+    memset(&d, 0, sizeof d);
+    d.tracer.enable = 1;
+    d.tracer.service_name = "sandbox-client-native";
+    memset(&rr, 0, sizeof rr);
+    d.tracer.export_interval_ms = 200;
+    d.mode = ASB_CONNECT_NATIVE_TUNNEL;
+    if (asb_client_create(&d, &c, &err) != ASB_OK) {
+        fprintf(stderr, "client: %s\n", err.message);
+        return 1;
+    }
+    sb = create(c);
+    r = asb_sandbox_run(sb, "echo through the native tunnel", 30000, &rr, &err);
+    if (r != ASB_OK || !rr.out.ptr || strcmp(rr.out.ptr, "through the native tunnel\n") != 0) {
+        fprintf(stderr, "run through the native tunnel: %s (%s), stdout \"%s\"\n",
+                asb_result_str(r), r == ASB_OK ? "" : err.message, rr.out.ptr ? rr.out.ptr : "");
+        rc = 1;
+    }
+    asb_run_result_free(&rr);
+    if (asb_sandbox_terminate(sb, &err) != ASB_OK) {
+        fprintf(stderr, "terminate: %s\n", err.message);
+        rc = 1;
+    }
+    asb_client_free(c); /* flushes the exporter */
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "traced") == 0) return traced(argv[2]);
     if (argc == 3 && (strcmp(argv[1], "stalled") == 0 || strcmp(argv[1], "down") == 0))
@@ -226,6 +266,7 @@ int main(int argc, char **argv) {
         return through_gateway("sandbox-client-gw", "asb-gw", atoi(argv[2]), 60000, ASB_OK) |
                through_gateway("sandbox-client-gw-none", "no-such-gateway", atoi(argv[2]), 1500,
                                ASB_ERR_TIMEOUT);
-    fprintf(stderr, "usage: otel_e2e traced FACTS | stalled N | down N | gateway PORT\n");
+    if (argc == 2 && strcmp(argv[1], "native") == 0) return through_native();
+    fprintf(stderr, "usage: otel_e2e traced FACTS | stalled N | down N | gateway PORT | native\n");
     return 2;
 }

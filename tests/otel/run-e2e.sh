@@ -90,6 +90,11 @@ gwport=$("$ROOT/tests/kube/gateway-setup.sh" "$LC_STATE_DIR") || { echo "otel: g
 python3 "$HERE/check_collector.py" "$OT/out.json" discovery sandbox-client-gw gateway success \
   sandbox-client-gw-none gateway failure || exit 1
 
+echo "--- otel: through the native tunnel: the discovery histogram (mode native_port_forward)"
+"$DRIVER" native || { echo "otel: the run through the native tunnel failed"; exit 1; }
+python3 "$HERE/check_collector.py" "$OT/out.json" discovery sandbox-client-native \
+  native_port_forward success || exit 1
+
 echo "--- otel: the collector stalled (SIGSTOP): calls go on"
 kill -STOP "$COLPID"
 out=$("$DRIVER" stalled 20); rc=$?
