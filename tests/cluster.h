@@ -9,6 +9,10 @@
        echo_ok(sb, words, ms)  `echo <words>` in a sandbox came back whole
        fd_round_trip_ok(sb, p) 5 MiB up from one file descriptor and back
                                into another, byte for byte
+       enter_pod_env(state)    (with _GNU_SOURCE) make this process look
+                               like a pod's: the apiserver as the service
+                               host and port, the cluster DNS in its own
+                               /etc/resolv.conf
 
    Each check prints what went wrong before it returns 0, so the case that
    calls it only says which check failed. Builds as C99 and as C++11. */
@@ -126,5 +130,48 @@ ASBT_UNUSED static int fd_round_trip_ok(asb_sandbox *sb, const char *path) {
     unlink(dst);
     return ok;
 }
+
+#ifdef _GNU_SOURCE /* unshare() */
+#include <errno.h>
+#include <sched.h>
+#include <sys/mount.h>
+/* For the child process of an in-cluster case: KUBERNETES_SERVICE_HOST and
+   _PORT name the apiserver (its port from the cluster's STATE/cluster.json),
+   and /etc/resolv.conf is STATE/resolv.conf, bind-mounted in a mount
+   namespace of the child's own, so *.svc.cluster.local is answered by the
+   cluster's DNS and no lookup leaves loopback. 0 when done; otherwise says
+   why and returns -1. */
+ASBT_UNUSED static int enter_pod_env(const char *state) {
+    char path[1200], resolv[1200], port[16];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/cluster.json", state);
+    snprintf(resolv, sizeof resolv, "%s/resolv.conf", state);
+    f = fopen(path, "r");
+    {
+        char buf[4096];
+        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        asb_json_doc doc;
+        asb_error err;
+        int64_t p = 0;
+        buf[n] = '\0';
+        if (f) fclose(f);
+        if (asb_json_doc_parse(&doc, buf, n, NULL, &err) != ASB_OK) {
+            fprintf(stderr, "    %s: %s\n", path, err.message);
+            return -1;
+        }
+        asb_json_get_int64(&doc, asb_json_find(&doc, 0, "ports.apiserver"), &p);
+        asb_json_doc_free(&doc);
+        snprintf(port, sizeof port, "%d", (int)p);
+    }
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount(resolv, "/etc/resolv.conf", NULL, MS_BIND, NULL) != 0) {
+        fprintf(stderr, "    private resolv.conf (%s): %s\n", resolv, strerror(errno));
+        return -1;
+    }
+    setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
+    setenv("KUBERNETES_SERVICE_PORT", port, 1);
+    return 0;
+}
+#endif
 
 #endif

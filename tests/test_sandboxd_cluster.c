@@ -1133,7 +1133,7 @@ ASBT_TEST(in_cluster_reaches_sandboxd_on_the_pod_ip_for_files_runs_and_processes
    asb-sandboxd-service-template asb-sandboxd-service-warmpool (make
    test-sandboxd-cluster). */
 static int sd_dns_child(const char *state) {
-    char path[1200], resolv[1200], port[16], claim[256] = "", name[256] = "";
+    char path[1200], claim[256] = "", name[256] = "";
     asb_client_desc d;
     asb_create_opts o;
     asb_client *c = NULL, *admin = NULL;
@@ -1144,33 +1144,8 @@ static int sd_dns_child(const char *state) {
     char ip[ASB_IP_SIZE];
     pid_t ex = -1;
     sink k;
-    FILE *f;
     int rc = 1, code = -2, st;
-    snprintf(path, sizeof path, "%s/cluster.json", state);
-    snprintf(resolv, sizeof resolv, "%s/resolv.conf", state);
-    f = fopen(path, "r");
-    {
-        char buf[4096];
-        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-        asb_json_doc doc;
-        int64_t p = 0;
-        buf[n] = '\0';
-        if (f) fclose(f);
-        if (asb_json_doc_parse(&doc, buf, n, NULL, &err) != ASB_OK) {
-            fprintf(stderr, "    %s: %s\n", path, err.message);
-            return 1;
-        }
-        asb_json_get_int64(&doc, asb_json_find(&doc, 0, "ports.apiserver"), &p);
-        asb_json_doc_free(&doc);
-        snprintf(port, sizeof port, "%d", (int)p);
-    }
-    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
-        mount(resolv, "/etc/resolv.conf", NULL, MS_BIND, NULL) != 0) {
-        fprintf(stderr, "    private resolv.conf (%s): %s\n", resolv, strerror(errno));
-        return 1;
-    }
-    setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
-    setenv("KUBERNETES_SERVICE_PORT", port, 1);
+    if (enter_pod_env(state) != 0) return 1;
     snprintf(path, sizeof path, "%s/serviceaccount-dns", state);
     memset(&d, 0, sizeof d);
     d.kube.in_cluster = 1;

@@ -808,7 +808,7 @@ ASBT_TEST(in_cluster_mode_talks_to_the_pod_ip_without_the_router) {
    have), so the name lookup never leaves loopback. Set up by
    tests/kube/dns-fallback-setup.sh. */
 static int dns_fallback_child(const char *state) {
-    char path[1200], resolv[1200], port[16];
+    char path[1200];
     asb_client_desc d;
     asb_client *c = NULL;
     asb_sandbox *sb = NULL;
@@ -816,33 +816,8 @@ static int dns_fallback_child(const char *state) {
     asb_error err;
     asbt_log ls;
     char ip[ASB_IP_SIZE];
-    FILE *f;
     int i, rc = 1;
-    snprintf(path, sizeof path, "%s/cluster.json", state);
-    snprintf(resolv, sizeof resolv, "%s/resolv.conf", state);
-    f = fopen(path, "r");
-    {
-        char buf[4096];
-        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-        asb_json_doc doc;
-        int64_t p = 0;
-        buf[n] = '\0';
-        if (f) fclose(f);
-        if (asb_json_doc_parse(&doc, buf, n, NULL, &err) != ASB_OK) {
-            fprintf(stderr, "    %s: %s\n", path, err.message);
-            return 1;
-        }
-        asb_json_get_int64(&doc, asb_json_find(&doc, 0, "ports.apiserver"), &p);
-        asb_json_doc_free(&doc);
-        snprintf(port, sizeof port, "%d", (int)p);
-    }
-    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
-        mount(resolv, "/etc/resolv.conf", NULL, MS_BIND, NULL) != 0) {
-        fprintf(stderr, "    private resolv.conf (%s): %s\n", resolv, strerror(errno));
-        return 1;
-    }
-    setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
-    setenv("KUBERNETES_SERVICE_PORT", port, 1);
+    if (enter_pod_env(state) != 0) return 1;
     snprintf(path, sizeof path, "%s/serviceaccount-dns", state);
     memset(&d, 0, sizeof d);
     d.kube.in_cluster = 1;
