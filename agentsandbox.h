@@ -370,6 +370,8 @@
      kube.exec        DEBUG an exec credential plugin runs (base name only)
      kube.credentials.refresh  INFO a 401: the plugin runs again
      portforward.resolved  DEBUG a Service resolved to a pod and port
+     portforward.stream.opened  DEBUG a stream to a pod's port is up, and
+                      over which protocol (the SPDY tunnel or v4)
      portforward.stream.failed  WARN a port-forward stream ended with an
                       error (the error channel's text, or a drop)
      http.retry       WARN a request is retried (status or error, attempt)
