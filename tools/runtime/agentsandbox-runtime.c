@@ -3765,6 +3765,10 @@ static void rt_shed_log(double now)
     g_shed_stats.last_log = now;
 }
 
+/* Most a refused connection's input is read before it is closed (see
+   rt_refuse_busy): a request head and one chunk of body. */
+#define RT_REFUSE_DRAIN_MAX() (g_cfg.max_header + RT_IO_CHUNK)
+
 /* Every slot works for a client: say so and close, rather than leave the
    connection in the backlog where nobody answers it. */
 static void rt_refuse_busy(int fd)
@@ -3779,10 +3783,21 @@ static void rt_refuse_busy(int fd)
     if (send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
         /* nothing more to do for it */
     }
+    size_t drained = 0;
+    ssize_t got;
     /* A request that came already is read first: closing with unread bytes
-       would reset the connection and lose the answer. */
+       would reset the connection and lose the answer. Only so much, though:
+       this runs on the accept loop, and a client that keeps sending would
+       otherwise keep it here, accepting nobody. A polite client has sent at
+       most a request head and the start of its body before it reads our
+       answer; past RT_REFUSE_DRAIN_MAX it gets the reset it asked for. */
     shutdown(fd, SHUT_WR);
-    while (recv(fd, scratch, sizeof scratch, MSG_DONTWAIT) > 0) {
+    while (drained < RT_REFUSE_DRAIN_MAX()) {
+        size_t want = RT_REFUSE_DRAIN_MAX() - drained;
+        got = recv(fd, scratch, want < sizeof scratch ? want : sizeof scratch, MSG_DONTWAIT);
+        if (got <= 0)
+            break;
+        drained += (size_t)got;
     }
     close(fd);
 }

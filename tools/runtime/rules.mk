@@ -15,6 +15,7 @@ RT_BIN      := $(RT_BUILD)/agentsandbox-runtime
 RT_ASAN_BIN := $(RT_BUILD)/agentsandbox-runtime-asan
 RT_FUZZ_BIN := $(RT_BUILD)/fuzz_request
 RT_REPLAY   := $(RT_BUILD)/fuzz_request_replay
+RT_REFUSE   := $(RT_BUILD)/test_refuse_busy
 RT_CFLAGS   := -std=c11 $(CFLAGS_WARN)
 RT_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 RT_FUZZ_SHORT ?= 25
@@ -51,13 +52,18 @@ $(RT_REPLAY): $(RT_SRC) $(RT_DIR)/tests/fuzz_request.c $(RT_DIR)/rules.mk
 	$(CC) -std=c11 -g -O1 -Wall -Wextra -Wno-unused-function -Werror $(RT_SAN) -DRT_FUZZ_REPLAY \
 	  -pthread -o $@ $(RT_DIR)/tests/fuzz_request.c -lm
 
+$(RT_REFUSE): $(RT_SRC) $(RT_DIR)/tests/test_refuse_busy.c $(RT_DIR)/rules.mk
+	@mkdir -p $(@D)
+	$(CC) $(RT_CFLAGS) -Wno-unused-function -g -O1 $(RT_SAN) -pthread -o $@ $(RT_DIR)/tests/test_refuse_busy.c -lm
+
 # Python's requests is one of the two independent clients the tests use.
 runtime-deps:
 	@python3 -c 'import requests' 2>/dev/null || python3 -m pip install -q requests || \
 	  python3 -m pip install -q --break-system-packages requests
 
-runtime-test: $(RT_BIN) $(RT_ASAN_BIN) $(RT_REPLAY) runtime-deps
+runtime-test: $(RT_BIN) $(RT_ASAN_BIN) $(RT_REPLAY) $(RT_REFUSE) runtime-deps
 	$(RT_REPLAY) $(RT_DIR)/tests/corpus
+	$(RT_REFUSE)
 	python3 $(RT_DIR)/tests/test_runtime.py --binary $(RT_BIN)
 	python3 $(RT_DIR)/tests/test_runtime.py --binary $(RT_ASAN_BIN) --quick
 
