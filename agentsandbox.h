@@ -16965,8 +16965,16 @@ static asb_result asb__pf_spdy_open(asb_ws *ws, asb_buf *in, size_t *pos, int po
             continue;
         }
         {
+            /* checked here, not only inside asb_ws_recv: it hands back a
+               buffered message without looking at the clock, so a server
+               sending frames that never answer (PINGs, DATA on another
+               stream) would hold the dial forever */
             int64_t left = until - asb__now_ms();
-            r = asb_ws_recv(ws, left > 1 ? (int)left : 1, &m, err);
+            if (left <= 0)
+                return asb__fail(err, ASB_ERR_PORT_FORWARD, "portforward: pod %s port %d: the "
+                                 "server did not accept the SPDY data stream within %d ms", pod,
+                                 port, timeout_ms);
+            r = asb_ws_recv(ws, (int)left, &m, err);
         }
         if (r != ASB_OK) {
             if (err) {

@@ -574,6 +574,97 @@ ASBT_TEST(recv_timeout_holds_under_a_flood_of_control_frames) {
     pthread_mutex_destroy(&j.mu);
 }
 
+/* WebSocket messages, each one SPDY DATA frame on stream 5 (no stream of
+   ours), as fast as the socket takes them, until it is shut down. */
+static void *feed_spdy_noise(void *arg) {
+    pong_feeder *f = (pong_feeder *)arg;
+    static unsigned char frames[65530];
+    size_t i;
+    memset(frames, 0, sizeof frames);
+    for (i = 0; i + 10 <= sizeof frames; i += 10) {
+        frames[i] = 0x82; /* FIN, BINARY, unmasked */
+        frames[i + 1] = 8;
+        frames[i + 5] = 5; /* DATA, stream 5, no flags, empty */
+    }
+    while (send(f->fd, frames, sizeof frames, MSG_NOSIGNAL) > 0) {
+    }
+    return NULL;
+}
+
+typedef struct spdy_open_job {
+    asb_ws *ws;
+    pthread_mutex_t mu;
+    int done;
+    asb_result r;
+    asb_error err;
+} spdy_open_job;
+
+static void *spdy_open_run(void *arg) {
+    spdy_open_job *j = (spdy_open_job *)arg;
+    asb_buf in;
+    size_t pos = 0;
+    asb_result r;
+    asb_buf_init(&in, NULL);
+    r = asb__pf_spdy_open(j->ws, &in, &pos, 8080, "pod-x", 300, &j->err);
+    asb_buf_free(&in);
+    pthread_mutex_lock(&j->mu);
+    j->r = r;
+    j->done = 1;
+    pthread_mutex_unlock(&j->mu);
+    return NULL;
+}
+
+/* R26: the SPDY tunnel's open waited for the data stream's SYN_REPLY
+   with asb_ws_recv, whose timeout only covers the wait for a message: a
+   server that keeps sending messages which are not the reply (DATA on
+   another stream, PINGs) held a port-forward dial forever. */
+ASBT_TEST(spdy_open_times_out_under_a_flood_of_frames_that_are_not_its_reply) {
+    asb_ws ws;
+    asb__conn c;
+    pong_feeder f;
+    spdy_open_job j;
+    pthread_t ft, rt;
+    int sv[2], i, done = 0, big = 4 << 20;
+    ASBT_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+    setsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+    ASBT_CHECK(asb__set_cloexec_nonblock(sv[0]) == 0);
+    memset(&ws, 0, sizeof ws);
+    memset(&c, 0, sizeof c);
+    c.fd = sv[0];
+    ws.c = &c;
+    ws.write_timeout_ms = 5000;
+    ws.rnd_pos = sizeof ws.rnd;
+    asb__ws_reader_init(&ws.rd, NULL, 1u << 20);
+    asb_buf_init(&ws.out, NULL);
+    f.fd = sv[1];
+    ASBT_CHECK(pthread_create(&ft, NULL, feed_spdy_noise, &f) == 0);
+    asb__sleep_ms(200); /* the socket is full before the wait begins */
+    memset(&j, 0, sizeof j);
+    j.ws = &ws;
+    pthread_mutex_init(&j.mu, NULL);
+    ASBT_CHECK(pthread_create(&rt, NULL, spdy_open_run, &j) == 0);
+    /* a hang guard, not a speed check */
+    for (i = 0; i < 1000 && !done; i++) {
+        usleep(10000);
+        pthread_mutex_lock(&j.mu);
+        done = j.done;
+        pthread_mutex_unlock(&j.mu);
+    }
+    shutdown(sv[1], SHUT_RDWR); /* ends the feeder (and the call, had it hung) */
+    shutdown(sv[0], SHUT_RDWR);
+    pthread_join(ft, NULL);
+    pthread_join(rt, NULL);
+    ASBT_CHECK(done);
+    ASBT_EQ_RES(j.r, ASB_ERR_PORT_FORWARD);
+    ASBT_CHECK(strstr(j.err.message, "within 300 ms") != NULL);
+    asb__ws_reader_free(&ws.rd);
+    asb_buf_free(&ws.out);
+    close(sv[0]);
+    close(sv[1]);
+    pthread_mutex_destroy(&j.mu);
+}
+
 /* Native mode with sandboxd: "<pod>.<ns>" names the forward's pod; a pod
    name may hold dots (a claim "my.claim" makes a pod of that name). */
 ASBT_TEST(a_pod_forward_of_a_dotted_pod_name_forwards_to_that_pod) {
@@ -710,6 +801,7 @@ ASBT_LIST(ASBT_CASE(accept_key_matches_the_rfc_example)
           ASBT_CASE(a_pod_forward_released_during_another_handles_dial_is_freed_after_it)
           ASBT_CASE(bytes_relayed_to_a_forward_are_wiped_from_freed_memory)
           ASBT_CASE(recv_timeout_holds_under_a_flood_of_control_frames)
+          ASBT_CASE(spdy_open_times_out_under_a_flood_of_frames_that_are_not_its_reply)
           ASBT_CASE(a_pod_forward_of_a_dotted_pod_name_forwards_to_that_pod)
           ASBT_CASE(spdy_syn_stream_sends_the_port_forward_headers_in_stored_zlib_blocks)
           ASBT_CASE(spdy_server_frames_are_parsed_and_broken_ones_refused))
