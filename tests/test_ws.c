@@ -328,6 +328,35 @@ ASBT_TEST(portforward_create_checks_its_description) {
     asb_kube_client_free(kc);
 }
 
+/* A DIRECT client (v1alpha1 claims, a router URL never dialled here)
+   whose kubeconfig names http://127.0.0.1:apiserver_port as the
+   apiserver, from a file gone once the client has read it; *out stays
+   NULL when a step fails (the check says which). */
+static void direct_client(int apiserver_port, asb_client **out) {
+    char path[] = "/tmp/asb-test-ws-XXXXXX", cfg[512];
+    asb_client_desc cd;
+    asb_error err;
+    asb_result r;
+    int fd;
+    snprintf(cfg, sizeof cfg,
+             "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n"
+             "- name: k\n  cluster: {server: 'http://127.0.0.1:%d'}\n"
+             "users:\n- name: u\n  user: {}\ncontexts:\n"
+             "- name: c\n  context: {cluster: k, user: u}\n", apiserver_port);
+    fd = mkstemp(path);
+    ASBT_CHECK(fd >= 0);
+    ASBT_CHECK(write(fd, cfg, strlen(cfg)) == (ssize_t)strlen(cfg));
+    close(fd);
+    memset(&cd, 0, sizeof cd);
+    cd.kube.kubeconfig.path = path;
+    cd.mode = ASB_CONNECT_DIRECT;
+    cd.direct_url = "http://127.0.0.1:1";
+    cd.claim_api_version = "v1alpha1";
+    r = asb_client_create(&cd, out, &err);
+    unlink(path);
+    ASBT_EQ_RES(r, ASB_OK);
+}
+
 typedef struct pod_dial {
     asb_client *c;
     asb_result r;
@@ -349,12 +378,9 @@ static void *dial_pod(void *arg) {
 ASBT_TEST(a_pod_forward_released_during_another_handles_dial_is_freed_after_it) {
     struct sockaddr_in a;
     socklen_t al = sizeof a;
-    int lfd = socket(AF_INET, SOCK_STREAM, 0), cfd = -1, fd;
-    char path[] = "/tmp/asb-test-ws-XXXXXX", cfg[512];
-    asb_client_desc cd;
+    int lfd = socket(AF_INET, SOCK_STREAM, 0), cfd = -1;
     asb_client *c = NULL;
     asb_sandbox *sb;
-    asb_error err;
     pod_dial d;
     pthread_t th;
     struct pollfd p;
@@ -364,22 +390,8 @@ ASBT_TEST(a_pod_forward_released_during_another_handles_dial_is_freed_after_it) 
     ASBT_CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&a, sizeof a) == 0 && listen(lfd, 8) == 0 &&
                getsockname(lfd, (struct sockaddr *)&a, &al) == 0);
     /* the apiserver: takes the upgrade request and says nothing */
-    snprintf(cfg, sizeof cfg,
-             "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n"
-             "- name: k\n  cluster: {server: 'http://127.0.0.1:%d'}\n"
-             "users:\n- name: u\n  user: {}\ncontexts:\n"
-             "- name: c\n  context: {cluster: k, user: u}\n", ntohs(a.sin_port));
-    fd = mkstemp(path);
-    ASBT_CHECK(fd >= 0);
-    ASBT_CHECK(write(fd, cfg, strlen(cfg)) == (ssize_t)strlen(cfg));
-    close(fd);
-    memset(&cd, 0, sizeof cd);
-    cd.kube.kubeconfig.path = path;
-    cd.mode = ASB_CONNECT_DIRECT;
-    cd.direct_url = "http://127.0.0.1:1";
-    cd.claim_api_version = "v1alpha1";
-    ASBT_EQ_RES(asb_client_create(&cd, &c, &err), ASB_OK);
-    unlink(path);
+    direct_client(ntohs(a.sin_port), &c);
+    ASBT_CHECK(c != NULL);
     memset(&d, 0, sizeof d);
     d.c = c;
     d.fd = -1;
@@ -668,26 +680,11 @@ ASBT_TEST(spdy_open_times_out_under_a_flood_of_frames_that_are_not_its_reply) {
 /* Native mode with sandboxd: "<pod>.<ns>" names the forward's pod; a pod
    name may hold dots (a claim "my.claim" makes a pod of that name). */
 ASBT_TEST(a_pod_forward_of_a_dotted_pod_name_forwards_to_that_pod) {
-    char path[] = "/tmp/asb-test-ws-XXXXXX";
-    const char *cfg = "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n"
-                      "- name: k\n  cluster: {server: 'http://127.0.0.1:1'}\n"
-                      "users:\n- name: u\n  user: {}\ncontexts:\n"
-                      "- name: c\n  context: {cluster: k, user: u}\n";
-    asb_client_desc cd;
     asb_client *c = NULL;
     asb__pod_forward *f = NULL;
     asb_error err;
-    int fd = mkstemp(path);
-    ASBT_CHECK(fd >= 0);
-    ASBT_CHECK(write(fd, cfg, strlen(cfg)) == (ssize_t)strlen(cfg));
-    close(fd);
-    memset(&cd, 0, sizeof cd);
-    cd.kube.kubeconfig.path = path;
-    cd.mode = ASB_CONNECT_DIRECT;
-    cd.direct_url = "http://127.0.0.1:1";
-    cd.claim_api_version = "v1alpha1";
-    ASBT_EQ_RES(asb_client_create(&cd, &c, &err), ASB_OK);
-    unlink(path);
+    direct_client(1, &c);
+    ASBT_CHECK(c != NULL);
     ASBT_EQ_RES(asb__nt_pod_forward(c, "my.claim.team-a", 8080, &f, &err), ASB_OK);
     ASBT_CHECK(f != NULL);
     ASBT_EQ_STR(f->pf->pod, "my.claim");
