@@ -130,15 +130,28 @@ static void status_and_body(const asb_buf *resp, char *out, size_t cap) {
              body ? body + 4 : "");
 }
 
-static asb_portforward *router_forward(asb_kube_client *kc, const char *port) {
+/* A forward to the router: to its pod by name when pod is not NULL, else
+   through its Service; v4_only and log as the description's. NULL (err
+   says why, when not NULL) when create refuses it. */
+static asb_portforward *router_forward_to(asb_kube_client *kc, const char *pod, const char *port,
+                                          int v4_only, const asb_logger *log, asb_error *err) {
     asb_portforward_desc d;
     asb_portforward *pf = NULL;
     memset(&d, 0, sizeof d);
     d.ns = "agent-sandbox-system";
-    d.service = "sandbox-router-svc";
+    if (pod)
+        d.pod = pod;
+    else
+        d.service = "sandbox-router-svc";
     d.port = port;
-    if (asb_portforward_create(kc, &d, &pf, NULL) != ASB_OK) return NULL;
+    d.v4_only = v4_only;
+    d.log = log;
+    if (asb_portforward_create(kc, &d, &pf, err) != ASB_OK) return NULL;
     return pf;
+}
+
+static asb_portforward *router_forward(asb_kube_client *kc, const char *port) {
+    return router_forward_to(kc, NULL, port, 0, NULL, NULL);
 }
 
 static const char get_root[] = "GET / HTTP/1.1\r\nHost: router\r\n\r\n";
@@ -422,16 +435,11 @@ ASBT_TEST(error_channel_text_becomes_the_stream_error) {
     int v4;
     ASBT_CHECK(kc != NULL);
     for (v4 = 0; v4 < 2; v4++) {
-        asb_portforward_desc d;
-        asb_portforward *pf = NULL;
+        asb_portforward *pf = router_forward_to(kc, "sandbox-router", "9", v4, NULL, &err);
         asb_buf got;
         int fd = -1;
-        memset(&d, 0, sizeof d);
-        d.ns = "agent-sandbox-system";
-        d.pod = "sandbox-router";
-        d.port = "9";
-        d.v4_only = v4;
-        ASBT_EQ_RES(asb_portforward_create(kc, &d, &pf, &err), ASB_OK);
+        if (!pf) fprintf(stderr, "    create: %s\n", err.message);
+        ASBT_CHECK(pf != NULL);
         ASBT_EQ_RES(asb_portforward_dial(pf, &fd, &err), ASB_OK);
         asb_buf_init(&got, NULL);
         send_all(fd, get_root, sizeof get_root - 1);
@@ -460,20 +468,15 @@ ASBT_TEST(dial_rides_the_apiservers_spdy_tunnel_or_v4_on_request) {
     int v4;
     ASBT_CHECK(kc != NULL);
     for (v4 = 0; v4 < 2; v4++) {
-        asb_portforward_desc d;
-        asb_portforward *pf = NULL;
+        asb_portforward *pf;
         asb_logger lgr;
         asbt_log lg;
         asb_buf got;
         int fd = -1, i;
-        memset(&d, 0, sizeof d);
         asbt_log_open(&lg, &lgr, ASB_LOG_DEBUG);
-        d.ns = "agent-sandbox-system";
-        d.service = "sandbox-router-svc";
-        d.port = "8080";
-        d.v4_only = v4;
-        d.log = &lgr;
-        ASBT_EQ_RES(asb_portforward_create(kc, &d, &pf, &err), ASB_OK);
+        pf = router_forward_to(kc, NULL, "8080", v4, &lgr, &err);
+        if (!pf) fprintf(stderr, "    create: %s\n", err.message);
+        ASBT_CHECK(pf != NULL);
         ASBT_EQ_RES(asb_portforward_dial(pf, &fd, &err), ASB_OK);
         ASBT_CONTAINS(lg.text.ptr, "portforward.stream.opened: pod sandbox-router port 8080");
         ASBT_CONTAINS(lg.text.ptr, want[v4]);
