@@ -14588,6 +14588,15 @@ static asb__waiter *asb__informer_find(asb__informer *inf, const char *name) {
     return w;
 }
 
+/* The next waiter after w for the same name: several threads may wait
+   on one object (a create and a get of its claim, two gets), and each
+   must see its events, not only the one that registered last. */
+static asb__waiter *asb__informer_find_next(asb__waiter *w, const char *name) {
+    for (w = w->next; w && strcmp(w->name, name) != 0; w = w->next) {
+    }
+    return w;
+}
+
 /* The event's type and object token, from a parsed event line. */
 static int asb__event_decode(const asb_json_doc *d, asb_watch_event *ev, char *rv, size_t rvcap) {
     int type = asb_json_find(d, 0, "type");
@@ -14651,8 +14660,9 @@ static int asb__informer_event(void *ud, const asb_watch_event *ev) {
         asb_json_get_string(ev->doc, asb_json_find(ev->doc, ev->object, "metadata.name"), name,
                             sizeof name, &n) == ASB_OK &&
         n == strlen(name)) {
-        asb__waiter *w = asb__informer_find(inf, name);
-        if (w) asb__waiter_deliver(w, ev, 0);
+        asb__waiter *w;
+        for (w = asb__informer_find(inf, name); w; w = asb__informer_find_next(w, name))
+            asb__waiter_deliver(w, ev, 0);
     }
     pthread_mutex_unlock(&inf->lock);
     return 0;
@@ -14808,8 +14818,8 @@ again:
             if (asb_json_get_string(&d, asb_json_find(&d, item, "metadata.name"), name,
                                     sizeof name, &n) != ASB_OK || n != strlen(name))
                 continue;
-            w = asb__informer_find(inf, name);
-            if (w && !w->done) {
+            for (w = asb__informer_find(inf, name); w; w = asb__informer_find_next(w, name))
+                if (!w->done) {
                 /* handed over as an event line of its own, so fn sees the
                    same shape as from the watch (and pending keeps it) */
                 asb_buf line;

@@ -2019,8 +2019,65 @@ ASBT_TEST(status_without_a_ready_condition_is_not_ready_unknown_message) {
     recorder_stop(rec);
 }
 
+/* R27: the shared watch of a namespace handed each event to one waiter
+   per name, the one that registered last: a create waiting for its claim
+   to bind and a get of that claim from another thread (or two gets) are
+   two waiters for one name, and the earlier one never saw the binding
+   (its call timed out; after a relist it was even told the claim was
+   deleted). Two armed waiters for one name, the informer's callback
+   as the watch calls it: both see the event. */
+static int count_informer_event(void *ud, const asb_watch_event *ev) {
+    (void)ev;
+    (*(int *)ud)++;
+    return 0;
+}
+
+static void informer_test_waiter(asb__waiter *w, asb__informer *inf, int *count) {
+    memset(w, 0, sizeof *w);
+    w->inf = inf;
+    snprintf(w->name, sizeof w->name, "claim-x");
+    snprintf(w->uid, sizeof w->uid, "u-1");
+    w->armed = 1;
+    w->fn = count_informer_event;
+    w->user = count;
+    asb_buf_init(&w->pending, NULL);
+    pthread_cond_init(&w->cond, NULL);
+}
+
+ASBT_TEST(every_waiter_on_one_name_sees_the_shared_watchs_events) {
+    static const char line[] = "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":"
+                               "\"claim-x\",\"uid\":\"u-1\",\"resourceVersion\":\"7\"}}}";
+    asb__informer inf;
+    asb__waiter first, second;
+    int n_first = 0, n_second = 0;
+    unsigned h = asb__name_hash("claim-x");
+    asb_json_doc d;
+    asb_watch_event ev;
+    char rv[64];
+    memset(&inf, 0, sizeof inf);
+    pthread_mutex_init(&inf.lock, NULL);
+    informer_test_waiter(&first, &inf, &n_first);
+    informer_test_waiter(&second, &inf, &n_second);
+    /* registered as join does: at the head of the bucket */
+    first.next = inf.buckets[h];
+    inf.buckets[h] = &first;
+    second.next = inf.buckets[h];
+    inf.buckets[h] = &second;
+    inf.waiters = 2;
+    ASBT_EQ_RES(asb_json_doc_parse(&d, line, sizeof line - 1, NULL, NULL), ASB_OK);
+    ASBT_CHECK(asb__event_decode(&d, &ev, rv, sizeof rv));
+    asb__informer_event(&inf, &ev);
+    asb_json_doc_free(&d);
+    ASBT_EQ_INT(n_second, 1);
+    ASBT_EQ_INT(n_first, 1);
+    pthread_cond_destroy(&first.cond);
+    pthread_cond_destroy(&second.cond);
+    pthread_mutex_destroy(&inf.lock);
+}
+
 ASBT_LIST(
     ASBT_CASE(pod_ip_prefers_ipv4_unmaps_and_skips_invalid_entries)
+    ASBT_CASE(every_waiter_on_one_name_sees_the_shared_watchs_events)
     ASBT_CASE(a_create_whose_answer_was_lost_deletes_its_claim_by_name)
     ASBT_CASE(a_deadline_longer_than_the_read_timeout_waits_for_the_answer)
     ASBT_CASE(a_command_past_its_deadline_is_a_timeout_that_names_it)
