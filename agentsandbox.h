@@ -938,7 +938,8 @@
    Histograms (ms; asb_client_latency reads them, the exporter sends them
    as cumulative OTLP histograms): sandbox_client_create_ready_latency_ms
    (create to Ready), sandbox_client_discovery_latency_ms {mode:
-   port_forward (the router tunnel's kubectl, spawn to listening),
+   port_forward (the router tunnel's kubectl, spawn to listening; again
+   for each kubectl started in place of a dead one),
    pod_port_forward (a sandboxd pod tunnel's kubectl, the same),
    native_port_forward (the native tunnel's first stream to the router or
    to a sandboxd pod: the Service or pod looked up and the WebSocket
@@ -18258,6 +18259,8 @@ struct asb__tunnel {
     int local[2];         /* where kubectl listens, per remote port */
     int ready;            /* kubectl said it listens on every local[] */
     int64_t t0;           /* when it was spawned */
+    unsigned spawns;      /* how many times: a respawn inside a call shows
+                             as a change (a pid may come back) */
     int err_fd;           /* kubectl's stderr, drained into err */
     int out_fd;           /* its stdout: the "Forwarding from" lines, then
                              one "Handling connection" line per connection
@@ -18790,6 +18793,7 @@ static asb_result asb__tunnel_spawn_locked(asb__tunnel *t, asb_error *err) {
     t->ready = 0;
     t->err_len = 0;
     t->t0 = asb__now_ms();
+    t->spawns++;
     return ASB_OK;
 }
 
@@ -18892,14 +18896,18 @@ static asb_result asb__lt_endpoint(asb_client *c, asb_sandbox *sb, int port, asb
                                    asb_error *err) {
     asb_result r;
     int was_up;
+    unsigned spawns;
     (void)sb;
     (void)port; /* the router's port is forwarded; the sandbox's goes in a header */
     memset(ep, 0, sizeof *ep);
     ep->routed = 1;
     pthread_mutex_lock(&c->conn_lock);
     was_up = c->tunnel.pid > 0 && c->tunnel.ready;
+    spawns = c->tunnel.spawns;
     r = asb__tunnel_ensure_locked(&c->tunnel, err);
-    if (!was_up) /* kubectl's start (spawned here or at the create) to listening */
+    /* kubectl's start (spawned here or at the create, or again here
+       because the last one died) to listening */
+    if (!was_up || c->tunnel.spawns != spawns)
         asb__latency_ms(c->tracer, ASB_LATENCY_TUNNEL_START, r != ASB_OK,
                         asb__now_ms() - c->tunnel.t0);
     if (r == ASB_OK) snprintf(ep->base, sizeof ep->base, "http://127.0.0.1:%d", c->tunnel.local[0]);
@@ -19409,9 +19417,9 @@ static asb_result asb__pt_endpoint(asb_client *c, asb_sandbox *sb, int port, asb
     was_up = r == ASB_OK && sb->tunnel->pid > 0 && sb->tunnel->ready;
     if (r == ASB_OK) {
         int64_t t0 = asb__now_ms(); /* kubectl is spawned here (no prestart) */
-        pid_t pid0 = sb->tunnel->pid;
+        unsigned spawns = sb->tunnel->spawns;
         r = asb__tunnel_ensure_locked(sb->tunnel, err);
-        if (!was_up || sb->tunnel->pid != pid0) /* spawned (or again) to listening */
+        if (!was_up || sb->tunnel->spawns != spawns) /* spawned (or again) to listening */
             asb__latency_ms(c->tracer, ASB_LATENCY_POD_TUNNEL_START, r != ASB_OK,
                             asb__now_ms() - t0);
     }

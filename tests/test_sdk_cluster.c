@@ -36,15 +36,30 @@ static char kubeconfig[1024];
    the cases that do not test kubectl itself again that way). */
 static asb_connection_mode client_mode = ASB_CONNECT_LOCAL_TUNNEL;
 
-static asb_client *new_client(asb_error *err) {
+/* trace 1: latency histograms on (no exporter) */
+static asb_client *new_client_traced(asb_error *err, int trace) {
     asb_client_desc d;
     asb_client *c = NULL;
     memset(&d, 0, sizeof d);
     d.mode = client_mode;
     d.kube.kubeconfig.path = kubeconfig;
     d.kube.http.retry.backoff_ms = 100;
+    d.tracer.enable = trace;
+    d.tracer.otlp = -1;
     if (asb_client_create(&d, &c, err) != ASB_OK) return NULL;
     return c;
+}
+
+static asb_client *new_client(asb_error *err) {
+    return new_client_traced(err, 0);
+}
+
+/* How many tunnel starts (kubectl spawned to listening) the client timed. */
+static uint64_t tunnel_starts(asb_client *c) {
+    asb_latency_stats st;
+    asb_error err;
+    if (asb_client_latency(c, ASB_LATENCY_TUNNEL_START, 0, &st, &err) != ASB_OK) return 0;
+    return st.count;
 }
 
 /* A loopback port free a moment ago, for the servers these tests start
@@ -451,7 +466,7 @@ ASBT_TEST(another_local_user_cannot_take_over_the_tunnel) {
 
 ASBT_TEST(killed_kubectl_is_replaced_on_the_next_call) {
     asb_error err;
-    asb_client *c = new_client(&err);
+    asb_client *c = new_client_traced(&err, 1);
     asb_sandbox *sb = NULL;
     asb_run_result rr;
     pid_t first, second;
@@ -461,10 +476,13 @@ ASBT_TEST(killed_kubectl_is_replaced_on_the_next_call) {
     asb_run_result_free(&rr);
     first = c->tunnel.pid; /* the supervisor; kubectl runs under it */
     ASBT_CHECK(first > 0 && kubectl_of(first) > 0);
+    ASBT_EQ_INT((int)tunnel_starts(c), 1);
     kill(kubectl_of(first), SIGKILL); /* kubectl alone: its supervisor follows */
     asb__sleep_ms(200);
     ASBT_CHECK(echo_ok(sb, "again", 0));
     ASBT_CHECK(c->tunnel.pid > 0 && c->tunnel.pid != first);
+    /* the new kubectl's start is timed in the discovery histogram too */
+    ASBT_EQ_INT((int)tunnel_starts(c), 2);
     second = c->tunnel.pid;
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
     asb_client_free(c);
