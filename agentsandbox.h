@@ -12473,10 +12473,13 @@ static asb_result asb__grpc_feed(asb__grpc_deframer *d, const char *p, size_t n,
             if (d->need > d->max) return ASB_ERR_TOO_LARGE;
             d->in_msg = 1;
             d->msg.len = 0;
-            if (asb_buf_reserve(&d->msg, d->need) != ASB_OK) return ASB_ERR_OUT_OF_MEMORY;
         }
-        if (d->need) {
+        if (d->need && n) {
             size_t k = d->need < n ? d->need : n;
+            /* grown as bytes arrive (asb_buf_reserve doubles), not by the
+               declared length: a prefix alone must not make us hold up to
+               max_message_bytes for a server that then sends nothing */
+            if (asb_buf_reserve(&d->msg, k) != ASB_OK) return ASB_ERR_OUT_OF_MEMORY;
             memcpy(d->msg.ptr + d->msg.len, p, k);
             d->msg.len += k;
             d->need -= k;

@@ -403,6 +403,82 @@ ASBT_TEST(grpc_compressed_or_oversized_messages_are_refused) {
     asb_buf_free(&x.all);
 }
 
+/* Counts what the deframer asks of its allocator: the largest block. */
+typedef struct sized_alloc {
+    size_t largest;
+} sized_alloc;
+
+static void *sized_alloc_fn(size_t size, void *ud) {
+    sized_alloc *a = (sized_alloc *)ud;
+    if (size > a->largest) a->largest = size;
+    return malloc(size);
+}
+
+static void *sized_realloc_fn(void *ptr, size_t size, void *ud) {
+    sized_alloc *a = (sized_alloc *)ud;
+    if (size > a->largest) a->largest = size;
+    return realloc(ptr, size);
+}
+
+static void sized_free_fn(void *ptr, void *ud) {
+    (void)ud;
+    free(ptr);
+}
+
+typedef struct big_msg {
+    int n;
+    size_t len;
+    int intact;
+} big_msg;
+
+static int on_big_msg(void *ctx, const char *m, size_t len) {
+    big_msg *x = (big_msg *)ctx;
+    size_t i;
+    x->n++;
+    x->len = len;
+    x->intact = 1;
+    for (i = 0; i < len; i++)
+        if (m[i] != (char)(i * 7 % 251)) x->intact = 0;
+    return 0;
+}
+
+ASBT_TEST(grpc_declared_length_is_not_allocated_before_its_bytes_arrive) {
+    /* A server's 5-byte prefix may declare up to max_message_bytes; the
+       buffer grows with the bytes that come, not with the promise. */
+    static const size_t BIG = (size_t)16 << 20, PIECE = 65536;
+    static char piece[65536];
+    unsigned char pfx[5] = {0, 1, 0, 0, 0}; /* 16 MiB, big-endian */
+    sized_alloc counted = {0};
+    asb_allocator a;
+    asb__grpc_deframer d;
+    big_msg x = {0, 0, 0};
+    size_t off, i;
+    a.alloc_fn = sized_alloc_fn;
+    a.realloc_fn = sized_realloc_fn;
+    a.free_fn = sized_free_fn;
+    a.user_data = &counted;
+    memset(&d, 0, sizeof d);
+    d.max = 2 * BIG;
+    ASBT_EQ_RES(asb_buf_init(&d.msg, &a), ASB_OK);
+    ASBT_EQ_RES(asb__grpc_feed(&d, (const char *)pfx, 5, on_big_msg, &x), ASB_OK);
+    for (i = 0; i < 3; i++) piece[i] = (char)(i * 7 % 251);
+    ASBT_EQ_RES(asb__grpc_feed(&d, piece, 3, on_big_msg, &x), ASB_OK);
+    if (counted.largest > 4096) fprintf(stderr, "    largest block %lu\n", (unsigned long)counted.largest);
+    ASBT_CHECK(counted.largest <= 4096);
+    ASBT_EQ_INT(x.n, 0);
+    /* and the whole message, when it does come, arrives intact */
+    for (off = 3; off < BIG; off += PIECE) {
+        size_t k = BIG - off < PIECE ? BIG - off : PIECE;
+        for (i = 0; i < k; i++) piece[i] = (char)((off + i) * 7 % 251);
+        ASBT_EQ_RES(asb__grpc_feed(&d, piece, k, on_big_msg, &x), ASB_OK);
+    }
+    ASBT_EQ_INT(x.n, 1);
+    ASBT_CHECK(x.len == BIG);
+    ASBT_CHECK(x.intact);
+    ASBT_CHECK(counted.largest <= 2 * BIG + 64);
+    asb_buf_free(&d.msg);
+}
+
 ASBT_TEST(grpc_message_is_percent_decoded_and_bad_escapes_kept) {
     char out[64];
     asb__grpc_message(out, sizeof out, "caf%C3%A9 50%25 %zz %4", 22);
@@ -754,6 +830,7 @@ ASBT_LIST(ASBT_CASE(hpack_decodes_rfc7541_c3_requests_without_huffman)
           ASBT_CASE(process_v1_write_stdin_eof_and_empty_input_are_both_present)
           ASBT_CASE(grpc_messages_come_whole_whatever_the_chunking)
           ASBT_CASE(grpc_compressed_or_oversized_messages_are_refused)
+          ASBT_CASE(grpc_declared_length_is_not_allocated_before_its_bytes_arrive)
           ASBT_CASE(grpc_message_is_percent_decoded_and_bad_escapes_kept)
           ASBT_CASE(h2_settings_and_ping_are_acknowledged)
           ASBT_CASE(h2_headers_across_continuation_with_padding_then_padded_data)
