@@ -13,6 +13,15 @@
                                like a pod's: the apiserver as the service
                                host and port, the cluster DNS in its own
                                /etc/resolv.conf
+       dns_account_client(state, runtime, ls)
+                               then an in-cluster client as the account
+                               tests/kube/dns-fallback-setup.sh made, which
+                               may not read Sandboxes, logging into ls
+       pod_ip_refused_ok(sb)   that account's pod IP lookup is refused (403)
+       service_name_logged_once_ok(ls)
+                               ... and the client said once that its calls
+                               go to Service names from then on
+       terminated_ok(sb)       sb (when not NULL) terminated
 
    Each check prints what went wrong before it returns 0, so the case that
    calls it only says which check failed. Builds as C99 and as C++11. */
@@ -24,6 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "logsink.h"
 
 ASBT_UNUSED static const char *cluster_dir(void) {
     const char *dir = getenv("ASB_CLUSTER_KUBECONFIGS");
@@ -173,5 +184,65 @@ ASBT_UNUSED static int enter_pod_env(const char *state) {
     return 0;
 }
 #endif
+
+/* After enter_pod_env(state): a client in in-cluster mode as the service
+   account tests/kube/dns-fallback-setup.sh made in STATE/serviceaccount-dns
+   (it may not read Sandboxes, nor templates), on runtime, its records from
+   debug up in ls, opened here first (the caller closes it whatever this
+   returns). NULL after saying why. */
+ASBT_UNUSED static asb_client *dns_account_client(const char *state, asb_runtime_kind runtime,
+                                                  asbt_log *ls) {
+    char path[1200];
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_error err;
+    memset(&d, 0, sizeof d);
+    asbt_log_open(ls, &d.log, ASB_LOG_DEBUG);
+    snprintf(path, sizeof path, "%s/serviceaccount-dns", state);
+    d.kube.in_cluster = 1;
+    d.kube.service_account_dir = path;
+    d.mode = ASB_CONNECT_IN_CLUSTER;
+    d.runtime = runtime;
+    if (asb_client_create(&d, &c, &err) != ASB_OK) {
+        fprintf(stderr, "    client: %s\n", err.message);
+        return NULL;
+    }
+    return c;
+}
+
+/* The account of dns_account_client may not read the Sandbox: the pod IP
+   lookup is refused with the apiserver's 403. */
+ASBT_UNUSED static int pod_ip_refused_ok(asb_sandbox *sb) {
+    char ip[ASB_IP_SIZE];
+    asb_error err;
+    if (asb_sandbox_pod_ip(sb, ip, &err) == ASB_OK || err.http_status != 403) {
+        fprintf(stderr, "    the account was meant to be refused the Sandbox (got %d)\n",
+                err.http_status);
+        return 0;
+    }
+    return 1;
+}
+
+/* ... and after the refusal, the client said once (not per call) that
+   in-cluster calls go to each sandbox's Service name. */
+ASBT_UNUSED static int service_name_logged_once_ok(asbt_log *ls) {
+    if (asbt_log_count(ls, "pod IP lookup refused (403): in-cluster calls go to each sandbox's "
+                           "Service name from now on") != 1) {
+        fprintf(stderr, "    the refusal was not logged once:\n%s\n", ls->text.ptr);
+        return 0;
+    }
+    return 1;
+}
+
+/* sb terminated when it is not NULL (a case's last step, whatever went
+   before). */
+ASBT_UNUSED static int terminated_ok(asb_sandbox *sb) {
+    asb_error err;
+    if (sb && asb_sandbox_terminate(sb, &err) != ASB_OK) {
+        fprintf(stderr, "    terminate: %s\n", err.message);
+        return 0;
+    }
+    return 1;
+}
 
 #endif

@@ -1133,41 +1133,30 @@ ASBT_TEST(in_cluster_reaches_sandboxd_on_the_pod_ip_for_files_runs_and_processes
    asb-sandboxd-service-template asb-sandboxd-service-warmpool (make
    test-sandboxd-cluster). */
 static int sd_dns_child(const char *state) {
-    char path[1200], claim[256] = "", name[256] = "";
-    asb_client_desc d;
+    char claim[256] = "", name[256] = "";
     asb_create_opts o;
     asb_client *c = NULL, *admin = NULL;
     asb_sandbox *sb = NULL, *seen = NULL;
     asb_buf b;
     asb_error err;
     asbt_log ls;
-    char ip[ASB_IP_SIZE];
     pid_t ex = -1;
     sink k;
     int rc = 1, code = -2, st;
     if (enter_pod_env(state) != 0) return 1;
-    snprintf(path, sizeof path, "%s/serviceaccount-dns", state);
-    memset(&d, 0, sizeof d);
-    d.kube.in_cluster = 1;
-    d.kube.service_account_dir = path;
-    d.mode = ASB_CONNECT_IN_CLUSTER;
-    d.runtime = ASB_RUNTIME_SANDBOXD; /* the account may not read templates either */
+    /* the sandboxd runtime named: the account may not read templates either */
+    c = dns_account_client(state, ASB_RUNTIME_SANDBOXD, &ls);
+    if (!c) goto out;
     memset(&o, 0, sizeof o);
     o.warm_pool = "asb-sandboxd-service-warmpool";
-    asbt_log_open(&ls, &d.log, ASB_LOG_DEBUG);
-    if (asb_client_create(&d, &c, &err) != ASB_OK ||
-        asb_client_create_sandbox(c, NULL, &o, &sb, &err) != ASB_OK) {
-        fprintf(stderr, "    client or create: %s\n", err.message);
+    if (asb_client_create_sandbox(c, NULL, &o, &sb, &err) != ASB_OK) {
+        fprintf(stderr, "    create: %s\n", err.message);
         goto out;
     }
     if (!sb || !asb_sandbox_claim_name(sb) || !asb_sandbox_name(sb)) goto out;
     snprintf(claim, sizeof claim, "%s", asb_sandbox_claim_name(sb));
     snprintf(name, sizeof name, "%s", asb_sandbox_name(sb)); /* the pool's, not the claim's */
-    if (asb_sandbox_pod_ip(sb, ip, &err) == ASB_OK || err.http_status != 403) {
-        fprintf(stderr, "    the account was meant to be refused the Sandbox (got %d)\n",
-                err.http_status);
-        goto out;
-    }
+    if (!pod_ip_refused_ok(sb)) goto out;
     /* the admin finds the pod, to serve its sandboxd on the pod IP */
     admin = new_client(&err);
     if (!admin || asb_client_get_sandbox(admin, claim, NULL, 0, &seen, &err) != ASB_OK ||
@@ -1198,18 +1187,10 @@ static int sd_dns_child(const char *state) {
         asb_process_free(p);
     }
     sink_free(&k);
-    if (!st) goto out;
-    if (asbt_log_count(&ls, "pod IP lookup refused (403): in-cluster calls go to each sandbox's "
-                            "Service name from now on") != 1) {
-        fprintf(stderr, "    the refusal was not logged once:\n%s\n", ls.text.ptr);
-        goto out;
-    }
+    if (!st || !service_name_logged_once_ok(&ls)) goto out;
     rc = 0;
 out:
-    if (sb && asb_sandbox_terminate(sb, &err) != ASB_OK) {
-        fprintf(stderr, "    terminate: %s\n", err.message);
-        rc = 1;
-    }
+    if (!terminated_ok(sb)) rc = 1;
     asb_client_free(c);
     asb_client_free(admin);
     if (ex > 0) {

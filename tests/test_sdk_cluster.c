@@ -826,32 +826,20 @@ ASBT_TEST(in_cluster_mode_talks_to_the_pod_ip_without_the_router) {
    have), so the name lookup never leaves loopback. Set up by
    tests/kube/dns-fallback-setup.sh. */
 static int dns_fallback_child(const char *state) {
-    char path[1200];
-    asb_client_desc d;
     asb_client *c = NULL;
     asb_sandbox *sb = NULL;
     asb_run_result rr;
     asb_error err;
     asbt_log ls;
-    char ip[ASB_IP_SIZE];
     int i, rc = 1;
     if (enter_pod_env(state) != 0) return 1;
-    snprintf(path, sizeof path, "%s/serviceaccount-dns", state);
-    memset(&d, 0, sizeof d);
-    d.kube.in_cluster = 1;
-    d.kube.service_account_dir = path;
-    d.mode = ASB_CONNECT_IN_CLUSTER;
-    asbt_log_open(&ls, &d.log, ASB_LOG_DEBUG);
-    if (asb_client_create(&d, &c, &err) != ASB_OK ||
-        asb_client_create_sandbox(c, "asb-service-template", NULL, &sb, &err) != ASB_OK) {
-        fprintf(stderr, "    client or create: %s\n", err.message);
+    c = dns_account_client(state, ASB_RUNTIME_LEGACY, &ls);
+    if (!c) goto out;
+    if (asb_client_create_sandbox(c, "asb-service-template", NULL, &sb, &err) != ASB_OK) {
+        fprintf(stderr, "    create: %s\n", err.message);
         goto out;
     }
-    if (asb_sandbox_pod_ip(sb, ip, &err) == ASB_OK || err.http_status != 403) {
-        fprintf(stderr, "    the account was meant to be refused the Sandbox (got %d)\n",
-                err.http_status);
-        goto out;
-    }
+    if (!pod_ip_refused_ok(sb)) goto out;
     for (i = 0; i < 3; i++) {
         if (asb_sandbox_run(sb, "echo by name", 0, &rr, &err) != ASB_OK) {
             fprintf(stderr, "    run %d: %s\n", i, err.message);
@@ -864,17 +852,10 @@ static int dns_fallback_child(const char *state) {
         }
         asb_run_result_free(&rr);
     }
-    if (asbt_log_count(&ls, "pod IP lookup refused (403): in-cluster calls go to each sandbox's "
-                            "Service name from now on") != 1) {
-        fprintf(stderr, "    the refusal was not logged once:\n%s\n", ls.text.ptr);
-        goto out;
-    }
+    if (!service_name_logged_once_ok(&ls)) goto out;
     /* a template without `service: true`: no such name; the error says why
        the name was used */
-    if (asb_sandbox_terminate(sb, &err) != ASB_OK) {
-        fprintf(stderr, "    terminate: %s\n", err.message);
-        goto out;
-    }
+    if (!terminated_ok(sb)) goto out;
     sb = NULL;
     if (asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err) != ASB_OK) {
         fprintf(stderr, "    create without a service: %s\n", err.message);
@@ -889,10 +870,7 @@ static int dns_fallback_child(const char *state) {
     asb_run_result_free(&rr);
     rc = 0;
 out:
-    if (sb && asb_sandbox_terminate(sb, &err) != ASB_OK) {
-        fprintf(stderr, "    terminate: %s\n", err.message);
-        rc = 1;
-    }
+    if (!terminated_ok(sb)) rc = 1;
     asb_client_free(c);
     asbt_log_close(&ls);
     return rc;
