@@ -7742,10 +7742,14 @@ ASB_API asb_result asb_url_parse(const char *url, size_t len, asb_url *out,
         size_t n = 0;
         for (k = 0; k + 3 <= len && !sep; k++)
             if (url[k] == ':' && url[k + 1] == '/' && url[k + 2] == '/') sep = url + k + 3;
-        for (p2 = sep; p2 && p2 < url + len && *p2 != '/' && *p2 != '?' && *p2 != '#'; p2++)
+        /* up to the last '@' anywhere, not only in what parses as the
+           authority: a password may hold '/', '?' or '#' (base64 does),
+           which end the authority before its '@'; and without "://"
+           everything before the '@' may be user info */
+        for (p2 = sep ? sep : url; p2 < url + len; p2++)
             if (*p2 == '@') at = p2;
         if (at) {
-            size_t pre = (size_t)(sep - url), post = len - (size_t)(at - url);
+            size_t pre = sep ? (size_t)(sep - url) : 0, post = len - (size_t)(at - url);
             if (pre > 80) pre = 80;
             if (post > sizeof shown - pre - 4) post = sizeof shown - pre - 4;
             memcpy(shown, url, pre);

@@ -66,6 +66,28 @@ ASBT_TEST(url_errors_never_show_the_user_info) {
     }
 }
 
+/* R28: a password holding '/', '?' or '#' (base64 does) ends what
+   parses as the authority before its '@' (the URL is refused for a bad
+   port, not for its user info); without "://" all before the '@' may be
+   user info. Neither part of the password may show. */
+ASBT_TEST(url_errors_hide_a_password_that_holds_a_slash_or_lacks_a_scheme) {
+    static const char *bad[] = {
+        "https://user:s3cr3t/pw+k==@router.example:8443/", /* '/' */
+        "http://user:s3cr3t?pw@host/",                     /* '?' */
+        "http://user:s3cr3t#pw@host/",                     /* '#' */
+        "user:s3cr3t-pw@router.example:8443",              /* no scheme */
+    };
+    size_t i;
+    asb_url u;
+    asb_error err;
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ASBT_EQ_RES(asb_url_parse(bad[i], strlen(bad[i]), &u, &err), ASB_ERR_INVALID_ARGUMENT);
+        ASBT_CHECK(strstr(err.message, "s3cr3t") == NULL);
+        ASBT_CHECK(strstr(err.message, "pw") == NULL);
+        ASBT_CONTAINS(err.message, "***@");
+    }
+}
+
 /* -- the parser ---------------------------------------------------------------- */
 
 typedef struct parsed {
@@ -407,6 +429,7 @@ ASBT_LIST(
     ASBT_CASE(urls_parse_with_ports_ipv6_paths_and_queries)
     ASBT_CASE(bad_urls_are_refused_with_a_reason)
     ASBT_CASE(url_errors_never_show_the_user_info)
+    ASBT_CASE(url_errors_hide_a_password_that_holds_a_slash_or_lacks_a_scheme)
     ASBT_CASE(chunked_body_split_at_every_byte_boundary_is_the_same)
     ASBT_CASE(content_length_and_until_close_bodies)
     ASBT_CASE(short_bodies_and_cut_chunks_are_errors_not_data)
