@@ -116,32 +116,23 @@ static int delete_claim(const char *claim) {
     return 0;
 }
 
-/* VmRSS of a process in KiB (0 when it is gone). */
-static long rss_kib(int pid) {
+/* A number from a process's /proc status, the line starting with key
+   ("VmRSS:", in KiB; "PPid:"); 0 when the process or the line is gone. */
+static long proc_status(int pid, const char *key) {
     char path[64], line[256];
-    long kib = 0;
+    size_t n = strlen(key);
+    long v = 0;
     FILE *f;
     snprintf(path, sizeof path, "/proc/%d/status", pid);
     if ((f = fopen(path, "r")) == NULL) return 0;
     while (fgets(line, sizeof line, f))
-        if (strncmp(line, "VmRSS:", 6) == 0) kib = atol(line + 6);
+        if (strncmp(line, key, n) == 0) v = atol(line + n);
     fclose(f);
-    return kib;
+    return v;
 }
 
-static int parent_of(int pid) {
-    char path[64], buf[512];
-    int ppid = 0;
-    FILE *f;
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    if ((f = fopen(path, "r")) == NULL) return 0;
-    if (fgets(buf, sizeof buf, f)) {
-        char *rp = strrchr(buf, ')');
-        if (!rp || sscanf(rp + 2, "%*c %d", &ppid) != 1) ppid = 0;
-    }
-    fclose(f);
-    return ppid;
-}
+static long rss_kib(int pid) { return proc_status(pid, "VmRSS:"); }
+static int parent_of(int pid) { return (int)proc_status(pid, "PPid:"); }
 
 /* Every process descending from this one: how many, their RSS summed. */
 static void descendants(int *count, long *kib) {
