@@ -23,7 +23,7 @@ import os
 import sys
 import time
 
-from sdk_measures import load, median_of, peak_rss_kib, result
+from sdk_measures import command, load, median_of, peak_rss_kib, result
 
 WARMPOOL = "sandboxd-warmpool"
 
@@ -143,16 +143,7 @@ def report(ours_path, theirs_path, baseline):
     return 0
 
 
-def main(argv):
-    if len(argv) == 4 and argv[1] == "first":
-        return first(argv[2], int(argv[3]))
-    if len(argv) == 4 and argv[1] == "hundred":
-        return hundred(int(argv[2]), int(argv[3]))
-    if len(argv) == 5 and argv[1] == "report":
-        return report(argv[2], argv[3], argv[4])
-    print(__doc__, file=sys.stderr)
-    return 2
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(command(sys.argv, __doc__, {"first": (first, (str, int)),
+                                         "hundred": (hundred, (int, int)),
+                                         "report": (report, (str, str, str))}))

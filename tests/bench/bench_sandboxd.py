@@ -20,8 +20,8 @@ import os
 import sys
 import time
 
-from sdk_measures import (compare, cpu_ms, file_rounds, load, median_of, peak_rss_kib, result,
-                          run_true_latencies, run_true_results)
+from sdk_measures import (command, compare, cpu_ms, file_rounds, load, median_of, peak_rss_kib,
+                          result, run_true_latencies, run_true_results)
 
 WARMPOOL = "sandboxd-warmpool"
 FILE_BYTES = 64 << 20
@@ -92,14 +92,6 @@ def report(ours_path, theirs_path, baseline):
     return 0
 
 
-def main(argv):
-    if len(argv) == 3 and argv[1] == "workload":
-        return workload(int(argv[2]))
-    if len(argv) == 5 and argv[1] == "report":
-        return report(argv[2], argv[3], argv[4])
-    print(__doc__, file=sys.stderr)
-    return 2
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(command(sys.argv, __doc__, {"workload": (workload, (int,)),
+                                         "report": (report, (str, str, str))}))

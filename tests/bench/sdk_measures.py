@@ -5,9 +5,11 @@ their results.
 
 A workload process prints "result <name> <value>" lines (several processes
 may append to one file); load() reads a file back into name -> values, and
-compare() prints one "bench: ..." line per measure, ours against theirs."""
+compare() prints one "bench: ..." line per measure, ours against theirs;
+command() is a script's main (its subcommands and their arguments)."""
 import resource
 import statistics
+import sys
 import time
 
 
@@ -95,3 +97,14 @@ def compare(lines, ours, theirs, baseline, bench):
         fmt = "%.0f" if unit == "KiB" else "%.2f"
         print("bench: %s: %s %s vs %s %s %s = %.1fx (goal %s)" % (
             name, fmt % a, unit, baseline, fmt % b, unit, ratio, goal))
+
+
+def command(argv, doc, commands):
+    """A workload script's main: argv[1] names one of commands (name ->
+    (function, a conversion per argument)); the rest are its arguments.
+    Anything else prints the usage (doc) and returns 2."""
+    fn, kinds = commands.get(argv[1] if len(argv) > 1 else "", (None, ()))
+    if fn is None or len(argv) - 2 != len(kinds):
+        print(doc, file=sys.stderr)
+        return 2
+    return fn(*[kind(a) for kind, a in zip(kinds, argv[2:])])
