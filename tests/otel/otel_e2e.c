@@ -179,38 +179,37 @@ static int faulty(int n) {
     return failures == 0 && logs == 1 && worst < 2500 ? 0 : 1;
 }
 
-/* One client through a Gateway, its own service name; 0 when the run
-   ends as want says. */
-static int through_gateway(const char *service, const char *gateway, int port, int wait_ms,
-                           asb_result want) {
-    asb_client_desc d;
+/* One sandbox life on a client of its own, connected as d says (tracing
+   is set here), under its own service name: `echo <said>` ends as want
+   says, printing said when it answers; how names the way in for the
+   errors. 0 when it does. */
+static int one_life(asb_client_desc *d, const char *service, const char *how, const char *said,
+                    asb_result want) {
     asb_client *c;
     asb_sandbox *sb;
     asb_run_result rr;
     asb_error err;
     asb_result r;
+    char cmd[128], out[128];
     int rc = 0;
-    memset(&d, 0, sizeof d);
-    d.tracer.enable = 1;
-    d.tracer.service_name = service;
-    d.tracer.export_interval_ms = 200;
-    d.mode = ASB_CONNECT_GATEWAY;
-    d.gateway_name = gateway;
-    d.gateway_port = port;
-    d.gateway_ready_timeout_ms = wait_ms;
-    if (asb_client_create(&d, &c, &err) != ASB_OK) {
+    d->tracer.enable = 1;
+    d->tracer.service_name = service;
+    d->tracer.export_interval_ms = 200;
+    if (asb_client_create(d, &c, &err) != ASB_OK) {
         fprintf(stderr, "client: %s\n", err.message);
         return 1;
     }
+    snprintf(cmd, sizeof cmd, "echo %s", said);
+    snprintf(out, sizeof out, "%s\n", said);
+    memset(&rr, 0, sizeof rr);
     sb = create(c);
-    r = asb_sandbox_run(sb, "echo through the gateway", 30000, &rr, &err);
+    r = asb_sandbox_run(sb, cmd, 30000, &rr, &err);
     if (r != want) {
-        fprintf(stderr, "run through Gateway %s: %s (%s), want %s\n", gateway, asb_result_str(r),
+        fprintf(stderr, "run through %s: %s (%s), want %s\n", how, asb_result_str(r),
                 r == ASB_OK ? "" : err.message, asb_result_str(want));
         rc = 1;
-    } else if (r == ASB_OK && (!rr.out.ptr || strcmp(rr.out.ptr, "through the gateway\n") != 0)) {
-        fprintf(stderr, "run through Gateway %s: stdout \"%s\"\n", gateway,
-                rr.out.ptr ? rr.out.ptr : "");
+    } else if (r == ASB_OK && (!rr.out.ptr || strcmp(rr.out.ptr, out) != 0)) {
+        fprintf(stderr, "run through %s: stdout \"%s\"\n", how, rr.out.ptr ? rr.out.ptr : "");
         rc = 1;
     }
     asb_run_result_free(&rr);
@@ -222,40 +221,29 @@ static int through_gateway(const char *service, const char *gateway, int port, i
     return rc;
 }
 
+/* One client through a Gateway, its own service name; 0 when the run
+   ends as want says. */
+static int through_gateway(const char *service, const char *gateway, int port, int wait_ms,
+                           asb_result want) {
+    asb_client_desc d;
+    char how[160];
+    memset(&d, 0, sizeof d);
+    d.mode = ASB_CONNECT_GATEWAY;
+    d.gateway_name = gateway;
+    d.gateway_port = port;
+    d.gateway_ready_timeout_ms = wait_ms;
+    snprintf(how, sizeof how, "Gateway %s", gateway);
+    return one_life(&d, service, how, "through the gateway", want);
+}
+
 /* One client through the native tunnel, its own service name; 0 when its
    run answered. */
 static int through_native(void) {
     asb_client_desc d;
-    asb_client *c;
-    asb_sandbox *sb;
-    asb_run_result rr;
-    asb_error err;
-    asb_result r;
-    int rc = 0;
     memset(&d, 0, sizeof d);
-    d.tracer.enable = 1;
-    d.tracer.service_name = "sandbox-client-native";
-    memset(&rr, 0, sizeof rr);
-    d.tracer.export_interval_ms = 200;
     d.mode = ASB_CONNECT_NATIVE_TUNNEL;
-    if (asb_client_create(&d, &c, &err) != ASB_OK) {
-        fprintf(stderr, "client: %s\n", err.message);
-        return 1;
-    }
-    sb = create(c);
-    r = asb_sandbox_run(sb, "echo through the native tunnel", 30000, &rr, &err);
-    if (r != ASB_OK || !rr.out.ptr || strcmp(rr.out.ptr, "through the native tunnel\n") != 0) {
-        fprintf(stderr, "run through the native tunnel: %s (%s), stdout \"%s\"\n",
-                asb_result_str(r), r == ASB_OK ? "" : err.message, rr.out.ptr ? rr.out.ptr : "");
-        rc = 1;
-    }
-    asb_run_result_free(&rr);
-    if (asb_sandbox_terminate(sb, &err) != ASB_OK) {
-        fprintf(stderr, "terminate: %s\n", err.message);
-        rc = 1;
-    }
-    asb_client_free(c); /* flushes the exporter */
-    return rc;
+    return one_life(&d, "sandbox-client-native", "the native tunnel", "through the native tunnel",
+                    ASB_OK);
 }
 
 int main(int argc, char **argv) {
