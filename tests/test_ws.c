@@ -518,36 +518,38 @@ static void *feed_pongs(void *arg) {
     return NULL;
 }
 
-typedef struct recv_job {
+/* A call against a WebSocket that a peer floods: the call's result, and
+   whether it returned before the hang guard gave up. */
+typedef struct flood_job {
     asb_ws *ws;
     pthread_mutex_t mu;
     int done;
     asb_result r;
-} recv_job;
-
-static void *recv_run(void *arg) {
-    recv_job *j = (recv_job *)arg;
-    asb_ws_message m;
     asb_error err;
-    asb_result r = asb_ws_recv(j->ws, 300, &m, &err);
+} flood_job;
+
+static void flood_job_done(flood_job *j, asb_result r) {
     pthread_mutex_lock(&j->mu);
     j->r = r;
     j->done = 1;
     pthread_mutex_unlock(&j->mu);
-    return NULL;
 }
 
-/* R23: asb_ws_recv's timeout held only while the socket was ever empty:
-   a peer that keeps it full of control frames (unsolicited pongs need no
-   answer, so it need not read) kept the call, a port-forward dial
-   waiting for its port messages among them, from ever returning. */
-ASBT_TEST(recv_timeout_holds_under_a_flood_of_control_frames) {
+/* The WebSocket on one end of a socketpair (4 MiB buffers) whose other end
+   feed keeps full, from before the call starts until it is shut down; call
+   runs on a thread of its own. Waits up to 10 s for the call to return (a
+   hang guard, not a speed check), then shuts both ends down (which ends
+   the feeder, and the call had it hung) and frees it all. *done: whether
+   the call had returned; j->r and j->err say how. */
+static void call_under_flood(void *(*feed)(void *), void *(*call)(void *), flood_job *j,
+                             int *done) {
     asb_ws ws;
     asb__conn c;
     pong_feeder f;
-    recv_job j;
     pthread_t ft, rt;
-    int sv[2], i, done = 0, big = 4 << 20;
+    int sv[2], i, big = 4 << 20;
+    *done = 0;
+    memset(j, 0, sizeof *j);
     ASBT_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
     setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
     setsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
@@ -561,29 +563,46 @@ ASBT_TEST(recv_timeout_holds_under_a_flood_of_control_frames) {
     asb__ws_reader_init(&ws.rd, NULL, 1u << 20);
     asb_buf_init(&ws.out, NULL);
     f.fd = sv[1];
-    ASBT_CHECK(pthread_create(&ft, NULL, feed_pongs, &f) == 0);
+    ASBT_CHECK(pthread_create(&ft, NULL, feed, &f) == 0);
     asb__sleep_ms(200); /* the socket is full before the wait begins */
-    memset(&j, 0, sizeof j);
-    j.ws = &ws;
-    pthread_mutex_init(&j.mu, NULL);
-    ASBT_CHECK(pthread_create(&rt, NULL, recv_run, &j) == 0);
-    /* a hang guard, not a speed check */
-    for (i = 0; i < 1000 && !done; i++) {
+    j->ws = &ws;
+    pthread_mutex_init(&j->mu, NULL);
+    ASBT_CHECK(pthread_create(&rt, NULL, call, j) == 0);
+    for (i = 0; i < 1000 && !*done; i++) {
         usleep(10000);
-        pthread_mutex_lock(&j.mu);
-        done = j.done;
-        pthread_mutex_unlock(&j.mu);
+        pthread_mutex_lock(&j->mu);
+        *done = j->done;
+        pthread_mutex_unlock(&j->mu);
     }
-    shutdown(sv[1], SHUT_RDWR); /* ends the feeder (and the call, had it hung) */
+    shutdown(sv[1], SHUT_RDWR);
+    shutdown(sv[0], SHUT_RDWR);
     pthread_join(ft, NULL);
     pthread_join(rt, NULL);
-    ASBT_CHECK(done);
-    ASBT_EQ_RES(j.r, ASB_ERR_TIMEOUT);
+    j->ws = NULL;
     asb__ws_reader_free(&ws.rd);
     asb_buf_free(&ws.out);
     close(sv[0]);
     close(sv[1]);
-    pthread_mutex_destroy(&j.mu);
+    pthread_mutex_destroy(&j->mu);
+}
+
+static void *recv_run(void *arg) {
+    flood_job *j = (flood_job *)arg;
+    asb_ws_message m;
+    flood_job_done(j, asb_ws_recv(j->ws, 300, &m, &j->err));
+    return NULL;
+}
+
+/* R23: asb_ws_recv's timeout held only while the socket was ever empty:
+   a peer that keeps it full of control frames (unsolicited pongs need no
+   answer, so it need not read) kept the call, a port-forward dial
+   waiting for its port messages among them, from ever returning. */
+ASBT_TEST(recv_timeout_holds_under_a_flood_of_control_frames) {
+    flood_job j;
+    int done;
+    call_under_flood(feed_pongs, recv_run, &j, &done);
+    ASBT_CHECK(done);
+    ASBT_EQ_RES(j.r, ASB_ERR_TIMEOUT);
 }
 
 /* WebSocket messages, each one SPDY DATA frame on stream 5 (no stream of
@@ -603,26 +622,15 @@ static void *feed_spdy_noise(void *arg) {
     return NULL;
 }
 
-typedef struct spdy_open_job {
-    asb_ws *ws;
-    pthread_mutex_t mu;
-    int done;
-    asb_result r;
-    asb_error err;
-} spdy_open_job;
-
 static void *spdy_open_run(void *arg) {
-    spdy_open_job *j = (spdy_open_job *)arg;
+    flood_job *j = (flood_job *)arg;
     asb_buf in;
     size_t pos = 0;
     asb_result r;
     asb_buf_init(&in, NULL);
     r = asb__pf_spdy_open(j->ws, &in, &pos, 8080, "pod-x", 300, &j->err);
     asb_buf_free(&in);
-    pthread_mutex_lock(&j->mu);
-    j->r = r;
-    j->done = 1;
-    pthread_mutex_unlock(&j->mu);
+    flood_job_done(j, r);
     return NULL;
 }
 
@@ -631,50 +639,12 @@ static void *spdy_open_run(void *arg) {
    server that keeps sending messages which are not the reply (DATA on
    another stream, PINGs) held a port-forward dial forever. */
 ASBT_TEST(spdy_open_times_out_under_a_flood_of_frames_that_are_not_its_reply) {
-    asb_ws ws;
-    asb__conn c;
-    pong_feeder f;
-    spdy_open_job j;
-    pthread_t ft, rt;
-    int sv[2], i, done = 0, big = 4 << 20;
-    ASBT_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-    setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
-    setsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
-    ASBT_CHECK(asb__set_cloexec_nonblock(sv[0]) == 0);
-    memset(&ws, 0, sizeof ws);
-    memset(&c, 0, sizeof c);
-    c.fd = sv[0];
-    ws.c = &c;
-    ws.write_timeout_ms = 5000;
-    ws.rnd_pos = sizeof ws.rnd;
-    asb__ws_reader_init(&ws.rd, NULL, 1u << 20);
-    asb_buf_init(&ws.out, NULL);
-    f.fd = sv[1];
-    ASBT_CHECK(pthread_create(&ft, NULL, feed_spdy_noise, &f) == 0);
-    asb__sleep_ms(200); /* the socket is full before the wait begins */
-    memset(&j, 0, sizeof j);
-    j.ws = &ws;
-    pthread_mutex_init(&j.mu, NULL);
-    ASBT_CHECK(pthread_create(&rt, NULL, spdy_open_run, &j) == 0);
-    /* a hang guard, not a speed check */
-    for (i = 0; i < 1000 && !done; i++) {
-        usleep(10000);
-        pthread_mutex_lock(&j.mu);
-        done = j.done;
-        pthread_mutex_unlock(&j.mu);
-    }
-    shutdown(sv[1], SHUT_RDWR); /* ends the feeder (and the call, had it hung) */
-    shutdown(sv[0], SHUT_RDWR);
-    pthread_join(ft, NULL);
-    pthread_join(rt, NULL);
+    flood_job j;
+    int done;
+    call_under_flood(feed_spdy_noise, spdy_open_run, &j, &done);
     ASBT_CHECK(done);
     ASBT_EQ_RES(j.r, ASB_ERR_PORT_FORWARD);
     ASBT_CHECK(strstr(j.err.message, "within 300 ms") != NULL);
-    asb__ws_reader_free(&ws.rd);
-    asb_buf_free(&ws.out);
-    close(sv[0]);
-    close(sv[1]);
-    pthread_mutex_destroy(&j.mu);
 }
 
 /* Native mode with sandboxd: "<pod>.<ns>" names the forward's pod; a pod
