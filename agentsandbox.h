@@ -302,6 +302,11 @@
                                                    it counts as flooding; real
                                                    work and time (100/s) earn
                                                    credit back up to this.
+     ASB_MAX_LIST_PAGES      10000    impl. file   pages of 500 one list
+                                                   (claims, the shared watch's
+                                                   list) follows before the
+                                                   apiserver counts as paging
+                                                   forever (ASB_ERR_KUBE_API).
      ASB_PSA_EXTERNAL_RNG    1        impl. file   with an mbedTLS built with
                                                    MBEDTLS_PSA_CRYPTO_EXTERNAL_RNG,
                                                    the header defines its
@@ -14743,6 +14748,34 @@ static int asb__waiter_missed(const asb__waiter *w, unsigned gen, const char *li
     return w->judged || asb__rv_le(w->arm_rv, list_rv);
 }
 
+/* Most pages one list follows (500 objects each: 5 million objects). An
+   apiserver (or a proxy) that hands out continue tokens without end would
+   otherwise keep a list, and what it collects, growing forever. */
+#ifndef ASB_MAX_LIST_PAGES
+#define ASB_MAX_LIST_PAGES 10000
+#endif
+
+/* Called after each page of a paged list with the token that asked for it
+   (prev, NULL or "" on the first page) and the one the page gave (next,
+   next_len 0 at the end); *pages counts. ASB_ERR_KUBE_API when the
+   apiserver pages in place (the same token again) or past
+   ASB_MAX_LIST_PAGES: it would never end. */
+static asb_result asb__list_next_page(const char *what, const char *prev, const char *next,
+                                      size_t next_len, int *pages, asb_error *err) {
+    if (!next_len) return ASB_OK;
+    if (prev && strlen(prev) == next_len && memcmp(prev, next, next_len) == 0)
+        return asb__fail(err, ASB_ERR_KUBE_API,
+                         "list %s: the apiserver answered a page with the same continue token "
+                         "that asked for it (the list would never end)",
+                         what);
+    if (++*pages >= ASB_MAX_LIST_PAGES)
+        return asb__fail(err, ASB_ERR_KUBE_API,
+                         "list %s: still more after %d pages (ASB_MAX_LIST_PAGES): the apiserver "
+                         "keeps handing out continue tokens",
+                         what, ASB_MAX_LIST_PAGES);
+    return ASB_OK;
+}
+
 /* One page of the list, cancelled with the watch (the last waiter gone,
    or the client freed). */
 static asb_result asb__informer_list_page(asb__informer *inf, const asb_kube_list_opts *lo,
@@ -14780,7 +14813,7 @@ static asb_result asb__informer_list(asb__informer *inf, asb_error *err) {
     asb_buf page, cont;
     asb_result r;
     char rv[128] = "";
-    int b, restarts = 0;
+    int b, restarts = 0, pages = 0;
     asb__waiter *w;
     memset(&lo, 0, sizeof lo);
     lo.limit = 500;
@@ -14799,6 +14832,7 @@ again:
     pthread_mutex_unlock(&inf->lock);
     cont.len = 0;
     rv[0] = '\0';
+    pages = 0;
     for (;;) {
         asb_json_doc d;
         asb_json_iter it;
@@ -14817,13 +14851,19 @@ again:
         if (!rv[0])
             asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.resourceVersion"), rv,
                                 sizeof rv, NULL);
-        cont.len = 0;
         {
             char c[4096];
             size_t n = 0;
             if (asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.continue"), c, sizeof c,
-                                    &n) == ASB_OK && n)
-                asb_buf_append(&cont, c, n);
+                                    &n) != ASB_OK)
+                n = 0;
+            r = asb__list_next_page(inf->res.plural, lo.continue_token, c, n, &pages, err);
+            if (r != ASB_OK) {
+                asb_json_doc_free(&d);
+                break;
+            }
+            cont.len = 0;
+            if (n) asb_buf_append(&cont, c, n);
         }
         it = asb_json_iter_begin(&d, asb_json_find(&d, 0, "items"));
         pthread_mutex_lock(&inf->lock);
@@ -23170,7 +23210,8 @@ ASB_API asb_result asb_client_list_claims(asb_client *c, const asb_claim_list_op
     asb_kube_list_opts lo;
     asb_kube_resource res;
     asb_buf bytes;
-    char cont[2048] = "";
+    char cont[2048] = "", prev[2048];
+    int pages = 0;
     size_t cap = 0, i;
     asb_result r;
     if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "list: NULL out");
@@ -23245,9 +23286,12 @@ ASB_API asb_result asb_client_list_claims(asb_client *c, const asb_claim_list_op
                     asb_time_parse_rfc3339(ts, strlen(ts), &ci->created_unix, NULL);
                 if (r == ASB_OK) out->count++;
             }
+            memcpy(prev, cont, sizeof prev);
             cont[0] = '\0';
             asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.continue"), cont, sizeof cont,
                                 NULL);
+            if (r == ASB_OK)
+                r = asb__list_next_page("sandboxclaims", prev, cont, strlen(cont), &pages, err);
             asb_json_doc_free(&d);
         } else if (r == ASB_OK) {
             r = ASB_ERR_JSON_INVALID;
@@ -23276,7 +23320,8 @@ ASB_API asb_result asb_client_list_all(asb_client *c, const char *ns, const char
                                        asb_name_list *out, asb_error *err) {
     asb_kube_list_opts lo;
     asb_kube_resource res;
-    char cont[2048] = "";
+    char cont[2048] = "", prev[2048];
+    int pages = 0;
     size_t cap = 0;
     asb_result r = ASB_OK;
     if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "list: NULL out");
@@ -23319,9 +23364,12 @@ ASB_API asb_result asb_client_list_all(asb_client *c, const char *ns, const char
                 else
                     asb_buf_free(&name);
             }
+            memcpy(prev, cont, sizeof prev);
             cont[0] = '\0';
             asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.continue"), cont, sizeof cont,
                                 NULL);
+            if (r == ASB_OK)
+                r = asb__list_next_page("sandboxclaims", prev, cont, strlen(cont), &pages, err);
             asb_json_doc_free(&d);
         } else if (r == ASB_OK) {
             r = ASB_ERR_JSON_INVALID;

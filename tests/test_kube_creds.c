@@ -5,6 +5,7 @@
    server plays a throttling API server for the 429 retry. Runs under
    tests/http/with-peers.sh. */
 #define AGENTSANDBOX_IMPLEMENTATION
+#define ASB_MAX_LIST_PAGES 40 /* small, so a list that never ends ends soon */
 #include "../agentsandbox.h"
 #include "asbtest.h"
 #include <dirent.h>
@@ -1246,8 +1247,86 @@ ASBT_TEST(client_certificates_rotate_20_times_under_concurrent_watches) {
     asb_kube_client_free(kc);
 }
 
+/* An apiserver (or a proxy in front of one) whose list pages never end,
+   by giving back the continue token that asked for the page or a new one
+   every time: a real apiserver will not do it on demand, the fault
+   server's /list-continue does. Each paged list (claims, names, the
+   shared watch's list) stops with ASB_ERR_KUBE_API instead of looping. */
+static void write_list_cfg(const char *key, const char *mode) {
+    FILE *f = fopen(cfgpath, "w");
+    fprintf(f,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+            "    server: http://127.0.0.1:%s/list-continue/%s/%s\ncontexts:\n- name: c\n  "
+            "context: {cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: "
+            "{token: t}\n",
+            getenv("ASB_PEER_FAULT_PORT"), key, mode);
+    fclose(f);
+}
+
+static int informer_event_ignored(void *user, const asb_watch_event *ev) {
+    (void)user;
+    (void)ev;
+    return 0;
+}
+
+ASBT_TEST(a_list_whose_pages_never_end_is_an_error_not_a_loop) {
+    static const char *modes[] = {"same", "endless"};
+    int i;
+    for (i = 0; i < 2; i++) {
+        char key[64];
+        asb_client_desc d;
+        asb_client *c = NULL;
+        asb_claim_list cl;
+        asb_name_list nl;
+        asb_kube_client *kc;
+        asb_kube_resource res;
+        asb__waiter *w = NULL;
+        asb_error err;
+        int64_t n;
+        /* the claim listings */
+        snprintf(key, sizeof key, "lc-%d-%s", (int)getpid(), modes[i]);
+        write_list_cfg(key, modes[i]);
+        memset(&d, 0, sizeof d);
+        d.kube.kubeconfig.path = cfgpath;
+        d.kube.http.retry.max_attempts = 1;
+        d.mode = ASB_CONNECT_DIRECT;
+        d.direct_url = "http://127.0.0.1:1";
+        d.claim_api_version = "v1alpha1";
+        ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+        if (!c) return;
+        ASBT_EQ_RES(asb_client_list_claims(c, NULL, &cl, &err), ASB_ERR_KUBE_API);
+        ASBT_CONTAINS(err.message, i == 0 ? "same continue token" : "ASB_MAX_LIST_PAGES");
+        ASBT_EQ_INT(cl.count, 0);
+        ASBT_EQ_RES(asb_client_list_all(c, "default", NULL, &nl, &err), ASB_ERR_KUBE_API);
+        ASBT_CONTAINS(err.message, i == 0 ? "same continue token" : "ASB_MAX_LIST_PAGES");
+        asb_client_free(c);
+        n = fault_count(key);
+        fprintf(stderr, "    %s: %lld requests for two lists\n", modes[i], (long long)n);
+        ASBT_CHECK(n == (i == 0 ? 4 : 2 * ASB_MAX_LIST_PAGES));
+        /* the shared watch's list: its waiters get the error */
+        snprintf(key, sizeof key, "lci-%d-%s", (int)getpid(), modes[i]);
+        write_list_cfg(key, modes[i]);
+        ASBT_EQ_RES(asb_kube_client_create(&d.kube, &kc, &err), ASB_OK);
+        memset(&res, 0, sizeof res);
+        res.group = "agents.x-k8s.io";
+        res.version = "v1alpha1";
+        res.plural = "sandboxes";
+        ASBT_EQ_RES(asb__informer_join(kc, &res, "default", "never-there", "uid-1",
+                                       informer_event_ignored, NULL, &w, &err),
+                    ASB_OK);
+        ASBT_EQ_RES(asb__informer_wait(w, asb__now_ms() + 30000, NULL, NULL, &err),
+                    ASB_ERR_KUBE_API);
+        ASBT_CONTAINS(err.message, i == 0 ? "same continue token" : "ASB_MAX_LIST_PAGES");
+        asb__informer_leave(w);
+        asb_kube_client_free(kc);
+        n = fault_count(key);
+        ASBT_CHECK(n == (i == 0 ? 2 : ASB_MAX_LIST_PAGES));
+    }
+}
+
 ASBT_LIST(
     ASBT_CASE(static_token_and_basic_auth_are_sent)
+    ASBT_CASE(a_list_whose_pages_never_end_is_an_error_not_a_loop)
     ASBT_CASE(token_file_is_reread_when_it_rotates)
     ASBT_CASE(exec_plugin_token_is_cached_and_gets_exec_info)
     ASBT_CASE(expired_credentials_run_the_plugin_again)

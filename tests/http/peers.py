@@ -107,6 +107,11 @@ unless said; connections are kept alive unless said; `?k=v` where noted):
                            /gone-after-event/<key>/... an ADDED event first;
                            /empty-watch/<key>/... 200 with an empty body (a
                            watch that ends at once, cleanly)
+  /list-continue/<key>/<mode>/...  every GET answers as an apiserver answers a
+                           list (items [], preferredVersion for discovery) with a
+                           metadata.continue that never ends: mode "same" always
+                           "again" (paging in place), "endless" p<n+1> after the
+                           request's continue=p<n>; counted under <key>
   /status-echo/<code>      that status with a Kubernetes Status whose message
                            lists the request headers as received (a server
                            that echoes credentials into its errors)
@@ -598,6 +603,20 @@ class FaultHandler(socketserver.BaseRequestHandler):
             lines.append({"type": "ERROR", "object": status})
             body = "".join(json.dumps(x) + "\n" for x in lines).encode()
             send(response(200, "OK", [("Content-Type", "application/json")], body))
+            return True
+        if seg[0] == "list-continue" and len(seg) >= 3:
+            # a faulty apiserver no real one imitates on demand
+            STATE.bump(seg[1])
+            prev = query.get("continue", "")
+            if seg[2] == "same":
+                token = "again"
+            else:
+                token = "p%d" % (int(prev[1:]) + 1 if prev.startswith("p") else 1)
+            send(json_response({"kind": "List", "apiVersion": "v1",
+                                "preferredVersion": {"groupVersion":
+                                                     "extensions.agents.x-k8s.io/v1alpha1"},
+                                "metadata": {"resourceVersion": "7", "continue": token},
+                                "items": []}))
             return True
         if seg[0] == "status-echo" and len(seg) == 2:
             code = int(seg[1])
