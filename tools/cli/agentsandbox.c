@@ -146,7 +146,9 @@ static const cmd_help HELPS[] = {
      "  --name NAME          the claim's name (default sandbox-claim-XXXXXXXX)\n"
      "  --label K=V          a label on the claim (repeatable)\n"
      "  --env K=V            an environment variable in the sandbox (repeatable;\n"
-     "                       v0.5+, the template must allow it)\n"
+     "                       v0.5+, the template must allow it); --env K takes\n"
+     "                       K's value from this environment: a secret never\n"
+     "                       shows in the process list\n"
      "  --ttl DURATION       delete the sandbox after this long (e.g. 90s, 10m, 2h)\n"
      "  --timeout DURATION   wait at most this long for Ready (default 3m)\n"
      "  --warm-pool POOL     v0.5+: claim from this SandboxWarmPool (no TEMPLATE);\n"
@@ -574,8 +576,18 @@ static int parse_args(cli *c, int argc, char **argv) {
             v = flag_value(c, argv, argc, &i, a, n, &rc);
             if (!v) return rc;
             kv = (char *)(uintptr_t)v; /* argv strings are ours to edit */
-            if (split_kv(kv, &k, &val) != 0)
+            if (is_env && *v && !strchr(v, '=')) {
+                /* --env KEY: the value of KEY in our own environment, so
+                   a secret (an API key) stays out of argv, which every
+                   local user reads in /proc/PID/cmdline */
+                k = v;
+                val = getenv(v);
+                if (!val)
+                    return usage_error(c, "%.*s %s: expected KEY=VALUE, or the name of a "
+                                          "variable set in this environment", (int)n, a, v);
+            } else if (split_kv(kv, &k, &val) != 0) {
                 return usage_error(c, "%.*s %s: expected KEY=VALUE", (int)n, a, v);
+            }
             if ((is_env ? c->env_count : c->label_count) >= MAX_LIST)
                 return usage_error(c, "at most %d %s flags", MAX_LIST, is_env ? "--env" : "--label");
             if (is_env) {

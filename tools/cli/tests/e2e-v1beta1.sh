@@ -62,6 +62,11 @@ t 0 create-with-env "$B" create --warm-pool cli-open-pool --label "$L" --env 'CL
 sb=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sandbox"])' "$OUT/o")
 kubectl get sandbox "$sb" -o json >"$OUT/o"
 ok create-with-env-on-the-sandbox py '{"name": "CLI_GREETING", "value": "hello there"} in [e for c in d["spec"]["podTemplate"]["spec"]["containers"] for e in c.get("env", [])]'
+# --env KEY: the value from the tool's environment, never in its argv
+t 0 create-with-env-from-environment env 'CLI_SECRET=from the environment' "$B" create --warm-pool cli-open-pool --label "$L" --env CLI_SECRET -o json
+sb=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sandbox"])' "$OUT/o")
+kubectl get sandbox "$sb" -o json >"$OUT/o"
+ok create-with-env-from-environment-on-the-sandbox py '{"name": "CLI_SECRET", "value": "from the environment"} in [e for c in d["spec"]["podTemplate"]["spec"]["containers"] for e in c.get("env", [])]'
 t 4 run-from-pool "$B" run --warm-pool cli-open-pool --label "$L" -- sh -c 'echo ran; exit 4'
 ok run-from-pool-output out_is ran
 # --- exec on sandboxd ------------------------------------------------------------

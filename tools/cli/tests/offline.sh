@@ -29,6 +29,11 @@ ok bad-duration-explained has_err 'a duration is a positive number'
 t 2 zero-duration "$B" exec c --timeout 0 -- true
 t 2 bad-label "$B" create tpl --label novalue
 ok bad-label-explained has_err 'expected KEY=VALUE'
+# --env KEY: the value from this environment (a secret stays out of
+# argv); accepted, so the run gets as far as the missing kubeconfig
+t 5 env-from-environment env CLI_OFFLINE_SECRET=s3cr3t "$B" --kubeconfig /nonexistent create tpl --env CLI_OFFLINE_SECRET
+t 2 env-name-unset env -u CLI_OFFLINE_UNSET "$B" create tpl --env CLI_OFFLINE_UNSET
+ok env-name-unset-explained has_err 'or the name of a variable set in this environment'
 t 2 exec-without-command "$B" exec claim
 ok exec-without-command-explained has_err 'needs a command after --'
 t 2 exec-without-claim "$B" exec -- true
