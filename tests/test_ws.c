@@ -17,6 +17,26 @@ static void reader_with(asb__ws_reader *r, const void *bytes, size_t n, size_t m
     asb_buf_append(&r->in, bytes, n);
 }
 
+/* ws speaking over fd (one end of a socketpair) through c, as the
+   handshake leaves it: 5 s writes, the mask source empty (refilled at the
+   first frame), messages up to 1 MiB; buffers from alloc (NULL: the
+   default). ws_free frees them. */
+static void ws_on_fd(asb_ws *ws, asb__conn *c, int fd, const asb_allocator *alloc) {
+    memset(ws, 0, sizeof *ws);
+    memset(c, 0, sizeof *c);
+    c->fd = fd;
+    ws->c = c;
+    ws->write_timeout_ms = 5000;
+    ws->rnd_pos = sizeof ws->rnd;
+    asb__ws_reader_init(&ws->rd, alloc, 1u << 20);
+    asb_buf_init(&ws->out, alloc);
+}
+
+static void ws_free(asb_ws *ws) {
+    asb__ws_reader_free(&ws->rd);
+    asb_buf_free(&ws->out);
+}
+
 ASBT_TEST(accept_key_matches_the_rfc_example) {
     char acc[29];
     asb__ws_accept_for("dGhlIHNhbXBsZSBub25jZQ==", acc);
@@ -177,13 +197,7 @@ ASBT_TEST(client_frames_are_masked_with_minimal_lengths) {
     unsigned char prev_mask[4] = {0, 0, 0, 0};
     for (i = 0; i < 70000; i++) data[i] = (char)(i * 7);
     ASBT_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-    memset(&ws, 0, sizeof ws);
-    memset(&c, 0, sizeof c);
-    c.fd = sv[0];
-    ws.c = &c;
-    ws.write_timeout_ms = 5000;
-    ws.rnd_pos = sizeof ws.rnd;
-    asb_buf_init(&ws.out, NULL);
+    ws_on_fd(&ws, &c, sv[0], NULL);
     {
         int sz = 1 << 20;
         setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
@@ -221,7 +235,7 @@ ASBT_TEST(client_frames_are_masked_with_minimal_lengths) {
             if ((unsigned char)(got[want_head + k] ^ m[k & 3]) != (unsigned char)data[k - 1]) break;
         ASBT_EQ_INT((int)k, (int)n);
     }
-    asb_buf_free(&ws.out);
+    ws_free(&ws);
     close(sv[0]);
     close(sv[1]);
     free(data);
@@ -453,14 +467,7 @@ ASBT_TEST(bytes_relayed_to_a_forward_are_wiped_from_freed_memory) {
     pf.alloc = sa.a;
     pthread_mutex_init(&pf.lock, NULL);
     pf.live = 1;
-    memset(&ws, 0, sizeof ws);
-    memset(&c, 0, sizeof c);
-    c.fd = wsp[0];
-    ws.c = &c;
-    ws.write_timeout_ms = 5000;
-    ws.rnd_pos = sizeof ws.rnd;
-    asb__ws_reader_init(&ws.rd, &sa.a, 1u << 20);
-    asb_buf_init(&ws.out, &sa.a);
+    ws_on_fd(&ws, &c, wsp[0], &sa.a);
     memset(&st, 0, sizeof st);
     st.pf = &pf;
     st.ws = &ws;
@@ -488,8 +495,7 @@ ASBT_TEST(bytes_relayed_to_a_forward_are_wiped_from_freed_memory) {
     close(lsp[1]); /* the program is done: the relay ends */
     pthread_join(t, NULL);
     ASBT_EQ_INT((int)pf.live, 0);
-    asb__ws_reader_free(&ws.rd);
-    asb_buf_free(&ws.out);
+    ws_free(&ws);
     close(lsp[0]);
     close(wsp[0]);
     close(wsp[1]);
@@ -554,14 +560,7 @@ static void call_under_flood(void *(*feed)(void *), void *(*call)(void *), flood
     setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
     setsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
     ASBT_CHECK(asb__set_cloexec_nonblock(sv[0]) == 0);
-    memset(&ws, 0, sizeof ws);
-    memset(&c, 0, sizeof c);
-    c.fd = sv[0];
-    ws.c = &c;
-    ws.write_timeout_ms = 5000;
-    ws.rnd_pos = sizeof ws.rnd;
-    asb__ws_reader_init(&ws.rd, NULL, 1u << 20);
-    asb_buf_init(&ws.out, NULL);
+    ws_on_fd(&ws, &c, sv[0], NULL);
     f.fd = sv[1];
     ASBT_CHECK(pthread_create(&ft, NULL, feed, &f) == 0);
     asb__sleep_ms(200); /* the socket is full before the wait begins */
@@ -579,8 +578,7 @@ static void call_under_flood(void *(*feed)(void *), void *(*call)(void *), flood
     pthread_join(ft, NULL);
     pthread_join(rt, NULL);
     j->ws = NULL;
-    asb__ws_reader_free(&ws.rd);
-    asb_buf_free(&ws.out);
+    ws_free(&ws);
     close(sv[0]);
     close(sv[1]);
     pthread_mutex_destroy(&j->mu);
