@@ -20857,17 +20857,40 @@ static asb_result asb__proc_unary(asb_process *p, const char *method, asb_buf *r
 #if ASB_TRACING
 /* A call's span, child of the handle's lifecycle span; its context goes
    out with the call's requests (asb__sb_call). */
+/* The lifecycle span's context (0: it has none). sb->life is read and
+   changed under the client's lock: asb_client_delete_sandbox ends it
+   from any thread, two threads' asb_client_get_sandbox of one claim
+   start it on one handle, a create adopting the handle replaces it. */
+static int asb__sb_life_ctx(const asb_sandbox *sb, asb_trace_context *out) {
+    int has;
+    pthread_mutex_lock(&sb->client->lock);
+    has = sb->life.t != NULL;
+    if (has) *out = sb->life.ctx;
+    pthread_mutex_unlock(&sb->client->lock);
+    return has;
+}
+
 static void asb__sb_span_begin(asb_sandbox *sb, asb__span *s, const char *op,
                                asb_latency_kind kind) {
-    asb__span_start(sb->client->tracer, s, op, kind, sb->life.t ? &sb->life.ctx : NULL);
+    asb_trace_context life;
+    if (!sb->client->tracer) {
+        s->t = NULL;
+        return;
+    }
+    asb__span_start(sb->client->tracer, s, op, kind, asb__sb_life_ctx(sb, &life) ? &life : NULL);
     if (s->t) sb->trace_cur = s;
 }
 
 /* A span of the handle's that sends no request: not the call under way
    (it may run on another thread than the handle's calls). */
 static void asb__sb_span_aside(asb_sandbox *sb, asb__span *s, const char *op) {
+    asb_trace_context life;
+    if (!sb->client->tracer) {
+        s->t = NULL;
+        return;
+    }
     asb__span_start(sb->client->tracer, s, op, ASB_LATENCY_KIND_COUNT,
-                    sb->life.t ? &sb->life.ctx : NULL);
+                    asb__sb_life_ctx(sb, &life) ? &life : NULL);
 }
 
 static void asb__sb_span_finish(asb_sandbox *sb, asb__span *s, asb_result r,
@@ -20879,17 +20902,28 @@ static void asb__sb_span_finish(asb_sandbox *sb, asb__span *s, asb_result r,
 /* The lifecycle span ends with the handle's use: terminate, close, or
    the client's free. */
 static void asb__sb_life_end(asb_sandbox *sb, asb_result r) {
-    if (!sb->life.t) return;
-    asb__span_str(&sb->life, "sandbox.claim.name", sb->claim);
-    asb__span_str(&sb->life, "sandbox.name", sb->name);
-    asb__span_str(&sb->life, "sandbox.namespace", sb->ns);
-    asb__span_end(&sb->life, r, NULL);
+    asb__span life;
+    /* taken off the handle under the lock (asb__sb_life_ctx), ended
+       outside it (a callback may call us): two threads ending it (the
+       handle's terminate and another's asb_client_delete_sandbox) end it
+       once */
+    pthread_mutex_lock(&sb->client->lock);
+    life = sb->life;
+    sb->life.t = NULL;
+    pthread_mutex_unlock(&sb->client->lock);
+    if (!life.t) return;
+    asb__span_str(&life, "sandbox.claim.name", sb->claim);
+    asb__span_str(&life, "sandbox.name", sb->name);
+    asb__span_str(&life, "sandbox.namespace", sb->ns);
+    asb__span_end(&life, r, NULL);
 }
 
 ASB_API void asb_sandbox_traceparent(const asb_sandbox *sb, char out[ASB_TRACEPARENT_SIZE]) {
+    asb_trace_context life;
     if (!out) return;
     out[0] = '\0';
-    if (sb && sb->life.t) asb_traceparent_format(&sb->life.ctx, out);
+    if (sb && sb->client->tracer && asb__sb_life_ctx(sb, &life))
+        asb_traceparent_format(&life, out);
 }
 
 ASB_API asb_result asb_client_latency(asb_client *c, asb_latency_kind kind, int failed,
@@ -23004,8 +23038,12 @@ ASB_API asb_result asb_client_get_sandbox(asb_client *c, const char *claim, cons
                                           asb_error *err) {
     asb_result r = asb__client_get_sandbox(c, claim, ns, resolve_timeout_ms, out, err);
 #if ASB_TRACING
-    if (r == ASB_OK && c->tracer && !(*out)->life.t)
-        asb__span_start(c->tracer, &(*out)->life, "lifecycle", ASB_LATENCY_KIND_COUNT, NULL);
+    if (r == ASB_OK && c->tracer) { /* (two gets of one claim share the handle) */
+        pthread_mutex_lock(&c->lock);
+        if (!(*out)->life.t)
+            asb__span_start(c->tracer, &(*out)->life, "lifecycle", ASB_LATENCY_KIND_COUNT, NULL);
+        pthread_mutex_unlock(&c->lock);
+    }
 #endif
     return r;
 }

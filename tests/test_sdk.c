@@ -874,7 +874,14 @@ ASBT_TEST(cancel_ends_a_tls_handshake_that_gets_no_answer) {
 
 /* A client whose API server is the recorder (plain http, no retries), in
    DIRECT mode so no kubectl starts. */
+static asb_client *apiserver_client_traced(recorder *rec, const asb_tracer_desc *tracer,
+                                           asb_error *err);
 static asb_client *apiserver_client(recorder *rec, asb_error *err) {
+    return apiserver_client_traced(rec, NULL, err);
+}
+
+static asb_client *apiserver_client_traced(recorder *rec, const asb_tracer_desc *tracer,
+                                           asb_error *err) {
     asb_client_desc d;
     asb_client *c = NULL;
     FILE *f;
@@ -893,6 +900,7 @@ static asb_client *apiserver_client(recorder *rec, asb_error *err) {
     d.mode = ASB_CONNECT_DIRECT;
     d.direct_url = "http://127.0.0.1:1";
     d.claim_api_version = "v1alpha1";
+    if (tracer) d.tracer = *tracer;
     if (asb_client_create(&d, &c, err) != ASB_OK) c = NULL;
     unlink(unit_cfg);
     return c;
@@ -2075,9 +2083,104 @@ ASBT_TEST(every_waiter_on_one_name_sees_the_shared_watchs_events) {
     pthread_mutex_destroy(&inf.lock);
 }
 
+/* R30: a handle's lifecycle span was read and ended without the client's
+   lock, though asb_client_delete_sandbox ends it from any thread (and two
+   threads' asb_client_get_sandbox of one claim, which share one handle,
+   both started it): the handle's own close and another thread's delete
+   of its claim both ended it, a data race on the span (ThreadSanitizer)
+   that could also export it twice. Here one thread closes the handle
+   while another deletes its claim (the recorder answers the DELETE),
+   many rounds: each handle's lifecycle ends exactly once. make test-tsan
+   runs it under ThreadSanitizer. */
+typedef struct life_count {
+    pthread_mutex_t mu;
+    int lifecycles;
+} life_count;
+
+static void count_lifecycles(void *user, const asb_span_data *span) {
+    life_count *lc = (life_count *)user;
+    size_t n = strlen(span->name);
+    if (n >= 10 && strcmp(span->name + n - 10, ".lifecycle") == 0) {
+        pthread_mutex_lock(&lc->mu);
+        lc->lifecycles++;
+        pthread_mutex_unlock(&lc->mu);
+    }
+}
+
+typedef struct life_thread {
+    pthread_t thread;
+    asb_client *c;
+    asb_sandbox *sb;
+    asb_result r;
+} life_thread;
+
+static void *close_handle_main(void *arg) {
+    life_thread *t = (life_thread *)arg;
+    asb_sandbox_close_connection(t->sb);
+    return NULL;
+}
+
+static void *delete_its_claim_main(void *arg) {
+    life_thread *t = (life_thread *)arg;
+    asb_error err;
+    t->r = asb_client_delete_sandbox(t->c, asb_sandbox_claim_name(t->sb), "default", &err);
+    return NULL;
+}
+
+ASBT_TEST(a_lifecycle_span_ends_once_from_many_threads) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_tracer_desc td;
+    life_count lc;
+    asb_client *c;
+    asb_error err;
+    int i, rounds = 20;
+    ASBT_CHECK(rec != NULL);
+    memset(&lc, 0, sizeof lc);
+    pthread_mutex_init(&lc.mu, NULL);
+    memset(&td, 0, sizeof td);
+    td.enable = 1;
+    td.otlp = -1;
+    td.on_span_end = count_lifecycles;
+    td.user_data = &lc;
+    c = apiserver_client_traced(rec, &td, &err);
+    ASBT_CHECK(c != NULL);
+    recorder_reply(rec, 200, "{\"kind\":\"Status\",\"status\":\"Success\"}");
+    for (i = 0; i < rounds; i++) {
+        life_thread a, b;
+        char claim[32], name[32];
+        asb_sandbox *sb;
+        snprintf(claim, sizeof claim, "sandbox-claim-l%d", i);
+        snprintf(name, sizeof name, "sb-l%d", i);
+        sb = asb__new_handle(c, claim, name, "default");
+        ASBT_CHECK(sb != NULL);
+        asb__span_start(c->tracer, &sb->life, "lifecycle", ASB_LATENCY_KIND_COUNT, NULL);
+        pthread_mutex_lock(&c->lock);
+        sb->next = c->handles;
+        c->handles = sb;
+        pthread_mutex_unlock(&c->lock);
+        memset(&a, 0, sizeof a);
+        memset(&b, 0, sizeof b);
+        a.c = b.c = c;
+        a.sb = b.sb = sb;
+        ASBT_CHECK(pthread_create(&a.thread, NULL, close_handle_main, &a) == 0);
+        ASBT_CHECK(pthread_create(&b.thread, NULL, delete_its_claim_main, &b) == 0);
+        pthread_join(a.thread, NULL);
+        pthread_join(b.thread, NULL);
+        ASBT_EQ_RES(b.r, ASB_OK);
+    }
+    pthread_mutex_lock(&lc.mu);
+    ASBT_EQ_INT(lc.lifecycles, rounds);
+    pthread_mutex_unlock(&lc.mu);
+    asb_client_free(c); /* ends no lifecycle again */
+    ASBT_EQ_INT(lc.lifecycles, rounds);
+    recorder_stop(rec);
+    pthread_mutex_destroy(&lc.mu);
+}
+
 ASBT_LIST(
     ASBT_CASE(pod_ip_prefers_ipv4_unmaps_and_skips_invalid_entries)
     ASBT_CASE(every_waiter_on_one_name_sees_the_shared_watchs_events)
+    ASBT_CASE(a_lifecycle_span_ends_once_from_many_threads)
     ASBT_CASE(a_create_whose_answer_was_lost_deletes_its_claim_by_name)
     ASBT_CASE(a_deadline_longer_than_the_read_timeout_waits_for_the_answer)
     ASBT_CASE(a_command_past_its_deadline_is_a_timeout_that_names_it)
