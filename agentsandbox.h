@@ -20045,8 +20045,14 @@ static asb_result asb__sd_h2(asb_sandbox *sb, asb_h2_conn **out, asb_error *err)
     asb_client *c = sb->client;
     asb_result r = ASB_OK;
     size_t i;
+    int live;
     *out = NULL;
-    if (!sb->active || sb->closed)
+    /* under the client's lock, as they are written (asb__handle_end): a
+       process call may run while another thread closes the handle */
+    pthread_mutex_lock(&c->lock);
+    live = sb->active && !sb->closed;
+    pthread_mutex_unlock(&c->lock);
+    if (!live)
         return asb__fail(err, ASB_ERR_CLOSED, "sandbox: the handle was terminated or closed");
     pthread_mutex_lock(&sb->h2_lock);
     if (sb->h2 && !asb_h2_conn_usable(sb->h2)) {

@@ -2177,6 +2177,70 @@ ASBT_TEST(a_lifecycle_span_ends_once_from_many_threads) {
     pthread_mutex_destroy(&lc.mu);
 }
 
+/* A sandboxd handle closed on one thread while another makes calls on
+   it: the call's check of the handle's active/closed flags (asb__sd_h2,
+   where every gRPC call starts) read them without the client's lock the
+   writers hold, a data race ThreadSanitizer reports. The sandboxd
+   address is a closed loopback port: each call fails to connect, and the
+   first after the close says the handle is closed. make test-tsan runs it
+   under ThreadSanitizer. */
+typedef struct sd_caller {
+    asb_sandbox *sb;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    long attempts;
+    asb_result last;
+} sd_caller;
+
+static void *sd_call_until_closed(void *arg) {
+    sd_caller *t = (sd_caller *)arg;
+    int64_t deadline = asb__now_ms() + 60000; /* a hang bound, never reached when it passes */
+    asb_result r;
+    do {
+        asb_h2_conn *h2 = NULL;
+        asb_error e;
+        r = asb__sd_h2(t->sb, &h2, &e);
+        if (r == ASB_OK) asb__sd_h2_put(t->sb, h2);
+        pthread_mutex_lock(&t->mu);
+        t->attempts++;
+        t->last = r;
+        pthread_cond_broadcast(&t->cv);
+        pthread_mutex_unlock(&t->mu);
+    } while (r != ASB_ERR_CLOSED && asb__now_ms() < deadline);
+    return NULL;
+}
+
+ASBT_TEST(a_sandboxd_handle_closes_while_calls_run_from_many_threads) {
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_error err;
+    sd_caller t;
+    pthread_t th;
+    memset(&d, 0, sizeof d);
+    d.mode = ASB_CONNECT_IN_POD;
+    d.sandboxd_rest_addr = "127.0.0.1:1";
+    d.sandboxd_grpc_addr = "127.0.0.1:1";
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    if (!c) return;
+    ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
+    memset(&t, 0, sizeof t);
+    t.sb = sb;
+    pthread_mutex_init(&t.mu, NULL);
+    pthread_cond_init(&t.cv, NULL);
+    ASBT_CHECK(pthread_create(&th, NULL, sd_call_until_closed, &t) == 0);
+    pthread_mutex_lock(&t.mu);
+    while (t.attempts < 2) pthread_cond_wait(&t.cv, &t.mu); /* it runs */
+    pthread_mutex_unlock(&t.mu);
+    asb_sandbox_close_connection(sb);
+    pthread_join(th, NULL);
+    ASBT_EQ_RES(t.last, ASB_ERR_CLOSED);
+    ASBT_EQ_INT(asb_sandbox_is_active(sb), 0);
+    pthread_mutex_destroy(&t.mu);
+    pthread_cond_destroy(&t.cv);
+    asb_client_free(c);
+}
+
 ASBT_LIST(
     ASBT_CASE(pod_ip_prefers_ipv4_unmaps_and_skips_invalid_entries)
     ASBT_CASE(every_waiter_on_one_name_sees_the_shared_watchs_events)
@@ -2190,6 +2254,7 @@ ASBT_LIST(
     ASBT_CASE(delete_all_deletes_the_claims_of_closed_handles_too)
     ASBT_CASE(the_claim_api_version_is_discovered_safely_from_many_threads)
     ASBT_CASE(handles_end_under_the_client_lock_from_many_threads)
+    ASBT_CASE(a_sandboxd_handle_closes_while_calls_run_from_many_threads)
     ASBT_CASE(a_null_namespace_is_the_context_s_and_claims_list_with_details)
     ASBT_CASE(kubectl_is_never_run_from_the_working_directory)
     ASBT_CASE(client_options_are_checked_before_anything_runs)
