@@ -16220,11 +16220,9 @@ done:
 /* A pod name as the path needs it: a DNS subdomain (the server's answer
    is checked too; it goes into a URL). */
 static int asb__pf_name_ok(const char *s) {
-    size_t n = strlen(s), i;
-    if (n == 0 || n > 253) return 0;
-    for (i = 0; i < n; i++)
-        if (!asb__is_lower_alnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '.') return 0;
-    return 1;
+    /* each dot-separated part starts and ends with a letter or digit: ".",
+       ".." and empty parts would move the path off the pod */
+    return asb_claim_name_validate(s, strlen(s), NULL) == ASB_OK;
 }
 
 static int asb__pod_ready(const asb_json_doc *doc, int pod, int64_t *since) {
@@ -16654,9 +16652,14 @@ ASB_API asb_result asb_portforward_create(asb_kube_client *kc, const asb_portfor
                          "portforward: give a port and either a service or a pod");
     ns = desc->ns ? desc->ns : kc->cfg.default_namespace ? kc->cfg.default_namespace : "default";
     if (asb_dns_label_validate(ns, strlen(ns), err) != ASB_OK) return ASB_ERR_INVALID_ARGUMENT;
-    if (desc->pod && !asb__pf_name_ok(desc->pod))
+    if (desc->pod && !asb__pf_name_ok(desc->pod)) {
+        char q[96];
+        asb__quote(q, sizeof q, desc->pod, strlen(desc->pod), 64);
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
-                         "portforward: a pod name holds only lowercase letters, digits, '-', '.'");
+                         "portforward: pod name \"%s\" is not a DNS-1123 subdomain "
+                         "(lowercase letters, digits, '-' and '.'; each dot-separated part "
+                         "starts and ends with a letter or digit)", q);
+    }
     if (desc->pod && !asb__port_number(desc->port, &num))
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
                          "portforward: a pod's port must be a number from 1 to 65535");

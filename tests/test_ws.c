@@ -335,6 +335,15 @@ ASBT_TEST(portforward_create_checks_its_description) {
     d.port = "8080";
     d.pod = "Bad/Name";
     ASBT_EQ_RES(asb_portforward_create(kc, &d, &pf, &err), ASB_ERR_INVALID_ARGUMENT);
+    { /* not DNS-1123 subdomains: ".." would make the path .../pods/../portforward */
+        const char *bad[] = {".", "..", "-pod", "pod-", "a..b", ".pod", "pod."};
+        size_t k;
+        for (k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+            d.pod = bad[k];
+            ASBT_EQ_RES(asb_portforward_create(kc, &d, &pf, &err), ASB_ERR_INVALID_ARGUMENT);
+            ASBT_CHECK(strstr(err.message, "DNS-1123") != NULL);
+        }
+    }
     d.pod = "pod";
     ASBT_EQ_RES(asb_portforward_create(kc, &d, &pf, &err), ASB_OK);
     ASBT_EQ_STR(pf->ns, "team"); /* the context's namespace */
