@@ -236,8 +236,9 @@ static const char *help_for(const char *sub) {
    safe(): C0 controls, DEL, bytes that are not UTF-8 (a raw 0x9b is CSI
    on a terminal in an 8-bit mode) become \xHH; UTF-8-encoded C1 controls
    (U+0080..U+009F, CSI as U+009B), the bidirectional controls that
-   reorder what is shown and the separators that break a line where none
-   is seen (shown_escaped) become \uHHHH.
+   reorder what is shown, the separators that break a line where none
+   is seen and the invisible characters that make two names look alike
+   (shown_escaped) become \uHHHH.
    Printable UTF-8 is kept, a backslash too: the point is a terminal that
    stays inert, not a name that round-trips (the library's own messages
    already show a path's control bytes as \xHH; -o json has the exact
@@ -272,11 +273,18 @@ static size_t utf8_seq(const unsigned char *p, size_t n, uint32_t *cp) {
    embeddings and overrides U+202A..U+202E, the isolates U+2066..U+2069),
    any of which makes a name display as another; and the line and
    paragraph separators U+2028/U+2029, which split one line of output in
-   two for the eye (and for some readers). */
+   two for the eye (and for some readers); and the invisible ones that
+   make two names look the same: the soft hyphen U+00AD, the Mongolian
+   vowel separator U+180E, the zero-width space U+200B, the word joiner
+   and invisible operators U+2060..U+2064, the deprecated format
+   controls U+206A..U+206F and the zero-width no-break space U+FEFF. The
+   zero-width (non-)joiners U+200C/U+200D stay: scripts and emoji
+   sequences need them, and they join only what is visible. */
 static int shown_escaped(uint32_t cp) {
-    return (cp >= 0x80 && cp <= 0x9f) || cp == 0x61c || cp == 0x200e || cp == 0x200f ||
-           cp == 0x2028 || cp == 0x2029 || (cp >= 0x202a && cp <= 0x202e) ||
-           (cp >= 0x2066 && cp <= 0x2069);
+    return (cp >= 0x80 && cp <= 0x9f) || cp == 0xad || cp == 0x61c || cp == 0x180e ||
+           cp == 0x200b || cp == 0x200e || cp == 0x200f || cp == 0x2028 || cp == 0x2029 ||
+           (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x2064) ||
+           (cp >= 0x2066 && cp <= 0x206f) || cp == 0xfeff;
 }
 
 /* The escaped text of s[0, n) into out (always NUL-terminated; cut at a

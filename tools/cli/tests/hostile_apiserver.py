@@ -36,7 +36,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 # override (U+202E), the bidi marks RLM, LRM and ALM, an isolate (U+2067)
 # and the line and paragraph separators: each would act on a terminal (or
 # make the name display as another) if printed raw.
-EVIL = "evil\x1b]0;pwned\x07\x1b[31mred\u009bx\u202e\u200f\u200e\u061c\u2067\u2028\u2029"
+EVIL = "evil\x1b]0;pwned\x07\x1b[31mred\u009bx\u202e\u200f\u200e\u061c\u2067\u2028\u2029\u200b\u00ad\u2060\ufeff\u206f\u180e"
 CLAIMS = "/apis/extensions.agents.x-k8s.io/v1alpha1"
 
 

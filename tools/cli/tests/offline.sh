@@ -119,11 +119,12 @@ contexts:
   context: {cluster: c, user: u, namespace: team-a}
 current-context: x
 KC
-# (ESC, BEL, U+009B, U+202E, U+200F, U+200E, U+061C, U+2067, U+2028, U+2029)
+# (ESC, BEL, U+009B, U+202E, U+200F, U+200E, U+061C, U+2067, U+2028, U+2029,
+#  U+200B, U+00AD, U+2060, U+FEFF, U+206F, U+180E)
 raw_free() {
-  ! LC_ALL=C grep -q "$(printf '\033\|\007\|\302\233\|\342\200\256\|\342\200\217\|\342\200\216\|\330\234\|\342\201\247\|\342\200\250\|\342\200\251')" "$@"
+  ! LC_ALL=C grep -q "$(printf '\033\|\007\|\302\233\|\342\200\256\|\342\200\217\|\342\200\216\|\330\234\|\342\201\247\|\342\200\250\|\342\200\251\|\342\200\213\|\302\255\|\342\201\240\|\357\273\277\|\342\201\257\|\341\240\216')" "$@"
 }
-evil='evil\\x1b]0;pwned\\x07\\x1b\[31mred\\u009bx\\u202e\\u200f\\u200e\\u061c\\u2067\\u2028\\u2029'
+evil='evil\\x1b]0;pwned\\x07\\x1b\[31mred\\u009bx\\u202e\\u200f\\u200e\\u061c\\u2067\\u2028\\u2029\\u200b\\u00ad\\u2060\\ufeff\\u206f\\u180e'
 t 0 hostile-ls "$B" --kubeconfig "$OUT/hkc" ls
 ok hostile-ls-no-raw-controls raw_free "$OUT/o" "$OUT/e"
 ok hostile-ls-name-escaped has_out "^one-$evil "
@@ -134,7 +135,7 @@ t 0 hostile-ls-name "$B" --kubeconfig "$OUT/hkc" ls -o name
 ok hostile-ls-name-no-raw-controls raw_free "$OUT/o"
 t 0 hostile-ls-json "$B" --kubeconfig "$OUT/hkc" ls -A -o json
 ok hostile-ls-json-no-raw-controls raw_free "$OUT/o"
-ok hostile-ls-json-exact py 'd["items"][0]["metadata"]["name"] == "one-evil\x1b]0;pwned\x07\x1b[31mred\x9bx\u202e\u200f\u200e\u061c\u2067\u2028\u2029"'
+ok hostile-ls-json-exact py 'd["items"][0]["metadata"]["name"] == "one-evil\x1b]0;pwned\x07\x1b[31mred\x9bx\u202e\u200f\u200e\u061c\u2067\u2028\u2029\u200b\u00ad\u2060\ufeff\u206f\u180e"'
 # -o yaml reads back (PyYAML) as the same object -o json gives
 t 0 hostile-ls-yaml "$B" --kubeconfig "$OUT/hkc" ls -A -o yaml
 ok hostile-ls-yaml-no-raw-controls raw_free "$OUT/o"
