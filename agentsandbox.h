@@ -14760,6 +14760,27 @@ static int asb__waiter_missed(const asb__waiter *w, unsigned gen, const char *li
    next_len 0 at the end); *pages counts. ASB_ERR_KUBE_API when the
    apiserver pages in place (the same token again) or past
    ASB_MAX_LIST_PAGES: it would never end. */
+/* The page's metadata.continue into out[0, cap) (n: its length; 0 when
+   the list is complete). A token that is there but is not a string, holds
+   a NUL or does not fit is an error: ending the list there would drop
+   the rest of it without a word. */
+static asb_result asb__list_continue(const asb_json_doc *d, const char *what, char *out,
+                                     size_t cap, size_t *n, asb_error *err) {
+    int t = asb_json_find(d, 0, "metadata.continue");
+    *n = 0;
+    out[0] = '\0';
+    if (t < 0 || asb_json_is_null(d, t)) return ASB_OK;
+    if (asb_json_get_string(d, t, out, cap, n) != ASB_OK || strlen(out) != *n) {
+        *n = 0;
+        out[0] = '\0';
+        return asb__fail(err, ASB_ERR_KUBE_API,
+                         "list %s: the apiserver's continue token is not a string of at most "
+                         "%zu bytes without NUL, so the rest of the list cannot be asked for",
+                         what, cap - 1);
+    }
+    return ASB_OK;
+}
+
 static asb_result asb__list_next_page(const char *what, const char *prev, const char *next,
                                       size_t next_len, int *pages, asb_error *err) {
     if (!next_len) return ASB_OK;
@@ -14854,10 +14875,9 @@ again:
         {
             char c[4096];
             size_t n = 0;
-            if (asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.continue"), c, sizeof c,
-                                    &n) != ASB_OK)
-                n = 0;
-            r = asb__list_next_page(inf->res.plural, lo.continue_token, c, n, &pages, err);
+            r = asb__list_continue(&d, inf->res.plural, c, sizeof c, &n, err);
+            if (r == ASB_OK)
+                r = asb__list_next_page(inf->res.plural, lo.continue_token, c, n, &pages, err);
             if (r != ASB_OK) {
                 asb_json_doc_free(&d);
                 break;
@@ -23257,7 +23277,8 @@ ASB_API asb_result asb_client_list_claims(asb_client *c, const asb_claim_list_op
     asb_kube_list_opts lo;
     asb_kube_resource res;
     asb_buf bytes;
-    char cont[2048] = "", prev[2048];
+    char cont[4096] = "", prev[4096];
+    size_t cn = 0;
     int pages = 0;
     size_t cap = 0, i;
     asb_result r;
@@ -23334,11 +23355,9 @@ ASB_API asb_result asb_client_list_claims(asb_client *c, const asb_claim_list_op
                 if (r == ASB_OK) out->count++;
             }
             memcpy(prev, cont, sizeof prev);
-            cont[0] = '\0';
-            asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.continue"), cont, sizeof cont,
-                                NULL);
+            if (r == ASB_OK) r = asb__list_continue(&d, "sandboxclaims", cont, sizeof cont, &cn, err);
             if (r == ASB_OK)
-                r = asb__list_next_page("sandboxclaims", prev, cont, strlen(cont), &pages, err);
+                r = asb__list_next_page("sandboxclaims", prev, cont, cn, &pages, err);
             asb_json_doc_free(&d);
         } else if (r == ASB_OK) {
             r = ASB_ERR_JSON_INVALID;
@@ -23367,7 +23386,8 @@ ASB_API asb_result asb_client_list_all(asb_client *c, const char *ns, const char
                                        asb_name_list *out, asb_error *err) {
     asb_kube_list_opts lo;
     asb_kube_resource res;
-    char cont[2048] = "", prev[2048];
+    char cont[4096] = "", prev[4096];
+    size_t cn = 0;
     int pages = 0;
     size_t cap = 0;
     asb_result r = ASB_OK;
@@ -23412,11 +23432,9 @@ ASB_API asb_result asb_client_list_all(asb_client *c, const char *ns, const char
                     asb_buf_free(&name);
             }
             memcpy(prev, cont, sizeof prev);
-            cont[0] = '\0';
-            asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.continue"), cont, sizeof cont,
-                                NULL);
+            if (r == ASB_OK) r = asb__list_continue(&d, "sandboxclaims", cont, sizeof cont, &cn, err);
             if (r == ASB_OK)
-                r = asb__list_next_page("sandboxclaims", prev, cont, strlen(cont), &pages, err);
+                r = asb__list_next_page("sandboxclaims", prev, cont, cn, &pages, err);
             asb_json_doc_free(&d);
         } else if (r == ASB_OK) {
             r = ASB_ERR_JSON_INVALID;

@@ -1270,9 +1270,13 @@ static int informer_event_ignored(void *user, const asb_watch_event *ev) {
 }
 
 ASBT_TEST(a_list_whose_pages_never_end_is_an_error_not_a_loop) {
-    static const char *modes[] = {"same", "endless"};
+    /* "long": a continue token too long to send back ends the list with an
+       error after its first page, not silently as if it were complete */
+    static const char *modes[] = {"same", "endless", "long"};
+    static const char *says[] = {"same continue token", "ASB_MAX_LIST_PAGES", "continue token is not"};
+    static const int lists[] = {2, ASB_MAX_LIST_PAGES, 1}; /* requests per list */
     int i;
-    for (i = 0; i < 2; i++) {
+    for (i = 0; i < 3; i++) {
         char key[64];
         asb_client_desc d;
         asb_client *c = NULL;
@@ -1295,14 +1299,14 @@ ASBT_TEST(a_list_whose_pages_never_end_is_an_error_not_a_loop) {
         ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
         if (!c) return;
         ASBT_EQ_RES(asb_client_list_claims(c, NULL, &cl, &err), ASB_ERR_KUBE_API);
-        ASBT_CONTAINS(err.message, i == 0 ? "same continue token" : "ASB_MAX_LIST_PAGES");
+        ASBT_CONTAINS(err.message, says[i]);
         ASBT_EQ_INT(cl.count, 0);
         ASBT_EQ_RES(asb_client_list_all(c, "default", NULL, &nl, &err), ASB_ERR_KUBE_API);
-        ASBT_CONTAINS(err.message, i == 0 ? "same continue token" : "ASB_MAX_LIST_PAGES");
+        ASBT_CONTAINS(err.message, says[i]);
         asb_client_free(c);
         n = fault_count(key);
         fprintf(stderr, "    %s: %lld requests for two lists\n", modes[i], (long long)n);
-        ASBT_CHECK(n == (i == 0 ? 4 : 2 * ASB_MAX_LIST_PAGES));
+        ASBT_CHECK(n == 2 * lists[i]);
         /* the shared watch's list: its waiters get the error */
         snprintf(key, sizeof key, "lci-%d-%s", (int)getpid(), modes[i]);
         write_list_cfg(key, modes[i]);
@@ -1316,11 +1320,11 @@ ASBT_TEST(a_list_whose_pages_never_end_is_an_error_not_a_loop) {
                     ASB_OK);
         ASBT_EQ_RES(asb__informer_wait(w, asb__now_ms() + 30000, NULL, NULL, &err),
                     ASB_ERR_KUBE_API);
-        ASBT_CONTAINS(err.message, i == 0 ? "same continue token" : "ASB_MAX_LIST_PAGES");
+        ASBT_CONTAINS(err.message, says[i]);
         asb__informer_leave(w);
         asb_kube_client_free(kc);
         n = fault_count(key);
-        ASBT_CHECK(n == (i == 0 ? 2 : ASB_MAX_LIST_PAGES));
+        ASBT_CHECK(n == lists[i]);
     }
 }
 

@@ -111,7 +111,8 @@ unless said; connections are kept alive unless said; `?k=v` where noted):
                            list (items [], preferredVersion for discovery) with a
                            metadata.continue that never ends: mode "same" always
                            "again" (paging in place), "endless" p<n+1> after the
-                           request's continue=p<n>; counted under <key>
+                           request's continue=p<n>, "long" a 5000-byte token;
+                           counted under <key>
   /status-echo/<code>      that status with a Kubernetes Status whose message
                            lists the request headers as received (a server
                            that echoes credentials into its errors)
@@ -610,6 +611,8 @@ class FaultHandler(socketserver.BaseRequestHandler):
             prev = query.get("continue", "")
             if seg[2] == "same":
                 token = "again"
+            elif seg[2] == "long":
+                token = "L" * 5000
             else:
                 token = "p%d" % (int(prev[1:]) + 1 if prev.startswith("p") else 1)
             send(json_response({"kind": "List", "apiVersion": "v1",
