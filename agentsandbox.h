@@ -3092,7 +3092,8 @@ ASB_API asb_result asb_client_create_sandboxes(asb_client *client, const char *t
 ASB_API const char *asb_sandbox_claim_name(const asb_sandbox *sb);
 ASB_API const char *asb_sandbox_name(const asb_sandbox *sb);
 ASB_API const char *asb_sandbox_namespace(const asb_sandbox *sb);
-/* 1 until terminate or close_connection (or client free). */
+/* 1 until terminate or close_connection (or client free).
+   Threads: any thread, while the handle's calls run on others. */
 ASB_API int asb_sandbox_is_active(const asb_sandbox *sb);
 
 /* The result of a command: bytes as the runtime reported them. */
@@ -22567,7 +22568,16 @@ ASB_API asb_result asb_client_create_sandboxes(asb_client *c, const char *tpl,
 ASB_API const char *asb_sandbox_claim_name(const asb_sandbox *sb) { return sb ? sb->claim : NULL; }
 ASB_API const char *asb_sandbox_name(const asb_sandbox *sb) { return sb ? sb->name : NULL; }
 ASB_API const char *asb_sandbox_namespace(const asb_sandbox *sb) { return sb ? sb->ns : NULL; }
-ASB_API int asb_sandbox_is_active(const asb_sandbox *sb) { return sb && sb->active && !sb->closed; }
+ASB_API int asb_sandbox_is_active(const asb_sandbox *sb) {
+    int on;
+    if (!sb) return 0;
+    /* the flags change under the client's lock (asb__handle_end), maybe
+       on another thread */
+    pthread_mutex_lock(&sb->client->lock);
+    on = sb->active && !sb->closed;
+    pthread_mutex_unlock(&sb->client->lock);
+    return on;
+}
 
 /* A handle's active and closed flags change under the client's lock:
    other threads read them there while they walk the client's handles

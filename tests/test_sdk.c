@@ -2210,13 +2210,22 @@ static void *sd_call_until_closed(void *arg) {
     return NULL;
 }
 
+/* A program's poll of the handle from another thread, with no lock of
+   its own: until the handle reads as ended. */
+static void *poll_until_inactive(void *arg) {
+    const asb_sandbox *sb = (const asb_sandbox *)arg;
+    int64_t deadline = asb__now_ms() + 60000; /* a hang bound */
+    while (asb_sandbox_is_active(sb) && asb__now_ms() < deadline) {}
+    return NULL;
+}
+
 ASBT_TEST(a_sandboxd_handle_closes_while_calls_run_from_many_threads) {
     asb_client_desc d;
     asb_client *c = NULL;
     asb_sandbox *sb = NULL;
     asb_error err;
     sd_caller t;
-    pthread_t th;
+    pthread_t th, poller;
     memset(&d, 0, sizeof d);
     d.mode = ASB_CONNECT_IN_POD;
     d.sandboxd_rest_addr = "127.0.0.1:1";
@@ -2229,11 +2238,13 @@ ASBT_TEST(a_sandboxd_handle_closes_while_calls_run_from_many_threads) {
     pthread_mutex_init(&t.mu, NULL);
     pthread_cond_init(&t.cv, NULL);
     ASBT_CHECK(pthread_create(&th, NULL, sd_call_until_closed, &t) == 0);
+    ASBT_CHECK(pthread_create(&poller, NULL, poll_until_inactive, sb) == 0);
     pthread_mutex_lock(&t.mu);
     while (t.attempts < 2) pthread_cond_wait(&t.cv, &t.mu); /* it runs */
     pthread_mutex_unlock(&t.mu);
     asb_sandbox_close_connection(sb);
     pthread_join(th, NULL);
+    pthread_join(poller, NULL);
     ASBT_EQ_RES(t.last, ASB_ERR_CLOSED);
     ASBT_EQ_INT(asb_sandbox_is_active(sb), 0);
     pthread_mutex_destroy(&t.mu);
