@@ -16782,7 +16782,8 @@ static void *asb__pf_relay(void *arg) {
     asb_buf_init(&etext, &pf->alloc);
     while (buf) {
         struct pollfd pfd[2];
-        int k, op = 0, n_pfd = 1;
+        int k = 0, op = 0, n_pfd = 1; /* k = 0: gcc -Os cannot see that the
+                                          v4 path never reads it first */
         asb_str pl;
         /* the messages already buffered first */
         while (pend.len == pend_pos) {
