@@ -14756,11 +14756,6 @@ static int asb__waiter_missed(const asb__waiter *w, unsigned gen, const char *li
 #define ASB_MAX_LIST_PAGES 10000
 #endif
 
-/* Called after each page of a paged list with the token that asked for it
-   (prev, NULL or "" on the first page) and the one the page gave (next,
-   next_len 0 at the end); *pages counts. ASB_ERR_KUBE_API when the
-   apiserver pages in place (the same token again) or past
-   ASB_MAX_LIST_PAGES: it would never end. */
 /* The page's metadata.continue into out[0, cap) (n: its length; 0 when
    the list is complete). A token that is there but is not a string, holds
    a NUL or does not fit is an error: ending the list there would drop
@@ -14782,6 +14777,11 @@ static asb_result asb__list_continue(const asb_json_doc *d, const char *what, ch
     return ASB_OK;
 }
 
+/* Called after each page of a paged list with the token that asked for it
+   (prev, NULL or "" on the first page) and the one the page gave (next,
+   next_len 0 at the end); *pages counts. ASB_ERR_KUBE_API when the
+   apiserver pages in place (the same token again) or past
+   ASB_MAX_LIST_PAGES: it would never end. */
 static asb_result asb__list_next_page(const char *what, const char *prev, const char *next,
                                       size_t next_len, int *pages, asb_error *err) {
     if (!next_len) return ASB_OK;
