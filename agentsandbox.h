@@ -14894,10 +14894,13 @@ again:
             if (asb_json_get_string(&d, asb_json_find(&d, item, "metadata.name"), name,
                                     sizeof name, &n) != ASB_OK || n != strlen(name))
                 continue;
-            for (w = asb__informer_find(inf, name); w; w = asb__informer_find_next(w, name))
-                if (!w->done) {
+            for (w = asb__informer_find(inf, name); w && w->done;
+                 w = asb__informer_find_next(w, name)) {
+            }
+            if (w) {
                 /* handed over as an event line of its own, so fn sees the
-                   same shape as from the watch (and pending keeps it) */
+                   same shape as from the watch (and pending keeps it);
+                   built once for every waiter of the name */
                 asb_buf line;
                 asb_json_doc ed;
                 asb_watch_event ev;
@@ -14908,10 +14911,12 @@ again:
                                (size_t)(d.toks[item].end - d.toks[item].start));
                 if (asb_buf_append(&line, "}", 1) == ASB_OK &&
                     asb_json_doc_parse(&ed, line.ptr, line.len, &inf->kc->alloc, NULL) == ASB_OK) {
-                    if (asb__event_decode(&ed, &ev, erv, sizeof erv)) {
-                        w->listed = 1;
-                        asb__waiter_deliver(w, &ev, w->judged);
-                    }
+                    if (asb__event_decode(&ed, &ev, erv, sizeof erv))
+                        for (; w; w = asb__informer_find_next(w, name))
+                            if (!w->done) {
+                                w->listed = 1;
+                                asb__waiter_deliver(w, &ev, w->judged);
+                            }
                     asb_json_doc_free(&ed);
                 }
                 asb_buf_free(&line);
