@@ -3236,7 +3236,11 @@ ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err);
    means asb_client_namespace (the context's, else "default").
    Errors: ASB_ERR_NOT_FOUND (no such claim, or its Sandbox is gone),
    ASB_ERR_TIMEOUT (not bound within resolve_timeout_ms),
-   ASB_ERR_METADATA (deleted while resolving), ASB_ERR_KUBE_API.
+   ASB_ERR_METADATA (deleted while resolving), ASB_ERR_KUBE_API;
+   ASB_ERR_TEMPLATE_NOT_FOUND, ASB_ERR_WARMPOOL_NOT_FOUND or
+   ASB_ERR_CLAIM_FAILED at once, without waiting, when the claim's Ready
+   condition already names a reason the controller never recovers from
+   (as create's wait; the Python SDK 1.0.8's get fails on them too).
    Ownership: *out belongs to the client, as from create_sandbox.
    Threads: for a claim the client tracks this returns (or closes) that
    claim's one handle: not while another thread runs a call on it
@@ -21659,6 +21663,7 @@ typedef struct asb__claim_wait {
     char reason[64];
     char message[200];
     char uid[64]; /* ours, when known: events of another UID are not ours */
+    int bound_enough; /* get's wait: the binding ends it, Ready or not */
     asb_result outcome;
 } asb__claim_wait;
 
@@ -21754,6 +21759,10 @@ static int asb__claim_event(void *ud, const asb_watch_event *ev) {
             w->outcome = ASB_ERR_CLAIM_FAILED;
             return 1;
         }
+    }
+    if (w->bound_enough && w->sandbox[0]) { /* no terminal reason, and bound */
+        w->outcome = ASB_OK;
+        return 1;
     }
     return 0;
 }
@@ -23142,6 +23151,17 @@ static asb_result asb__client_get_sandbox(asb_client *c, const char *claim, cons
         }
     }
     asb_buf_free(&body);
+    if (cw.outcome == ASB_ERR_TEMPLATE_NOT_FOUND || cw.outcome == ASB_ERR_WARMPOOL_NOT_FOUND ||
+        cw.outcome == ASB_ERR_CLAIM_FAILED) {
+        /* the controller has judged the claim (its Ready condition names
+           a reason it never recovers from): fail now, as the Python SDK
+           1.0.8's get does, rather than wait out resolve_timeout_ms; and
+           every time, not only when a shared watch's list happens to
+           hand the waiter the judged claim first */
+        if (sb) asb_sandbox_close_connection(sb); /* tracked still: cleanup reaches it */
+        return asb__fail(err, cw.outcome, "claim %s: %s%s%s", claim, cw.reason,
+                         cw.message[0] && cw.reason[0] ? ": " : "", cw.message);
+    }
     if (!cw.sandbox[0]) {
         /* not bound yet: wait for it, as create does, on the client's
            shared watch of the namespace (many gets at once are still one
@@ -23153,15 +23173,13 @@ static asb_result asb__client_get_sandbox(asb_client *c, const char *claim, cons
         memset(&wo, 0, sizeof wo);
         wo.deadline_ms = resolve_timeout_ms > 0 ? resolve_timeout_ms : 30000;
         cw.outcome = ASB_ERR_TIMEOUT;
+        cw.bound_enough = 1; /* as the reference's resolve: the name, not Ready */
         r = asb__informer_join(c->kube, &res, ns, claim, NULL, asb__claim_event, &cw, &w, err);
         if (r == ASB_OK) {
             asb__informer_arm(w, cw.uid, rv[0] ? rv : NULL);
             r = asb__informer_wait(w, asb__now_ms() + wo.deadline_ms, NULL, &gap, err);
             asb__informer_leave(w); /* cw is ours again from here */
             if (r == ASB_ERR_NOT_FOUND && gap) r = ASB_ERR_METADATA; /* gone meanwhile */
-            else if (r == ASB_ERR_TIMEOUT && !cw.sandbox[0])
-                asb__fail(err, r, "claim %s not bound to a sandbox within %d ms", claim,
-                          wo.deadline_ms);
         }
         if (r == ASB_ERR_KUBE_API && err && err->http_status == 403) {
             snprintf(sel, sizeof sel, "metadata.name=%s", claim);
@@ -23174,6 +23192,13 @@ static asb_result asb__client_get_sandbox(asb_client *c, const char *claim, cons
             r = asb__fail(err, r, "claim %s was deleted while resolving it", claim);
         else if (r == ASB_ERR_NOT_FOUND)
             r = asb__fail(err, r, "claim %s: %s", claim, cw.message);
+        else if (r == ASB_ERR_TIMEOUT && !cw.sandbox[0])
+            r = asb__fail(err, r, "claim %s not bound to a sandbox within %d ms%s%s", claim,
+                          wo.deadline_ms, cw.reason[0] ? "; last reason: " : "", cw.reason);
+        else if (r == ASB_ERR_TEMPLATE_NOT_FOUND || r == ASB_ERR_WARMPOOL_NOT_FOUND ||
+                 r == ASB_ERR_CLAIM_FAILED) /* judged while we waited */
+            r = asb__fail(err, r, "claim %s: %s%s%s", claim, cw.reason,
+                          cw.message[0] && cw.reason[0] ? ": " : "", cw.message);
         if (r != ASB_OK && !cw.sandbox[0]) {
             if (sb) asb_sandbox_close_connection(sb); /* tracked still: cleanup reaches it */
             return r;

@@ -227,16 +227,110 @@ ASBT_TEST(create_500_sandboxes_with_one_watch) {
     ASBT_EQ_INT(count_entries("/proc/self/fd"), fds0);
 }
 
-/* gets_of_unbound_claims_share_one_watch: GETSHARE_CLAIMS claims the
-   controller cannot bind (their warm pool does not exist: it marks them
-   WarmPoolNotFound and leaves them), attached to at once from as many
-   threads with asb_client_get_sandbox. Each waits out its resolve
-   timeout (8 s: long enough for the sampler to look several times on a
-   loaded machine) for a binding that never comes, on the client's shared watch
-   of the namespace: the apiserver sees at most one more claim watch
-   during the waits, not one per get (which a watch of each claim would
-   show, scope "resource"). */
+/* gets_of_unbound_claims_share_one_watch: GETSHARE_CLAIMS claims that
+   stay unbound and unjudged (below: the controller cannot write their
+   status), attached to at once from as many threads with
+   asb_client_get_sandbox. Each waits out its resolve timeout (15 s: long
+   enough for the sampler to look several times on a loaded machine) for
+   a binding that never comes, on the client's shared watch of the
+   namespace: the apiserver sees exactly one more claim watch during the
+   waits, not one per get (which a watch of each claim would show, scope
+   "resource"). Meanwhile a get of a claim the controller has judged
+   (WarmPoolNotFound: its warm pool does not exist) fails at once with
+   that reason, as the Python SDK 1.0.8's does, rather than waiting on the
+   shared watch for an event that will not come. */
 #define GETSHARE_CLAIMS 8
+#define GETSHARE_WAIT_MS 15000
+
+/* Claims the controller cannot judge: a ValidatingAdmissionPolicy (the
+   apiserver's own CEL admission) refuses every status write to a claim
+   labelled asb-test-frozen, so such a claim stays as it was made,
+   unbound and without a condition, however long anyone waits. */
+#define FROZEN_POLICY "asb-test-frozen-claims"
+static const char frozen_policy[] =
+    "{\"apiVersion\":\"admissionregistration.k8s.io/v1\",\"kind\":\"ValidatingAdmissionPolicy\","
+    "\"metadata\":{\"name\":\"" FROZEN_POLICY "\"},\"spec\":{\"failurePolicy\":\"Fail\","
+    "\"matchConstraints\":{\"resourceRules\":[{\"apiGroups\":[\"extensions.agents.x-k8s.io\"],"
+    "\"apiVersions\":[\"*\"],\"operations\":[\"UPDATE\"],\"resources\":[\"sandboxclaims/status\"]}]},"
+    "\"validations\":[{\"expression\":\"false\",\"message\":\"asb test: this claim's status is "
+    "frozen\"}]}}";
+static const char frozen_binding[] =
+    "{\"apiVersion\":\"admissionregistration.k8s.io/v1\",\"kind\":"
+    "\"ValidatingAdmissionPolicyBinding\",\"metadata\":{\"name\":\"" FROZEN_POLICY "\"},"
+    "\"spec\":{\"policyName\":\"" FROZEN_POLICY "\",\"validationActions\":[\"Deny\"],"
+    "\"matchResources\":{\"objectSelector\":{\"matchLabels\":{\"asb-test-frozen\":\"true\"}}}}}";
+#define VAP_PATH "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
+#define VAPB_PATH "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+
+static const asb_kube_resource claims_res = {"extensions.agents.x-k8s.io", "v1beta1",
+                                             "sandboxclaims"};
+
+/* A claim of a warm pool that does not exist; frozen: labelled for the
+   policy. */
+static asb_result make_claim(asb_kube_client *admin, const char *name, int frozen) {
+    char body[512];
+    asb_error err;
+    int n = snprintf(body, sizeof body,
+                     "{\"apiVersion\":\"extensions.agents.x-k8s.io/v1beta1\",\"kind\":"
+                     "\"SandboxClaim\",\"metadata\":{\"name\":\"%s\"%s},\"spec\":{"
+                     "\"warmPoolRef\":{\"name\":\"no-such-pool-%d\"}}}",
+                     name, frozen ? ",\"labels\":{\"asb-test-frozen\":\"true\"}" : "",
+                     (int)getpid());
+    asb_result r = asb_kube_create(admin, &claims_res, "default", body, (size_t)n, NULL, &err);
+    if (r != ASB_OK) fprintf(stderr, "    create %s: %s\n", name, err.message);
+    return r;
+}
+
+/* Installs the policy (one left by a killed run is fine) and returns once
+   the apiserver enforces it: a status write to a frozen probe claim is
+   refused with the policy's message (policies take effect a moment after
+   they are made). 1: enforced. */
+static int freeze_claims(asb_kube_client *admin, const char *probe) {
+    static const char patch[] = "{\"status\":{\"conditions\":[{\"type\":\"AsbProbe\","
+                                "\"status\":\"True\",\"reason\":\"Probe\",\"message\":\"probe\","
+                                "\"lastTransitionTime\":\"2026-01-01T00:00:00Z\"}]}}";
+    char path[512];
+    asb_error err;
+    asb_result r;
+    int64_t until = asb__now_ms() + 120000; /* a bound for a loaded machine */
+    r = asb_kube_request(admin, "POST", VAP_PATH, "application/json", frozen_policy,
+                         sizeof frozen_policy - 1, NULL, &err);
+    if (r != ASB_OK && err.http_status != 409) {
+        fprintf(stderr, "    policy: %s\n", err.message);
+        return 0;
+    }
+    r = asb_kube_request(admin, "POST", VAPB_PATH, "application/json", frozen_binding,
+                         sizeof frozen_binding - 1, NULL, &err);
+    if (r != ASB_OK && err.http_status != 409) {
+        fprintf(stderr, "    policy binding: %s\n", err.message);
+        return 0;
+    }
+    if (make_claim(admin, probe, 1) != ASB_OK) return 0;
+    snprintf(path, sizeof path,
+             "/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/default/sandboxclaims/%s/status",
+             probe);
+    for (;;) {
+        r = asb_kube_request(admin, "PATCH", path, "application/merge-patch+json", patch,
+                             sizeof patch - 1, NULL, &err);
+        if (r != ASB_OK && strstr(err.message, "frozen") != NULL) return 1;
+        if (asb__now_ms() > until) {
+            fprintf(stderr, "    the policy is not enforced: %s\n",
+                    r == ASB_OK ? "the probe's status was written" : err.message);
+            return 0;
+        }
+        asb__sleep_ms(200);
+    }
+}
+
+static void unfreeze_claims(asb_kube_client *admin) {
+    asb_error err;
+    if (asb_kube_request(admin, "DELETE", VAPB_PATH "/" FROZEN_POLICY, NULL, NULL, 0, NULL,
+                         &err) != ASB_OK)
+        fprintf(stderr, "    policy binding delete: %s\n", err.message);
+    if (asb_kube_request(admin, "DELETE", VAP_PATH "/" FROZEN_POLICY, NULL, NULL, 0, NULL,
+                         &err) != ASB_OK)
+        fprintf(stderr, "    policy delete: %s\n", err.message);
+}
 
 typedef struct get_job {
     asb_client *client;
@@ -248,23 +342,25 @@ typedef struct get_job {
 static void *get_unbound(void *arg) {
     get_job *g = (get_job *)arg;
     asb_sandbox *sb = NULL;
-    g->r = asb_client_get_sandbox(g->client, g->claim, "default", 8000, &sb, &g->err);
+    g->r = asb_client_get_sandbox(g->client, g->claim, "default", GETSHARE_WAIT_MS, &sb,
+                                  &g->err);
     return NULL;
 }
 
-/* gets_of_unbound_claims_share_one_watch; admin is its caller's, freed by
-   it on every path. */
-static void gets_share_one_watch(asb_kube_client *admin) {
-    static const asb_kube_resource claims = {"extensions.agents.x-k8s.io", "v1beta1",
-                                             "sandboxclaims"};
+/* gets_of_unbound_claims_share_one_watch, once the policy is enforced;
+   admin is its caller's. */
+static void gets_share_one_watch(asb_kube_client *admin, const char *judged) {
     asb_client_desc desc;
     asb_client *client = NULL;
+    asb_sandbox *sb = NULL;
     get_job jobs[GETSHARE_CLAIMS];
     pthread_t th[GETSHARE_CLAIMS], sth;
     sampler smp;
-    asb_error err;
+    asb_error err, jerr;
+    asb_result jr;
     char path[1100];
-    int i, base;
+    int i, base, seen = 0, made = 0;
+    int64_t until;
     base = claim_watches(admin);
     ASBT_CHECK(base >= 0);
     snprintf(path, sizeof path, "%s/token.kubeconfig", kubeconfig_dir);
@@ -273,66 +369,86 @@ static void gets_share_one_watch(asb_kube_client *admin) {
     ASBT_EQ_RES(asb_client_create(&desc, &client, &err), ASB_OK);
     if (!client) return;
     for (i = 0; i < GETSHARE_CLAIMS; i++) {
-        char body[512];
-        int n;
         memset(&jobs[i], 0, sizeof jobs[i]);
         jobs[i].client = client;
         snprintf(jobs[i].claim, sizeof jobs[i].claim, "getshare-%d-%d", (int)getpid(), i);
-        n = snprintf(body, sizeof body,
-                     "{\"apiVersion\":\"extensions.agents.x-k8s.io/v1beta1\",\"kind\":"
-                     "\"SandboxClaim\",\"metadata\":{\"name\":\"%s\"},\"spec\":{"
-                     "\"warmPoolRef\":{\"name\":\"no-such-pool-%d\"}}}",
-                     jobs[i].claim, (int)getpid());
-        ASBT_EQ_RES(asb_kube_create(admin, &claims, "default", body, (size_t)n, NULL, &err),
-                    ASB_OK);
+        if (make_claim(admin, jobs[i].claim, 1) == ASB_OK) made++;
     }
-    /* until the controller has judged them (no later event ends a wait
-       early); a bound for a loaded machine, not a goal */
-    for (i = 0; i < GETSHARE_CLAIMS; i++) {
-        int64_t until = asb__now_ms() + 120000;
-        for (;;) {
-            asb_buf b;
-            int judged;
-            asb_buf_init(&b, NULL);
-            judged = asb_kube_get(admin, &claims, "default", jobs[i].claim, &b, &err) == ASB_OK &&
-                     b.len && strstr(b.ptr, "WarmPoolNotFound") != NULL;
-            asb_buf_free(&b);
-            if (judged || asb__now_ms() > until) break;
-            asb__sleep_ms(200);
-        }
-    }
+    ASBT_EQ_INT(made, GETSHARE_CLAIMS);
     memset(&smp, 0, sizeof smp);
     smp.admin = admin;
     smp.peak = base;
     pthread_mutex_init(&smp.mu, NULL);
     pthread_create(&sth, NULL, sample_watches, &smp);
     for (i = 0; i < GETSHARE_CLAIMS; i++) pthread_create(&th[i], NULL, get_unbound, &jobs[i]);
+    /* the judged claim, once the shared watch is up (its list long done:
+       waiting there, this get would see no event of its claim again) */
+    until = asb__now_ms() + 60000;
+    while (!seen && asb__now_ms() < until) {
+        pthread_mutex_lock(&smp.mu);
+        seen = smp.peak > base;
+        pthread_mutex_unlock(&smp.mu);
+        if (!seen) asb__sleep_ms(50);
+    }
+    memset(&jerr, 0, sizeof jerr);
+    jr = asb_client_get_sandbox(client, judged, "default", GETSHARE_WAIT_MS, &sb, &jerr);
     for (i = 0; i < GETSHARE_CLAIMS; i++) pthread_join(th[i], NULL);
     pthread_mutex_lock(&smp.mu);
     smp.stop = 1;
     pthread_mutex_unlock(&smp.mu);
     pthread_join(sth, NULL);
     for (i = 0; i < GETSHARE_CLAIMS; i++) /* first, whatever the checks say */
-        ASBT_CHECK(asb_kube_delete(admin, &claims, "default", jobs[i].claim, &err) == ASB_OK);
+        ASBT_CHECK(asb_kube_delete(admin, &claims_res, "default", jobs[i].claim, &err) == ASB_OK);
     asb_client_free(client);
     pthread_mutex_destroy(&smp.mu);
     fprintf(stderr, "    %d gets of unbound claims: claim watches on the apiserver %d before, "
             "peak %d during (%d samples)\n", GETSHARE_CLAIMS, base, smp.peak, smp.samples);
     ASBT_EQ_INT(smp.failed, 0);
     ASBT_CHECK(smp.samples >= 2);
-    ASBT_CHECK(smp.peak <= base + 1); /* the shared watch, not one per get */
+    ASBT_CHECK(seen);
+    ASBT_EQ_INT(smp.peak, base + 1); /* the shared watch, not one per get */
     for (i = 0; i < GETSHARE_CLAIMS; i++) {
-        /* never bound: the resolve timeout, saying which claim (or the
-           pool's absence, should the controller write it again meanwhile) */
-        ASBT_CHECK(jobs[i].r == ASB_ERR_TIMEOUT || jobs[i].r == ASB_ERR_WARMPOOL_NOT_FOUND);
-        if (jobs[i].r == ASB_ERR_TIMEOUT) ASBT_CONTAINS(jobs[i].err.message, jobs[i].claim);
+        /* never bound: the resolve timeout, saying which claim */
+        ASBT_EQ_RES(jobs[i].r, ASB_ERR_TIMEOUT);
+        ASBT_CONTAINS(jobs[i].err.message, jobs[i].claim);
     }
+    /* the judged one: its reason, at once (a wait would end in
+       ASB_ERR_TIMEOUT) */
+    ASBT_EQ_RES(jr, ASB_ERR_WARMPOOL_NOT_FOUND);
+    ASBT_CHECK(sb == NULL);
+    ASBT_CONTAINS(jerr.message, judged);
+    ASBT_CONTAINS(jerr.message, "WarmPoolNotFound");
 }
 
 ASBT_TEST(gets_of_unbound_claims_share_one_watch) {
     asb_kube_client *admin = admin_client();
+    char probe[64], judged[64];
+    asb_error err;
+    int judged_ok = 0;
+    int64_t until = asb__now_ms() + 120000; /* a bound for a loaded machine */
     ASBT_CHECK(admin != NULL);
-    gets_share_one_watch(admin);
+    if (!admin) return;
+    snprintf(probe, sizeof probe, "getshare-probe-%d", (int)getpid());
+    snprintf(judged, sizeof judged, "getshare-judged-%d", (int)getpid());
+    /* the judged claim first, judged before the policy exists */
+    ASBT_EQ_RES(make_claim(admin, judged, 0), ASB_OK);
+    while (!judged_ok && asb__now_ms() < until) {
+        asb_buf b;
+        asb_buf_init(&b, NULL);
+        judged_ok = asb_kube_get(admin, &claims_res, "default", judged, &b, &err) == ASB_OK &&
+                    b.len && strstr(b.ptr, "WarmPoolNotFound") != NULL;
+        asb_buf_free(&b);
+        if (!judged_ok) asb__sleep_ms(200);
+    }
+    ASBT_CHECK(judged_ok);
+    if (judged_ok) {
+        int frozen = freeze_claims(admin, probe);
+        ASBT_CHECK(frozen);
+        if (frozen) gets_share_one_watch(admin, judged);
+    }
+    unfreeze_claims(admin);
+    asb_kube_delete(admin, &claims_res, "default", probe, &err);
+    asb_kube_delete(admin, &claims_res, "default", judged, &err);
     asb_kube_client_free(admin);
 }
 
