@@ -2083,6 +2083,118 @@ ASBT_TEST(every_waiter_on_one_name_sees_the_shared_watchs_events) {
     pthread_mutex_destroy(&inf.lock);
 }
 
+/* R27, the relist half: the informer's list (its first one, or the one
+   after a 410) handed each listed object to one waiter per name as well,
+   and after the list a waiter it skipped was judged missing: told its
+   claim was deleted though the list had it. Three waiters for one name,
+   all armed before the list (one of them done already), and a list the
+   apiserver (the recorder, one page) answers with that object among
+   others: each waiter that is not done sees it once, as ADDED with the
+   listed UID, the done one sees nothing, and none is told it is gone. */
+typedef struct listed_seen {
+    int calls;
+    asb_watch_type type;
+    char uid[64];
+} listed_seen;
+
+static int record_listed_event(void *ud, const asb_watch_event *ev) {
+    listed_seen *s = (listed_seen *)ud;
+    s->calls++;
+    s->type = ev->type;
+    asb_json_get_string(ev->doc, asb_json_find(ev->doc, ev->object, "metadata.uid"), s->uid,
+                        sizeof s->uid, NULL);
+    return 0;
+}
+
+/* The informer's list (the recorder answers it) against three waiters
+   for claim-x registered as join does, at the head of the bucket: the
+   list meets second, then the done one, then first. The checks run in
+   here so that a failed one returns to the caller, which frees. */
+static void list_for_three_waiters_of_one_name(recorder *rec, asb_kube_client *kc) {
+    recorder_request q;
+    asb_error err;
+    asb__informer inf;
+    asb__waiter first, finished, second;
+    listed_seen s_first, s_finished, s_second;
+    int n_unused = 0;
+    unsigned h = asb__name_hash("claim-x");
+    asb_result r;
+    memset(&s_first, 0, sizeof s_first);
+    memset(&s_finished, 0, sizeof s_finished);
+    memset(&s_second, 0, sizeof s_second);
+    memset(&inf, 0, sizeof inf);
+    inf.kc = kc;
+    snprintf(inf.group, sizeof inf.group, "extensions.agents.x-k8s.io");
+    snprintf(inf.version, sizeof inf.version, "v1alpha1");
+    snprintf(inf.plural, sizeof inf.plural, "sandboxclaims");
+    snprintf(inf.ns, sizeof inf.ns, "default");
+    inf.res.group = inf.group;
+    inf.res.version = inf.version;
+    inf.res.plural = inf.plural;
+    pthread_mutex_init(&inf.lock, NULL);
+    informer_test_waiter(&first, &inf, &n_unused);
+    informer_test_waiter(&finished, &inf, &n_unused);
+    informer_test_waiter(&second, &inf, &n_unused);
+    first.fn = finished.fn = second.fn = record_listed_event;
+    first.user = &s_first;
+    finished.user = &s_finished;
+    second.user = &s_second;
+    finished.done = 1; /* its fn ended its wait already */
+    first.next = inf.buckets[h];
+    inf.buckets[h] = &first;
+    finished.next = inf.buckets[h];
+    inf.buckets[h] = &finished;
+    second.next = inf.buckets[h];
+    inf.buckets[h] = &second;
+    inf.waiters = 3;
+    recorder_reply(rec, 200,
+                   "{\"kind\":\"SandboxClaimList\",\"metadata\":{\"resourceVersion\":\"42\"},"
+                   "\"items\":[{\"metadata\":{\"name\":\"claim-other\",\"uid\":\"u-9\"}},"
+                   "{\"metadata\":{\"name\":\"claim-x\",\"uid\":\"u-1\","
+                   "\"resourceVersion\":\"41\"}}]}");
+    r = asb__informer_list(&inf, &err);
+    pthread_cond_destroy(&first.cond);
+    pthread_cond_destroy(&finished.cond);
+    pthread_cond_destroy(&second.cond);
+    pthread_mutex_destroy(&inf.lock);
+    ASBT_EQ_RES(r, ASB_OK);
+    /* one GET of the namespace's claims */
+    ASBT_EQ_INT(recorder_count(rec), 1);
+    ASBT_CHECK(recorder_get(rec, 0, &q));
+    ASBT_CONTAINS(q.head, "GET /apis/extensions.agents.x-k8s.io/v1alpha1/namespaces/default/"
+                          "sandboxclaims?limit=500 ");
+    ASBT_EQ_INT(s_first.calls, 1);
+    ASBT_EQ_INT(s_first.type, ASB_WATCH_ADDED);
+    ASBT_EQ_STR(s_first.uid, "u-1");
+    ASBT_EQ_INT(s_second.calls, 1);
+    ASBT_EQ_INT(s_second.type, ASB_WATCH_ADDED);
+    ASBT_EQ_STR(s_second.uid, "u-1");
+    ASBT_EQ_INT(s_finished.calls, 0);
+    /* both were found by the list: neither is taken for deleted */
+    ASBT_EQ_INT(first.done, 0);
+    ASBT_EQ_INT(second.done, 0);
+    ASBT_EQ_INT(first.gap, 0);
+    ASBT_EQ_INT(second.gap, 0);
+    ASBT_EQ_INT((int)inf.gap_deletes, 0);
+    ASBT_EQ_STR(inf.rv, "42"); /* the watch resumes from the list */
+}
+
+ASBT_TEST(every_waiter_on_one_name_gets_the_object_from_the_shared_watchs_list) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client *c;
+    asb_error err;
+    int made;
+    ASBT_CHECK(rec != NULL);
+    c = apiserver_client(rec, &err);
+    made = c != NULL;
+    if (c) {
+        list_for_three_waiters_of_one_name(rec, c->kube);
+        asb_client_free(c);
+    }
+    recorder_stop(rec);
+    ASBT_CHECK(made);
+}
+
 /* R30: a handle's lifecycle span was read and ended without the client's
    lock, though asb_client_delete_sandbox ends it from any thread (and two
    threads' asb_client_get_sandbox of one claim, which share one handle,
@@ -2255,6 +2367,7 @@ ASBT_TEST(a_sandboxd_handle_closes_while_calls_run_from_many_threads) {
 ASBT_LIST(
     ASBT_CASE(pod_ip_prefers_ipv4_unmaps_and_skips_invalid_entries)
     ASBT_CASE(every_waiter_on_one_name_sees_the_shared_watchs_events)
+    ASBT_CASE(every_waiter_on_one_name_gets_the_object_from_the_shared_watchs_list)
     ASBT_CASE(a_lifecycle_span_ends_once_from_many_threads)
     ASBT_CASE(a_create_whose_answer_was_lost_deletes_its_claim_by_name)
     ASBT_CASE(a_deadline_longer_than_the_read_timeout_waits_for_the_answer)
