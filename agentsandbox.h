@@ -12526,9 +12526,12 @@ static size_t asb__grpc_timeout(char *out, size_t cap, int ms) {
     return (size_t)snprintf(out, cap, "%dS", ms / 1000);
 }
 
-ASB_API asb_result asb_grpc_call_start(asb_h2_conn *conn, const asb_grpc_call_desc *desc,
-                                       const void *req, size_t req_len, asb_grpc_call **out,
-                                       asb_error *err) {
+/* open_ms: when the call has no deadline (timeout_ms 0), a bound on
+   opening its stream and sending the request only (a server's stream
+   limit or a window of 0 would hold it forever); 0: none. */
+static asb_result asb__grpc_call_open(asb_h2_conn *conn, const asb_grpc_call_desc *desc,
+                                      const void *req, size_t req_len, int open_ms,
+                                      asb_grpc_call **out, asb_error *err) {
     asb_h2_header hdrs[40];
     asb_h2_request hr;
     asb_grpc_call *call;
@@ -12569,7 +12572,7 @@ ASB_API asb_result asb_grpc_call_start(asb_h2_conn *conn, const asb_grpc_call_de
     hr.path = desc->method;
     hr.headers = hdrs;
     hr.header_count = nh;
-    hr.timeout_ms = desc->timeout_ms;
+    hr.timeout_ms = desc->timeout_ms > 0 ? desc->timeout_ms : open_ms;
     r = asb_h2_stream_open(conn, &hr, &call->s, err);
     if (r == ASB_OK) {
         call->deadline = call->s->deadline;
@@ -12578,12 +12581,25 @@ ASB_API asb_result asb_grpc_call_start(asb_h2_conn *conn, const asb_grpc_call_de
         r = asb_h2_stream_write(call->s, pfx, 5, 0, err);
         if (r == ASB_OK) r = asb_h2_stream_write(call->s, req, req_len, 1, err);
     }
+    if (r == ASB_OK && desc->timeout_ms <= 0 && open_ms > 0) {
+        /* sent: the call itself has no deadline */
+        pthread_mutex_lock(&conn->mu);
+        call->s->deadline = 0;
+        pthread_mutex_unlock(&conn->mu);
+        call->deadline = 0;
+    }
     if (r != ASB_OK) {
         asb_grpc_call_free(call);
         return r;
     }
     *out = call;
     return ASB_OK;
+}
+
+ASB_API asb_result asb_grpc_call_start(asb_h2_conn *conn, const asb_grpc_call_desc *desc,
+                                       const void *req, size_t req_len, asb_grpc_call **out,
+                                       asb_error *err) {
+    return asb__grpc_call_open(conn, desc, req, req_len, 0, out, err);
 }
 
 /* percent-decoding of grpc-message; a bad escape stays as it is */
@@ -20783,6 +20799,7 @@ static asb_result asb__sd_process_start(asb_sandbox *sb, const asb_process_opts 
     asb_buf req;
     asb_result r;
     size_t i;
+    int wait_ms;
     if ((o->argv && o->argc ? 1 : 0) + (o->shell ? 1 : 0) != 1)
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
                          "process: give argv (argc > 0) or shell, exactly one");
@@ -20836,25 +20853,27 @@ static asb_result asb__sd_process_start(asb_sandbox *sb, const asb_process_opts 
     cd.max_message_bytes = p->d.max;
     cd.metadata = md; /* the process_start span's context */
     cd.metadata_count = asb__sd_trace_md(sb->trace_cur, md, tp);
+    /* until the init event, within the client's read timeout (30 s by
+       default): without a bound, a sandboxd that took the stream and
+       never answered (wedged, or hostile) held this call forever when
+       the process has no timeout_ms, the usual case of a long one; so
+       did one that let the stream wait under its stream limit or
+       without a window before the request went out */
+    wait_ms = c->http ? c->http->read_timeout_ms : 30000;
     r = asb__sd_h2(sb, &h2, err);
     if (r == ASB_OK) {
-        r = asb_grpc_call_start(h2, &cd, req.ptr, req.len, &p->call, err);
+        r = asb__grpc_call_open(h2, &cd, req.ptr, req.len, wait_ms, &p->call, err);
         asb__sd_h2_put(sb, h2);
     }
     if (r == ASB_ERR_CLOSED) {
         r = asb__sd_h2(sb, &h2, err);
         if (r == ASB_OK) {
-            r = asb_grpc_call_start(h2, &cd, req.ptr, req.len, &p->call, err);
+            r = asb__grpc_call_open(h2, &cd, req.ptr, req.len, wait_ms, &p->call, err);
             asb__sd_h2_put(sb, h2);
         }
     }
     asb_buf_free(&req);
     if (r == ASB_OK) {
-        /* until the init event, within the client's read timeout (30 s by
-           default): without a bound, a sandboxd that took the stream and
-           never answered (wedged, or hostile) held this call forever when
-           the process has no timeout_ms, the usual case of a long one */
-        int wait_ms = c->http ? c->http->read_timeout_ms : 30000;
         r = asb__proc_pump(p, 0, asb__now_ms() + wait_ms, err);
         if (r == ASB_ERR_TIMEOUT && !(p->deadline && asb__now_ms() >= p->deadline))
             asb__fail(err, r, "sandboxd Start: no answer (init event) within %d ms; the "

@@ -1439,15 +1439,22 @@ ASBT_TEST(sandboxd_handle_frees_the_grpc_connections_the_server_ended) {
    SETTINGS, then reads and drops what comes until shut down. */
 typedef struct silent_peer {
     int lfd, fd;
+    int setting;            /* 0: an empty SETTINGS; else this id set to 0 */
 } silent_peer;
 
 static void *silent_serve(void *arg) {
     silent_peer *sp = (silent_peer *)arg;
-    static const unsigned char settings[9] = {0, 0, 0, 4, 0, 0, 0, 0, 0};
+    unsigned char settings[15] = {0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    size_t n = 9;
     char junk[4096];
+    if (sp->setting) { /* one entry: the id, value 0 */
+        settings[2] = 6;
+        settings[10] = (unsigned char)sp->setting;
+        n = 15;
+    }
     sp->fd = accept(sp->lfd, NULL, NULL);
     if (sp->fd < 0) return NULL;
-    if (send(sp->fd, settings, sizeof settings, MSG_NOSIGNAL) != (ssize_t)sizeof settings)
+    if (send(sp->fd, settings, n, MSG_NOSIGNAL) != (ssize_t)n)
         return NULL;
     while (recv(sp->fd, junk, sizeof junk, 0) > 0) {
     }
@@ -1494,6 +1501,7 @@ ASBT_TEST(sandboxd_process_start_against_a_silent_server_times_out) {
     memset(&sa, 0, sizeof sa);
     sa.sin_family = AF_INET;
     sa.sin_addr.s_addr = htonl(0x7f000001);
+    memset(&sp, 0, sizeof sp);
     sp.fd = -1;
     sp.lfd = socket(AF_INET, SOCK_STREAM, 0);
     ASBT_CHECK(sp.lfd >= 0);
@@ -1530,6 +1538,91 @@ ASBT_TEST(sandboxd_process_start_against_a_silent_server_times_out) {
     if (sp.fd >= 0) close(sp.fd);
     close(sp.lfd);
     pthread_mutex_destroy(&j.mu);
+}
+
+/* R33: a sandboxd that allows no stream (SETTINGS_MAX_CONCURRENT_STREAMS
+   0, or a limit a long process already fills) or gives a new stream no
+   window (SETTINGS_INITIAL_WINDOW_SIZE 0) held a process start forever
+   before it sent its request: R19 bounded only the wait for the init
+   event. Scripted: no real server does either on demand. */
+static void start_blocked_case(int setting) {
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    silent_peer sp;
+    start_job j;
+    asb_client_desc cd;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_run_result rr;
+    asb_error err;
+    pthread_t srv, t;
+    char addr[64];
+    int i, done = 0, applied = 0;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(0x7f000001);
+    memset(&sp, 0, sizeof sp);
+    sp.fd = -1;
+    sp.setting = setting;
+    sp.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    ASBT_CHECK(sp.lfd >= 0);
+    ASBT_CHECK(bind(sp.lfd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    ASBT_CHECK(listen(sp.lfd, 4) == 0);
+    ASBT_CHECK(getsockname(sp.lfd, (struct sockaddr *)&sa, &sl) == 0);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", ntohs(sa.sin_port));
+    ASBT_CHECK(pthread_create(&srv, NULL, silent_serve, &sp) == 0);
+    memset(&cd, 0, sizeof cd);
+    cd.mode = ASB_CONNECT_IN_POD;
+    cd.sandboxd_rest_addr = addr;
+    cd.sandboxd_grpc_addr = addr;
+    cd.kube.http.read_timeout_ms = 1000;
+    ASBT_EQ_RES(asb_client_create(&cd, &c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
+    /* a run makes the connection (and times out: nobody answers) */
+    memset(&rr, 0, sizeof rr);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 1000, &rr, &err), ASB_ERR_TIMEOUT);
+    asb_run_result_free(&rr);
+    /* then the peer's SETTINGS is in force before the start */
+    for (i = 0; i < 3000 && !applied; i++) {
+        pthread_mutex_lock(&sb->h2_lock);
+        if (sb->h2) {
+            pthread_mutex_lock(&sb->h2->mu);
+            applied = setting == 3 ? sb->h2->peer_max_streams == 0
+                                   : sb->h2->peer_initial_window == 0;
+            pthread_mutex_unlock(&sb->h2->mu);
+        }
+        pthread_mutex_unlock(&sb->h2_lock);
+        if (!applied) usleep(10000);
+    }
+    ASBT_CHECK(applied);
+    memset(&j, 0, sizeof j);
+    j.sb = sb;
+    pthread_mutex_init(&j.mu, NULL);
+    ASBT_CHECK(pthread_create(&t, NULL, start_run, &j) == 0);
+    /* a hang guard, not a speed check: before the fix it never returned */
+    for (i = 0; i < 3000 && !done; i++) {
+        usleep(10000);
+        pthread_mutex_lock(&j.mu);
+        done = j.done;
+        pthread_mutex_unlock(&j.mu);
+    }
+    if (sp.fd >= 0) shutdown(sp.fd, SHUT_RDWR); /* unsticks the call if it hung */
+    pthread_join(t, NULL);
+    pthread_join(srv, NULL);
+    ASBT_CHECK(done);
+    ASBT_EQ_RES(j.r, ASB_ERR_TIMEOUT);
+    asb_client_free(c);
+    if (sp.fd >= 0) close(sp.fd);
+    close(sp.lfd);
+    pthread_mutex_destroy(&j.mu);
+}
+
+ASBT_TEST(sandboxd_process_start_under_a_stream_limit_of_zero_times_out) {
+    start_blocked_case(3); /* SETTINGS_MAX_CONCURRENT_STREAMS */
+}
+
+ASBT_TEST(sandboxd_process_start_without_a_stream_window_times_out) {
+    start_blocked_case(4); /* SETTINGS_INITIAL_WINDOW_SIZE */
 }
 
 /* R21: the values of a process's env (where API keys go) and what is
@@ -1655,5 +1748,7 @@ ASBT_LIST(ASBT_CASE(nghttpd_big_download_through_a_small_window_arrives_intact)
           ASBT_CASE(h2_unknown_frame_type_flood_ends_the_connection_enhance_your_calm)
           ASBT_CASE(sandboxd_handle_frees_the_grpc_connections_the_server_ended)
           ASBT_CASE(sandboxd_process_start_against_a_silent_server_times_out)
+          ASBT_CASE(sandboxd_process_start_under_a_stream_limit_of_zero_times_out)
+          ASBT_CASE(sandboxd_process_start_without_a_stream_window_times_out)
           ASBT_CASE(sandboxd_env_values_and_stdin_are_wiped_from_freed_memory))
 ASBT_MAIN()
