@@ -1536,18 +1536,13 @@ static void call_opts(const cli *c, asb_call_opts *co) {
     co->cancel = c->cancel;
 }
 
-static int upload_file(cli *c, asb_sandbox *sb, const char *local, const char *remote) {
+/* Uploads the open file fd (closed here), named local in messages. */
+static int upload_fd(cli *c, asb_sandbox *sb, int fd, const char *local, const char *remote) {
     struct stat st;
     asb_call_opts co;
     asb_error e;
     asb_result r;
     xfer x;
-    int fd = open(local, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int en = errno;
-        fprintf(stderr, "agentsandbox: cp: cannot open %s: %s\n", safe(local), strerror(en));
-        return en == ENOENT ? EXIT_NOTFOUND : EXIT_FAIL;
-    }
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
         fprintf(stderr, "agentsandbox: cp: %s is not a regular file%s\n", safe(local),
@@ -1563,6 +1558,16 @@ static int upload_file(cli *c, asb_sandbox *sb, const char *local, const char *r
     if (r != ASB_OK)
         return fail(c, r, &e, "cp %s to %s:%s", local, nz(asb_sandbox_claim_name(sb)), remote);
     return 0;
+}
+
+static int upload_file(cli *c, asb_sandbox *sb, const char *local, const char *remote) {
+    int fd = open(local, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int en = errno;
+        fprintf(stderr, "agentsandbox: cp: cannot open %s: %s\n", safe(local), strerror(en));
+        return en == ENOENT ? EXIT_NOTFOUND : EXIT_FAIL;
+    }
+    return upload_fd(c, sb, fd, local, remote);
 }
 
 /* Into a temporary file beside the target, renamed at the end: a failed
@@ -1622,31 +1627,53 @@ static int join_path(char *out, size_t cap, const char *a, const char *b) {
 
 /* cp -r up: every regular file below `local` to the same place below
    `remote`. API friction: there is no mkdir, so an empty directory is
-   not copied (the runtime makes parents on upload). */
-static int upload_tree(cli *c, asb_sandbox *sb, const char *local, const char *remote) {
-    DIR *d = opendir(local);
+   not copied (the runtime makes parents on upload). Entries are opened
+   relative to their directory's descriptor and never through a symlink:
+   opened by path, another local user who can write to the tree could
+   swap an entry, or a directory above it, for a symlink to a file of
+   ours between the listing and the open, and that file went up. */
+static int upload_dir(cli *c, asb_sandbox *sb, int dfd, const char *local, const char *remote) {
+    DIR *d = fdopendir(dfd);
     struct dirent *de;
     int rc = 0;
     if (!d) {
         fprintf(stderr, "agentsandbox: cp: cannot read directory %s: %s\n", safe(local), strerror(errno));
-        return errno == ENOENT ? EXIT_NOTFOUND : EXIT_FAIL;
+        close(dfd);
+        return EXIT_FAIL;
     }
     while (!rc && (de = readdir(d)) != NULL) {
         char lp[4096], rp[4096];
         struct stat st;
+        int fd = -1, isdir;
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
         if (join_path(lp, sizeof lp, local, de->d_name) || join_path(rp, sizeof rp, remote, de->d_name)) {
             rc = usage_error(c, "cp: a path below %s is too long", local);
             break;
         }
-        if (lstat(lp, &st) != 0) continue; /* gone meanwhile */
-        if (S_ISDIR(st.st_mode)) rc = upload_tree(c, sb, lp, rp);
-        else if (S_ISREG(st.st_mode)) rc = upload_file(c, sb, lp, rp);
-        else fprintf(stderr, "agentsandbox: cp: skipping %s (not a file or directory)\n", safe(lp));
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue; /* gone meanwhile */
+        isdir = S_ISDIR(st.st_mode);
+        if (isdir || S_ISREG(st.st_mode))
+            fd = openat(dirfd(d), de->d_name,
+                        O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (isdir ? O_DIRECTORY : 0));
+        if (fd < 0) { /* a symlink, a device, or it changed since the listing */
+            fprintf(stderr, "agentsandbox: cp: skipping %s (not a file or directory)\n", safe(lp));
+        } else {
+            rc = isdir ? upload_dir(c, sb, fd, lp, rp) : upload_fd(c, sb, fd, lp, rp);
+        }
         if (g_signal) rc = EXIT_CANCELLED;
     }
     closedir(d);
     return rc;
+}
+
+static int upload_tree(cli *c, asb_sandbox *sb, const char *local, const char *remote) {
+    int dfd = open(local, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        int en = errno;
+        fprintf(stderr, "agentsandbox: cp: cannot read directory %s: %s\n", safe(local), strerror(en));
+        return en == ENOENT ? EXIT_NOTFOUND : EXIT_FAIL;
+    }
+    return upload_dir(c, sb, dfd, local, remote);
 }
 
 /* How deep cp -r goes below its source. The listings are the sandbox's

@@ -110,6 +110,19 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self.status(404, "NotFound")
 
+    def do_POST(self):
+        # the legacy runtime's /upload behind --connect direct: what a
+        # copy up sent is kept, whole, for the test to look into
+        self.record()
+        n = int(self.headers.get("Content-Length", "0"))
+        body = self.rfile.read(n)
+        if self.path.split("?")[0] == "/upload":
+            with open(os.path.join(sys.argv[1], "uploads"), "ab") as f:
+                f.write(body)
+            self.send_json(200, {"message": "ok"})
+        else:
+            self.status(404, "NotFound")
+
     def do_DELETE(self):
         self.record()
         if self.path.split("?")[0].endswith("/sandboxclaims/gone"):

@@ -164,6 +164,25 @@ t 1 hostile-cp-endless-tree "$B" --kubeconfig "$OUT/hkc" --connect "direct=http:
 ok hostile-cp-endless-tree-says-why has_err 'more than 256 directories below the source'
 ok hostile-cp-endless-tree-stopped-at-the-depth eval "[ -d '$OUT/deep$(printf '/a%.0s' $(seq 256))' ] && [ ! -e '$OUT/deep$(printf '/a%.0s' $(seq 257))' ]"
 rm -rf "$OUT/deep"
+# cp -r up from a tree another local user can write to: they swap a file
+# for a symlink to one of ours between the listing and the open
+# (swap_on_open.c, preloaded, does it just before the open). The link is
+# skipped like any symlink in the tree; before, the open followed it and
+# our secret went up into the sandbox.
+${CC:-cc} -shared -fPIC -o "$OUT/swap.so" "$(dirname "$0")/swap_on_open.c" -ldl
+mkdir -p "$OUT/up/sub"
+echo "plain-file-body" >"$OUT/up/sub/a.txt"
+echo "to-be-swapped" >"$OUT/up/sub/swapme"
+echo "victim-secret-7f3c1e" >"$OUT/secret"
+: >"$OUT/hostile/uploads"
+t 0 cp-up-swapped-for-a-symlink env LD_PRELOAD="$OUT/swap.so" SWAP_TARGET="$OUT/secret" \
+    "$B" --kubeconfig "$OUT/hkc" --connect "direct=http://127.0.0.1:$hport" \
+    cp -r "$OUT/up" deep:/up
+ok cp-up-swap-happened eval "[ -L '$OUT/up/sub/swapme' ]"
+ok cp-up-other-file-went-up grep -q plain-file-body "$OUT/hostile/uploads"
+ok cp-up-secret-stayed-here eval "! grep -q victim-secret-7f3c1e '$OUT/hostile/uploads'"
+ok cp-up-says-skipped has_err "skipping .*swapme"
+rm -rf "$OUT/up"
 for v in -v -v=2 -v=10; do
     : >"$OUT/hostile/requests"
     t 0 "hostile-ls$v" "$B" --kubeconfig "$OUT/hkc" "$v" ls -A
