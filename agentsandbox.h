@@ -12402,6 +12402,21 @@ ASB_API asb_result asb_h2_stream_read(asb_h2_stream *s, void *buf, size_t cap, s
     return r;
 }
 
+/* Whether the peer reset the stream before its end (RST_STREAM while
+   the response was still open, so the stream failed), and with which
+   code. The I/O thread sets these under the lock when the frame comes
+   in, possibly while the caller is returning from a failed read: read
+   them under it too, never from the stream directly. */
+static int asb__h2_stream_reset_by_peer(asb_h2_stream *s, uint32_t *code) {
+    asb_h2_conn *h = s->conn; /* NULL: freed, no I/O thread any more */
+    int reset;
+    if (h) pthread_mutex_lock(&h->mu);
+    reset = s->reset_by_peer && s->failed;
+    *code = s->rst_code;
+    if (h) pthread_mutex_unlock(&h->mu);
+    return reset;
+}
+
 ASB_API void asb_h2_stream_cancel(asb_h2_stream *s) {
     asb_h2_conn *h;
     if (!s || !(h = s->conn)) return;
@@ -12764,8 +12779,9 @@ ASB_API asb_result asb_grpc_call_run(asb_grpc_call *call, const asb_grpc_handler
     if (r != ASB_OK) {
         /* a reset by the server is a gRPC status; ours and timeouts are
            reported as such; in every case the stream is cancelled */
-        if (call->s->reset_by_peer && r == ASB_ERR_HTTP_PROTOCOL && call->s->failed) {
-            int code = asb__grpc_from_rst(call->s->rst_code);
+        uint32_t rst = 0;
+        if (r == ASB_ERR_HTTP_PROTOCOL && asb__h2_stream_reset_by_peer(call->s, &rst)) {
+            int code = asb__grpc_from_rst(rst);
             r = asb__grpc_status_result(call, code, "stream reset by the server", 26, err);
         } else if (r == ASB_ERR_TIMEOUT) {
             snprintf(err->reason, sizeof err->reason, "DEADLINE_EXCEEDED");
@@ -20198,8 +20214,9 @@ static asb_result asb__sd_read(asb_grpc_call *call, asb__grpc_deframer *d, asb__
         pthread_mutex_unlock(&s->conn->mu);
         if (r == ASB_ERR_TIMEOUT && !(saved && asb__now_ms() >= saved)) continue; /* a slice */
         if (r != ASB_OK) {
-            if (s->reset_by_peer && s->failed)
-                r = asb__grpc_status_result(call, asb__grpc_from_rst(s->rst_code),
+            uint32_t rst = 0;
+            if (asb__h2_stream_reset_by_peer(s, &rst))
+                r = asb__grpc_status_result(call, asb__grpc_from_rst(rst),
                                             "stream reset by the server", 26, err);
             else if (r == ASB_ERR_TIMEOUT && err)
                 snprintf(err->reason, sizeof err->reason, "DEADLINE_EXCEEDED");
