@@ -20722,7 +20722,12 @@ struct asb_process {
     asb__grpc_deframer d;
     asb_process_output_fn on_output;
     void *user_data;
-    int32_t pid;               /* 0 until the init event */
+    /* 0 until the init event. Written only by asb__proc_event while
+       asb__sd_process_start waits for it, so before the handle is given
+       out: the threads that then read it (write_stdin, signal, resize
+       beside a wait) need no lock. A later init event must therefore
+       never write it (asb__proc_event). */
+    int32_t pid;
     int exited, exit_code;
     int ended;                 /* the stream is over */
     asb_result final;          /* a failure that ended the stream */
@@ -20740,7 +20745,21 @@ static int asb__proc_event(void *ctx, const char *msg, size_t len) {
     asb__pv1_event ev;
     if (asb__pv1_start_response(msg, len, &ev, &p->event_err) != ASB_OK) return 1;
     switch (ev.kind) {
-    case ASB__PV1_INIT: p->pid = ev.value; break;
+    case ASB__PV1_INIT:
+        /* The process id comes once, first. A second init event (a
+           hostile or broken sandboxd, e.g. while asb_process_wait reads)
+           would change whom stdin, signals and resizes are addressed to,
+           and race with the threads reading pid: refuse it, which ends
+           the stream (sandboxd kills the process) with this error,
+           rather than ignore a stream we can no longer trust. */
+        if (p->pid != 0) {
+            asb__fail(&p->event_err, ASB_ERR_PROTOBUF_INVALID,
+                      "sandboxd Start: a second init event (process %d after %d)",
+                      (int)ev.value, (int)p->pid);
+            return 1;
+        }
+        p->pid = ev.value;
+        break;
     case ASB__PV1_STDOUT:
     case ASB__PV1_STDERR:
         if (p->on_output && ev.data.len)

@@ -1681,6 +1681,84 @@ ASBT_TEST(sandboxd_env_values_and_stdin_are_wiped_from_freed_memory) {
     scanalloc_fini(&sa);
 }
 
+/* R36: a second init event (here from the grpcio ProcessService's
+   "reinit", once the process's stdin was written to) rewrote the process
+   id while asb_process_wait read the stream, under the threads that read
+   it to address stdin, signals and resizes. It is refused: the wait
+   fails clearly, the id stays the first. Resizes run beside the wait so
+   the ThreadSanitizer build watches the id's readers too. */
+typedef struct wait_job {
+    asb_process *p;
+    pthread_mutex_t mu;
+    int done;
+    asb_result r;
+    asb_error err;
+} wait_job;
+
+static void *wait_run(void *arg) {
+    wait_job *j = (wait_job *)arg;
+    asb_error err;
+    int code = 0;
+    asb_result r = asb_process_wait(j->p, 20000, &code, &err);
+    pthread_mutex_lock(&j->mu);
+    j->r = r;
+    j->err = err;
+    j->done = 1;
+    pthread_mutex_unlock(&j->mu);
+    return NULL;
+}
+
+ASBT_TEST(sandboxd_second_init_event_fails_the_process_and_keeps_the_first_id) {
+    static const char *const reinit[] = {"reinit"};
+    const char *port = getenv("ASB_GRPC_PORT");
+    asb_client_desc cd;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_process_opts po;
+    asb_process *p = NULL;
+    asb_error err;
+    wait_job j;
+    pthread_t t;
+    char addr[64];
+    int i, done = 0, moved = 0;
+    ASBT_CHECK(port != NULL);
+    snprintf(addr, sizeof addr, "127.0.0.1:%s", port);
+    memset(&cd, 0, sizeof cd);
+    cd.mode = ASB_CONNECT_IN_POD;
+    cd.sandboxd_rest_addr = addr;
+    cd.sandboxd_grpc_addr = addr;
+    ASBT_EQ_RES(asb_client_create(&cd, &c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
+    memset(&po, 0, sizeof po);
+    po.argv = reinit;
+    po.argc = 1;
+    ASBT_EQ_RES(asb_sandbox_process_start(sb, &po, &p, &err), ASB_OK);
+    ASBT_EQ_INT(asb_process_id(p), 46);
+    memset(&j, 0, sizeof j);
+    j.p = p;
+    pthread_mutex_init(&j.mu, NULL);
+    ASBT_CHECK(pthread_create(&t, NULL, wait_run, &j) == 0);
+    /* the write makes the server send its second init event */
+    ASBT_EQ_RES(asb_process_write_stdin(p, "x", 1, &err), ASB_OK);
+    for (i = 0; i < 2000 && !done; i++) {
+        asb_process_resize(p, 24, 80, &err); /* reads the id beside the wait */
+        if (asb_process_id(p) != 46) moved = 1;
+        pthread_mutex_lock(&j.mu);
+        done = j.done;
+        pthread_mutex_unlock(&j.mu);
+        if (!done) usleep(10000);
+    }
+    pthread_join(t, NULL);
+    pthread_mutex_destroy(&j.mu);
+    /* before the fix: the wait returned exit 0 and the id was 47 */
+    ASBT_EQ_INT(moved, 0);
+    ASBT_EQ_INT(asb_process_id(p), 46);
+    ASBT_EQ_RES(j.r, ASB_ERR_PROTOBUF_INVALID);
+    ASBT_CONTAINS(j.err.message, "second init event (process 47 after 46)");
+    asb_process_free(p);
+    asb_client_free(c);
+}
+
 ASBT_TEST(h2_ping_flood_without_reading_ends_the_connection_enhance_your_calm) {
     flood_case(ASB__H2_PING, 0);
 }
@@ -1750,5 +1828,6 @@ ASBT_LIST(ASBT_CASE(nghttpd_big_download_through_a_small_window_arrives_intact)
           ASBT_CASE(sandboxd_process_start_against_a_silent_server_times_out)
           ASBT_CASE(sandboxd_process_start_under_a_stream_limit_of_zero_times_out)
           ASBT_CASE(sandboxd_process_start_without_a_stream_window_times_out)
-          ASBT_CASE(sandboxd_env_values_and_stdin_are_wiped_from_freed_memory))
+          ASBT_CASE(sandboxd_env_values_and_stdin_are_wiped_from_freed_memory)
+          ASBT_CASE(sandboxd_second_init_event_fails_the_process_and_keeps_the_first_id))
 ASBT_MAIN()

@@ -13,6 +13,8 @@ Not a process runner: command[0] picks a behaviour the C tests check.
          describe ...  stdout: the request as Python's protobuf read it;
                        then stderr "err", exit(-7), init(2147483647)
          metadata      init(45), stdout: the call's metadata (below), exit(0)
+         reinit        init(46); at the first WriteStdin(46) a second
+                       init(47) (a protocol violation), then exit(0)
   Execute              exit_code = total length of the command strings,
                        stdout = the first 64 bytes of command[0];
                        "stats": stdout = "cancelled=N" (Start streams the
@@ -115,6 +117,16 @@ class Service(pbg.ProcessServiceServicer):
             yield pb.StartResponse(init=pb.InitEvent(process_id=45))
             yield pb.StartResponse(stdout=metadata(ctx))
             yield pb.StartResponse(exit=pb.ExitEvent(exit_code=0))
+        elif what == "reinit":
+            q = queue.Queue()
+            with lock:
+                cats[46] = q
+            yield pb.StartResponse(init=pb.InitEvent(process_id=46))
+            q.get(timeout=30)
+            yield pb.StartResponse(init=pb.InitEvent(process_id=47))
+            yield pb.StartResponse(exit=pb.ExitEvent(exit_code=0))
+            with lock:
+                cats.pop(46, None)
         elif what == "sleep":
             time.sleep(int(cmd[1]) / 1000.0)
             yield pb.StartResponse(exit=pb.ExitEvent(exit_code=0))
