@@ -192,6 +192,8 @@ static const cmd_help HELPS[] = {
      "directories are not copied up), streamed: a progress bar (bytes, rate,\n"
      "ETA) on a terminal, nothing when stderr is piped. A download goes to a\n"
      "temporary file renamed into place, so a failed copy leaves no half file.\n"
+     "cp -r down refuses a symlink below LOCAL (LOCAL itself may be one) and\n"
+     "stops (exit 1) past 256 levels or 1,000,000 files and directories listed.\n"
      "  -r, --recursive      copy a directory tree\n"
      "  --timeout DURATION   each file's deadline (default none)\n"},
     {"ls-files",
@@ -1570,10 +1572,35 @@ static int upload_file(cli *c, asb_sandbox *sb, const char *local, const char *r
     return upload_fd(c, sb, fd, local, remote);
 }
 
+/* Creates a temporary file in the directory dfd, named prefix plus
+   ".agentsandbox-" and random hex (mkstemp has no *at form):
+   O_EXCL|O_NOFOLLOW, so a name someone planted (a file, a symlink) is
+   never opened, only skipped for another. -1 and errno on failure. */
+static int open_temp_at(int dfd, const char *prefix, char *tmp, size_t cap) {
+    static unsigned seq;
+    int i, fd = -1;
+    errno = EEXIST;
+    for (i = 0; i < 100 && errno == EEXIST; i++) {
+        unsigned v;
+        if (asb__random_bytes(&v, sizeof v) != ASB_OK) v = (unsigned)getpid() * 2654435761u + ++seq;
+        if (snprintf(tmp, cap, "%s.agentsandbox-%08x", prefix, v) >= (int)cap) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0) return fd;
+    }
+    return -1;
+}
+
 /* Into a temporary file beside the target, renamed at the end: a failed
-   copy never leaves a half file. */
-static int download_file(cli *c, asb_sandbox *sb, const char *remote, const char *target,
-                         uint64_t size) {
+   copy never leaves a half file. The target is `name` relative to the
+   directory dfd (AT_FDCWD for a plain cp), `shown` in messages. In a
+   cp -r tree (in_tree) an existing symlink there is refused: someone
+   who can write to the destination planted it, and though the rename
+   would only replace the link, the user meant a copy of the tree. */
+static int download_file(cli *c, asb_sandbox *sb, const char *remote, int dfd, const char *name,
+                         const char *shown, uint64_t size, int in_tree) {
     char tmp[4096];
     asb_call_opts co;
     asb_error e;
@@ -1582,18 +1609,26 @@ static int download_file(cli *c, asb_sandbox *sb, const char *remote, const char
     int fd;
     call_opts(c, &co);
     c->file_op = 1;
-    if (strcmp(target, "-") == 0) {
+    if (!in_tree && strcmp(name, "-") == 0) {
         fflush(stdout);
         xfer_init(&x, 1, size, remote);
         r = asb_sandbox_read_stream_opts(sb, remote, xfer_write, &x, &co, &e);
         progress(&x, 1);
         return r == ASB_OK ? 0 : fail(c, r, &e, "cp %s:%s", nz(asb_sandbox_claim_name(sb)), remote);
     }
-    if (snprintf(tmp, sizeof tmp, "%s.agentsandbox-XXXXXX", target) >= (int)sizeof tmp)
-        return usage_error(c, "cp: the path %s is too long", target);
-    fd = mkstemp(tmp);
+    if (in_tree) {
+        struct stat st;
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+            fprintf(stderr, "agentsandbox: cp: %s is a symlink: not copying over it (remove it, "
+                    "or copy to a directory only you can write to)\n", safe(shown));
+            return EXIT_FAIL;
+        }
+    }
+    /* in a tree the name is the sandbox's: up to NAME_MAX bytes, with no
+       room for a suffix, so the temporary file gets a name of its own */
+    fd = open_temp_at(dfd, in_tree ? "" : name, tmp, sizeof tmp);
     if (fd < 0) {
-        fprintf(stderr, "agentsandbox: cp: cannot write beside %s: %s\n", safe(target), strerror(errno));
+        fprintf(stderr, "agentsandbox: cp: cannot write beside %s: %s\n", safe(shown), strerror(errno));
         return EXIT_FAIL;
     }
     xfer_init(&x, fd, size, remote);
@@ -1606,14 +1641,14 @@ static int download_file(cli *c, asb_sandbox *sb, const char *remote, const char
     } else if (r != ASB_OK) {
         close(fd);
     }
-    if (r == ASB_OK && rename(tmp, target) != 0) {
+    if (r == ASB_OK && renameat(dfd, tmp, dfd, name) != 0) {
         r = ASB_ERR_IO;
-        snprintf(e.message, sizeof e.message, "rename to %.400s: %s", target, strerror(errno));
+        snprintf(e.message, sizeof e.message, "rename to %.400s: %s", shown, strerror(errno));
         e.http_status = 0;
     }
     if (r != ASB_OK) {
-        unlink(tmp);
-        return fail(c, r, &e, "cp %s:%s to %s", nz(asb_sandbox_claim_name(sb)), remote, target);
+        unlinkat(dfd, tmp, 0);
+        return fail(c, r, &e, "cp %s:%s to %s", nz(asb_sandbox_claim_name(sb)), remote, shown);
     }
     return 0;
 }
@@ -1682,15 +1717,29 @@ static int upload_tree(cli *c, asb_sandbox *sb, const char *local, const char *r
    levels, each frame holding two paths); legitimate trees are far
    shallower. */
 #define CP_MAX_DEPTH 256
+/* How many entries (files and directories, counted as their listings
+   arrive) one cp -r down may list in all. The depth cap alone does not
+   end a copy: a sandbox listing many directories at every level (that
+   are empty 255 levels down) asks for more directories than there are
+   atoms. A million is far above a checkout or a dataset of files. */
+#define CP_MAX_ENTRIES 1000000
 
-static int download_tree(cli *c, asb_sandbox *sb, const char *remote, const char *local,
-                         int depth) {
+/* cp -r down: `remote` becomes the directory `name` below the directory
+   pfd, `local` in messages. Each level is made and opened relative to
+   its parent's descriptor, below the destination never through a
+   symlink (O_NOFOLLOW): in a directory others can write to (/tmp), one
+   of them could plant a link where the copy makes a directory, and the
+   files the sandbox names were written wherever it pointed. The
+   destination itself (depth 0, the user's word) is followed, as cp
+   does. `entries` counts what this copy's listings held so far. */
+static int download_tree(cli *c, asb_sandbox *sb, const char *remote, int pfd, const char *name,
+                         const char *local, int depth, uint64_t *entries) {
     asb_file_list fl;
     asb_call_opts co;
     asb_error e;
     asb_result r;
     size_t i;
-    int rc = 0, skipped = 0;
+    int rc = 0, skipped = 0, dfd;
     if (depth > CP_MAX_DEPTH) {
         fprintf(stderr, "agentsandbox: cp: %s is more than %d directories below the source: "
                 "not copied (a tree without end?)\n", safe(remote), CP_MAX_DEPTH);
@@ -1701,8 +1750,28 @@ static int download_tree(cli *c, asb_sandbox *sb, const char *remote, const char
     r = asb_sandbox_list_opts(sb, remote, &fl, &co, &e);
     if (r != ASB_OK)
         return fail(c, r, &e, "cp: list %s:%s", nz(asb_sandbox_claim_name(sb)), remote);
-    if (mkdir(local, 0755) != 0 && errno != EEXIST) {
+    *entries += fl.count;
+    if (*entries > CP_MAX_ENTRIES) {
+        fprintf(stderr, "agentsandbox: cp: stopped at %s: the copy listed more than %d files and "
+                "directories (a tree without end?)\n", safe(remote), CP_MAX_ENTRIES);
+        asb_file_list_free(&fl);
+        return EXIT_FAIL;
+    }
+    if (mkdirat(pfd, name, 0755) != 0 && errno != EEXIST) {
         fprintf(stderr, "agentsandbox: cp: cannot make directory %s: %s\n", safe(local), strerror(errno));
+        asb_file_list_free(&fl);
+        return EXIT_FAIL;
+    }
+    dfd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (depth ? O_NOFOLLOW : 0));
+    if (dfd < 0) {
+        struct stat st;
+        int en = errno;
+        if (depth && fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+            fprintf(stderr, "agentsandbox: cp: %s is a symlink: not writing through it (remove "
+                    "it, or copy to a directory only you can write to)\n", safe(local));
+        else
+            fprintf(stderr, "agentsandbox: cp: cannot open directory %s: %s\n", safe(local),
+                    strerror(en));
         asb_file_list_free(&fl);
         return EXIT_FAIL;
     }
@@ -1726,10 +1795,11 @@ static int download_tree(cli *c, asb_sandbox *sb, const char *remote, const char
             rc = usage_error(c, "cp: a path below %s is too long", remote);
             break;
         }
-        rc = fl.entries[i].is_dir ? download_tree(c, sb, rp, lp, depth + 1)
-                                  : download_file(c, sb, rp, lp, fl.entries[i].size);
+        rc = fl.entries[i].is_dir ? download_tree(c, sb, rp, dfd, nm, lp, depth + 1, entries)
+                                  : download_file(c, sb, rp, dfd, nm, lp, fl.entries[i].size, 1);
         if (g_signal) rc = EXIT_CANCELLED;
     }
+    close(dfd);
     asb_file_list_free(&fl);
     return rc ? rc : skipped ? EXIT_FAIL : 0;
 }
@@ -1786,8 +1856,9 @@ static int cmd_cp(cli *c) {
         char target[4096];
         if ((rc = attach(c, claim, &sb)) != 0) return rc;
         if (c->recursive) {
+            uint64_t entries = 0;
             if (strcmp(dst, "-") == 0) return usage_error(c, "cp -r cannot write to stdout");
-            return download_tree(c, sb, rpath, dst, 0);
+            return download_tree(c, sb, rpath, AT_FDCWD, dst, dst, 0, &entries);
         }
         if (strcmp(dst, "-") != 0 && stat(dst, &st) == 0 && S_ISDIR(st.st_mode)) {
             const char *base = strrchr(rpath, '/');
@@ -1798,7 +1869,7 @@ static int cmd_cp(cli *c) {
         } else if (snprintf(target, sizeof target, "%s", dst) >= (int)sizeof target) {
             return usage_error(c, "cp: the path %s is too long", dst);
         }
-        return download_file(c, sb, rpath, target, 0);
+        return download_file(c, sb, rpath, AT_FDCWD, target, target, 0, 0);
     }
 }
 

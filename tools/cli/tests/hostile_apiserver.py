@@ -20,16 +20,21 @@ AUTHORIZATION" to STATEDIR/requests, and serves until killed.
                                                   carries the escapes
   GET  .../sandboxclaims/deep                     a claim bound to Sandbox
   GET  /apis/agents.x-k8s.io/.../sandboxes/deep-sb   "deep-sb", which exists
-  GET  /list/PATH                                 as the legacy runtime behind
-                                                  --connect direct=URL: one
-                                                  directory "a" in every
-                                                  directory, without end
+  GET  /list/w...                                as the legacy runtime behind
+                                                  --connect direct=URL: 10,000
+                                                  directories in each, 200 deep
+  GET  /list/p, /list/p/sub                       "sub/" and "g"; "sub/f"
+  GET  /download/p/g, /download/p/sub/f           "from-the-sandbox\n"
+  GET  /list/PATH                                 (other paths) one directory
+                                                  "a" in every directory,
+                                                  without end
   DELETE .../sandboxclaims/NAME                   404 for "gone", else 200
   anything else                                   404 Status
 """
 import json
 import os
 import sys
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 # OSC window title + BEL, a colour CSI, a UTF-8 C1 CSI (U+009B), a bidi
@@ -38,6 +43,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 # make the name display as another) if printed raw.
 EVIL = "evil\x1b]0;pwned\x07\x1b[31mred\u009bx\u202e\u200f\u200e\u061c\u2067\u2028\u2029\u200b\u00ad\u2060\ufeff\u206f\u180e"
 CLAIMS = "/apis/extensions.agents.x-k8s.io/v1alpha1"
+# 10,000 directories: a hundred such listings are past cp -r's cap of a
+# million entries, long before its depth cap
+WIDE_LISTING = json.dumps([{"name": "d%d" % i, "type": "directory", "size": 0}
+                           for i in range(10000)]).encode()
 
 
 def claim(name, ns):
@@ -68,6 +77,13 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def send_raw(self, code, body):
+        self.send_response(code)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def status(self, code, reason):
         self.send_json(code, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
                               "reason": reason, "code": code,
@@ -80,7 +96,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         self.record()
-        path = self.path.split("?")[0]
+        # the runtime's file paths come as one percent-encoded segment
+        path = urllib.parse.unquote(self.path.split("?")[0])
         if path == "/apis/extensions.agents.x-k8s.io":
             self.send_json(200, {"kind": "APIGroup", "name": "extensions.agents.x-k8s.io",
                                  "preferredVersion": {"groupVersion":
@@ -103,6 +120,19 @@ class Handler(BaseHTTPRequestHandler):
         elif path.endswith("/namespaces/team-a/sandboxes/deep-sb"):
             self.send_json(200, {"kind": "Sandbox", "apiVersion": "agents.x-k8s.io/v1alpha1",
                                  "metadata": {"name": "deep-sb", "namespace": "team-a"}})
+        elif path.startswith("/list/w"):
+            # a tree too wide to end: WIDE directories in each directory
+            # down to 200 levels (under cp's depth cap), empty below
+            depth = path.count("/") - 2
+            self.send_raw(200, WIDE_LISTING if depth < 200 else b"[]")
+        elif path == "/list/p" or path == "/list/p/sub":
+            # an ordinary tree for a destination with links planted in it
+            self.send_json(200, [{"name": "sub", "type": "directory", "size": 0},
+                                 {"name": "g", "type": "file", "size": 17}]
+                           if path == "/list/p" else
+                           [{"name": "f", "type": "file", "size": 17}])
+        elif path in ("/download/p/g", "/download/p/sub/f"):
+            self.send_raw(200, b"from-the-sandbox\n")
         elif path.startswith("/list/"):
             # a sandbox (its runtime is the sandboxed code's to replace)
             # whose tree never ends: a recursive copy must stop, not crash

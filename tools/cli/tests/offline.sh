@@ -164,6 +164,41 @@ t 1 hostile-cp-endless-tree "$B" --kubeconfig "$OUT/hkc" --connect "direct=http:
 ok hostile-cp-endless-tree-says-why has_err 'more than 256 directories below the source'
 ok hostile-cp-endless-tree-stopped-at-the-depth eval "[ -d '$OUT/deep$(printf '/a%.0s' $(seq 256))' ] && [ ! -e '$OUT/deep$(printf '/a%.0s' $(seq 257))' ]"
 rm -rf "$OUT/deep"
+# ... and one whose listings end, 200 levels down, but hold 10,000
+# directories each: more than there are atoms, without hitting the depth
+# cap. The copy counts the entries its listings held and stops past a
+# million (the 101st listing, 100 levels down); before, it never ended
+# (the timeout's 124).
+t 1 hostile-cp-too-wide-tree timeout 300 "$B" --kubeconfig "$OUT/hkc" \
+    --connect "direct=http://127.0.0.1:$hport" cp -r deep:w "$OUT/wide"
+ok hostile-cp-too-wide-tree-says-why has_err 'listed more than 1000000 files and directories'
+ok hostile-cp-too-wide-tree-stopped-at-the-cap eval "[ -d '$OUT/wide$(printf '/d0%.0s' $(seq 99))' ] && [ ! -e '$OUT/wide$(printf '/d0%.0s' $(seq 100))' ]"
+rm -rf "$OUT/wide"
+# cp -r down into a directory others can write to (/tmp): one of them
+# plants symlinks where the copy will make a directory or a file. The
+# copy refuses to write through them, naming the link; before, the
+# files the sandbox named were written where the directory link
+# pointed. The destination itself may be a link (the user's word).
+t 0 cp-down-plain "$B" --kubeconfig "$OUT/hkc" --connect "direct=http://127.0.0.1:$hport" \
+    cp -r deep:p "$OUT/down"
+ok cp-down-plain-copied eval "[ \"\$(cat '$OUT/down/sub/f' '$OUT/down/g')\" = \"\$(printf 'from-the-sandbox\\nfrom-the-sandbox')\" ]"
+mkdir -p "$OUT/planted" "$OUT/elsewhere"
+ln -s "$OUT/elsewhere" "$OUT/planted/sub"
+ln -s "$OUT/planted" "$OUT/planted-link"
+t 1 cp-down-through-a-planted-dir-link "$B" --kubeconfig "$OUT/hkc" \
+    --connect "direct=http://127.0.0.1:$hport" cp -r deep:p "$OUT/planted-link"
+ok cp-down-planted-dir-link-named has_err "planted-link/sub is a symlink: not writing through it"
+ok cp-down-planted-dir-link-target-untouched eval "[ -z \"\$(ls -A '$OUT/elsewhere')\" ]"
+rm "$OUT/planted/sub"
+echo "victim-file-body" >"$OUT/victim"
+ln -sf "$OUT/victim" "$OUT/planted/g"
+t 1 cp-down-over-a-planted-file-link "$B" --kubeconfig "$OUT/hkc" \
+    --connect "direct=http://127.0.0.1:$hport" cp -r deep:p "$OUT/planted"
+ok cp-down-planted-file-link-named has_err "planted/g is a symlink: not copying over it"
+ok cp-down-planted-file-link-kept eval "[ -L '$OUT/planted/g' ] && [ \"\$(cat '$OUT/victim')\" = victim-file-body ]"
+ok cp-down-planted-file-link-rest-copied grep -qx from-the-sandbox "$OUT/planted/sub/f"
+ok cp-down-leaves-no-temporary-file eval "! ls -A '$OUT/planted' '$OUT/planted/sub' '$OUT/down' '$OUT/down/sub' | grep -q agentsandbox-"
+rm -rf "$OUT/down" "$OUT/planted" "$OUT/planted-link" "$OUT/elsewhere" "$OUT/victim"
 # cp -r up from a tree another local user can write to: they swap a file
 # for a symlink to one of ours between the listing and the open
 # (swap_on_open.c, preloaded, does it just before the open). The link is
