@@ -1576,13 +1576,28 @@ static int upload_file(cli *c, asb_sandbox *sb, const char *local, const char *r
    ".agentsandbox-" and random hex (mkstemp has no *at form):
    O_EXCL|O_NOFOLLOW, so a name someone planted (a file, a symlink) is
    never opened, only skipped for another. -1 and errno on failure. */
-static int open_temp_at(int dfd, const char *prefix, char *tmp, size_t cap) {
+/* A temporary name's random part: /dev/urandom, else (an empty root) the
+   clock, the pid and a counter; O_EXCL, not the number, is the safety.
+   (libc only: the CLI uses nothing of the header but its public API.) */
+static unsigned temp_nonce(void) {
     static unsigned seq;
+    unsigned v = 0;
+    struct timespec ts;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, &v, sizeof v);
+        close(fd);
+        if (n == (ssize_t)sizeof v) return v;
+    }
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (unsigned)ts.tv_nsec ^ ((unsigned)getpid() * 2654435761u) ^ (++seq * 40503u);
+}
+
+static int open_temp_at(int dfd, const char *prefix, char *tmp, size_t cap) {
     int i, fd = -1;
     errno = EEXIST;
     for (i = 0; i < 100 && errno == EEXIST; i++) {
-        unsigned v;
-        if (asb__random_bytes(&v, sizeof v) != ASB_OK) v = (unsigned)getpid() * 2654435761u + ++seq;
+        unsigned v = temp_nonce();
         if (snprintf(tmp, cap, "%s.agentsandbox-%08x", prefix, v) >= (int)cap) {
             errno = ENAMETOOLONG;
             return -1;

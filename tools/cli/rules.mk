@@ -22,7 +22,11 @@ $(CLI_BIN): $(CLI_DIR)/agentsandbox.c agentsandbox.h $(CLI_DIR)/rules.mk
 	@mkdir -p $(@D)
 	$(CC) -std=c99 $(OPT) $(CFLAGS_WARN) $< -o $@ $(TLS_LIBS) -lm -pthread
 
+# The tool is the header's first user: it may call its public API only
+# (an asb__ internal it needs is a gap in that API).
 test-cli: $(CLI_BIN)
+	@! grep -n 'asb__' $(CLI_DIR)/*.c || \
+	  { echo "test-cli: the CLI calls the header's internals (above)"; exit 1; }
 	@$(CLI_DIR)/tests/offline.sh $(CLI_BIN)
 
 # The end-to-end script runs inside test-kube-cluster (tests/rules.mk), the
