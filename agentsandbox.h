@@ -3238,9 +3238,11 @@ ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err);
    ASB_ERR_TIMEOUT (not bound within resolve_timeout_ms),
    ASB_ERR_METADATA (deleted while resolving), ASB_ERR_KUBE_API;
    ASB_ERR_TEMPLATE_NOT_FOUND, ASB_ERR_WARMPOOL_NOT_FOUND or
-   ASB_ERR_CLAIM_FAILED at once, without waiting, when the claim's Ready
-   condition already names a reason the controller never recovers from
-   (as create's wait; the Python SDK 1.0.8's get fails on them too).
+   ASB_ERR_CLAIM_FAILED at once, without waiting, when the claim is
+   unbound and its Ready condition already names a reason the controller
+   never recovers from (as create's wait; the Python SDK 1.0.8's get
+   fails on them too). A bound claim is attached to whatever its Ready
+   condition says.
    Ownership: *out belongs to the client, as from create_sandbox.
    Threads: for a claim the client tracks this returns (or closes) that
    claim's one handle: not while another thread runs a call on it
@@ -23206,13 +23208,16 @@ static asb_result asb__client_get_sandbox(asb_client *c, const char *claim, cons
         }
     }
     asb_buf_free(&body);
-    if (cw.outcome == ASB_ERR_TEMPLATE_NOT_FOUND || cw.outcome == ASB_ERR_WARMPOOL_NOT_FOUND ||
-        cw.outcome == ASB_ERR_CLAIM_FAILED) {
-        /* the controller has judged the claim (its Ready condition names
-           a reason it never recovers from): fail now, as the Python SDK
-           1.0.8's get does, rather than wait out resolve_timeout_ms; and
-           every time, not only when a shared watch's list happens to
-           hand the waiter the judged claim first */
+    if (!cw.sandbox[0] &&
+        (cw.outcome == ASB_ERR_TEMPLATE_NOT_FOUND || cw.outcome == ASB_ERR_WARMPOOL_NOT_FOUND ||
+         cw.outcome == ASB_ERR_CLAIM_FAILED)) {
+        /* unbound, and the controller has judged the claim (its Ready
+           condition names a reason it never recovers from): fail now, as
+           the Python SDK 1.0.8's get does, rather than wait out
+           resolve_timeout_ms; and every time, not only when a shared
+           watch's list happens to hand the waiter the judged claim
+           first. A bound claim (a pod that ended, an expiry) is attached
+           to as before: its files may still be read. */
         if (sb) asb_sandbox_close_connection(sb); /* tracked still: cleanup reaches it */
         return asb__fail(err, cw.outcome, "claim %s: %s%s%s", claim, cw.reason,
                          cw.message[0] && cw.reason[0] ? ": " : "", cw.message);

@@ -1702,11 +1702,18 @@ static int upload_dir(cli *c, asb_sandbox *sb, int dfd, const char *local, const
         }
         if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue; /* gone meanwhile */
         isdir = S_ISDIR(st.st_mode);
-        if (isdir || S_ISREG(st.st_mode))
-            fd = openat(dirfd(d), de->d_name,
-                        O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (isdir ? O_DIRECTORY : 0));
-        if (fd < 0) { /* a symlink, a device, or it changed since the listing */
+        if (!isdir && !S_ISREG(st.st_mode)) { /* a symlink, a device, a fifo */
             fprintf(stderr, "agentsandbox: cp: skipping %s (not a file or directory)\n", safe(lp));
+            continue;
+        }
+        fd = openat(dirfd(d), de->d_name,
+                    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (isdir ? O_DIRECTORY : 0));
+        if (fd < 0 && (errno == ELOOP || errno == ENOTDIR || errno == ENOENT || errno == ENXIO)) {
+            /* it changed since the listing (swapped for a link, gone) */
+            fprintf(stderr, "agentsandbox: cp: skipping %s (not a file or directory)\n", safe(lp));
+        } else if (fd < 0) { /* unreadable, out of descriptors...: never a silent gap */
+            fprintf(stderr, "agentsandbox: cp: cannot open %s: %s\n", safe(lp), strerror(errno));
+            rc = EXIT_FAIL;
         } else {
             rc = isdir ? upload_dir(c, sb, fd, lp, rp) : upload_fd(c, sb, fd, lp, rp);
         }

@@ -218,6 +218,19 @@ ok cp-up-other-file-went-up grep -q plain-file-body "$OUT/hostile/uploads"
 ok cp-up-secret-stayed-here eval "! grep -q victim-secret-7f3c1e '$OUT/hostile/uploads'"
 ok cp-up-says-skipped has_err "skipping .*swapme"
 rm -rf "$OUT/up"
+# cp -r up that cannot open an entry for another reason than a swap
+# (here: out of descriptors, each level holding its directory open; also
+# an unreadable file as a non-root user) fails and says why, rather than
+# skipping it as if it were a link and exiting 0 with a file missing
+mkdir -p "$OUT/up/$(printf 'l/%.0s' $(seq 40))"
+echo "deep-file-body" >"$OUT/up/$(printf 'l/%.0s' $(seq 40))f"
+: >"$OUT/hostile/uploads"
+t 1 cp-up-out-of-descriptors sh -c 'ulimit -n 20 && exec "$@"' sh \
+    "$B" --kubeconfig "$OUT/hkc" --connect "direct=http://127.0.0.1:$hport" \
+    cp -r "$OUT/up" deep:/up
+ok cp-up-out-of-descriptors-says-why has_err "cannot open .*: Too many open files"
+ok cp-up-out-of-descriptors-nothing-skipped eval "! grep -q 'skipping' '$OUT/e'"
+rm -rf "$OUT/up"
 for v in -v -v=2 -v=10; do
     : >"$OUT/hostile/requests"
     t 0 "hostile-ls$v" "$B" --kubeconfig "$OUT/hkc" "$v" ls -A

@@ -74,3 +74,33 @@ int openat64(int dirfd, const char *path, int flags, ...) {
     swap_if_due(dirfd, path);
     return real(dirfd, path, flags, m);
 }
+
+/* _FORTIFY_SOURCE builds (Ubuntu's default at -O2) call these instead
+   when the flags are not a constant: the swap must happen there too */
+int __open_2(const char *path, int flags) {
+    static int (*real)(const char *, int);
+    if (!real) real = (int (*)(const char *, int))dlsym(RTLD_NEXT, "__open_2");
+    swap_if_due(AT_FDCWD, path);
+    return real(path, flags);
+}
+
+int __open64_2(const char *path, int flags) {
+    static int (*real)(const char *, int);
+    if (!real) real = (int (*)(const char *, int))dlsym(RTLD_NEXT, "__open64_2");
+    swap_if_due(AT_FDCWD, path);
+    return real(path, flags);
+}
+
+int __openat_2(int dirfd, const char *path, int flags) {
+    static int (*real)(int, const char *, int);
+    if (!real) real = (int (*)(int, const char *, int))dlsym(RTLD_NEXT, "__openat_2");
+    swap_if_due(dirfd, path);
+    return real(dirfd, path, flags);
+}
+
+int __openat64_2(int dirfd, const char *path, int flags) {
+    static int (*real)(int, const char *, int);
+    if (!real) real = (int (*)(int, const char *, int))dlsym(RTLD_NEXT, "__openat64_2");
+    swap_if_due(dirfd, path);
+    return real(dirfd, path, flags);
+}
