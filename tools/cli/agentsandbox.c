@@ -192,8 +192,16 @@ static const cmd_help HELPS[] = {
      "directories are not copied up), streamed: a progress bar (bytes, rate,\n"
      "ETA) on a terminal, nothing when stderr is piped. A download goes to a\n"
      "temporary file renamed into place, so a failed copy leaves no half file.\n"
-     "cp -r down refuses a symlink below LOCAL (LOCAL itself may be one) and\n"
-     "stops (exit 1) past 256 levels or 1,000,000 files and directories listed.\n"
+     "cp -r stops (exit 1) past 256 directories below SRC; down, also past\n"
+     "1,000,000 files and directories listed. Below LOCAL it never goes through\n"
+     "a symlink (LOCAL itself may be one): up, links are skipped; down, a link\n"
+     "where a file or directory goes (planted by another user of a directory\n"
+     "like /tmp) is not written through, that entry is skipped and named, the\n"
+     "rest copied, exit 1. Up, an entry that turns from file to directory (or\n"
+     "back) while being copied is named and not copied, exit 1. A hard link\n"
+     "goes up as the file it is: where fs.protected_hardlinks is 0, another\n"
+     "user who can write to the tree can link a file of yours into it, so copy\n"
+     "up only trees others cannot write to.\n"
      "  -r, --recursive      copy a directory tree\n"
      "  --timeout DURATION   each file's deadline (default none)\n"},
     {"ls-files",
@@ -1538,6 +1546,32 @@ static void call_opts(const cli *c, asb_call_opts *co) {
     co->cancel = c->cancel;
 }
 
+/* How deep cp -r goes below its source, both ways. Down, the listings
+   are the sandbox's to make (the runtime in it is the sandboxed code's to
+   replace): a tree that never ends recursed until the stack ran out (a
+   crash at some 850 levels, each frame holding two paths). Up, a local
+   tree as deep (made by another user of a shared directory, or by
+   accident) did the same, each level also holding its directory's
+   descriptor open: the cap bounds both. Legitimate trees are far
+   shallower. */
+#define CP_MAX_DEPTH 256
+/* How many entries (files and directories, counted as their listings
+   arrive) one cp -r down may list in all. The depth cap alone does not
+   end a copy: a sandbox listing many directories at every level (that
+   are empty 255 levels down) asks for more directories than there are
+   atoms. A million is far above a checkout or a dataset of files. */
+#define CP_MAX_ENTRIES 1000000
+
+/* One cp -r, either way. An entry it leaves out for its own reason (a
+   planted link where the copy goes, an entry that changed while being
+   copied, a name with control characters) is named on stderr and the
+   copy goes on with the rest, as GNU cp does; the exit code is then 1.
+   Everything else that fails stops the copy. */
+typedef struct cp_walk {
+    uint64_t entries; /* down: what the listings held so far (CP_MAX_ENTRIES) */
+    int skipped;      /* an entry was left out (and named): exit 1 at the end */
+} cp_walk;
+
 /* Uploads the open file fd (closed here), named local in messages. */
 static int upload_fd(cli *c, asb_sandbox *sb, int fd, const char *local, const char *remote) {
     struct stat st;
@@ -1545,11 +1579,18 @@ static int upload_fd(cli *c, asb_sandbox *sb, int fd, const char *local, const c
     asb_error e;
     asb_result r;
     xfer x;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    int seen = fstat(fd, &st) == 0;
+    if (!seen || !S_ISREG(st.st_mode)) {
+        int dir = seen && S_ISDIR(st.st_mode);
         close(fd);
-        fprintf(stderr, "agentsandbox: cp: %s is not a regular file%s\n", safe(local),
-                S_ISDIR(st.st_mode) ? " (a directory: add -r)" : "");
-        return EXIT_USAGE;
+        /* a directory is only opened here when it was not one a moment
+           ago (cp looks first, and sends a directory to the -r walk) */
+        if (dir)
+            fprintf(stderr, "agentsandbox: cp: %s changed while being copied (not a directory "
+                    "when looked at, a directory when opened): not copied\n", safe(local));
+        else
+            fprintf(stderr, "agentsandbox: cp: %s is not a regular file\n", safe(local));
+        return dir ? EXIT_FAIL : EXIT_USAGE;
     }
     call_opts(c, &co);
     xfer_init(&x, fd, (uint64_t)st.st_size, local);
@@ -1611,11 +1652,12 @@ static int open_temp_at(int dfd, const char *prefix, char *tmp, size_t cap) {
 /* Into a temporary file beside the target, renamed at the end: a failed
    copy never leaves a half file. The target is `name` relative to the
    directory dfd (AT_FDCWD for a plain cp), `shown` in messages. In a
-   cp -r tree (in_tree) an existing symlink there is refused: someone
-   who can write to the destination planted it, and though the rename
-   would only replace the link, the user meant a copy of the tree. */
+   cp -r tree (`tree` not NULL) an existing symlink there is refused and
+   the file skipped: someone who can write to the destination planted
+   it, and though the rename would only replace the link, the user meant
+   a copy of the tree. */
 static int download_file(cli *c, asb_sandbox *sb, const char *remote, int dfd, const char *name,
-                         const char *shown, uint64_t size, int in_tree) {
+                         const char *shown, uint64_t size, cp_walk *tree) {
     char tmp[4096];
     asb_call_opts co;
     asb_error e;
@@ -1624,24 +1666,25 @@ static int download_file(cli *c, asb_sandbox *sb, const char *remote, int dfd, c
     int fd;
     call_opts(c, &co);
     c->file_op = 1;
-    if (!in_tree && strcmp(name, "-") == 0) {
+    if (!tree && strcmp(name, "-") == 0) {
         fflush(stdout);
         xfer_init(&x, 1, size, remote);
         r = asb_sandbox_read_stream_opts(sb, remote, xfer_write, &x, &co, &e);
         progress(&x, 1);
         return r == ASB_OK ? 0 : fail(c, r, &e, "cp %s:%s", nz(asb_sandbox_claim_name(sb)), remote);
     }
-    if (in_tree) {
+    if (tree) {
         struct stat st;
         if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
-            fprintf(stderr, "agentsandbox: cp: %s is a symlink: not copying over it (remove it, "
-                    "or copy to a directory only you can write to)\n", safe(shown));
-            return EXIT_FAIL;
+            fprintf(stderr, "agentsandbox: cp: %s is a symlink: not copying over it, skipped "
+                    "(remove it, or copy to a directory only you can write to)\n", safe(shown));
+            tree->skipped = 1;
+            return 0;
         }
     }
     /* in a tree the name is the sandbox's: up to NAME_MAX bytes, with no
        room for a suffix, so the temporary file gets a name of its own */
-    fd = open_temp_at(dfd, in_tree ? "" : name, tmp, sizeof tmp);
+    fd = open_temp_at(dfd, tree ? "" : name, tmp, sizeof tmp);
     if (fd < 0) {
         fprintf(stderr, "agentsandbox: cp: cannot write beside %s: %s\n", safe(shown), strerror(errno));
         return EXIT_FAIL;
@@ -1675,14 +1718,26 @@ static int join_path(char *out, size_t cap, const char *a, const char *b) {
     return w < 0 || (size_t)w >= cap ? -1 : 0;
 }
 
+/* What an entry is, for the message when it changed under the copy. */
+static const char *kind_of(mode_t m) {
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISREG(m)) return "a file";
+    return S_ISLNK(m) ? "a symlink" : "neither file nor directory";
+}
+
 /* cp -r up: every regular file below `local` to the same place below
-   `remote`. API friction: there is no mkdir, so an empty directory is
-   not copied (the runtime makes parents on upload). Entries are opened
-   relative to their directory's descriptor and never through a symlink:
-   opened by path, another local user who can write to the tree could
-   swap an entry, or a directory above it, for a symlink to a file of
-   ours between the listing and the open, and that file went up. */
-static int upload_dir(cli *c, asb_sandbox *sb, int dfd, const char *local, const char *remote) {
+   `remote`; `local` is the directory dfd (closed here), `depth` levels
+   below the source. API friction: there is no mkdir, so an empty
+   directory is not copied (the runtime makes parents on upload). Entries
+   are opened relative to their directory's descriptor and never through
+   a symlink: opened by path, another local user who can write to the tree
+   could swap an entry, or a directory above it, for a symlink to a file
+   of ours between the listing and the open, and that file went up. An
+   entry that turns from a file into a directory (or back) between the
+   two is not copied, and said so. Hard links cannot be told apart:
+   see the cp help. */
+static int upload_dir(cli *c, asb_sandbox *sb, int dfd, const char *local, const char *remote,
+                      int depth, cp_walk *w) {
     DIR *d = fdopendir(dfd);
     struct dirent *de;
     int rc = 0;
@@ -1693,8 +1748,8 @@ static int upload_dir(cli *c, asb_sandbox *sb, int dfd, const char *local, const
     }
     while (!rc && (de = readdir(d)) != NULL) {
         char lp[4096], rp[4096];
-        struct stat st;
-        int fd = -1, isdir;
+        struct stat st, now;
+        int fd = -1, isdir, en;
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
         if (join_path(lp, sizeof lp, local, de->d_name) || join_path(rp, sizeof rp, remote, de->d_name)) {
             rc = usage_error(c, "cp: a path below %s is too long", local);
@@ -1706,16 +1761,42 @@ static int upload_dir(cli *c, asb_sandbox *sb, int dfd, const char *local, const
             fprintf(stderr, "agentsandbox: cp: skipping %s (not a file or directory)\n", safe(lp));
             continue;
         }
+        if (isdir && depth >= CP_MAX_DEPTH) { /* before its descriptor is taken */
+            fprintf(stderr, "agentsandbox: cp: %s is more than %d directories below the source: "
+                    "not copied (a tree without end?)\n", safe(lp), CP_MAX_DEPTH);
+            rc = EXIT_FAIL;
+            break;
+        }
         fd = openat(dirfd(d), de->d_name,
                     O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (isdir ? O_DIRECTORY : 0));
-        if (fd < 0 && (errno == ELOOP || errno == ENOTDIR || errno == ENOENT || errno == ENXIO)) {
+        en = fd < 0 ? errno : 0;
+        if (en == ENOTDIR &&
+            fstatat(dirfd(d), de->d_name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+            !S_ISLNK(now.st_mode)) {
+            /* a directory when listed, now a file (or a fifo...) */
+            fprintf(stderr, "agentsandbox: cp: %s changed while being copied (%s when listed, "
+                    "%s when opened): not copied\n", safe(lp), kind_of(st.st_mode),
+                    kind_of(now.st_mode));
+            w->skipped = 1;
+        } else if (en == ELOOP || en == ENOTDIR || en == ENOENT || en == ENXIO) {
             /* it changed since the listing (swapped for a link, gone) */
             fprintf(stderr, "agentsandbox: cp: skipping %s (not a file or directory)\n", safe(lp));
         } else if (fd < 0) { /* unreadable, out of descriptors...: never a silent gap */
-            fprintf(stderr, "agentsandbox: cp: cannot open %s: %s\n", safe(lp), strerror(errno));
+            fprintf(stderr, "agentsandbox: cp: cannot open %s: %s\n", safe(lp), strerror(en));
             rc = EXIT_FAIL;
+        } else if (fstat(fd, &now) != 0) {
+            fprintf(stderr, "agentsandbox: cp: cannot stat %s: %s\n", safe(lp), strerror(errno));
+            close(fd);
+            rc = EXIT_FAIL;
+        } else if ((now.st_mode & S_IFMT) != (st.st_mode & S_IFMT)) {
+            /* a file when listed, now a directory (or a fifo...) */
+            fprintf(stderr, "agentsandbox: cp: %s changed while being copied (%s when listed, "
+                    "%s when opened): not copied\n", safe(lp), kind_of(st.st_mode),
+                    kind_of(now.st_mode));
+            close(fd);
+            w->skipped = 1;
         } else {
-            rc = isdir ? upload_dir(c, sb, fd, lp, rp) : upload_fd(c, sb, fd, lp, rp);
+            rc = isdir ? upload_dir(c, sb, fd, lp, rp, depth + 1, w) : upload_fd(c, sb, fd, lp, rp);
         }
         if (g_signal) rc = EXIT_CANCELLED;
     }
@@ -1724,44 +1805,35 @@ static int upload_dir(cli *c, asb_sandbox *sb, int dfd, const char *local, const
 }
 
 static int upload_tree(cli *c, asb_sandbox *sb, const char *local, const char *remote) {
-    int dfd = open(local, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    cp_walk w;
+    int rc, dfd = open(local, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) {
         int en = errno;
         fprintf(stderr, "agentsandbox: cp: cannot read directory %s: %s\n", safe(local), strerror(en));
         return en == ENOENT ? EXIT_NOTFOUND : EXIT_FAIL;
     }
-    return upload_dir(c, sb, dfd, local, remote);
+    memset(&w, 0, sizeof w);
+    rc = upload_dir(c, sb, dfd, local, remote, 0, &w);
+    return rc ? rc : w.skipped ? EXIT_FAIL : 0;
 }
-
-/* How deep cp -r goes below its source. The listings are the sandbox's
-   to make (the runtime in it is the sandboxed code's to replace): a tree
-   that never ends recursed until the stack ran out (a crash at some 850
-   levels, each frame holding two paths); legitimate trees are far
-   shallower. */
-#define CP_MAX_DEPTH 256
-/* How many entries (files and directories, counted as their listings
-   arrive) one cp -r down may list in all. The depth cap alone does not
-   end a copy: a sandbox listing many directories at every level (that
-   are empty 255 levels down) asks for more directories than there are
-   atoms. A million is far above a checkout or a dataset of files. */
-#define CP_MAX_ENTRIES 1000000
 
 /* cp -r down: `remote` becomes the directory `name` below the directory
    pfd, `local` in messages. Each level is made and opened relative to
    its parent's descriptor, below the destination never through a
    symlink (O_NOFOLLOW): in a directory others can write to (/tmp), one
    of them could plant a link where the copy makes a directory, and the
-   files the sandbox names were written wherever it pointed. The
-   destination itself (depth 0, the user's word) is followed, as cp
-   does. `entries` counts what this copy's listings held so far. */
+   files the sandbox names were written wherever it pointed: such a link
+   is refused and its directory skipped (w->skipped), the rest copied.
+   The destination itself (depth 0, the user's word) is followed, as cp
+   does. */
 static int download_tree(cli *c, asb_sandbox *sb, const char *remote, int pfd, const char *name,
-                         const char *local, int depth, uint64_t *entries) {
+                         const char *local, int depth, cp_walk *w) {
     asb_file_list fl;
     asb_call_opts co;
     asb_error e;
     asb_result r;
     size_t i;
-    int rc = 0, skipped = 0, dfd;
+    int rc = 0, dfd;
     if (depth > CP_MAX_DEPTH) {
         fprintf(stderr, "agentsandbox: cp: %s is more than %d directories below the source: "
                 "not copied (a tree without end?)\n", safe(remote), CP_MAX_DEPTH);
@@ -1772,8 +1844,8 @@ static int download_tree(cli *c, asb_sandbox *sb, const char *remote, int pfd, c
     r = asb_sandbox_list_opts(sb, remote, &fl, &co, &e);
     if (r != ASB_OK)
         return fail(c, r, &e, "cp: list %s:%s", nz(asb_sandbox_claim_name(sb)), remote);
-    *entries += fl.count;
-    if (*entries > CP_MAX_ENTRIES) {
+    w->entries += fl.count;
+    if (w->entries > CP_MAX_ENTRIES) {
         fprintf(stderr, "agentsandbox: cp: stopped at %s: the copy listed more than %d files and "
                 "directories (a tree without end?)\n", safe(remote), CP_MAX_ENTRIES);
         asb_file_list_free(&fl);
@@ -1788,13 +1860,16 @@ static int download_tree(cli *c, asb_sandbox *sb, const char *remote, int pfd, c
     if (dfd < 0) {
         struct stat st;
         int en = errno;
-        if (depth && fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
-            fprintf(stderr, "agentsandbox: cp: %s is a symlink: not writing through it (remove "
-                    "it, or copy to a directory only you can write to)\n", safe(local));
-        else
-            fprintf(stderr, "agentsandbox: cp: cannot open directory %s: %s\n", safe(local),
-                    strerror(en));
         asb_file_list_free(&fl);
+        if (depth && fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+            /* never through it; the rest of the tree still goes */
+            fprintf(stderr, "agentsandbox: cp: %s is a symlink: not writing through it, skipped "
+                    "(remove it, or copy to a directory only you can write to)\n", safe(local));
+            w->skipped = 1;
+            return 0;
+        }
+        fprintf(stderr, "agentsandbox: cp: cannot open directory %s: %s\n", safe(local),
+                strerror(en));
         return EXIT_FAIL;
     }
     for (i = 0; !rc && i < fl.count; i++) {
@@ -1810,20 +1885,20 @@ static int download_tree(cli *c, asb_sandbox *sb, const char *remote, int pfd, c
                paths): the rest is copied, and the exit code says 1 */
             fprintf(stderr, "agentsandbox: cp: skipping the entry \"%s\" of %s%s\n", safe(nm),
                     safe(remote), ctl ? " (control characters in its name)" : "");
-            skipped = 1;
+            w->skipped = 1;
             continue;
         }
         if (join_path(lp, sizeof lp, local, nm) || join_path(rp, sizeof rp, remote, nm)) {
             rc = usage_error(c, "cp: a path below %s is too long", remote);
             break;
         }
-        rc = fl.entries[i].is_dir ? download_tree(c, sb, rp, dfd, nm, lp, depth + 1, entries)
-                                  : download_file(c, sb, rp, dfd, nm, lp, fl.entries[i].size, 1);
+        rc = fl.entries[i].is_dir ? download_tree(c, sb, rp, dfd, nm, lp, depth + 1, w)
+                                  : download_file(c, sb, rp, dfd, nm, lp, fl.entries[i].size, w);
         if (g_signal) rc = EXIT_CANCELLED;
     }
     close(dfd);
     asb_file_list_free(&fl);
-    return rc ? rc : skipped ? EXIT_FAIL : 0;
+    return rc;
 }
 
 /* "CLAIM:PATH" -> claim in claim_out, path pointer; 0 when local. */
@@ -1878,9 +1953,11 @@ static int cmd_cp(cli *c) {
         char target[4096];
         if ((rc = attach(c, claim, &sb)) != 0) return rc;
         if (c->recursive) {
-            uint64_t entries = 0;
+            cp_walk w;
             if (strcmp(dst, "-") == 0) return usage_error(c, "cp -r cannot write to stdout");
-            return download_tree(c, sb, rpath, AT_FDCWD, dst, dst, 0, &entries);
+            memset(&w, 0, sizeof w);
+            rc = download_tree(c, sb, rpath, AT_FDCWD, dst, dst, 0, &w);
+            return rc ? rc : w.skipped ? EXIT_FAIL : 0;
         }
         if (strcmp(dst, "-") != 0 && stat(dst, &st) == 0 && S_ISDIR(st.st_mode)) {
             const char *base = strrchr(rpath, '/');
@@ -1891,7 +1968,7 @@ static int cmd_cp(cli *c) {
         } else if (snprintf(target, sizeof target, "%s", dst) >= (int)sizeof target) {
             return usage_error(c, "cp: the path %s is too long", dst);
         }
-        return download_file(c, sb, rpath, AT_FDCWD, target, target, 0, 0);
+        return download_file(c, sb, rpath, AT_FDCWD, target, target, 0, NULL);
     }
 }
 

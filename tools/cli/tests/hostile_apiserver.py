@@ -24,7 +24,9 @@ AUTHORIZATION" to STATEDIR/requests, and serves until killed.
                                                   --connect direct=URL: 10,000
                                                   directories in each, 200 deep
   GET  /list/p, /list/p/sub                       "sub/" and "g"; "sub/f"
-  GET  /download/p/g, /download/p/sub/f           "from-the-sandbox\n"
+  GET  /list/q, /list/q/sub                       the same, "sub" also holding
+                                                  a name with a control byte
+  GET  /download/{p,q}/g, /download/{p,q}/sub/f   "from-the-sandbox\n"
   GET  /list/PATH                                 (other paths) one directory
                                                   "a" in every directory,
                                                   without end
@@ -125,13 +127,15 @@ class Handler(BaseHTTPRequestHandler):
             # down to 200 levels (under cp's depth cap), empty below
             depth = path.count("/") - 2
             self.send_raw(200, WIDE_LISTING if depth < 200 else b"[]")
-        elif path == "/list/p" or path == "/list/p/sub":
-            # an ordinary tree for a destination with links planted in it
+        elif path in ("/list/p", "/list/p/sub", "/list/q", "/list/q/sub"):
+            # an ordinary tree for a destination with links planted in it;
+            # q's "sub" also names a file cp cannot ask for, before "f"
+            bad = [{"name": "bad\x01name", "type": "file", "size": 1}] if path == "/list/q/sub" else []
             self.send_json(200, [{"name": "sub", "type": "directory", "size": 0},
                                  {"name": "g", "type": "file", "size": 17}]
-                           if path == "/list/p" else
-                           [{"name": "f", "type": "file", "size": 17}])
-        elif path in ("/download/p/g", "/download/p/sub/f"):
+                           if path in ("/list/p", "/list/q") else
+                           bad + [{"name": "f", "type": "file", "size": 17}])
+        elif path in ("/download/p/g", "/download/p/sub/f", "/download/q/g", "/download/q/sub/f"):
             self.send_raw(200, b"from-the-sandbox\n")
         elif path.startswith("/list/"):
             # a sandbox (its runtime is the sandboxed code's to replace)

@@ -176,9 +176,11 @@ ok hostile-cp-too-wide-tree-stopped-at-the-cap eval "[ -d '$OUT/wide$(printf '/d
 rm -rf "$OUT/wide"
 # cp -r down into a directory others can write to (/tmp): one of them
 # plants symlinks where the copy will make a directory or a file. The
-# copy refuses to write through them, naming the link; before, the
-# files the sandbox named were written where the directory link
-# pointed. The destination itself may be a link (the user's word).
+# copy refuses to write through them, naming the link, skips that entry,
+# copies the rest and exits 1 (as GNU cp does); before R37 the files the
+# sandbox named were written where the directory link pointed, and
+# before R41 the refusal stopped the whole copy. The destination itself
+# may be a link (the user's word).
 t 0 cp-down-plain "$B" --kubeconfig "$OUT/hkc" --connect "direct=http://127.0.0.1:$hport" \
     cp -r deep:p "$OUT/down"
 ok cp-down-plain-copied eval "[ \"\$(cat '$OUT/down/sub/f' '$OUT/down/g')\" = \"\$(printf 'from-the-sandbox\\nfrom-the-sandbox')\" ]"
@@ -187,18 +189,36 @@ ln -s "$OUT/elsewhere" "$OUT/planted/sub"
 ln -s "$OUT/planted" "$OUT/planted-link"
 t 1 cp-down-through-a-planted-dir-link "$B" --kubeconfig "$OUT/hkc" \
     --connect "direct=http://127.0.0.1:$hport" cp -r deep:p "$OUT/planted-link"
-ok cp-down-planted-dir-link-named has_err "planted-link/sub is a symlink: not writing through it"
+ok cp-down-planted-dir-link-named has_err "planted-link/sub is a symlink: not writing through it, skipped"
 ok cp-down-planted-dir-link-target-untouched eval "[ -z \"\$(ls -A '$OUT/elsewhere')\" ]"
-rm "$OUT/planted/sub"
+ok cp-down-planted-dir-link-kept eval "[ -L '$OUT/planted/sub' ]"
+ok cp-down-planted-dir-link-rest-copied grep -qx from-the-sandbox "$OUT/planted/g"
+rm -f "$OUT/planted/sub" "$OUT/planted/g"
 echo "victim-file-body" >"$OUT/victim"
 ln -sf "$OUT/victim" "$OUT/planted/g"
 t 1 cp-down-over-a-planted-file-link "$B" --kubeconfig "$OUT/hkc" \
     --connect "direct=http://127.0.0.1:$hport" cp -r deep:p "$OUT/planted"
-ok cp-down-planted-file-link-named has_err "planted/g is a symlink: not copying over it"
+ok cp-down-planted-file-link-named has_err "planted/g is a symlink: not copying over it, skipped"
 ok cp-down-planted-file-link-kept eval "[ -L '$OUT/planted/g' ] && [ \"\$(cat '$OUT/victim')\" = victim-file-body ]"
 ok cp-down-planted-file-link-rest-copied grep -qx from-the-sandbox "$OUT/planted/sub/f"
 ok cp-down-leaves-no-temporary-file eval "! ls -A '$OUT/planted' '$OUT/planted/sub' '$OUT/down' '$OUT/down/sub' | grep -q agentsandbox-"
-rm -rf "$OUT/down" "$OUT/planted" "$OUT/planted-link" "$OUT/elsewhere" "$OUT/victim"
+# ... a file link one level down: sub is skipped in part, g (listed
+# after sub) still arrives
+rm -rf "$OUT/planted"
+mkdir -p "$OUT/planted/sub"
+ln -s "$OUT/victim" "$OUT/planted/sub/f"
+t 1 cp-down-over-a-planted-link-below "$B" --kubeconfig "$OUT/hkc" \
+    --connect "direct=http://127.0.0.1:$hport" cp -r deep:p "$OUT/planted"
+ok cp-down-planted-link-below-named has_err "planted/sub/f is a symlink: not copying over it, skipped"
+ok cp-down-planted-link-below-kept eval "[ -L '$OUT/planted/sub/f' ] && [ \"\$(cat '$OUT/victim')\" = victim-file-body ]"
+ok cp-down-planted-link-below-rest-copied grep -qx from-the-sandbox "$OUT/planted/g"
+# a name with a control byte one level down is skipped, the rest copied
+# (before, the skip in sub stopped the copy: g never came)
+t 1 cp-down-skips-a-bad-name-below "$B" --kubeconfig "$OUT/hkc" \
+    --connect "direct=http://127.0.0.1:$hport" cp -r deep:q "$OUT/down-q"
+ok cp-down-bad-name-below-named has_err 'skipping the entry "bad\\x01name" of q/sub'
+ok cp-down-bad-name-below-rest-copied eval "grep -qx from-the-sandbox '$OUT/down-q/sub/f' && grep -qx from-the-sandbox '$OUT/down-q/g'"
+rm -rf "$OUT/down" "$OUT/down-q" "$OUT/planted" "$OUT/planted-link" "$OUT/elsewhere" "$OUT/victim"
 # cp -r up from a tree another local user can write to: they swap a file
 # for a symlink to one of ours between the listing and the open
 # (swap_on_open.c, preloaded, does it just before the open). The link is
@@ -217,6 +237,68 @@ ok cp-up-swap-happened eval "[ -L '$OUT/up/sub/swapme' ]"
 ok cp-up-other-file-went-up grep -q plain-file-body "$OUT/hostile/uploads"
 ok cp-up-secret-stayed-here eval "! grep -q victim-secret-7f3c1e '$OUT/hostile/uploads'"
 ok cp-up-says-skipped has_err "skipping .*swapme"
+rm -rf "$OUT/up"
+# ... they swap a file for a directory, or a directory for a file: the
+# entry is named as changed while being copied, not copied, the rest goes
+# up, exit 1 (before: "add -r" and exit 2 for the first, the second
+# skipped as "not a file or directory" with exit 0)
+mkdir -p "$OUT/up/sub"
+echo "plain-file-body" >"$OUT/up/sub/a.txt"
+echo "to-be-swapped" >"$OUT/up/sub/swapme"
+: >"$OUT/hostile/uploads"
+t 1 cp-up-file-became-a-dir env LD_PRELOAD="$OUT/swap.so" SWAP_KIND=dir \
+    "$B" --kubeconfig "$OUT/hkc" --connect "direct=http://127.0.0.1:$hport" \
+    cp -r "$OUT/up" deep:/up
+ok cp-up-file-became-a-dir-swap-happened eval "[ -d '$OUT/up/sub/swapme' ]"
+ok cp-up-file-became-a-dir-says-so has_err "up/sub/swapme changed while being copied (a file when listed, a directory when opened): not copied"
+ok cp-up-file-became-a-dir-no-add-r eval "! grep -q 'add -r' '$OUT/e'"
+ok cp-up-file-became-a-dir-rest-went-up grep -q plain-file-body "$OUT/hostile/uploads"
+ok cp-up-file-became-a-dir-not-copied eval "! grep -q swapped-in-body '$OUT/hostile/uploads'"
+rm -rf "$OUT/up"
+mkdir -p "$OUT/up/sub/swapme"
+echo "plain-file-body" >"$OUT/up/sub/a.txt"
+: >"$OUT/hostile/uploads"
+t 1 cp-up-dir-became-a-file env LD_PRELOAD="$OUT/swap.so" SWAP_KIND=file \
+    "$B" --kubeconfig "$OUT/hkc" --connect "direct=http://127.0.0.1:$hport" \
+    cp -r "$OUT/up" deep:/up
+ok cp-up-dir-became-a-file-swap-happened eval "[ -f '$OUT/up/sub/swapme' ]"
+ok cp-up-dir-became-a-file-says-so has_err "up/sub/swapme changed while being copied (a directory when listed, a file when opened): not copied"
+ok cp-up-dir-became-a-file-rest-went-up grep -q plain-file-body "$OUT/hostile/uploads"
+ok cp-up-dir-became-a-file-not-copied eval "! grep -q swapped-in-body '$OUT/hostile/uploads'"
+rm -rf "$OUT/up"
+# a plain cp of a file that is a directory by the time it is opened
+mkdir -p "$OUT/up"
+echo "to-be-swapped" >"$OUT/up/swapme"
+t 1 cp-plain-file-became-a-dir env LD_PRELOAD="$OUT/swap.so" SWAP_KIND=dir \
+    "$B" --kubeconfig "$OUT/hkc" --connect "direct=http://127.0.0.1:$hport" \
+    cp "$OUT/up/swapme" deep:/x
+ok cp-plain-file-became-a-dir-says-so has_err "up/swapme changed while being copied (not a directory when looked at, a directory when opened)"
+rm -rf "$OUT/up"
+# cp -r up goes at most 256 directories below its source, as down does:
+# a tree exactly that deep goes up whole; 1200 levels stop at the 257th
+# with the cap's message, exit 1 (before: no cap, the recursion ran out
+# of stack, SIGSEGV, exit 139), and under 300 descriptors (each level
+# holds its directory open: the cap bounds them too) the same
+deep256="$OUT/up$(printf '/l%.0s' $(seq 256))"
+mkdir -p "$deep256"
+echo "body-256-deep" >"$deep256/f"
+: >"$OUT/hostile/uploads"
+t 0 cp-up-256-levels "$B" --kubeconfig "$OUT/hkc" --connect "direct=http://127.0.0.1:$hport" \
+    cp -r "$OUT/up" deep:/up
+ok cp-up-256-levels-went-up eval "grep -q body-256-deep '$OUT/hostile/uploads' && grep -q 'filename=\"up$(printf '/l%.0s' $(seq 256))/f\"' '$OUT/hostile/uploads'"
+rm -rf "$OUT/up"
+mkdir -p "$OUT/up$(printf '/l%.0s' $(seq 1200))"
+echo "body-1200-deep" >"$OUT/up$(printf '/l%.0s' $(seq 1200))/f"
+: >"$OUT/hostile/uploads"
+t 1 cp-up-too-deep "$B" --kubeconfig "$OUT/hkc" --connect "direct=http://127.0.0.1:$hport" \
+    cp -r "$OUT/up" deep:/up
+ok cp-up-too-deep-says-why has_err "up$(printf '/l%.0s' $(seq 257)) is more than 256 directories below the source"
+ok cp-up-too-deep-nothing-sent eval "! grep -q body-1200-deep '$OUT/hostile/uploads'"
+t 1 cp-up-too-deep-few-descriptors sh -c 'ulimit -n 300 && exec "$@"' sh \
+    "$B" --kubeconfig "$OUT/hkc" --connect "direct=http://127.0.0.1:$hport" \
+    cp -r "$OUT/up" deep:/up
+ok cp-up-too-deep-few-descriptors-says-why has_err "up$(printf '/l%.0s' $(seq 257)) is more than 256 directories below the source"
+ok cp-up-too-deep-few-descriptors-enough eval "! grep -q 'Too many open files' '$OUT/e'"
 rm -rf "$OUT/up"
 # cp -r up that cannot open an entry for another reason than a swap
 # (here: out of descriptors, each level holding its directory open; also

@@ -1,25 +1,53 @@
 /* LD_PRELOAD shim for tools/cli/tests/offline.sh: plays another local user
-   who swaps a file of a tree being uploaded (cp -r up) for a symlink to a
-   file of the victim's, at the worst moment: just before the tool opens
-   it. The first open of a path whose last component is "swapme" replaces
-   that entry with a symlink to $SWAP_TARGET, then opens as asked. */
+   who swaps an entry of a tree being uploaded (cp -r up) at the worst
+   moment: just before the tool opens it. The first open of a path whose
+   last component is "swapme" replaces that entry, then opens as asked:
+   by default (SWAP_KIND unset) a file becomes a symlink to $SWAP_TARGET;
+   SWAP_KIND=dir: a file becomes a directory holding a file "inner";
+   SWAP_KIND=file: an empty directory becomes a file. The swapped-in
+   file's body is "swapped-in-body". */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
 static int swapped;
 
+/* a new file "swapped-in-body" at path below dirfd (through the real
+   openat: the wrapper below has swapped already and lets it pass) */
+static void plant_file(int dirfd, const char *path) {
+    int fd = openat(dirfd, path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd >= 0) {
+        if (write(fd, "swapped-in-body\n", 16) != 16) {
+        }
+        close(fd);
+    }
+}
+
 static void swap_if_due(int dirfd, const char *path) {
     const char *base = strrchr(path, '/'), *target = getenv("SWAP_TARGET");
+    const char *kind = getenv("SWAP_KIND");
+    char inner[4096];
     base = base ? base + 1 : path;
-    if (swapped || !target || strcmp(base, "swapme") != 0) return;
-    swapped = 1;
-    if (unlinkat(dirfd, path, 0) == 0 && symlinkat(target, dirfd, path) == 0) {
+    if (swapped || strcmp(base, "swapme") != 0) return;
+    if (kind && strcmp(kind, "dir") == 0) {
+        swapped = 1;
+        if (unlinkat(dirfd, path, 0) == 0 && mkdirat(dirfd, path, 0755) == 0 &&
+            snprintf(inner, sizeof inner, "%s/inner", path) < (int)sizeof inner)
+            plant_file(dirfd, inner);
+    } else if (kind && strcmp(kind, "file") == 0) {
+        swapped = 1;
+        if (unlinkat(dirfd, path, AT_REMOVEDIR) == 0) plant_file(dirfd, path);
+    } else if (target) {
+        swapped = 1;
+        if (unlinkat(dirfd, path, 0) == 0 && symlinkat(target, dirfd, path) == 0) {
+        }
     }
 }
 
