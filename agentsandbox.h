@@ -1974,6 +1974,12 @@ typedef struct asb_h2_request {
     int timeout_ms;              /* default 0: none; else a deadline for
                                     every wait on this stream, counted from
                                     the open: ASB_ERR_TIMEOUT after it */
+    const asb_cancel *cancel;    /* default NULL. Triggered: every wait on
+                                    this stream (the open under the peer's
+                                    stream limit, a write for window, a
+                                    read) ends with ASB_ERR_CANCELLED and
+                                    the stream is reset; seen within about
+                                    50 ms */
 } asb_h2_request;
 
 /* Connects, sends the preface and our SETTINGS, and starts the
@@ -2039,6 +2045,9 @@ typedef struct asb_grpc_call_desc {
                                     cancels the call, ASB_ERR_TOO_LARGE */
     const asb_h2_header *metadata; /* more request headers (lowercase names) */
     size_t metadata_count;
+    const asb_cancel *cancel;    /* default NULL. Triggered: the call ends
+                                    with ASB_ERR_CANCELLED wherever it
+                                    waits (asb_h2_request.cancel) */
 } asb_grpc_call_desc;
 
 typedef struct asb_grpc_handlers {
@@ -3546,10 +3555,14 @@ typedef struct asb_process_opts {
 
 /* Starts a process and returns once sandboxd has started it (its init
    event came); output that came with it is delivered from this call.
+   It waits at most the client's read timeout (kube.http.read_timeout_ms,
+   30 s by default), or timeout_ms when shorter, for sandboxd to take the
+   stream and start the process; opts' cancel ends that wait too.
    Errors: ASB_ERR_INVALID_ARGUMENT (neither or both of argv and shell, an
    empty argv, a bad env name), ASB_ERR_NOT_FOUND (no such program),
-   ASB_ERR_PERMISSION_DENIED (cwd outside the root), the transport codes,
-   ASB_ERR_UNSUPPORTED (legacy runtime).
+   ASB_ERR_PERMISSION_DENIED (cwd outside the root), ASB_ERR_TIMEOUT (that
+   wait passed: the process may or may not have started), ASB_ERR_CANCELLED,
+   the transport codes, ASB_ERR_UNSUPPORTED (legacy runtime).
    Ownership: *out is the caller's; free it with asb_process_free (also
    after the process ended). The handle must outlive it. */
 ASB_API asb_result asb_sandbox_process_start(asb_sandbox *sb, const asb_process_opts *opts,
@@ -10206,7 +10219,9 @@ static void asb__attempt_once(asb_http_client *cl, const asb_http_request *req,
         if (c->use_tls) asb__tls_session_save(cl->tls, c);
 #endif
         r = asb__resp_take_head(resp, &hp);
-        if (r == ASB_OK && hp.keep_alive && c->rpos == c->rlen && cl->max_idle > 0) {
+        if (r == ASB_OK && hp.keep_alive && c->rpos == c->rlen) {
+            /* no pool (max_idle 0): asb__pool_put closes it. max_idle is
+               not read here: a batch grows it under cl->lock meanwhile */
             asb__pool_put(cl, c);
             c = NULL;
         }
@@ -10987,6 +11002,7 @@ struct asb_h2_stream {
     struct asb_h2_stream *next;
     uint32_t id;
     int64_t deadline;       /* 0: none */
+    const asb_cancel *cancel; /* the request's, or NULL */
     int64_t send_window;    /* may go negative after a SETTINGS change */
     int64_t recv_window;    /* what the peer may still send us */
     uint32_t consumed;      /* read by the caller, not yet given back */
@@ -11752,16 +11768,19 @@ static void asb__h2_start(asb_h2_conn *h) {
     asb__h2_window_update(h, 0, (uint32_t)(ASB__H2_CONN_WINDOW - 65535));
 }
 
-/* Waits on the condition until the deadline (0: none): 0 woken, 1 timed out. */
-static int asb__h2_wait(asb_h2_conn *h, int64_t deadline) {
+/* Waits on the condition until the deadline (0: none): 0 woken, 1 timed
+   out. With a cancel token it wakes at least every 50 ms, for the caller
+   to look at the token: a trigger broadcasts no condition. */
+static int asb__h2_wait(asb_h2_conn *h, int64_t deadline, const asb_cancel *cancel) {
     struct timespec ts;
-    int64_t ms;
-    if (!deadline) {
+    int64_t ms, until = deadline, now = asb__now_ms();
+    if (cancel && (!until || now + 50 < until)) until = now + 50;
+    if (!until) {
         pthread_cond_wait(&h->cv, &h->mu);
         return 0;
     }
-    ms = deadline - asb__now_ms();
-    if (ms <= 0) return 1;
+    ms = until - now;
+    if (ms <= 0) return until == deadline;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_sec += (time_t)(ms / 1000);
     ts.tv_nsec += (long)(ms % 1000) * 1000000L;
@@ -12193,8 +12212,12 @@ ASB_API asb_result asb_h2_stream_open(asb_h2_conn *h, const asb_h2_request *req,
                           "http2: the server sent GOAWAY: no new streams on this connection");
             break;
         }
+        if (req->cancel && asb_cancel_is_triggered(req->cancel)) {
+            r = asb__fail(err, ASB_ERR_CANCELLED, "http2: cancelled before the stream opened");
+            break;
+        }
         if ((uint32_t)h->active < h->peer_max_streams) break;
-        if (asb__h2_wait(h, deadline)) {
+        if (asb__h2_wait(h, deadline, req->cancel)) {
             r = asb__fail(err, ASB_ERR_TIMEOUT,
                           "http2: timed out waiting under the server's stream limit (%u)",
                           (unsigned)h->peer_max_streams);
@@ -12214,6 +12237,7 @@ ASB_API asb_result asb_h2_stream_open(asb_h2_conn *h, const asb_h2_request *req,
     }
     h->next_id += 2;
     s->deadline = deadline;
+    s->cancel = req->cancel;
     /* HEADERS then CONTINUATION, back to back in the queue */
     for (off = 0;;) {
         size_t n = blk.len - off > h->peer_max_frame ? h->peer_max_frame : blk.len - off;
@@ -12235,10 +12259,22 @@ ASB_API asb_result asb_h2_stream_open(asb_h2_conn *h, const asb_h2_request *req,
     return ASB_OK;
 }
 
+/* RST_STREAM(CANCEL) unless the stream is over; mu held. */
+static void asb__h2_cancel_locked(asb_h2_conn *h, asb_h2_stream *s) {
+    if (s->cancelled) return;
+    s->cancelled = 1;
+    if (!(s->local_closed && s->remote_closed) && !s->reset_by_peer && !h->dead)
+        asb__h2_rst(h, s->id, 8); /* CANCEL */
+    asb__h2_uncount(h, s);
+    pthread_cond_broadcast(&h->cv);
+}
+
 /* Why a stream cannot go on (mu held), or ASB_OK. */
 static asb_result asb__h2_stream_check(asb_h2_stream *s, asb_error *err) {
     asb_h2_conn *h = s->conn;
     if (!h) return asb__fail(err, ASB_ERR_CLOSED, "http2: the connection was freed");
+    if (s->cancel && asb_cancel_is_triggered(s->cancel) && !s->failed)
+        asb__h2_cancel_locked(h, s); /* the request's token: as asb_h2_stream_cancel */
     if (s->cancelled && !s->failed)
         return asb__fail(err, ASB_ERR_CANCELLED, "http2: stream %u cancelled", (unsigned)s->id);
     if (s->failed) return asb__fail(err, s->failed, "%s", s->fail_msg);
@@ -12270,7 +12306,7 @@ ASB_API asb_result asb_h2_stream_write(asb_h2_stream *s, const void *data, size_
         }
         room = s->send_window < h->send_window ? s->send_window : h->send_window;
         if (len > 0 && (room <= 0 || h->out.len - h->out_pos > ASB__H2_OUT_CAP)) {
-            if (asb__h2_wait(h, s->deadline)) {
+            if (asb__h2_wait(h, s->deadline, s->cancel)) {
                 r = asb__fail(err, ASB_ERR_TIMEOUT,
                               "http2: stream %u: timed out waiting for the peer's window",
                               (unsigned)s->id);
@@ -12315,7 +12351,7 @@ ASB_API asb_result asb_h2_stream_wait_headers(asb_h2_stream *s, asb_error *err) 
                           (unsigned)s->id);
             break;
         }
-        if (asb__h2_wait(h, s->deadline)) {
+        if (asb__h2_wait(h, s->deadline, s->cancel)) {
             r = asb__fail(err, ASB_ERR_TIMEOUT, "http2: stream %u: timed out waiting for headers",
                           (unsigned)s->id);
             break;
@@ -12394,7 +12430,7 @@ ASB_API asb_result asb_h2_stream_read(asb_h2_stream *s, void *buf, size_t cap, s
         r = asb__h2_stream_check(s, err);
         if (r != ASB_OK) break;
         if (s->remote_closed) break; /* the end: *n == 0 */
-        if (asb__h2_wait(h, s->deadline)) {
+        if (asb__h2_wait(h, s->deadline, s->cancel)) {
             r = asb__fail(err, ASB_ERR_TIMEOUT, "http2: stream %u: timed out reading",
                           (unsigned)s->id);
             break;
@@ -12423,13 +12459,7 @@ ASB_API void asb_h2_stream_cancel(asb_h2_stream *s) {
     asb_h2_conn *h;
     if (!s || !(h = s->conn)) return;
     pthread_mutex_lock(&h->mu);
-    if (!s->cancelled) {
-        s->cancelled = 1;
-        if (!(s->local_closed && s->remote_closed) && !s->reset_by_peer && !h->dead)
-            asb__h2_rst(h, s->id, 8); /* CANCEL */
-        asb__h2_uncount(h, s);
-        pthread_cond_broadcast(&h->cv);
-    }
+    asb__h2_cancel_locked(h, s);
     pthread_mutex_unlock(&h->mu);
 }
 
@@ -12590,6 +12620,7 @@ static asb_result asb__grpc_call_open(asb_h2_conn *conn, const asb_grpc_call_des
     hr.headers = hdrs;
     hr.header_count = nh;
     hr.timeout_ms = desc->timeout_ms > 0 ? desc->timeout_ms : open_ms;
+    hr.cancel = desc->cancel;
     r = asb_h2_stream_open(conn, &hr, &call->s, err);
     if (r == ASB_OK) {
         call->deadline = call->s->deadline;
@@ -20891,13 +20922,16 @@ static asb_result asb__sd_process_start(asb_sandbox *sb, const asb_process_opts 
     cd.max_message_bytes = p->d.max;
     cd.metadata = md; /* the process_start span's context */
     cd.metadata_count = asb__sd_trace_md(sb->trace_cur, md, tp);
+    cd.cancel = o->cancel; /* also while the stream waits to open or send */
     /* until the init event, within the client's read timeout (30 s by
-       default): without a bound, a sandboxd that took the stream and
-       never answered (wedged, or hostile) held this call forever when
-       the process has no timeout_ms, the usual case of a long one; so
-       did one that let the stream wait under its stream limit or
-       without a window before the request went out */
+       default), or the process's own timeout_ms when shorter: without a
+       bound, a sandboxd that took the stream and never answered (wedged,
+       or hostile) held this call forever when the process has no
+       timeout_ms, the usual case of a long one; so did one that let the
+       stream wait under its stream limit or without a window before the
+       request went out */
     wait_ms = c->http ? c->http->read_timeout_ms : 30000;
+    if (o->timeout_ms > 0 && o->timeout_ms < wait_ms) wait_ms = o->timeout_ms;
     r = asb__sd_h2(sb, &h2, err);
     if (r == ASB_OK) {
         r = asb__grpc_call_open(h2, &cd, req.ptr, req.len, wait_ms, &p->call, err);
@@ -20911,6 +20945,8 @@ static asb_result asb__sd_process_start(asb_sandbox *sb, const asb_process_opts 
         }
     }
     asb_buf_free(&req);
+    if (r == ASB_ERR_TIMEOUT && o->timeout_ms > 0 && wait_ms == o->timeout_ms)
+        asb__error_hint(err, " (the process's timeout_ms passed before its request was sent)");
     if (r == ASB_OK) {
         r = asb__proc_pump(p, 0, asb__now_ms() + wait_ms, err);
         if (r == ASB_ERR_TIMEOUT && !(p->deadline && asb__now_ms() >= p->deadline))

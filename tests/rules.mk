@@ -292,8 +292,9 @@ $(TB)/asan/test_kube_creds: tests/test_kube_creds.c $(TEST_DEPS)
 	@mkdir -p $(@D)
 	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) -D_GNU_SOURCE $< -o $@ $(LINK)
 ALL_TARGETS += $(TB)/asan/test_kube_creds
-# The client certificate rotation under concurrent watches again under
-# ThreadSanitizer (review finding R1).
+# The client certificate rotation under concurrent watches (review finding
+# R1) and the pool grown beside keep-alive calls (R43) again under
+# ThreadSanitizer.
 $(TB)/tsan/test_kube_creds: tests/test_kube_creds.c $(TEST_DEPS)
 	@mkdir -p $(@D)
 	$(CLANG) -std=c11 -O1 -g -fsanitize=thread $(CFLAGS_WARN) -D_GNU_SOURCE $< -o $@ $(LINK)
@@ -303,8 +304,8 @@ TEST_TIERS += test-kube-creds
 test-kube-creds: $(TB)/asan/test_kube_creds $(TB)/tsan/test_kube_creds
 	@tests/http/with-peers.sh $(HTTP_PEERS_DIR) sh -c '\
 	  echo "--- asan/test_kube_creds" && $(TB)/asan/test_kube_creds && \
-	  echo "--- tsan/test_kube_creds client_certificates_rotate (ThreadSanitizer)" && \
-	  TSAN_OPTIONS=halt_on_error=1 $(TB)/tsan/test_kube_creds client_certificates_rotate'
+	  echo "--- tsan/test_kube_creds client_certificates_rotate pool_grows (ThreadSanitizer)" && \
+	  TSAN_OPTIONS=halt_on_error=1 $(TB)/tsan/test_kube_creds client_certificates_rotate pool_grows'
 
 # Threads sharing one client, without a cluster, under ThreadSanitizer
 # (review finding R11: the cached claim API version).

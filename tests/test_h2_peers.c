@@ -1463,6 +1463,8 @@ static void *silent_serve(void *arg) {
 
 typedef struct start_job {
     asb_sandbox *sb;
+    const asb_cancel *cancel; /* the process's opts */
+    int timeout_ms;
     pthread_mutex_t mu;
     int done;
     asb_result r;
@@ -1476,6 +1478,8 @@ static void *start_run(void *arg) {
     asb_result r;
     memset(&po, 0, sizeof po);
     po.shell = "sleep 1000"; /* no timeout_ms: a long process, the usual case */
+    po.cancel = j->cancel;
+    po.timeout_ms = j->timeout_ms;
     r = asb_sandbox_process_start(j->sb, &po, &p, &j->err);
     asb_process_free(p);
     pthread_mutex_lock(&j->mu);
@@ -1544,8 +1548,12 @@ ASBT_TEST(sandboxd_process_start_against_a_silent_server_times_out) {
    0, or a limit a long process already fills) or gives a new stream no
    window (SETTINGS_INITIAL_WINDOW_SIZE 0) held a process start forever
    before it sent its request: R19 bounded only the wait for the init
-   event. Scripted: no real server does either on demand. */
-static void start_blocked_case(int setting) {
+   event. Scripted: no real server does either on demand.
+   how 0: bounded by the read timeout; 1: the process's cancel token ends
+   the wait; 2: the process's own timeout_ms, shorter than the read
+   timeout, ends it. For 1 and 2 the read timeout is a minute: the hang
+   guard ends a wait that only it would end. */
+static void start_blocked_case(int setting, int how) {
     struct sockaddr_in sa;
     socklen_t sl = sizeof sa;
     silent_peer sp;
@@ -1553,6 +1561,7 @@ static void start_blocked_case(int setting) {
     asb_client_desc cd;
     asb_client *c = NULL;
     asb_sandbox *sb = NULL;
+    asb_cancel *tok = NULL;
     asb_run_result rr;
     asb_error err;
     pthread_t srv, t;
@@ -1575,9 +1584,10 @@ static void start_blocked_case(int setting) {
     cd.mode = ASB_CONNECT_IN_POD;
     cd.sandboxd_rest_addr = addr;
     cd.sandboxd_grpc_addr = addr;
-    cd.kube.http.read_timeout_ms = 1000;
+    cd.kube.http.read_timeout_ms = how ? 60000 : 1000;
     ASBT_EQ_RES(asb_client_create(&cd, &c, &err), ASB_OK);
     ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
+    ASBT_EQ_RES(asb_cancel_create(NULL, &tok, &err), ASB_OK);
     /* a run makes the connection (and times out: nobody answers) */
     memset(&rr, 0, sizeof rr);
     ASBT_EQ_RES(asb_sandbox_run(sb, "true", 1000, &rr, &err), ASB_ERR_TIMEOUT);
@@ -1597,8 +1607,14 @@ static void start_blocked_case(int setting) {
     ASBT_CHECK(applied);
     memset(&j, 0, sizeof j);
     j.sb = sb;
+    if (how == 1) j.cancel = tok;
+    if (how == 2) j.timeout_ms = 300;
     pthread_mutex_init(&j.mu, NULL);
     ASBT_CHECK(pthread_create(&t, NULL, start_run, &j) == 0);
+    if (how == 1) {
+        usleep(300000); /* it waits under the limit (or for window) by now, or soon */
+        asb_cancel_trigger(tok);
+    }
     /* a hang guard, not a speed check: before the fix it never returned */
     for (i = 0; i < 3000 && !done; i++) {
         usleep(10000);
@@ -1610,19 +1626,40 @@ static void start_blocked_case(int setting) {
     pthread_join(t, NULL);
     pthread_join(srv, NULL);
     ASBT_CHECK(done);
-    ASBT_EQ_RES(j.r, ASB_ERR_TIMEOUT);
+    ASBT_EQ_RES(j.r, how == 1 ? ASB_ERR_CANCELLED : ASB_ERR_TIMEOUT);
+    if (how == 2) ASBT_CHECK(strstr(j.err.message, "timeout_ms") != NULL);
     asb_client_free(c);
+    asb_cancel_free(tok);
     if (sp.fd >= 0) close(sp.fd);
     close(sp.lfd);
     pthread_mutex_destroy(&j.mu);
 }
 
 ASBT_TEST(sandboxd_process_start_under_a_stream_limit_of_zero_times_out) {
-    start_blocked_case(3); /* SETTINGS_MAX_CONCURRENT_STREAMS */
+    start_blocked_case(3, 0); /* SETTINGS_MAX_CONCURRENT_STREAMS */
 }
 
 ASBT_TEST(sandboxd_process_start_without_a_stream_window_times_out) {
-    start_blocked_case(4); /* SETTINGS_INITIAL_WINDOW_SIZE */
+    start_blocked_case(4, 0); /* SETTINGS_INITIAL_WINDOW_SIZE */
+}
+
+/* R42: the bound above was the read timeout alone: the process's cancel
+   token and a shorter timeout_ms were not looked at until the request
+   was out. */
+ASBT_TEST(sandboxd_process_start_under_a_stream_limit_of_zero_is_cancelled) {
+    start_blocked_case(3, 1);
+}
+
+ASBT_TEST(sandboxd_process_start_without_a_stream_window_is_cancelled) {
+    start_blocked_case(4, 1);
+}
+
+ASBT_TEST(sandboxd_process_start_under_a_stream_limit_of_zero_ends_at_its_timeout_ms) {
+    start_blocked_case(3, 2);
+}
+
+ASBT_TEST(sandboxd_process_start_without_a_stream_window_ends_at_its_timeout_ms) {
+    start_blocked_case(4, 2);
 }
 
 /* R21: the values of a process's env (where API keys go) and what is
@@ -1828,6 +1865,10 @@ ASBT_LIST(ASBT_CASE(nghttpd_big_download_through_a_small_window_arrives_intact)
           ASBT_CASE(sandboxd_process_start_against_a_silent_server_times_out)
           ASBT_CASE(sandboxd_process_start_under_a_stream_limit_of_zero_times_out)
           ASBT_CASE(sandboxd_process_start_without_a_stream_window_times_out)
+          ASBT_CASE(sandboxd_process_start_under_a_stream_limit_of_zero_is_cancelled)
+          ASBT_CASE(sandboxd_process_start_without_a_stream_window_is_cancelled)
+          ASBT_CASE(sandboxd_process_start_under_a_stream_limit_of_zero_ends_at_its_timeout_ms)
+          ASBT_CASE(sandboxd_process_start_without_a_stream_window_ends_at_its_timeout_ms)
           ASBT_CASE(sandboxd_env_values_and_stdin_are_wiped_from_freed_memory)
           ASBT_CASE(sandboxd_second_init_event_fails_the_process_and_keeps_the_first_id))
 ASBT_MAIN()

@@ -1328,6 +1328,60 @@ ASBT_TEST(a_list_whose_pages_never_end_is_an_error_not_a_loop) {
     }
 }
 
+/* R43: a batch (asb_client_create_sandboxes) grows the HTTP pool under the
+   client's lock while other threads' calls end; a call ending on a
+   keep-alive answer read the pool's size without the lock: a data race
+   ThreadSanitizer reports. The keep-alive peer is nginx. */
+typedef struct pool_caller {
+    asb_http_client *cl;
+    const char *url;
+    int ok;
+} pool_caller;
+
+static void *pool_call_loop(void *arg) {
+    pool_caller *pc = (pool_caller *)arg;
+    int i;
+    for (i = 0; i < 200; i++) {
+        asb_http_request req;
+        asb_http_response resp;
+        asb_error err;
+        memset(&req, 0, sizeof req);
+        memset(&resp, 0, sizeof resp);
+        req.url = pc->url;
+        if (asb_http_do(pc->cl, &req, &resp, &err) == ASB_OK && resp.status == 200) pc->ok++;
+        asb_http_response_free(&resp);
+    }
+    return NULL;
+}
+
+ASBT_TEST(pool_grows_while_keep_alive_calls_end_on_other_threads) {
+    asb_http_client_desc d;
+    asb_http_client *cl = NULL;
+    asb_error err;
+    pool_caller pc[2];
+    pthread_t t[2];
+    char url[128];
+    int i;
+    ASBT_CHECK(getenv("ASB_PEER_NGINX_HTTP") != NULL);
+    snprintf(url, sizeof url, "http://127.0.0.1:%s/small.txt", getenv("ASB_PEER_NGINX_HTTP"));
+    memset(&d, 0, sizeof d);
+    d.max_idle_connections = 1;
+    ASBT_EQ_RES(asb_http_client_create(&d, &cl, &err), ASB_OK);
+    for (i = 0; i < 2; i++) {
+        pc[i].cl = cl;
+        pc[i].url = url;
+        pc[i].ok = 0;
+        ASBT_CHECK(pthread_create(&t[i], NULL, pool_call_loop, &pc[i]) == 0);
+    }
+    for (i = 2; i <= 256; i++) { /* a batch's growth, spread over the calls */
+        asb__http_pool_grow(cl, i);
+        usleep(500);
+    }
+    for (i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    ASBT_EQ_INT(pc[0].ok + pc[1].ok, 400);
+    asb_http_client_free(cl);
+}
+
 ASBT_LIST(
     ASBT_CASE(static_token_and_basic_auth_are_sent)
     ASBT_CASE(a_list_whose_pages_never_end_is_an_error_not_a_loop)
@@ -1351,6 +1405,7 @@ ASBT_LIST(
     ASBT_CASE(a_signal_between_fork_and_exec_never_runs_the_programs_handler)
     ASBT_CASE(client_certificates_rotate_20_times_under_concurrent_watches)
     ASBT_CASE(running_the_plugin_again_and_again_keeps_memory_flat)
+    ASBT_CASE(pool_grows_while_keep_alive_calls_end_on_other_threads)
 )
 
 int main(int argc, char **argv);
