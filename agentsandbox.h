@@ -19324,12 +19324,22 @@ static asb_result asb__nt_endpoint(asb_client *c, asb_sandbox *sb, int port, asb
 static asb_result asb__client_dial(void *user, const char *host, int port, int *fd,
                                    asb_error *err);
 
-/* A forward to one port of one sandboxd pod ("<pod>.<ns>" in the URL).
+/* A sandboxd pod's host in the native pod tunnel's URLs ends in this
+   label, which the router's "<service>.<namespace>" never has: the two
+   connectors of one client (legacy handles through the router, sandboxd
+   ones to their pods) share its dial and its HTTP pool, keyed by host,
+   so a pod named like the router's Service in the router's namespace
+   was dialled through the router's forward, and shared its pooled
+   connections. */
+#define ASB__NPT_HOST_SUFFIX ".asb-pod"
+
+/* A forward to one port of one sandboxd pod ("<pod>.<ns>.asb-pod" in the
+   URL).
    Dials run outside conn_lock, so a handle released meanwhile (another
    handle of the same pod, on another thread) only unlinks a forward that
    is being dialled through: the last dial frees it. */
 typedef struct asb__pod_forward {
-    char host[320];
+    char host[340];   /* pod 253, ns 63, the dots and the suffix */
     int port;
     asb_portforward *pf;
     int dialing;   /* dials under way through pf (under conn_lock) */
@@ -19353,16 +19363,23 @@ static asb_result asb__nt_pod_forward(asb_client *c, const char *host, int port,
     for (f = c->pod_pfs; f && (f->port != port || strcmp(f->host, host) != 0); f = f->next) {}
     if (!f) {
         asb_portforward_desc d;
-        char pod[254], ns[64], pnum[16];
-        /* the last dot: a pod name may hold dots, a namespace may not */
-        const char *dot = strrchr(host, '.');
+        char pod[254], ns[64], pnum[16], bare[340];
+        size_t hl = strlen(host), sl = sizeof ASB__NPT_HOST_SUFFIX - 1;
+        const char *dot;
         memset(&d, 0, sizeof d);
-        if (!dot || (size_t)(dot - host) >= sizeof pod || strlen(dot + 1) >= sizeof ns ||
-            strlen(host) >= sizeof f->host) {
+        /* "<pod>.<ns>" before the suffix; the last dot splits them: a pod
+           name may hold dots, a namespace may not */
+        snprintf(bare, sizeof bare, "%.*s", (int)(hl > sl ? hl - sl : 0), host);
+        dot = strrchr(bare, '.');
+        if (hl <= sl || strcmp(host + hl - sl, ASB__NPT_HOST_SUFFIX) != 0 || !dot ||
+            (size_t)(dot - bare) >= sizeof pod || strlen(dot + 1) >= sizeof ns ||
+            hl >= sizeof f->host) {
             pthread_mutex_unlock(&c->conn_lock);
-            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "native tunnel: bad pod host");
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "native tunnel: \"%.100s\" is neither the router nor a sandboxd pod",
+                             host);
         }
-        snprintf(pod, sizeof pod, "%.*s", (int)(dot - host), host);
+        snprintf(pod, sizeof pod, "%.*s", (int)(dot - bare), bare);
         snprintf(ns, sizeof ns, "%s", dot + 1);
         snprintf(pnum, sizeof pnum, "%d", port);
         d.ns = ns;
@@ -19409,7 +19426,8 @@ static asb_result asb__nt_dial(asb_client *c, const char *host, int port, int *f
     int64_t t0 = asb__now_ms();
     int was_up;
     snprintf(router, sizeof router, "%s.%s", c->router_svc, c->router_ns);
-    /* the router's Service, or a sandboxd pod ("<pod>.<ns>", the pod tunnel) */
+    /* the router's Service, or a sandboxd pod ("<pod>.<ns>.asb-pod", the
+       pod tunnel) */
     r = strcmp(host, router) == 0 ? asb__nt_forward(c, &pf, err)
                                   : asb__nt_pod_forward(c, host, port, &pod, err);
     if (r != ASB_OK) return r;
@@ -19470,7 +19488,7 @@ static void asb__nt_stop(asb_client *c) {
 /* The sandboxd runtime in native mode: sandboxd listens on its pod's
    loopback, where no router reaches, so each of its ports is
    port-forwarded to the pod itself (as the sandboxd pod tunnel does with
-   kubectl), "<pod>.<ns>" naming it for the dial. */
+   kubectl), "<pod>.<ns>.asb-pod" naming it for the dial. */
 static asb_result asb__npt_endpoint(asb_client *c, asb_sandbox *sb, int port, asb__endpoint *ep,
                                     asb_error *err) {
     (void)c;
@@ -19480,7 +19498,8 @@ static asb_result asb__npt_endpoint(asb_client *c, asb_sandbox *sb, int port, as
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
                          "sandbox %s: its pod name \"%.60s\" is not an object name", sb->name,
                          sb->pod);
-    snprintf(ep->base, sizeof ep->base, "http://%s.%s:%d", sb->pod, sb->ns, port);
+    snprintf(ep->base, sizeof ep->base, "http://%s.%s" ASB__NPT_HOST_SUFFIX ":%d", sb->pod, sb->ns,
+             port);
     return ASB_OK;
 }
 
@@ -19496,7 +19515,7 @@ static void asb__npt_release(asb_sandbox *sb) {
     asb_client *c = sb->client;
     asb__pod_forward **pp, *gone = NULL;
     asb_sandbox *s;
-    char host[320];
+    char host[340];
     int shared = 0;
     pthread_mutex_lock(&c->lock);
     for (s = c->handles; s && !shared; s = s->next)
@@ -19504,7 +19523,7 @@ static void asb__npt_release(asb_sandbox *sb) {
                  strcmp(s->pod, sb->pod) == 0 && strcmp(s->ns, sb->ns) == 0;
     pthread_mutex_unlock(&c->lock);
     if (shared) return;
-    snprintf(host, sizeof host, "%s.%s", sb->pod, sb->ns);
+    snprintf(host, sizeof host, "%s.%s" ASB__NPT_HOST_SUFFIX, sb->pod, sb->ns);
     pthread_mutex_lock(&c->conn_lock);
     for (pp = &c->pod_pfs; *pp;) {
         if (strcmp((*pp)->host, host) == 0) {

@@ -754,6 +754,56 @@ ASBT_TEST(a_killed_pod_tunnel_kubectl_mid_call_is_replaced_by_the_next_call) {
     ASBT_EQ_INT(kubectl_descendants(NULL, 0), 0);
 }
 
+/* A sandboxd pod named like the router's Service, in the router's
+   namespace: in native-tunnel mode the dial told the router and the pods
+   apart by the host "<name>.<ns>" alone, so this pod's calls went to the
+   router's forward (and its Service, here absent, was looked up). The
+   router is pointed at the pod's own name and namespace; the second
+   client must reach the pod itself: it reads back what the first wrote. */
+ASBT_TEST(native_tunnel_tells_a_pod_named_like_the_router_from_the_router) {
+    asb_error err;
+    asb_client *c = new_client(&err), *nc = NULL;
+    asb_sandbox *sb, *nsb = NULL;
+    asb_client_desc d;
+    asb_run_result rr;
+    asb_buf b;
+    char pod[300], ns[100];
+    ASBT_CHECK(c != NULL);
+    sb = new_sandbox(c);
+    ASBT_CHECK(sb != NULL);
+    snprintf(pod, sizeof pod, "%s", asb_sandbox_pod_name(sb));
+    snprintf(ns, sizeof ns, "%s", asb_sandbox_namespace(sb));
+    ASBT_EQ_RES(asb_sandbox_write(sb, "who.txt", "the pod itself", 14, &err), ASB_OK);
+    memset(&d, 0, sizeof d);
+    d.mode = ASB_CONNECT_NATIVE_TUNNEL;
+    d.runtime = ASB_RUNTIME_AUTO;
+    d.kube.kubeconfig.path = kubeconfig;
+    d.kube.http.retry.backoff_ms = 100;
+    d.router_service = pod;
+    d.router_namespace = ns;
+    if (getenv("ASB_SHOW_LOG")) d.log.fn = show_log;
+    ASBT_EQ_RES(asb_client_create(&d, &nc, &err), ASB_OK);
+    if (asb_client_get_sandbox(nc, asb_sandbox_claim_name(sb), ns, 60000, &nsb, &err) != ASB_OK)
+        fprintf(stderr, "    get: %s\n", err.message);
+    asb_buf_init(&b, NULL);
+    memset(&rr, 0, sizeof rr);
+    if (nsb) {
+        if (asb_sandbox_read(nsb, "who.txt", &b, &err) != ASB_OK)
+            fprintf(stderr, "    read: %s\n", err.message);
+        if (asb_sandbox_run(nsb, "echo ran", 60000, &rr, &err) != ASB_OK)
+            fprintf(stderr, "    run: %s\n", err.message);
+    }
+    asb_client_free(nc);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
+    ASBT_CHECK(nsb != NULL);
+    ASBT_EQ_INT((int)b.len, 14);
+    ASBT_CHECK(b.ptr && memcmp(b.ptr, "the pod itself", 14) == 0);
+    ASBT_CHECK(rr.out.ptr && strcmp(rr.out.ptr, "ran\n") == 0);
+    asb_buf_free(&b);
+    asb_run_result_free(&rr);
+}
+
 ASBT_TEST(n_sandboxes_have_n_pod_tunnels_and_none_is_left_after_terminate) {
     enum { N = 3 };
     asb_error err;
@@ -1294,6 +1344,7 @@ ASBT_LIST(
     ASBT_CASE(deleting_a_non_empty_directory_needs_recursive)
     ASBT_CASE(a_killed_pod_tunnel_kubectl_mid_call_is_replaced_by_the_next_call)
     ASBT_CASE(n_sandboxes_have_n_pod_tunnels_and_none_is_left_after_terminate)
+    ASBT_CASE(native_tunnel_tells_a_pod_named_like_the_router_from_the_router)
     ASBT_CASE(native_mode_drives_100_sandboxd_sandboxes_with_no_child_process)
     ASBT_CASE(in_cluster_reaches_sandboxd_on_the_pod_ip_for_files_runs_and_processes)
     ASBT_CASE(in_cluster_sandboxd_uses_the_service_name_when_the_pod_ip_is_refused))
