@@ -51,84 +51,85 @@ static void swap_if_due(int dirfd, const char *path) {
     }
 }
 
-static mode_t mode_of(int flags, va_list ap) {
-    return (flags & O_CREAT) ? (mode_t)va_arg(ap, int) : 0;
+/* What every entry point below does before it opens: swap if due, and
+   find (once) the definition of name that ours hides, libc's, into *real
+   (a function pointer: stored through void ** as POSIX has dlsym's
+   result kept). */
+static void before_open(void *real, const char *name, int dirfd, const char *path) {
+    if (!*(void **)real) *(void **)real = dlsym(RTLD_NEXT, name);
+    swap_if_due(dirfd, path);
 }
 
+/* The mode after flags is there only when the call creates a file, as
+   libc reads it (O_CREAT, or O_TMPFILE): read it then, else pass 0. */
+#define READ_MODE(m, flags)                                                         \
+    do {                                                                            \
+        va_list ap_;                                                                \
+        va_start(ap_, flags);                                                       \
+        m = ((flags) & O_CREAT) || ((flags) & O_TMPFILE) == O_TMPFILE               \
+                ? (mode_t)va_arg(ap_, int) : 0;                                     \
+        va_end(ap_);                                                                \
+    } while (0)
+
+typedef int (*open_fn)(const char *, int, ...);
+typedef int (*openat_fn)(int, const char *, int, ...);
+typedef int (*open_2_fn)(const char *, int);
+typedef int (*openat_2_fn)(int, const char *, int);
+
 int open(const char *path, int flags, ...) {
-    static int (*real)(const char *, int, ...);
-    va_list ap;
+    static open_fn real;
     mode_t m;
-    va_start(ap, flags);
-    m = mode_of(flags, ap);
-    va_end(ap);
-    if (!real) real = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
-    swap_if_due(AT_FDCWD, path);
+    READ_MODE(m, flags);
+    before_open(&real, "open", AT_FDCWD, path);
     return real(path, flags, m);
 }
 
 int open64(const char *path, int flags, ...) {
-    static int (*real)(const char *, int, ...);
-    va_list ap;
+    static open_fn real;
     mode_t m;
-    va_start(ap, flags);
-    m = mode_of(flags, ap);
-    va_end(ap);
-    if (!real) real = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open64");
-    swap_if_due(AT_FDCWD, path);
+    READ_MODE(m, flags);
+    before_open(&real, "open64", AT_FDCWD, path);
     return real(path, flags, m);
 }
 
 int openat(int dirfd, const char *path, int flags, ...) {
-    static int (*real)(int, const char *, int, ...);
-    va_list ap;
+    static openat_fn real;
     mode_t m;
-    va_start(ap, flags);
-    m = mode_of(flags, ap);
-    va_end(ap);
-    if (!real) real = (int (*)(int, const char *, int, ...))dlsym(RTLD_NEXT, "openat");
-    swap_if_due(dirfd, path);
+    READ_MODE(m, flags);
+    before_open(&real, "openat", dirfd, path);
     return real(dirfd, path, flags, m);
 }
 
 int openat64(int dirfd, const char *path, int flags, ...) {
-    static int (*real)(int, const char *, int, ...);
-    va_list ap;
+    static openat_fn real;
     mode_t m;
-    va_start(ap, flags);
-    m = mode_of(flags, ap);
-    va_end(ap);
-    if (!real) real = (int (*)(int, const char *, int, ...))dlsym(RTLD_NEXT, "openat64");
-    swap_if_due(dirfd, path);
+    READ_MODE(m, flags);
+    before_open(&real, "openat64", dirfd, path);
     return real(dirfd, path, flags, m);
 }
 
 /* _FORTIFY_SOURCE builds (Ubuntu's default at -O2) call these instead
    when the flags are not a constant: the swap must happen there too */
 int __open_2(const char *path, int flags) {
-    static int (*real)(const char *, int);
-    if (!real) real = (int (*)(const char *, int))dlsym(RTLD_NEXT, "__open_2");
-    swap_if_due(AT_FDCWD, path);
+    static open_2_fn real;
+    before_open(&real, "__open_2", AT_FDCWD, path);
     return real(path, flags);
 }
 
 int __open64_2(const char *path, int flags) {
-    static int (*real)(const char *, int);
-    if (!real) real = (int (*)(const char *, int))dlsym(RTLD_NEXT, "__open64_2");
-    swap_if_due(AT_FDCWD, path);
+    static open_2_fn real;
+    before_open(&real, "__open64_2", AT_FDCWD, path);
     return real(path, flags);
 }
 
 int __openat_2(int dirfd, const char *path, int flags) {
-    static int (*real)(int, const char *, int);
-    if (!real) real = (int (*)(int, const char *, int))dlsym(RTLD_NEXT, "__openat_2");
-    swap_if_due(dirfd, path);
+    static openat_2_fn real;
+    before_open(&real, "__openat_2", dirfd, path);
     return real(dirfd, path, flags);
 }
 
 int __openat64_2(int dirfd, const char *path, int flags) {
-    static int (*real)(int, const char *, int);
-    if (!real) real = (int (*)(int, const char *, int))dlsym(RTLD_NEXT, "__openat64_2");
-    swap_if_due(dirfd, path);
+    static openat_2_fn real;
+    before_open(&real, "__openat64_2", dirfd, path);
     return real(dirfd, path, flags);
 }
