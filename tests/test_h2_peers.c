@@ -1282,6 +1282,20 @@ static void *flood_serve(void *arg) {
     return NULL;
 }
 
+/* A hang guard, not a speed check: waits up to tries x 10 ms for the flag
+   another thread sets under mu when the call under test returned; says
+   whether it did. */
+static int returned_within(pthread_mutex_t *mu, const int *done, int tries) {
+    int i, d = 0;
+    for (i = 0; i < tries && !d; i++) {
+        usleep(10000);
+        pthread_mutex_lock(mu);
+        d = *done;
+        pthread_mutex_unlock(mu);
+    }
+    return d;
+}
+
 typedef struct flood_watch {
     asb_h2_conn *h;
     pthread_mutex_t mu;
@@ -1319,7 +1333,7 @@ static void flood_case(int type, int drain) {
     struct sockaddr_in sa;
     socklen_t sl = sizeof sa;
     pthread_t srv, watcher;
-    int i, done = 0;
+    int done;
     memset(&fh, 0, sizeof fh);
     pthread_mutex_init(&fh.mu, NULL);
     fh.ceiling = (size_t)64 << 20;
@@ -1357,13 +1371,7 @@ static void flood_case(int type, int drain) {
     w.h = h;
     pthread_mutex_init(&w.mu, NULL);
     ASBT_CHECK(pthread_create(&watcher, NULL, flood_watch_run, &w) == 0);
-    /* a hang guard, not a speed check: before the fix it never returned */
-    for (i = 0; i < 1000 && !done; i++) {
-        usleep(10000);
-        pthread_mutex_lock(&w.mu);
-        done = w.done;
-        pthread_mutex_unlock(&w.mu);
-    }
+    done = returned_within(&w.mu, &w.done, 1000); /* before the fix it never did */
     shutdown(fp.fd, SHUT_RDWR);
     ASBT_CHECK(done); /* (on failure the threads stay stuck: the run ends) */
     pthread_join(watcher, NULL);
@@ -1489,59 +1497,86 @@ static void *start_run(void *arg) {
     return NULL;
 }
 
-/* R19: process_start waited for sandboxd's init event with no bound. */
-ASBT_TEST(sandboxd_process_start_against_a_silent_server_times_out) {
+/* A sandbox reached in the pod at a silent_peer (its SETTINGS empty, or
+   with the id setting at 0), read_timeout_ms the client's bound on
+   waiting for an answer. */
+typedef struct silent_sandbox {
+    silent_peer sp;
+    pthread_t srv;
+    char addr[64];
+    asb_client *c;
+    asb_sandbox *sb;
+} silent_sandbox;
+
+static void silent_sandbox_open(silent_sandbox *s, int setting, int read_timeout_ms) {
     struct sockaddr_in sa;
     socklen_t sl = sizeof sa;
-    silent_peer sp;
-    start_job j;
     asb_client_desc cd;
-    asb_client *c = NULL;
-    asb_sandbox *sb = NULL;
     asb_error err;
-    pthread_t srv, t;
-    char addr[64];
-    int i, done = 0;
+    memset(s, 0, sizeof *s);
     memset(&sa, 0, sizeof sa);
     sa.sin_family = AF_INET;
     sa.sin_addr.s_addr = htonl(0x7f000001);
-    memset(&sp, 0, sizeof sp);
-    sp.fd = -1;
-    sp.lfd = socket(AF_INET, SOCK_STREAM, 0);
-    ASBT_CHECK(sp.lfd >= 0);
-    ASBT_CHECK(bind(sp.lfd, (struct sockaddr *)&sa, sizeof sa) == 0);
-    ASBT_CHECK(listen(sp.lfd, 4) == 0);
-    ASBT_CHECK(getsockname(sp.lfd, (struct sockaddr *)&sa, &sl) == 0);
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", ntohs(sa.sin_port));
-    ASBT_CHECK(pthread_create(&srv, NULL, silent_serve, &sp) == 0);
+    s->sp.fd = -1;
+    s->sp.setting = setting;
+    s->sp.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    ASBT_CHECK(s->sp.lfd >= 0);
+    ASBT_CHECK(bind(s->sp.lfd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    ASBT_CHECK(listen(s->sp.lfd, 4) == 0);
+    ASBT_CHECK(getsockname(s->sp.lfd, (struct sockaddr *)&sa, &sl) == 0);
+    snprintf(s->addr, sizeof s->addr, "127.0.0.1:%d", ntohs(sa.sin_port));
+    ASBT_CHECK(pthread_create(&s->srv, NULL, silent_serve, &s->sp) == 0);
     memset(&cd, 0, sizeof cd);
     cd.mode = ASB_CONNECT_IN_POD;
-    cd.sandboxd_rest_addr = addr;
-    cd.sandboxd_grpc_addr = addr;
-    cd.kube.http.read_timeout_ms = 1000; /* the bound on waiting for an answer */
-    ASBT_EQ_RES(asb_client_create(&cd, &c, &err), ASB_OK);
-    ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
-    memset(&j, 0, sizeof j);
-    j.sb = sb;
-    pthread_mutex_init(&j.mu, NULL);
-    ASBT_CHECK(pthread_create(&t, NULL, start_run, &j) == 0);
-    /* a hang guard, not a speed check: before the fix it never returned */
-    for (i = 0; i < 3000 && !done; i++) {
-        usleep(10000);
-        pthread_mutex_lock(&j.mu);
-        done = j.done;
-        pthread_mutex_unlock(&j.mu);
+    cd.sandboxd_rest_addr = s->addr;
+    cd.sandboxd_grpc_addr = s->addr;
+    cd.kube.http.read_timeout_ms = read_timeout_ms;
+    ASBT_EQ_RES(asb_client_create(&cd, &s->c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_sandbox_in_pod(s->c, &s->sb, &err), ASB_OK);
+}
+
+/* Starts a process on s's sandbox in another thread, as j asks (its
+   cancel token and timeout_ms; the rest zero), and waits up to 30 s for
+   the call to return (before the fixes it never did); cancel_midway, when
+   given, is triggered 300 ms in: the start waits under the peer's limit
+   (or for window) by then, or soon. Then shuts the peer's connection,
+   which unsticks a call that hung, and joins both threads. Says whether
+   the start returned by itself; its result is in j. */
+static int start_returns(silent_sandbox *s, start_job *j, asb_cancel *cancel_midway) {
+    pthread_t t;
+    int done;
+    j->sb = s->sb;
+    pthread_mutex_init(&j->mu, NULL);
+    if (pthread_create(&t, NULL, start_run, j) != 0) return 0;
+    if (cancel_midway) {
+        usleep(300000);
+        asb_cancel_trigger(cancel_midway);
     }
-    if (sp.fd >= 0) shutdown(sp.fd, SHUT_RDWR); /* unsticks the call if it hung */
+    done = returned_within(&j->mu, &j->done, 3000);
+    if (s->sp.fd >= 0) shutdown(s->sp.fd, SHUT_RDWR);
     pthread_join(t, NULL);
-    pthread_join(srv, NULL);
-    ASBT_CHECK(done);
+    pthread_join(s->srv, NULL);
+    pthread_mutex_destroy(&j->mu);
+    return done;
+}
+
+static void silent_sandbox_close(silent_sandbox *s) {
+    asb_client_free(s->c);
+    if (s->sp.fd >= 0) close(s->sp.fd);
+    close(s->sp.lfd);
+}
+
+/* R19: process_start waited for sandboxd's init event with no bound. */
+ASBT_TEST(sandboxd_process_start_against_a_silent_server_times_out) {
+    silent_sandbox s;
+    start_job j;
+    silent_sandbox_open(&s, 0, 1000);
+    ASBT_CHECK(s.sb != NULL);
+    memset(&j, 0, sizeof j);
+    ASBT_CHECK(start_returns(&s, &j, NULL));
     ASBT_EQ_RES(j.r, ASB_ERR_TIMEOUT);
     ASBT_CONTAINS(j.err.message, "init event");
-    asb_client_free(c);
-    if (sp.fd >= 0) close(sp.fd);
-    close(sp.lfd);
-    pthread_mutex_destroy(&j.mu);
+    silent_sandbox_close(&s);
 }
 
 /* R33: a sandboxd that allows no stream (SETTINGS_MAX_CONCURRENT_STREAMS
@@ -1554,39 +1589,16 @@ ASBT_TEST(sandboxd_process_start_against_a_silent_server_times_out) {
    timeout, ends it. For 1 and 2 the read timeout is a minute: the hang
    guard ends a wait that only it would end. */
 static void start_blocked_case(int setting, int how) {
-    struct sockaddr_in sa;
-    socklen_t sl = sizeof sa;
-    silent_peer sp;
+    silent_sandbox s;
     start_job j;
-    asb_client_desc cd;
-    asb_client *c = NULL;
-    asb_sandbox *sb = NULL;
+    asb_sandbox *sb;
     asb_cancel *tok = NULL;
     asb_run_result rr;
     asb_error err;
-    pthread_t srv, t;
-    char addr[64];
-    int i, done = 0, applied = 0;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(0x7f000001);
-    memset(&sp, 0, sizeof sp);
-    sp.fd = -1;
-    sp.setting = setting;
-    sp.lfd = socket(AF_INET, SOCK_STREAM, 0);
-    ASBT_CHECK(sp.lfd >= 0);
-    ASBT_CHECK(bind(sp.lfd, (struct sockaddr *)&sa, sizeof sa) == 0);
-    ASBT_CHECK(listen(sp.lfd, 4) == 0);
-    ASBT_CHECK(getsockname(sp.lfd, (struct sockaddr *)&sa, &sl) == 0);
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", ntohs(sa.sin_port));
-    ASBT_CHECK(pthread_create(&srv, NULL, silent_serve, &sp) == 0);
-    memset(&cd, 0, sizeof cd);
-    cd.mode = ASB_CONNECT_IN_POD;
-    cd.sandboxd_rest_addr = addr;
-    cd.sandboxd_grpc_addr = addr;
-    cd.kube.http.read_timeout_ms = how ? 60000 : 1000;
-    ASBT_EQ_RES(asb_client_create(&cd, &c, &err), ASB_OK);
-    ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
+    int i, applied = 0;
+    silent_sandbox_open(&s, setting, how ? 60000 : 1000);
+    ASBT_CHECK(s.sb != NULL);
+    sb = s.sb;
     ASBT_EQ_RES(asb_cancel_create(NULL, &tok, &err), ASB_OK);
     /* a run makes the connection (and times out: nobody answers) */
     memset(&rr, 0, sizeof rr);
@@ -1606,33 +1618,13 @@ static void start_blocked_case(int setting, int how) {
     }
     ASBT_CHECK(applied);
     memset(&j, 0, sizeof j);
-    j.sb = sb;
     if (how == 1) j.cancel = tok;
     if (how == 2) j.timeout_ms = 300;
-    pthread_mutex_init(&j.mu, NULL);
-    ASBT_CHECK(pthread_create(&t, NULL, start_run, &j) == 0);
-    if (how == 1) {
-        usleep(300000); /* it waits under the limit (or for window) by now, or soon */
-        asb_cancel_trigger(tok);
-    }
-    /* a hang guard, not a speed check: before the fix it never returned */
-    for (i = 0; i < 3000 && !done; i++) {
-        usleep(10000);
-        pthread_mutex_lock(&j.mu);
-        done = j.done;
-        pthread_mutex_unlock(&j.mu);
-    }
-    if (sp.fd >= 0) shutdown(sp.fd, SHUT_RDWR); /* unsticks the call if it hung */
-    pthread_join(t, NULL);
-    pthread_join(srv, NULL);
-    ASBT_CHECK(done);
+    ASBT_CHECK(start_returns(&s, &j, how == 1 ? tok : NULL));
     ASBT_EQ_RES(j.r, how == 1 ? ASB_ERR_CANCELLED : ASB_ERR_TIMEOUT);
     if (how == 2) ASBT_CHECK(strstr(j.err.message, "timeout_ms") != NULL);
-    asb_client_free(c);
+    silent_sandbox_close(&s);
     asb_cancel_free(tok);
-    if (sp.fd >= 0) close(sp.fd);
-    close(sp.lfd);
-    pthread_mutex_destroy(&j.mu);
 }
 
 ASBT_TEST(sandboxd_process_start_under_a_stream_limit_of_zero_times_out) {
