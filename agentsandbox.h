@@ -14570,7 +14570,12 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
                  "watch %s: the server ended the watch at once with no event; resuming in "
                  "%d ms",
                  base.ptr, pause);
-        asb__sleep_ms(pause);
+        /* on the token, as the other pauses: a shared watch being stopped
+           (its client freed) must not sit out up to 5 s (R48) */
+        if (asb__sleep_or_cancel(pause, opts->cancel)) {
+            r = asb__fail(err, ASB_ERR_CANCELLED, "watch: cancelled");
+            break;
+        }
     }
     asb_buf_free(&base);
     asb_buf_free(&w.rv);
@@ -14592,10 +14597,11 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
    answer and the registration. Until the waiter is armed (its create
    answered, with the object's UID) only its newest event is kept; arming
    replays it when it is of that UID. After a 410 Gone the informer lists
-   afresh (gone_ends_watch): a waiter armed before that list began whose
-   object is not in it was deleted in the gap, and gets a DELETED event
-   (its wait fails at once, not at its deadline). Other drops resume from
-   the last resourceVersion, so DELETED events are replayed by the server.
+   afresh (gone_ends_watch), after a growing pause (R48): a waiter armed
+   before that list began whose object is not in it was deleted in the
+   gap, and gets a DELETED event (its wait fails at once, not at its
+   deadline). Other drops resume from the last resourceVersion, so
+   DELETED events are replayed by the server.
 
    Lifetime: the thread runs while waiters exist and lingers
    ASB__INFORMER_LINGER_MS after the last one leaves (its watch stopped,
@@ -14662,6 +14668,7 @@ typedef struct asb__informer {
     unsigned list_gen;    /* lists started */
     int listing;          /* one runs now */
     char list_rv[128];    /* the resourceVersion of the last complete one */
+    unsigned events;      /* watch events (bookmarks too) seen: progress */
     /* for tests and logs */
     unsigned lists, watches, relists, gap_deletes, threads;
 } asb__informer;
@@ -14744,6 +14751,7 @@ static int asb__informer_event(void *ud, const asb_watch_event *ev) {
     char name[254];
     size_t n = 0;
     pthread_mutex_lock(&inf->lock);
+    inf->events++;
     if (ev->resource_version[0] && strlen(ev->resource_version) < sizeof inf->rv)
         snprintf(inf->rv, sizeof inf->rv, "%s", ev->resource_version);
     if (ev->type != ASB_WATCH_BOOKMARK && ev->type != ASB_WATCH_ERROR &&
@@ -14931,8 +14939,10 @@ again:
         page.len = 0;
         lo.continue_token = cont.len ? cont.ptr : NULL;
         r = asb__informer_list_page(inf, &lo, &page, err);
-        if (r == ASB_ERR_KUBE_API && err && err->http_status == 410 && restarts++ < 3)
-            goto again; /* the continue token expired: from the top */
+        if (r == ASB_ERR_KUBE_API && err && err->http_status == 410 && lo.continue_token &&
+            restarts++ < 3)
+            goto again; /* the continue token expired: from the top (a 410 for a
+                           first page names no token: the caller's backoff, R48) */
         if (r != ASB_OK) break;
         if (asb_json_doc_parse(&d, page.ptr, page.len, &inf->kc->alloc, NULL) != ASB_OK) {
             r = asb__fail(err, ASB_ERR_JSON_INVALID, "list %s: the answer is not JSON",
@@ -15031,12 +15041,14 @@ static void asb__informer_fail_all(asb__informer *inf, asb_result r, const asb_e
 static void *asb__informer_main(void *arg) {
     asb__informer *inf = (asb__informer *)arg;
     asb_kube_client *kc = inf->kc;
+    int backoff = 100; /* before a relist after 410 Gone (R48) */
     pthread_mutex_lock(&inf->lock);
     for (;;) {
         asb_watch_opts wo;
         asb_error e;
         asb_result r = ASB_OK;
         char rv[128];
+        unsigned events0;
         if (!inf->stop && inf->waiters == 0) {
             /* linger: a create right after the last one needs no list */
             struct timespec ts;
@@ -15053,6 +15065,7 @@ static void *asb__informer_main(void *arg) {
         if (inf->stop || inf->waiters == 0) break;
         asb_cancel_reset(inf->cancel); /* under the lock, as every trigger */
         snprintf(rv, sizeof rv, "%s", inf->rv);
+        events0 = inf->events;
         inf->watching = 1;
         pthread_mutex_unlock(&inf->lock);
         memset(&e, 0, sizeof e);
@@ -15081,10 +15094,25 @@ static void *asb__informer_main(void *arg) {
         pthread_cond_broadcast(&inf->quiet);
         if (r == ASB_ERR_CANCELLED) continue; /* no waiters left (or stop) */
         if (r == ASB_ERR_KUBE_API && e.http_status == 410) {
+            int pause;
             inf->rv[0] = '\0'; /* list again: what was deleted meanwhile shows */
             inf->relists++;
+            /* Not at once (R48): a server that answers every watch, or
+               every list, with 410 would get a list and a watch as fast
+               as it answers. The pause is asb_kube_watch's after 410
+               (R10): 100 ms doubling to 5 s, jittered, started over once
+               a watch delivered events. Taken unlocked on the cancel
+               token, so the last waiter leaving or the client being freed
+               ends it at once (watching is 0: no connection is open). */
+            if (inf->events != events0) backoff = 100;
+            pause = asb__jitter_ms(backoff);
+            backoff = backoff < 2500 ? backoff * 2 : 5000;
             asb__log(&kc->http_desc.log, ASB_LOG_INFO, "kube.informer",
-                     "%s in %s: 410 Gone, listing afresh", inf->res.plural, inf->ns);
+                     "%s in %s: 410 Gone, listing afresh in %d ms", inf->res.plural, inf->ns,
+                     pause);
+            pthread_mutex_unlock(&inf->lock);
+            (void)asb__sleep_or_cancel(pause, inf->cancel); /* cancelled: the top decides */
+            pthread_mutex_lock(&inf->lock);
             continue;
         }
         /* not recoverable here (the watch resumes on its own from drops,

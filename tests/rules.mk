@@ -293,8 +293,8 @@ $(TB)/asan/test_kube_creds: tests/test_kube_creds.c $(TEST_DEPS)
 	$(CLANG) -std=c11 -O1 -g $(SAN) $(CFLAGS_WARN) -D_GNU_SOURCE $< -o $@ $(LINK)
 ALL_TARGETS += $(TB)/asan/test_kube_creds
 # The client certificate rotation under concurrent watches (review finding
-# R1) and the pool grown beside keep-alive calls (R43) again under
-# ThreadSanitizer.
+# R1), the pool grown beside keep-alive calls (R43) and the shared watch's
+# pauses (R48) again under ThreadSanitizer.
 $(TB)/tsan/test_kube_creds: tests/test_kube_creds.c $(TEST_DEPS)
 	@mkdir -p $(@D)
 	$(CLANG) -std=c11 -O1 -g -fsanitize=thread $(CFLAGS_WARN) -D_GNU_SOURCE $< -o $@ $(LINK)
@@ -304,8 +304,9 @@ TEST_TIERS += test-kube-creds
 test-kube-creds: $(TB)/asan/test_kube_creds $(TB)/tsan/test_kube_creds
 	@tests/http/with-peers.sh $(HTTP_PEERS_DIR) sh -c '\
 	  echo "--- asan/test_kube_creds" && $(TB)/asan/test_kube_creds && \
-	  echo "--- tsan/test_kube_creds client_certificates_rotate pool_grows (ThreadSanitizer)" && \
-	  TSAN_OPTIONS=halt_on_error=1 $(TB)/tsan/test_kube_creds client_certificates_rotate pool_grows'
+	  echo "--- tsan/test_kube_creds client_certificates_rotate pool_grows shared_watch (ThreadSanitizer)" && \
+	  TSAN_OPTIONS=halt_on_error=1 $(TB)/tsan/test_kube_creds client_certificates_rotate pool_grows \
+	    shared_watch'
 
 # Threads sharing one client, without a cluster, under ThreadSanitizer
 # (review finding R11: the cached claim API version).

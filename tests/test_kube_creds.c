@@ -478,6 +478,145 @@ ASBT_TEST(a_watch_backs_off_from_a_server_that_keeps_answering_410) {
     ASBT_CHECK(n <= 60);    /* each restart still waits at least 50 ms */
 }
 
+/* A kube client whose API server is the fault server's /<mode>/<key>
+   (R48: "gone", every request 410; "list-then/gone", lists answer and
+   every watch is 410; "list-then/empty-watch", every watch ends at once). */
+static asb_kube_client *client_at(const char *mode, const char *key) {
+    asb_kube_client_desc d;
+    asb_kube_client *kc = NULL;
+    asb_error err;
+    FILE *f = fopen(cfgpath, "w");
+    if (!f) return NULL;
+    fprintf(f,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+            "    server: http://127.0.0.1:%s/%s/%s\ncontexts:\n- name: c\n  context: "
+            "{cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: t}\n",
+            getenv("ASB_PEER_FAULT_PORT"), mode, key);
+    fclose(f);
+    memset(&d, 0, sizeof d);
+    d.kubeconfig.path = cfgpath;
+    if (asb_kube_client_create(&d, &kc, &err) != ASB_OK) return NULL;
+    return kc;
+}
+
+/* A waiter's callback: counts the events it is given; 1 ends the wait
+   when *user was set to -1 beforehand (the object was found). */
+static int informer_event_counted(void *user, const asb_watch_event *ev) {
+    int *n = (int *)user;
+    (void)ev;
+    if (*n < 0) return 1;
+    ++*n;
+    return 0;
+}
+
+/* R48: the shared watch (informer) relisted at once after a 410 Gone, its
+   watch's or its list's: a server answering every watch (or everything)
+   with 410 got a list and a watch as fast as it answered (47 lists and
+   46 watches in 2 s). The relists back off as R10's watch restarts do:
+   pauses of 50-100, 100-200, 200-400, 400-800, 800-1600 ms allow at most
+   six rounds of list and watch in 2.5 s, so 12 requests. The waiters are
+   still served: one whose object a list shows ends found, one that is
+   never satisfied gets the object once per list and ends at its
+   deadline. */
+ASBT_TEST(the_shared_watch_backs_off_from_a_server_that_keeps_answering_410) {
+    static const char *modes[] = {"list-then/gone", "gone"};
+    asb_kube_resource res;
+    int i;
+    memset(&res, 0, sizeof res);
+    res.group = "agents.x-k8s.io";
+    res.version = "v1alpha1";
+    res.plural = "sandboxes";
+    for (i = 0; i < 2; i++) {
+        char key[64], lkey[80];
+        asb_kube_client *kc;
+        asb__waiter *never = NULL, *found = NULL;
+        asb_error err;
+        int seen = 0, hit = -1, gap = 0;
+        int64_t n, lists;
+        snprintf(key, sizeof key, "i410-%d-%d", (int)getpid(), i);
+        kc = client_at(modes[i], key);
+        ASBT_CHECK(kc != NULL);
+        if (!kc) return;
+        memset(&err, 0, sizeof err);
+        ASBT_EQ_RES(asb__informer_join(kc, &res, "default", "s", NULL, informer_event_counted,
+                                       &seen, &never, &err),
+                    ASB_OK);
+        if (i == 0)
+            ASBT_EQ_RES(asb__informer_join(kc, &res, "default", "s", NULL,
+                                           informer_event_counted, &hit, &found, &err),
+                        ASB_OK);
+        asb__informer_arm(never, "u-s", "5");
+        if (found) {
+            asb__informer_arm(found, "u-s", "5");
+            ASBT_EQ_RES(asb__informer_wait(found, asb__now_ms() + 30000, NULL, &gap, &err),
+                        ASB_OK);
+            asb__informer_leave(found);
+        }
+        ASBT_EQ_RES(asb__informer_wait(never, asb__now_ms() + 2500, NULL, &gap, &err),
+                    ASB_ERR_TIMEOUT);
+        ASBT_EQ_INT(gap, 0);
+        asb__informer_leave(never);
+        asb_kube_client_free(kc);
+        n = fault_count(key);
+        snprintf(lkey, sizeof lkey, "%s-lists", key);
+        lists = i == 0 ? fault_count(lkey) : n;
+        fprintf(stderr, "    %s: %lld requests (%lld lists) in 2.5 s, %d events to the waiter\n",
+                modes[i], (long long)n, (long long)lists, seen);
+        ASBT_CHECK(lists >= 2);  /* it did list again */
+        ASBT_CHECK(n <= 12);     /* ...but not in a loop */
+        if (i == 0) {
+            /* one watch per list, and the object once per list (R27) */
+            ASBT_CHECK(n == 2 * lists || n == 2 * lists - 1);
+            ASBT_CHECK(seen <= lists && seen + 1 >= lists && seen >= 1);
+        } else {
+            ASBT_EQ_INT(seen, 0);
+        }
+    }
+}
+
+/* R48: the shared watch's pauses (after 410, and asb_kube_watch's after a
+   watch that ends at once, which was a plain sleep) end when the last
+   waiter leaves or the client is freed. The pause is allowed to grow to
+   2.5-5 s first (14 requests: seven rounds of list and 410; or a list and
+   seven watches that end at once); then leaving and freeing must take far
+   less than that pause (2 s: a hang guard, not a timing). */
+ASBT_TEST(freeing_the_client_during_a_shared_watch_pause_returns_promptly) {
+    static const char *modes[] = {"list-then/gone", "list-then/empty-watch"};
+    static const int64_t reach[] = {14, 8};
+    asb_kube_resource res;
+    int i;
+    memset(&res, 0, sizeof res);
+    res.group = "agents.x-k8s.io";
+    res.version = "v1alpha1";
+    res.plural = "sandboxes";
+    for (i = 0; i < 2; i++) {
+        char key[64];
+        asb_kube_client *kc;
+        asb__waiter *w = NULL;
+        asb_error err;
+        int seen = 0;
+        int64_t n = 0, t0, until, took;
+        snprintf(key, sizeof key, "ifree-%d-%d", (int)getpid(), i);
+        kc = client_at(modes[i], key);
+        ASBT_CHECK(kc != NULL);
+        if (!kc) return;
+        ASBT_EQ_RES(asb__informer_join(kc, &res, "default", "s", "u-s",
+                                       informer_event_counted, &seen, &w, &err),
+                    ASB_OK);
+        until = asb__now_ms() + 60000; /* the pauses add up to 6.3 s at most */
+        while ((n = fault_count(key)) < reach[i] && asb__now_ms() < until) asb__sleep_ms(20);
+        fprintf(stderr, "    %s: %lld requests before the free\n", modes[i], (long long)n);
+        ASBT_CHECK(n >= reach[i]);
+        t0 = asb__now_ms();
+        asb__informer_leave(w);
+        asb_kube_client_free(kc);
+        took = asb__now_ms() - t0;
+        fprintf(stderr, "    %s: leave and free took %lld ms\n", modes[i], (long long)took);
+        ASBT_CHECK(took < 2000);
+        ASBT_CHECK(fault_count(key) <= reach[i] + 1); /* nothing after the free */
+    }
+}
+
 /* The whole of a small file, NUL-terminated (libc memory; free it). */
 static char *slurp(const char *path) {
     FILE *f = fopen(path, "rb");
@@ -1398,6 +1537,8 @@ ASBT_LIST(
     ASBT_CASE(secrets_are_wiped_before_their_memory_is_freed)
     ASBT_CASE(an_api_servers_429_is_retried_even_for_a_post)
     ASBT_CASE(a_watch_backs_off_from_a_server_that_keeps_answering_410)
+    ASBT_CASE(the_shared_watch_backs_off_from_a_server_that_keeps_answering_410)
+    ASBT_CASE(freeing_the_client_during_a_shared_watch_pause_returns_promptly)
     ASBT_CASE(exec_plugin_args_reach_it_verbatim_and_no_shell_runs)
     ASBT_CASE(a_request_retried_after_a_401_keeps_its_content_type)
     ASBT_CASE(a_bare_plugin_name_never_runs_a_file_in_the_working_directory)

@@ -107,6 +107,12 @@ unless said; connections are kept alive unless said; `?k=v` where noted):
                            /gone-after-event/<key>/... an ADDED event first;
                            /empty-watch/<key>/... 200 with an empty body (a
                            watch that ends at once, cleanly)
+  /list-then/<watch>/<key>/...  a list (GET without watch=true) answers 200
+                           with one object, "s" (uid "u-s", resourceVersion 5);
+                           a watch answers as /<watch>/ does ("gone": 410,
+                           "empty-watch": 200, empty body): a shared watch's
+                           list works, its watch never does. Counted under
+                           <key>, and the lists also under <key>-lists
   /list-continue/<key>/<mode>/...  every GET answers as an apiserver answers a
                            list (items [], preferredVersion for discovery) with a
                            metadata.continue that never ends: mode "same" always
@@ -584,6 +590,24 @@ class FaultHandler(socketserver.BaseRequestHandler):
                 part = unit[:min(left, len(unit))]
                 send(part)
                 left -= len(part)
+            return True
+        if seg[0] == "list-then" and len(seg) >= 3 and seg[1] in ("gone", "empty-watch"):
+            # a faulty apiserver: the list answers, every watch fails at once
+            STATE.bump(seg[2])
+            if query.get("watch") != "true":
+                STATE.bump(seg[2] + "-lists")
+                send(json_response({"kind": "List", "apiVersion": "v1",
+                                    "metadata": {"resourceVersion": "5"},
+                                    "items": [{"metadata": {"name": "s", "uid": "u-s",
+                                                            "resourceVersion": "5"}}]}))
+                return True
+            if seg[1] == "gone":
+                send(json_response({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                    "reason": "Expired", "code": 410,
+                                    "message": "too old resource version: 5 (6)"},
+                                   status=410, reason="Gone"))
+                return True
+            send(response(200, "OK", [("Content-Type", "application/json")], b""))
             return True
         if seg[0] == "empty-watch" and len(seg) >= 2:
             STATE.bump(seg[1])
