@@ -804,7 +804,9 @@
    The kubeconfig is read as kubectl reads it (its test oracle is `kubectl
    config view`): the KUBECONFIG list merged with the first file winning
    each named stanza and the current-context, relative paths resolved
-   against the file that names them, `*-data` decoded, files read at load.
+   against the file that names them, `*-data` decoded, files read at load
+   (a certificate, key, CA or token file must be a regular file: a FIFO
+   would block; a kubeconfig itself may be a pipe, as with kubectl).
    A broken file is an error with file:line:col. The YAML reader covers
    what kubeconfigs use (and is also checked against PyYAML), anchors,
    aliases and merge keys (`<<: *base`) included; tags, several documents
@@ -2280,14 +2282,19 @@ typedef struct asb_kube_client_desc {
     asb_http_client_desc http;      /* timeouts, retries, limits; its tls
                                        and proxy come from the config */
     int exec_timeout_ms;            /* default 30000: an exec credential
-                                       plugin that runs longer is killed */
+                                       plugin that runs longer is killed
+                                       (its process group), also one that
+                                       closed its output and goes on */
 } asb_kube_client_desc;
 
 /* Talks to one apiserver as one user. Thread safety: calls may run from
    several threads at once (credential refreshes are locked). An exec
    plugin's new client certificate takes effect for calls that start
    after it; a call already running (a watch) keeps the connection and
-   certificate it began with until it ends or reconnects. */
+   certificate it began with until it ends or reconnects. A plugin's new
+   credential replaces the old one whole, as in client-go: a token-only
+   one drops an earlier certificate, a certificate-only one an earlier
+   token. */
 typedef struct asb_kube_client asb_kube_client;
 
 /* Loads the configuration (kubeconfig, or in-cluster) and makes the
@@ -7126,15 +7133,36 @@ static char *asb__kc_dup(asb__kc *k, const char *s, size_t n) {
     return p;
 }
 
-/* Reads a whole file (bounded) into an allocated, NUL-terminated buffer. */
-static asb_result asb__read_file(const asb_allocator *a, const char *path, char **out,
-                                 size_t *len, size_t max) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+/* Reads a whole file (bounded) into an allocated, NUL-terminated buffer.
+   regular_only: the file must be a regular file, else
+   ASB_ERR_INVALID_ARGUMENT (for token, CA, certificate and key files: a
+   FIFO or a device there would block the read, and a token file is read
+   under a kube client's lock, so every thread would wait). A kubeconfig
+   itself may be a pipe (kubectl --kubeconfig <(...)), as with kubectl. */
+static asb_result asb__read_file_kind(const asb_allocator *a, const char *path, char **out,
+                                      size_t *len, size_t max, int regular_only) {
+    /* O_NONBLOCK: opening a FIFO without a writer does not block */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | (regular_only ? O_NONBLOCK : 0));
     asb_buf b;
     asb_result r = ASB_OK;
     *out = NULL;
     *len = 0;
     if (fd < 0) return ASB_ERR_IO;
+    if (regular_only) {
+        struct stat st;
+        int fl;
+        if (fstat(fd, &st) != 0 || (fl = fcntl(fd, F_GETFL)) < 0 ||
+            fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+            int e = errno;
+            close(fd);
+            errno = e;
+            return ASB_ERR_IO;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            close(fd);
+            return ASB_ERR_INVALID_ARGUMENT;
+        }
+    }
     asb_buf_init(&b, a);
     b.wipe = 1; /* kubeconfigs, token and key files: no copy left behind */
     /* Read straight into the buffer: no stack copy of a secret to wipe,
@@ -7171,6 +7199,18 @@ static asb_result asb__read_file(const asb_allocator *a, const char *path, char 
     *out = b.ptr;
     *len = b.len;
     return ASB_OK;
+}
+
+/* Any file a path names (a kubeconfig: a pipe too). */
+static asb_result asb__read_file(const asb_allocator *a, const char *path, char **out,
+                                 size_t *len, size_t max) {
+    return asb__read_file_kind(a, path, out, len, max, 0);
+}
+
+/* A regular file only (a secret or a CA): ASB_ERR_INVALID_ARGUMENT else. */
+static asb_result asb__read_regular_file(const asb_allocator *a, const char *path, char **out,
+                                         size_t *len, size_t max) {
+    return asb__read_file_kind(a, path, out, len, max, 1);
 }
 
 /* A scalar field as an arena string; NULL when absent or null. A value of
@@ -7316,12 +7356,14 @@ static asb_result asb__kc_bytes(asb__kc *k, int file, const asb_yaml_node *map,
     if (path) {
         char *text = NULL;
         size_t len = 0;
-        asb_result r = asb__read_file(&k->alloc, path, &text, &len, (size_t)16 << 20);
+        asb_result r = asb__read_regular_file(&k->alloc, path, &text, &len, (size_t)16 << 20);
         if (r != ASB_OK) {
             char pq[200], m[400];
             asb__quote(pq, sizeof pq, path, strlen(path), 180);
             snprintf(m, sizeof m, "%s \"%s\": %s", path_key, pq,
-                     r == ASB_ERR_IO ? strerror(errno) : "file too large");
+                     r == ASB_ERR_IO                 ? strerror(errno)
+                     : r == ASB_ERR_INVALID_ARGUMENT ? "not a regular file"
+                                                     : "file too large");
             *bad = 1;
             return asb__kc_fail_at(k, file, asb_yaml_get(map, path_key), m);
         }
@@ -13267,6 +13309,7 @@ struct asb_kube_client {
     /* exec plugin */
     int exec_timeout_ms;
     int exec_have;           /* a credential is cached */
+    int exec_cert;           /* http carries the plugin's client certificate */
     int64_t exec_expiry;     /* epoch seconds, 0: none */
     unsigned exec_gen;       /* bumps on every plugin run */
     struct asb__informer *informers; /* one shared watch per resource and
@@ -13313,6 +13356,7 @@ ASB_API asb_result asb_kube_config_in_cluster(const char *sa_dir, const asb_allo
     char path[4096], *text = NULL, *server;
     size_t len = 0;
     unsigned char ip[16];
+    asb_result r;
     if (!out) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "in-cluster: NULL out");
     memset(out, 0, sizeof *out);
     if (!host || !*host || !port || !*port)
@@ -13337,10 +13381,13 @@ ASB_API asb_result asb_kube_config_in_cluster(const char *sa_dir, const asb_allo
     snprintf(path, sizeof path, "%s/token", sa_dir);
     out->token_file = asb__kstrdup(a, path);
     snprintf(path, sizeof path, "%s/ca.crt", sa_dir);
-    if (asb__read_file(&out->alloc_, path, &text, &len, (size_t)4 << 20) != ASB_OK) {
+    r = asb__read_regular_file(&out->alloc_, path, &text, &len, (size_t)4 << 20);
+    if (r != ASB_OK) {
+        const char *why = r == ASB_ERR_IO                 ? strerror(errno)
+                          : r == ASB_ERR_INVALID_ARGUMENT ? "not a regular file"
+                                                          : "too large";
         asb_kube_config_free(out);
-        return asb__fail(err, ASB_ERR_KUBECONFIG, "in-cluster: cannot read %s: %s", path,
-                         strerror(errno));
+        return asb__fail(err, ASB_ERR_KUBECONFIG, "in-cluster: cannot read %s: %s", path, why);
     }
     out->ca = (const char *)asb__arena_alloc(a, len + 1);
     if (!out->ca) {
@@ -13354,7 +13401,7 @@ ASB_API asb_result asb_kube_config_in_cluster(const char *sa_dir, const asb_allo
         out->default_namespace = asb__kstrdup(a, ns_env);
     } else {
         snprintf(path, sizeof path, "%s/namespace", sa_dir);
-        if (asb__read_file(&out->alloc_, path, &text, &len, 4096) == ASB_OK) {
+        if (asb__read_regular_file(&out->alloc_, path, &text, &len, 4096) == ASB_OK) {
             while (len && (text[len - 1] == '\n' || text[len - 1] == ' ' || text[len - 1] == '\r'))
                 text[--len] = '\0';
             out->default_namespace = len ? asb__kstrdup(a, text) : "default";
@@ -13577,8 +13624,28 @@ static asb_result asb__exec_run(asb_kube_client *kc, asb_buf *out, asb_buf *erro
         }
     }
     {
-        int st = 0;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+        /* The pipes closed, but a plugin may close its stdout and stderr
+           and go on (waiting on a browser login, say): the deadline holds
+           for its exit too, or every thread of this kube client waits on
+           the lock held here for as long as the plugin likes. */
+        int st = 0, nap = 1;
+        pid_t got;
+        while (r != ASB_ERR_TIMEOUT) {
+            got = waitpid(pid, &st, WNOHANG);
+            if (got == pid) break;
+            if (got < 0 && errno == EINTR) continue;
+            if (got < 0) break; /* ECHILD: SIGCHLD ignored, the kernel reaped it */
+            if (asb__now_ms() >= deadline) {
+                kill(-pid, SIGKILL); /* its group (its own since the fork) */
+                kill(pid, SIGKILL);
+                r = ASB_ERR_TIMEOUT;
+                break;
+            }
+            asb__sleep_ms(nap); /* most exit just after closing: short naps first */
+            if (nap < 20) nap *= 2;
+        }
+        if (r == ASB_ERR_TIMEOUT)
+            while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {} /* killed: ends now */
         *status = st;
     }
     if (r == ASB_ERR_TIMEOUT) {
@@ -13790,15 +13857,27 @@ static asb_result asb__exec_refresh(asb_kube_client *kc, asb_error *err) {
                                               : "client.authentication.k8s.io/v1",
                               &kc->alloc, &cred, err);
     if (r != ASB_OK) goto done;
-    kc->exec_expiry = cred.expiry;
-    if (cred.has_token) {
-        kc->bearer.len = 0;
-        r = asb_buf_append(&kc->bearer, cred.token.ptr, cred.token.len);
-    }
-    if (r == ASB_OK && cred.has_cert)
+    /* The new credential replaces the cached one whole, as in client-go:
+       a plugin that switches from a token to a certificate (or back)
+       must not have the old, expired token or certificate still sent
+       beside the new one. A client without a certificate is made only
+       when the current one carries a plugin's (a token that rotates
+       keeps its pooled connections). */
+    if (cred.has_cert)
         r = asb__kube_make_http(kc, cred.cert.ptr, cred.cert.len, cred.key.ptr, cred.key.len,
                                 err);
-    if (r == ASB_OK) kc->exec_have = 1;
+    else if (kc->exec_cert)
+        r = asb__kube_make_http(kc, NULL, 0, NULL, 0, err);
+    if (r == ASB_OK) {
+        kc->exec_cert = cred.has_cert;
+        if (kc->bearer.ptr) asb__wipe(kc->bearer.ptr, kc->bearer.cap);
+        kc->bearer.len = 0;
+        if (cred.has_token) r = asb_buf_append(&kc->bearer, cred.token.ptr, cred.token.len);
+    }
+    if (r == ASB_OK) {
+        kc->exec_expiry = cred.expiry;
+        kc->exec_have = 1;
+    }
     asb__exec_cred_free(&cred);
 done:
     asb_buf_free(&out); /* wiped: it held a credential */
@@ -13825,13 +13904,17 @@ static asb_result asb__kube_auth(asb_kube_client *kc, asb_buf *auth, unsigned *g
                    st.st_mtime != kc->tf_mtime || st.st_size != kc->tf_size) {
             char *text = NULL;
             size_t len = 0;
-            if (asb__read_file(&kc->alloc, kc->cfg.token_file, &text, &len, 1 << 20) != ASB_OK) {
-                r = asb__fail(err, ASB_ERR_CREDENTIALS, "token file %s: cannot read it",
-                              kc->cfg.token_file);
+            asb_result rr =
+                asb__read_regular_file(&kc->alloc, kc->cfg.token_file, &text, &len, 1 << 20);
+            if (rr != ASB_OK) {
+                r = asb__fail(err, ASB_ERR_CREDENTIALS, "token file %s: cannot read it%s",
+                              kc->cfg.token_file,
+                              rr == ASB_ERR_INVALID_ARGUMENT ? ": not a regular file" : "");
             } else {
                 while (len && (text[len - 1] == '\n' || text[len - 1] == '\r' ||
                                text[len - 1] == ' '))
                     len--;
+                if (kc->bearer.ptr) asb__wipe(kc->bearer.ptr, kc->bearer.cap);
                 kc->bearer.len = 0;
                 r = asb_buf_append(&kc->bearer, text, len);
                 asb__free_secret(&kc->alloc, text, len);

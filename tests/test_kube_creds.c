@@ -1522,6 +1522,250 @@ ASBT_TEST(pool_grows_while_keep_alive_calls_end_on_other_threads) {
     asb_http_client_free(cl);
 }
 
+/* A kube client made from cfgpath and one GET /echo, on a thread of its
+   own, for the hang guards below. */
+typedef struct guarded_call {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    int exec_timeout_ms;
+    int done;
+    asb_result r;
+    asb_error err;
+    char auth[256];
+} guarded_call;
+
+static void *guarded_main(void *arg) {
+    guarded_call *g = (guarded_call *)arg;
+    asb_kube_client_desc d;
+    asb_kube_client *kc = NULL;
+    asb_result r;
+    memset(&d, 0, sizeof d);
+    d.kubeconfig.path = cfgpath;
+    d.exec_timeout_ms = g->exec_timeout_ms;
+    d.http.retry.max_attempts = 1;
+    r = asb_kube_client_create(&d, &kc, &g->err);
+    if (r == ASB_OK) r = echo_auth(kc, g->auth, sizeof g->auth, &g->err);
+    asb_kube_client_free(kc);
+    pthread_mutex_lock(&g->mu);
+    g->r = r;
+    g->done = 1;
+    pthread_mutex_unlock(&g->mu);
+    return NULL;
+}
+
+static int guarded_done(guarded_call *g) {
+    int d;
+    pthread_mutex_lock(&g->mu);
+    d = g->done;
+    pthread_mutex_unlock(&g->mu);
+    return d;
+}
+
+/* Runs the call and waits up to guard_ms for it (a hang guard, not a
+   speed check). If it has not returned by then, unstick() is called
+   (again and again) until it does, so the thread can be joined and the
+   run goes on to the next case. Whether it returned within the guard. */
+static int guarded_run(guarded_call *g, int guard_ms, void (*unstick)(void)) {
+    int i, done = 0;
+    pthread_mutex_init(&g->mu, NULL);
+    if (pthread_create(&g->thread, NULL, guarded_main, g) != 0) return 0;
+    for (i = 0; i < guard_ms / 10 && !(done = guarded_done(g)); i++) asb__sleep_ms(10);
+    for (i = 0; i < 600 && !guarded_done(g); i++) {
+        unstick();
+        asb__sleep_ms(50);
+    }
+    pthread_join(g->thread, NULL);
+    pthread_mutex_destroy(&g->mu);
+    return done;
+}
+
+/* The process group id plugin.sh's mode closed wrote (0: none yet). */
+static pid_t closed_plugin_group(void) {
+    char p[600], text[32] = "";
+    FILE *f;
+    snprintf(p, sizeof p, "%s.pgid", logpath);
+    f = fopen(p, "r");
+    if (!f) return 0;
+    if (!fgets(text, sizeof text, f)) text[0] = 0;
+    fclose(f);
+    return (pid_t)atoi(text);
+}
+
+static void kill_closed_plugin(void) {
+    pid_t g = closed_plugin_group();
+    if (g > 1) kill(-g, SIGKILL);
+}
+
+/* Whether a process of group pgid still runs (a zombie, killed and
+   waiting for init to reap it, does not). */
+static int group_alive(pid_t pgid) {
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    int alive = 0;
+    if (!d) return 1;
+    while ((e = readdir(d)) != NULL && !alive) {
+        char p[300], st[512], state = 0;
+        const char *rp;
+        int pgrp = 0;
+        FILE *f;
+        size_t n;
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        snprintf(p, sizeof p, "/proc/%s/stat", e->d_name);
+        f = fopen(p, "r");
+        if (!f) continue;
+        n = fread(st, 1, sizeof st - 1, f);
+        fclose(f);
+        st[n] = 0;
+        rp = strrchr(st, ')'); /* the command name may hold spaces */
+        if (rp && sscanf(rp + 1, " %c %*d %d", &state, &pgrp) == 2 && pgrp == (int)pgid &&
+            state != 'Z' && state != 'X')
+            alive = 1;
+    }
+    closedir(d);
+    return alive;
+}
+
+/* Review finding R46: the exec timeout held only while the plugin's
+   stdout or stderr was open. A plugin that closes both and goes on (a
+   login flow waiting on a browser) was waited for without a deadline,
+   under the kube client's lock. Mode closed does that, with a child
+   sleeping 300 s in its process group; exec_timeout_ms is 1000. The call
+   must fail with the timeout's message and the whole group be gone. */
+ASBT_TEST(a_plugin_that_closes_its_output_and_sleeps_is_killed_at_the_timeout) {
+    guarded_call g;
+    char p[600];
+    pid_t pgid;
+    int i;
+    snprintf(p, sizeof p, "%s.pgid", logpath);
+    unlink(p);
+    write_plugin_cfg("closed", "client.authentication.k8s.io/v1", "");
+    memset(&g, 0, sizeof g);
+    g.exec_timeout_ms = 1000;
+    /* before the fix the call waited for the 300 s sleep (the guard
+       then kills the plugin's group so the run can go on) */
+    ASBT_CHECK(guarded_run(&g, 30000, kill_closed_plugin));
+    ASBT_EQ_RES(g.r, ASB_ERR_CREDENTIALS);
+    ASBT_CONTAINS(g.err.message, "did not finish within 1000 ms (killed)");
+    pgid = closed_plugin_group();
+    ASBT_CHECK(pgid > 1);
+    /* the sleeping child went with the plugin (killed as a group); a
+       reparented zombie waits for init, hence the wait */
+    for (i = 0; i < 1000 && group_alive(pgid); i++) asb__sleep_ms(10);
+    ASBT_CHECK(!group_alive(pgid));
+}
+
+/* Review finding R47: a refresh replaced only the parts of the cached
+   credential the new one had. A plugin switching from a token to a
+   client certificate left the old (expired) token in every request; one
+   switching back left its old certificate on the connection. The server
+   is the mtls-optional peer (it asks for a client certificate and shows
+   the one it got, or null); plugin.sh mode cert returns, already expired
+   (a plugin run per call), a token only or a certificate only. */
+ASBT_TEST(a_plugin_switching_between_token_and_certificate_sends_only_the_new_one) {
+    static const struct {
+        const char *kind, *auth, *subject;
+    } steps[] = {
+        {"token", "Bearer tok-1", NULL},
+        {"client-rsa", NULL, "CN=client-rsa\""}, /* before the fix: Bearer tok-1 too */
+        {"token", "Bearer tok-3", NULL},         /* before the fix: client-rsa too */
+        {"client-ec", NULL, "CN=client-ec\""},
+        {"client-rsa", NULL, "CN=client-rsa\""},
+        {"token", "Bearer tok-6", NULL},
+    };
+    char cwd[1024];
+    asb_kube_client_desc d;
+    asb_kube_client *kc = NULL;
+    asb_error err;
+    size_t i;
+    FILE *f;
+    ASBT_CHECK(getenv("ASB_PEER_TLS_MTLS_OPTIONAL") && getenv("ASB_PEER_CERTS_DIR"));
+    ASBT_CHECK(getcwd(cwd, sizeof cwd) != NULL);
+    f = fopen(cfgpath, "w");
+    ASBT_CHECK(f != NULL);
+    fprintf(f,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+            "    server: https://127.0.0.1:%s\n    certificate-authority: %s/ca.crt\n"
+            "contexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n"
+            "users:\n- name: u\n  user:\n"
+            "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
+            "      command: %s/tests/kube/plugin.sh\n"
+            "      env:\n      - {name: PLUGIN_MODE, value: cert}\n"
+            "      - {name: PLUGIN_LOG, value: %s}\n"
+            "      - {name: API, value: client.authentication.k8s.io/v1}\n"
+            "      - {name: CERTS, value: %s}\n",
+            getenv("ASB_PEER_TLS_MTLS_OPTIONAL"), getenv("ASB_PEER_CERTS_DIR"), cwd, logpath,
+            getenv("ASB_PEER_CERTS_DIR"));
+    fclose(f);
+    unlink(logpath);
+    memset(&d, 0, sizeof d);
+    d.kubeconfig.path = cfgpath;
+    d.exec_timeout_ms = 60000; /* sanitizers and a loaded machine */
+    d.http.retry.max_attempts = 1;
+    ASBT_EQ_RES(asb_kube_client_create(&d, &kc, &err), ASB_OK);
+    for (i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        asb_buf out;
+        char auth[256];
+        int n;
+        write_cert_choice(steps[i].kind);
+        asb_buf_init(&out, NULL);
+        ASBT_EQ_RES(asb_kube_request(kc, "GET", "/who-am-i", NULL, NULL, 0, &out, &err), ASB_OK);
+        n = header_in_echo(out.ptr, out.len, "Authorization", auth, sizeof auth);
+        if (steps[i].auth) {
+            ASBT_EQ_INT(n, 1);
+            ASBT_EQ_STR(auth, steps[i].auth);
+            ASBT_CONTAINS(out.ptr, "\"client_cert_subject\": null");
+        } else {
+            if (n != 0) fprintf(stderr, "step %d (%s): sent %s\n", (int)i, steps[i].kind, auth);
+            ASBT_EQ_INT(n, 0);
+            ASBT_CONTAINS(out.ptr, steps[i].subject);
+        }
+        asb_buf_free(&out);
+    }
+    ASBT_EQ_INT(plugin_runs(), (int)(sizeof steps / sizeof steps[0]));
+    asb_kube_client_free(kc);
+}
+
+/* A FIFO (or a device) named as a token, CA, certificate or key file
+   blocked the read for good; the token file is read under the kube
+   client's lock, so every thread of the client waited with it. Now
+   such a file is refused as not a regular file. Nobody writes to the
+   FIFOs here: before the change the open waited for a writer (the guard
+   then opens one so the run can go on). */
+static char fifo_path[600];
+
+static void open_fifo_for_writing(void) {
+    int fd = open(fifo_path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) close(fd);
+}
+
+ASBT_TEST(a_fifo_as_token_or_certificate_file_fails_clearly_instead_of_hanging) {
+    static const struct {
+        const char *user_fmt, *why;
+        asb_result code;
+    } cases[] = {
+        {"    tokenFile: %s\n", "not a regular file", ASB_ERR_CREDENTIALS},
+        {"    client-certificate: %s\n    client-key: %s\n", "not a regular file",
+         ASB_ERR_KUBECONFIG},
+    };
+    size_t i;
+    snprintf(fifo_path, sizeof fifo_path, "%s/fifo", dir);
+    unlink(fifo_path);
+    ASBT_CHECK(mkfifo(fifo_path, 0600) == 0);
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        guarded_call g;
+        char user[1600];
+        snprintf(user, sizeof user, cases[i].user_fmt, fifo_path, fifo_path);
+        write_cfg(user);
+        memset(&g, 0, sizeof g);
+        g.exec_timeout_ms = 2000;
+        ASBT_CHECK(guarded_run(&g, 30000, open_fifo_for_writing));
+        ASBT_EQ_RES(g.r, cases[i].code);
+        ASBT_CONTAINS(g.err.message, cases[i].why);
+        ASBT_CONTAINS(g.err.message, fifo_path);
+    }
+    unlink(fifo_path);
+}
+
 ASBT_LIST(
     ASBT_CASE(static_token_and_basic_auth_are_sent)
     ASBT_CASE(a_list_whose_pages_never_end_is_an_error_not_a_loop)
@@ -1548,6 +1792,9 @@ ASBT_LIST(
     ASBT_CASE(client_certificates_rotate_20_times_under_concurrent_watches)
     ASBT_CASE(running_the_plugin_again_and_again_keeps_memory_flat)
     ASBT_CASE(pool_grows_while_keep_alive_calls_end_on_other_threads)
+    ASBT_CASE(a_plugin_that_closes_its_output_and_sleeps_is_killed_at_the_timeout)
+    ASBT_CASE(a_plugin_switching_between_token_and_certificate_sends_only_the_new_one)
+    ASBT_CASE(a_fifo_as_token_or_certificate_file_fails_clearly_instead_of_hanging)
 )
 
 int main(int argc, char **argv);

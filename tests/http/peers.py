@@ -15,7 +15,7 @@ Peers
     http, https (cert `server`), https_ec (cert `server-ec`), each on
     127.0.0.1 and [::1] with the same port; keep-alive on; docroot STATEDIR/www.
   Python ssl (OpenSSL) servers, one port each, every path answers 200 with a
-    JSON echo (see TlsEchoHandler): mtls, ok, wrongname, expired, future,
+    JSON echo (see TlsEchoHandler): mtls, mtls-optional, ok, wrongname, expired, future,
     otherca, iponly, dnsonly, tls12 (TLS 1.2 only), tls12-ec, tls12-clientorder
     (see TLS12_NOTE), tls13 (TLS 1.3 only).
   The fault server (FaultHandler; its paths are in the table below), its
@@ -160,6 +160,9 @@ TLS_SERVERS = {
     # name: (certificate, options)
     "ok": ("server", {}),
     "mtls": ("server", {"client_ca": "ca.crt"}),
+    # asks for a client certificate, takes a connection without one too
+    # (client_cert_subject null): shows whether a client sent one
+    "mtls-optional": ("server", {"client_ca": "ca.crt", "optional": True}),
     "wrongname": ("server-wrongname", {}),
     "expired": ("server-expired", {}),
     "future": ("server-future", {}),
@@ -892,7 +895,7 @@ def tls_context(certs, cert, opts):
         # signature algorithm by its own order (PSS first for RSA).
         ctx.options &= ~ssl.OP_CIPHER_SERVER_PREFERENCE
     if "client_ca" in opts:
-        ctx.verify_mode = ssl.CERT_REQUIRED
+        ctx.verify_mode = ssl.CERT_OPTIONAL if opts.get("optional") else ssl.CERT_REQUIRED
         ctx.load_verify_locations(os.path.join(certs, opts["client_ca"]))
     ctx.set_alpn_protocols(["http/1.1"])
 

@@ -71,6 +71,8 @@ rc "tls mtls rejects a client without a certificate" '55|56' tls mtls
 check "tls mtls accepts client-rsa and reports its subject" bash -c "curl -sf --cacert $CA --cert $CERTS/client-rsa.crt --key $CERTS/client-rsa.key https://localhost:$ASB_PEER_TLS_MTLS/ | grep -q '\"client_cert_subject\": \"O=agentsandbox tests,CN=client-rsa\"'"
 check "tls mtls accepts client-ec" bash -c "curl -sf --cacert $CA --cert $CERTS/client-ec.crt --key $CERTS/client-ec.key https://localhost:$ASB_PEER_TLS_MTLS/ | grep -q 'CN=client-ec'"
 check "tls mtls accepts client-rsa.pkcs1.key and client-ec.sec1.key" bash -c "curl -sf --cacert $CA --cert $CERTS/client-rsa.crt --key $CERTS/client-rsa.pkcs1.key https://localhost:$ASB_PEER_TLS_MTLS/ >/dev/null && curl -sf --cacert $CA --cert $CERTS/client-ec.crt --key $CERTS/client-ec.sec1.key https://localhost:$ASB_PEER_TLS_MTLS/ >/dev/null"
+check "tls mtls-optional takes a client without a certificate" bash -c "curl -sf --cacert $CA https://localhost:$ASB_PEER_TLS_MTLS_OPTIONAL/ | grep -q '\"client_cert_subject\": null'"
+check "tls mtls-optional reports client-rsa" bash -c "curl -sf --cacert $CA --cert $CERTS/client-rsa.crt --key $CERTS/client-rsa.key https://localhost:$ASB_PEER_TLS_MTLS_OPTIONAL/ | grep -q 'CN=client-rsa'"
 rc "tls mtls rejects client-otherca" '55|56' tls mtls --cert "$CERTS/client-otherca.crt" --key "$CERTS/client-otherca.key"
 rc "tls wrongname fails verification" 60 tls wrongname
 check "tls wrongname passes as other.example (server-name override)" bash -c "curl -sf --cacert $CA --resolve other.example:$ASB_PEER_TLS_WRONGNAME:$H https://other.example:$ASB_PEER_TLS_WRONGNAME/ | grep -q '\"sni\": \"other.example\"'"

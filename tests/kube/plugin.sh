@@ -8,7 +8,11 @@
 # one "[arg]" line each) to $PLUGIN_LOG.args.
 # Mode cert prints the certificate and key $CERTS/<name>.{crt,key}, <name>
 # read from $PLUGIN_LOG.cert, already expired (every call runs it again:
-# a rotation per call). Mode fds lists its open descriptors ("N target"
+# a rotation per call); the name "token" prints a token only instead
+# (tok-N, expired too), so a plugin can switch kinds. Mode closed closes
+# its stdout and stderr and then waits on a child that sleeps (as a
+# plugin waiting on a browser login would), its process group id (its
+# own pid) first written to $PLUGIN_LOG.pgid. Mode fds lists its open descriptors ("N target"
 # lines) in $PLUGIN_LOG.fds, then answers as mode token.
 echo run >> "$PLUGIN_LOG"
 printf '%s' "$KUBERNETES_EXEC_INFO" > "$PLUGIN_LOG.info"
@@ -25,6 +29,10 @@ fds)
   printf '{"apiVersion":"%s","kind":"ExecCredential","status":{"token":"tok-%s"}}\n' "$API" "$n" ;;
 cert)
   name=$(cat "$PLUGIN_LOG.cert")
+  if [ "$name" = token ]; then
+    printf '{"apiVersion":"%s","kind":"ExecCredential","status":{"token":"tok-%s","expirationTimestamp":"2020-01-01T00:00:00Z"}}\n' "$API" "$n"
+    exit 0
+  fi
   pem() { awk 'BEGIN { ORS = "" } { print $0 "\\n" }' "$1"; }
   printf '{"apiVersion":"%s","kind":"ExecCredential","status":{"clientCertificateData":"%s","clientKeyData":"%s","expirationTimestamp":"2020-01-01T00:00:00Z"}}\n' \
     "$API" "$(pem "$CERTS/$name.crt")" "$(pem "$CERTS/$name.key")" ;;
@@ -36,5 +44,9 @@ wrongapi) printf '{"apiVersion":"client.authentication.k8s.io/v1alpha1","kind":"
 onlycert) printf '{"apiVersion":"%s","kind":"ExecCredential","status":{"clientCertificateData":"x"}}\n' "$API" ;;
 fail)    echo "login required: run 'cloud auth login'" >&2; exit 3 ;;
 hang)    sleep 30 ;;
+closed)  echo $$ > "$PLUGIN_LOG.pgid.tmp" && mv "$PLUGIN_LOG.pgid.tmp" "$PLUGIN_LOG.pgid"
+         exec 1>&- 2>&-
+         sleep 300 &
+         wait ;;
 *)       echo "unknown PLUGIN_MODE" >&2; exit 9 ;;
 esac
