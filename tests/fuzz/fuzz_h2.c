@@ -9,15 +9,6 @@
 #include "../../agentsandbox.h"
 #include "fuzz_main.h"
 
-#define FUZZ_REQUIRE(cond)                                                   \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "fuzz_h2: property failed: %s (line %d)\n",      \
-                    #cond, __LINE__);                                        \
-            abort();                                                         \
-        }                                                                    \
-    } while (0)
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     asb_h2_desc d;
     asb_allocator a;

@@ -6,15 +6,6 @@
 #include "../../agentsandbox.h"
 #include "fuzz_main.h"
 
-#define FUZZ_REQUIRE(cond)                                                   \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "fuzz_hpack: property failed: %s (line %d)\n",   \
-                    #cond, __LINE__);                                        \
-            abort();                                                         \
-        }                                                                    \
-    } while (0)
-
 static asb_result count_fields(void *ctx, const char *n, size_t nl, const char *v, size_t vl) {
     size_t *total = (size_t *)ctx;
     (void)n;

@@ -14,15 +14,6 @@
 #include "fuzz_main.h"
 #include <ctype.h>
 
-#define FUZZ_REQUIRE(cond)                                                   \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "fuzz_http: property failed: %s (line %d)\n",    \
-                    #cond, __LINE__);                                        \
-            abort();                                                         \
-        }                                                                    \
-    } while (0)
-
 typedef struct outcome {
     asb_result r;
     int state, status, keep_alive;

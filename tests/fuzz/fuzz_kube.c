@@ -18,15 +18,6 @@
 #include "../../agentsandbox.h"
 #include "fuzz_main.h"
 
-#define FUZZ_REQUIRE(cond)                                                   \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "fuzz_kube: property failed: %s (line %d)\n",    \
-                    #cond, __LINE__);                                        \
-            abort();                                                         \
-        }                                                                    \
-    } while (0)
-
 static void require_printable(const char *s, size_t cap) {
     size_t i, n = strnlen(s, cap);
     FUZZ_REQUIRE(n < cap);

@@ -26,15 +26,6 @@
 #include "fuzz_main.h"
 #include <sys/stat.h>
 
-#define FUZZ_REQUIRE(cond)                                                      \
-    do {                                                                        \
-        if (!(cond)) {                                                          \
-            fprintf(stderr, "fuzz_kubeconfig: property failed: %s (line %d)\n", \
-                    #cond, __LINE__);                                           \
-            abort();                                                            \
-        }                                                                       \
-    } while (0)
-
 static char dir[256];
 
 static void put(const char *name, const char *text, size_t n) {

@@ -1,12 +1,26 @@
-/* A replay main for fuzz targets: without libFuzzer, runs every file named
-   on the command line (or found in a named directory) through
-   LLVMFuzzerTestOneInput, so the corpus is a regression test anywhere. */
+/* What every fuzz target shares: FUZZ_REQUIRE, and a replay main that,
+   without libFuzzer, runs every file named on the command line (or found
+   in a named directory) through LLVMFuzzerTestOneInput, so the corpus is
+   a regression test anywhere. */
 #ifndef FUZZ_MAIN_H
 #define FUZZ_MAIN_H
-#ifdef ASB_FUZZ_REPLAY
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+/* A property a target checks on every input: a failure aborts, so
+   libFuzzer (or the replay, under ASan) reports it with the input;
+   make fuzz greps its logs for "property failed". */
+#define FUZZ_REQUIRE(cond)                                                   \
+    do {                                                                     \
+        if (!(cond)) {                                                       \
+            fprintf(stderr, "%s:%d: property failed: %s\n", __FILE__,        \
+                    __LINE__, #cond);                                        \
+            abort();                                                         \
+        }                                                                    \
+    } while (0)
+
+#ifdef ASB_FUZZ_REPLAY
+#include <dirent.h>
 #include <string.h>
 #include <sys/stat.h>
 

@@ -9,15 +9,6 @@
 #include "../../agentsandbox.h"
 #include "fuzz_main.h"
 
-#define FUZZ_REQUIRE(cond)                                                   \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "fuzz_protobuf: property failed: %s (line %d)\n",\
-                    #cond, __LINE__);                                        \
-            abort();                                                         \
-        }                                                                    \
-    } while (0)
-
 static void walk(const uint8_t *p, size_t n, int depth) {
     asb_pb_reader r;
     asb_pb_field f;

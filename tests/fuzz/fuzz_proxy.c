@@ -23,15 +23,6 @@
 #include "fuzz_main.h"
 #include <ctype.h>
 
-#define FUZZ_REQUIRE(cond)                                                   \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "fuzz_proxy: property failed: %s (line %d)\n",   \
-                    #cond, __LINE__);                                        \
-            abort();                                                         \
-        }                                                                    \
-    } while (0)
-
 /* The outcome of a client create with this proxy URL. */
 static asb_result create(const char *url, asb_http_client **cl, asb_error *err) {
     asb_http_client_desc d;

@@ -21,15 +21,6 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 
-#define FUZZ_REQUIRE(cond)                                                   \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "fuzz_sandbox: property failed: %s (line %d)\n", \
-                    #cond, __LINE__);                                        \
-            abort();                                                         \
-        }                                                                    \
-    } while (0)
-
 static char *fuzz_cstr(const uint8_t *p, size_t n) {
     char *s = (char *)malloc(n + 1);
     if (n) memcpy(s, p, n);

@@ -7,15 +7,6 @@
 #include "../../agentsandbox.h"
 #include "fuzz_main.h"
 
-#define FUZZ_REQUIRE(cond)                                                   \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "fuzz_watch: property failed: %s (line %d)\n",   \
-                    #cond, __LINE__);                                        \
-            abort();                                                         \
-        }                                                                    \
-    } while (0)
-
 typedef struct got {
     asb_buf all; /* lines joined by '\n' */
     int n;

@@ -15,15 +15,6 @@
 #include "../../agentsandbox.h"
 #include "fuzz_main.h"
 
-#define FUZZ_REQUIRE(cond)                                                   \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "fuzz_ws: property failed: %s (line %d)\n",      \
-                    #cond, __LINE__);                                        \
-            abort();                                                         \
-        }                                                                    \
-    } while (0)
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     asb__ws_reader r;
     size_t chunk, i;

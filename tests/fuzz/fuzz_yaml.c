@@ -6,15 +6,6 @@
 #include "../../agentsandbox.h"
 #include "fuzz_main.h"
 
-#define FUZZ_REQUIRE(cond)                                                   \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "fuzz_yaml: property failed: %s (line %d)\n",    \
-                    #cond, __LINE__);                                        \
-            abort();                                                         \
-        }                                                                    \
-    } while (0)
-
 static int lines_in;
 
 static void walk(const asb_yaml_node *n, asb_json_writer *w, int depth) {
