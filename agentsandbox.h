@@ -1149,7 +1149,8 @@ typedef struct asb_error {
     size_t body_len;
     /* Headers of the failed answer worth keeping beside its body, as
        received ("" when absent; longer values cut to fit, control bytes
-       as '?'). Set wherever http_status is. */
+       as '?'; a credential we sent, echoed, masked as '*' as in every
+       field here). Set wherever http_status is. */
     char retry_after[ASB_ERROR_HEADER_SIZE];  /* when to come back: seconds
                                                  or an HTTP date */
     char request_id[ASB_ERROR_HEADER_SIZE];   /* X-Request-ID: the answer's,
@@ -4047,30 +4048,52 @@ static void asb__quote(char *out, size_t cap, const char *s, size_t len,
     out[o] = '\0';
 }
 
-/* Overwrites every copy of `secret` in buf[0, len) with '*'. */
+/* Overwrites every copy of `secret` in buf[0, len) with '*', and every
+   copy cut short: a run of its first 8 bytes or more anywhere (asb__quote
+   cuts at a bound and goes on with `..."`, a fixed-size field cuts and
+   the message goes on with the next part, e.g. a Status reason before
+   ": "), or of its first 4 or more at the very end of buf (a bounded copy
+   that ends inside one). A prefix under 8 bytes followed by other text
+   stays: too short to tell from ordinary text, and too little to use. */
 static void asb__mask(char *buf, size_t len, const char *secret) {
-    size_t n = strlen(secret), i;
+    size_t n = strlen(secret), i, k;
     if (n < 4) return; /* too short to tell from ordinary text */
-    for (i = 0; i + n <= len; i++)
-        if (memcmp(buf + i, secret, n) == 0) {
-            memset(buf + i, '*', n);
-            i += n - 1;
+    for (i = 0; i < len; i++) {
+        for (k = 0; k < n && i + k < len && buf[i + k] == secret[k]; k++) {
         }
-    /* the bounded copy may end inside a copy of it: mask that start too */
-    for (i = len > n ? len - n + 1 : 0; i + 4 <= len; i++)
-        if (memcmp(buf + i, secret, len - i) == 0) {
-            memset(buf + i, '*', len - i);
-            break;
+        if (k == n || k >= 8 || (k >= 4 && i + k == len)) {
+            memset(buf + i, '*', k);
+            i += k - 1;
         }
+    }
 }
 
-/* Masks `secret` in an error's message and body: a peer that echoes the
-   request's headers into its answer must not hand a credential we sent to
-   whoever reads the error. One helper for every layer that sends one. */
+/* Masks `secret` in every text an error holds (message, reason, body and
+   the headers kept beside it): a peer that echoes the request's headers
+   into its answer (a Status, a Location, an X-Request-ID) must not hand a
+   credential we sent to whoever reads the error. One helper for every
+   layer that sends one; a field added to asb_error is added here. */
 static void asb__mask_error(asb_error *err, const char *secret) {
     if (!err || !secret) return;
     asb__mask(err->body, err->body_len, secret);
-    asb__mask(err->message, strlen(err->message), secret);
+    asb__mask(err->message, strnlen(err->message, sizeof err->message), secret);
+    asb__mask(err->reason, strnlen(err->reason, sizeof err->reason), secret);
+    asb__mask(err->retry_after, strnlen(err->retry_after, sizeof err->retry_after), secret);
+    asb__mask(err->request_id, strnlen(err->request_id, sizeof err->request_id), secret);
+    asb__mask(err->content_type, strnlen(err->content_type, sizeof err->content_type), secret);
+}
+
+/* Masks a header value we sent that may be a key (an extra header of the
+   client, an OTLP exporter header): whole, and after its first blank ("ApiKey
+   <key>", as Authorization's scheme). A value under 8 bytes is no key, and
+   masking it would garble ordinary text. */
+static void asb__mask_error_value(asb_error *err, const char *value) {
+    const char *sp;
+    if (!value || strlen(value) < 8) return;
+    asb__mask_error(err, value);
+    sp = strchr(value, ' ');
+    while (sp && *sp == ' ') sp++;
+    if (sp && strlen(sp) >= 8) asb__mask_error(err, sp);
 }
 
 ASB_API asb_result asb_buf_init(asb_buf *buf, const asb_allocator *alloc) {
@@ -17884,6 +17907,11 @@ static asb_result asb__otlp_post(asb__tracer *t, const char *url, const asb_buf 
     req.read_timeout_ms = t->timeout_ms;
     r = asb_http_do(t->http, &req, &resp, err);
     asb_http_response_free(&resp);
+    if (r != ASB_OK)
+        /* a collector echoing its API key (x-api-key, DD-API-KEY: not an
+           Authorization header, which asb_http_do masks) into a Location
+           or an X-Request-ID must not put it into the log line below */
+        for (i = 0; i < t->header_count; i++) asb__mask_error_value(err, t->headers[i].value);
     return r;
 }
 
@@ -22916,8 +22944,7 @@ static void asb__client_mask_error(const asb_client *c, asb_error *err) {
     size_t i;
     if (!err) return;
     if (c->router_auth) asb__mask_error(err, c->router_auth + 7);
-    for (i = 0; i < c->extra_count; i++)
-        if (strlen(c->extra[i].value) >= 8) asb__mask_error(err, c->extra[i].value);
+    for (i = 0; i < c->extra_count; i++) asb__mask_error_value(err, c->extra[i].value);
 }
 
 /* Appends advice to err->message, cutting the end of the message (not the

@@ -187,6 +187,46 @@ ASBT_UNUSED static asb_allocator asbt_heap_allocator(asbt_heap *h) {
     return a;
 }
 
+/* A credential for the masking tests: n bytes of [A-Za-z0-9] from a
+   32-bit LCG seeded with `seed` (no short period: each 16-byte window is
+   one place of it), NUL-terminated (out holds n + 1). */
+ASBT_UNUSED static void asbt_secret(char *out, size_t n, unsigned long seed) {
+    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    unsigned long x = (seed * 2654435761ul + 1) & 0xfffffffful;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        x = (x * 1664525ul + 1013904223ul) & 0xfffffffful;
+        out[i] = abc[(x >> 24) % 62];
+    }
+    out[n] = '\0';
+}
+
+/* Does any text of the error (message, reason, body, the kept headers)
+   hold w bytes in a row of `secret`, from anywhere in it? Names the
+   field on stderr when one does. */
+ASBT_UNUSED static int asbt_err_holds_window(const asb_error *e, const char *secret, size_t w) {
+    static const char *const names[6] = {"message",     "reason",     "body",
+                                         "retry_after", "request_id", "content_type"};
+    const char *f[6];
+    size_t len[6], i, j, k, n = strlen(secret);
+    f[0] = e->message;
+    f[1] = e->reason;
+    f[2] = e->body;
+    f[3] = e->retry_after;
+    f[4] = e->request_id;
+    f[5] = e->content_type;
+    for (i = 0; i < 6; i++) len[i] = i == 2 ? e->body_len : strlen(f[i]);
+    for (i = 0; i < 6; i++)
+        for (j = 0; j + w <= n; j++)
+            for (k = 0; k + w <= len[i]; k++)
+                if (memcmp(f[i] + k, secret + j, w) == 0) {
+                    fprintf(stderr, "    err.%s holds bytes %zu.. of the secret: %.*s\n",
+                            names[i], j, (int)len[i], f[i]);
+                    return 1;
+                }
+    return 0;
+}
+
 /* Optional, set by a test program before ASBT_MAIN runs the cases: called
    after each case with its name and whether it failed; nonzero fails it
    (a check of what every case must leave behind). */

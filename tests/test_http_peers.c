@@ -756,6 +756,45 @@ ASBT_TEST(an_echoed_authorization_header_is_masked_in_err) {
     free(f);
 }
 
+/* R44: a server that echoes the credential into the headers an error
+   keeps (X-Request-ID, Retry-After, Content-Type, each cut at 127 bytes),
+   into a Status reason (cut at 63, then ": denied" in the message) and
+   into a Location (quoted, cut at 120 bytes and `..."`): no run of 16 of
+   its bytes in any field of err, whatever the cut. */
+ASBT_TEST(a_credential_echoed_into_headers_and_a_location_is_masked_in_every_err_field) {
+    char tok[301], auth[320];
+    fixture *f = fx_new();
+    asb_http_header h;
+    asbt_secret(tok, 300, 44);
+    snprintf(auth, sizeof auth, "Bearer %s", tok);
+    ASBT_EQ_RES(fx_open(f), ASB_OK);
+    memset(&f->req, 0, sizeof f->req);
+    h.name = "Authorization";
+    h.value = auth;
+    f->req.headers = &h;
+    f->req.header_count = 1;
+    f->req.url = FAULT("/header-echo/403");
+    ASBT_EQ_RES(fx_do(f), ASB_ERR_HTTP_STATUS);
+    ASBT_EQ_INT(f->err.http_status, 403);
+    /* the echo arrived, cut to the field, and is stars only */
+    ASBT_EQ_INT(strlen(f->err.request_id), ASB_ERROR_HEADER_SIZE - 1);
+    ASBT_EQ_INT(strspn(f->err.request_id, "*"), ASB_ERROR_HEADER_SIZE - 1);
+    ASBT_EQ_INT(strspn(f->err.retry_after, "*"), ASB_ERROR_HEADER_SIZE - 1);
+    ASBT_EQ_INT(strspn(f->err.content_type, "*"), ASB_ERROR_HEADER_SIZE - 1);
+    ASBT_CHECK(bytes_have(f->err.body, f->err.body_len, "\"reason\": \"****", 15));
+    ASBT_CHECK(!asbt_err_holds_window(&f->err, tok, 16));
+    /* the response itself is the caller's, untouched */
+    ASBT_CHECK(asb_http_response_header(&f->resp, "X-Request-ID") != NULL &&
+               strcmp(asb_http_response_header(&f->resp, "X-Request-ID"), tok) == 0);
+    f->req.url = FAULT("/header-echo/302");
+    ASBT_EQ_RES(fx_do(f), ASB_ERR_HTTP_REDIRECT);
+    ASBT_CONTAINS(f->err.message, "/login?t=********");
+    ASBT_CONTAINS(f->err.message, "*...\" not followed");
+    ASBT_CHECK(!asbt_err_holds_window(&f->err, tok, 16));
+    ASBT_EQ_INT(fx_close(f), 0);
+    free(f);
+}
+
 ASBT_TEST(post_is_never_retried_after_reaching_the_server) {
     fixture *f = fx_new();
     ASBT_EQ_RES(fx_open(f), ASB_OK);
@@ -1375,6 +1414,7 @@ ASBT_LIST(
     ASBT_CASE(retry_after_sets_the_wait_and_429_is_retried)
     ASBT_CASE(post_after_429_is_retried_only_when_the_policy_says_429_ran_nothing)
     ASBT_CASE(an_echoed_authorization_header_is_masked_in_err)
+    ASBT_CASE(a_credential_echoed_into_headers_and_a_location_is_masked_in_every_err_field)
     ASBT_CASE(post_is_never_retried_after_reaching_the_server)
     ASBT_CASE(redirects_are_errors_and_never_followed)
     ASBT_CASE(stale_pooled_connections_are_replaced_safely)

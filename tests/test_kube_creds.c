@@ -334,6 +334,42 @@ ASBT_TEST(credentials_echoed_in_a_status_are_masked_in_err) {
     }
 }
 
+/* R44: a server whose Status puts the bearer token into `reason` and
+   whose headers echo it (X-Request-ID, Retry-After, Content-Type): the
+   token is masked in err.reason, in the message that quotes the reason
+   (cut at 63 bytes and followed by ": denied") and in the kept headers;
+   no run of 16 of its bytes in any field. A kubeconfig's short static
+   token (whole in each field) and a long one (cut in each). */
+ASBT_TEST(a_token_echoed_in_a_status_reason_and_headers_is_masked_in_every_err_field) {
+    static const size_t lens[] = {30, 300};
+    size_t i;
+    for (i = 0; i < 2; i++) {
+        char tok[301], user[400];
+        asb_error err;
+        asb_kube_client *kc;
+        size_t shown = lens[i] < ASB_ERROR_REASON_SIZE ? lens[i] : ASB_ERROR_REASON_SIZE - 1;
+        asbt_secret(tok, lens[i], 45 + i);
+        snprintf(user, sizeof user, "    token: %s\n", tok);
+        write_cfg(user);
+        kc = client(&err);
+        ASBT_CHECK(kc != NULL);
+        ASBT_EQ_RES(asb_kube_request(kc, "GET", "/header-echo/403", NULL, NULL, 0, NULL, &err),
+                    ASB_ERR_KUBE_API);
+        ASBT_EQ_INT(err.http_status, 403);
+        /* the echo arrived, masked, in each place */
+        ASBT_EQ_INT(strlen(err.reason), shown);
+        ASBT_EQ_INT(strspn(err.reason, "*"), shown);
+        ASBT_CONTAINS(err.message, ": 403 ********");
+        ASBT_CONTAINS(err.message, "*: denied");
+        ASBT_CHECK(err.request_id[0] == '*' && strspn(err.request_id, "*") == strlen(err.request_id));
+        ASBT_CHECK(err.retry_after[0] == '*' && strspn(err.retry_after, "*") == strlen(err.retry_after));
+        ASBT_CHECK(err.content_type[0] == '*' &&
+                   strspn(err.content_type, "*") == strlen(err.content_type));
+        ASBT_CHECK(!asbt_err_holds_window(&err, tok, 16));
+        asb_kube_client_free(kc);
+    }
+}
+
 /* An API server's 429 comes from its admission of requests, before any
    handler: the Kubernetes layer retries it whatever the method, after
    the server's Retry-After. (The fault server stands in for a throttling
@@ -1779,6 +1815,7 @@ ASBT_LIST(
     ASBT_CASE(in_cluster_config_reads_the_service_account)
     ASBT_CASE(secrets_never_reach_error_messages)
     ASBT_CASE(credentials_echoed_in_a_status_are_masked_in_err)
+    ASBT_CASE(a_token_echoed_in_a_status_reason_and_headers_is_masked_in_every_err_field)
     ASBT_CASE(secrets_are_wiped_before_their_memory_is_freed)
     ASBT_CASE(an_api_servers_429_is_retried_even_for_a_post)
     ASBT_CASE(a_watch_backs_off_from_a_server_that_keeps_answering_410)

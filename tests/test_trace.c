@@ -490,6 +490,57 @@ ASBT_TEST(a_dead_or_stalled_collector_never_fails_a_call_and_is_logged_once) {
     }
 }
 
+/* R45: a collector that answers with a redirect whose Location carries
+   the API key the exporter sent (x-api-key, configured in otlp_headers):
+   the export failure is logged once, and the log holds no run of 16 bytes
+   of the key (100 bytes: the message's quote of the Location cuts it). */
+ASBT_TEST(an_otlp_header_value_echoed_by_the_collector_never_reaches_the_log) {
+    recorder *rec = recorder_start("127.0.0.1"), *col = recorder_start("127.0.0.1");
+    asb_tracer_desc td;
+    asb_client *c;
+    asb_sandbox *sb;
+    asb_error err;
+    asb_run_result rr;
+    asbt_log lg;
+    asb_logger logger;
+    char ep[64], key[101], hdrs[160], echo[240];
+    size_t j;
+    ASBT_CHECK(rec != NULL && col != NULL);
+    asbt_secret(key, 100, 45);
+    snprintf(ep, sizeof ep, "http://127.0.0.1:%d", col->port);
+    snprintf(hdrs, sizeof hdrs, "x-tenant=t1,x-api-key=%s", key);
+    snprintf(echo, sizeof echo, "Location: http://127.0.0.1/otlp?k=%s\r\n", key);
+    recorder_reply(col, 307, "{}");
+    recorder_headers(col, echo);
+    asbt_log_open(&lg, &logger, ASB_LOG_DEBUG);
+    memset(&td, 0, sizeof td);
+    td.enable = 1;
+    td.otlp_endpoint = ep;
+    td.otlp_headers = hdrs;
+    td.export_interval_ms = 60000; /* only the flush at free sends */
+    c = traced_client(rec, &td, &logger, &err);
+    ASBT_CHECK(c != NULL);
+    sb = traced_handle(c, "sb-1");
+    recorder_reply(rec, 200, run_ok);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 5000, &rr, &err), ASB_OK);
+    asb_run_result_free(&rr);
+    asb_client_free(c);
+    ASBT_CHECK(recorder_count(col) >= 1); /* the key went to the collector */
+    ASBT_EQ_INT(asbt_log_count(&lg, "otel.export"), 1);
+    ASBT_CONTAINS(lg.text.ptr, "redirect 307 to \"http://127.0.0.1/otlp?k=********");
+    for (j = 0; j + 16 <= 100; j++) { /* any 16 bytes of it, not only its start */
+        char w[17];
+        memcpy(w, key + j, 16);
+        w[16] = '\0';
+        if (strstr(lg.text.ptr, w)) break;
+    }
+    if (j + 16 <= 100) fprintf(stderr, "%s", lg.text.ptr);
+    ASBT_CHECK(j + 16 > 100);
+    asbt_log_close(&lg);
+    recorder_stop(rec);
+    recorder_stop(col);
+}
+
 typedef struct worker {
     asb_sandbox *sb;
     int ok;
@@ -858,6 +909,7 @@ ASBT_LIST(
     ASBT_CASE(sandboxd_rest_calls_carry_their_spans_traceparent)
     ASBT_CASE(the_otlp_exporter_posts_spans_and_histograms_flushed_at_free)
     ASBT_CASE(a_dead_or_stalled_collector_never_fails_a_call_and_is_logged_once)
+    ASBT_CASE(an_otlp_header_value_echoed_by_the_collector_never_reaches_the_log)
     ASBT_CASE(threads_of_one_traced_client_each_record_their_own_spans)
     ASBT_CASE(exported_attributes_are_bounded_and_always_valid_json)
     ASBT_CASE(bad_tracer_options_are_refused_clearly)

@@ -122,6 +122,14 @@ unless said; connections are kept alive unless said; `?k=v` where noted):
   /status-echo/<code>      that status with a Kubernetes Status whose message
                            lists the request headers as received (a server
                            that echoes credentials into its errors)
+  /header-echo/<code>      that status with the request's Authorization
+                           credential (after its scheme) echoed in
+                           X-Request-ID, Retry-After and Content-Type, and
+                           for a 3xx in Location (http://127.0.0.1/login?t=
+                           <credential>); a 4xx/5xx body is a Kubernetes
+                           Status whose reason is the credential, message
+                           "denied" (a server that echoes credentials into
+                           the headers and fields an error keeps)
   /slow-upload-sink[?rate=B]  reads the request body (Content-Length or chunked)
                            at about B bytes/s (default 4 MiB/s) with a small
                            receive buffer, then 200 JSON {"bytes","sha256","chunked"}
@@ -655,6 +663,19 @@ class FaultHandler(socketserver.BaseRequestHandler):
                                 "apiVersion": "v1", "status": "Failure",
                                 "reason": "BadRequest", "code": code},
                                status=code, reason="Status"))
+            return True
+        if seg[0] == "header-echo" and len(seg) == 2:
+            code = int(seg[1])
+            auth = next((v for k, v in headers if k.lower() == "authorization"), "")
+            cred = auth.split(" ", 1)[1] if " " in auth else auth
+            echo = [("X-Request-ID", cred), ("Retry-After", cred), ("Content-Type", cred)]
+            body = b""
+            if 300 <= code < 400:
+                echo.append(("Location", "http://127.0.0.1/login?t=" + cred))
+            elif code >= 400:
+                body = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                   "reason": cred, "message": "denied", "code": code}).encode()
+            send(response(code, "Echo", echo, body))
             return True
         if seg[0] == "status" and len(seg) == 2:
             code = int(seg[1])
