@@ -22,6 +22,9 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/ioctl.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#endif
 #include <termios.h>
 #include <unistd.h>
 
@@ -79,6 +82,9 @@ typedef struct cli {
 
 static volatile sig_atomic_t g_signal;
 static asb_cancel *g_cancel;
+/* The process's umask, read once in main (umask(2) only reads by
+   writing: done there, before any thread exists). */
+static mode_t g_umask;
 
 static void on_signal(int sig) {
     g_signal = sig;
@@ -191,17 +197,21 @@ static const cmd_help HELPS[] = {
      "Copies a file, or with -r a directory (DST becomes a copy of SRC; empty\n"
      "directories are not copied up), streamed: a progress bar (bytes, rate,\n"
      "ETA) on a terminal, nothing when stderr is piped. A download goes to a\n"
-     "temporary file renamed into place, so a failed copy leaves no half file.\n"
+     "temporary file renamed into place, so a failed copy leaves no half file;\n"
+     "it gets the mode a new file gets (0666 less the umask), or the permission\n"
+     "bits of a file of yours it replaces (never setuid, setgid or sticky).\n"
      "cp -r stops (exit 1) past 256 directories below SRC; down, also past\n"
      "1,000,000 files and directories listed. Below LOCAL it never goes through\n"
      "a symlink (LOCAL itself may be one): up, links are skipped; down, a link\n"
      "where a file or directory goes (planted by another user of a directory\n"
      "like /tmp) is not written through, that entry is skipped and named, the\n"
-     "rest copied, exit 1. Up, an entry that turns from file to directory (or\n"
-     "back) while being copied is named and not copied, exit 1. A hard link\n"
-     "goes up as the file it is: where fs.protected_hardlinks is 0, another\n"
-     "user who can write to the tree can link a file of yours into it, so copy\n"
-     "up only trees others cannot write to.\n"
+     "rest copied, exit 1. A name with control characters is skipped and\n"
+     "named, both ways, the rest copied, exit 1. Up, an entry that turns from\n"
+     "file to directory (or back) while being copied is named and not copied,\n"
+     "exit 1. A hard link goes up as the file it is: where\n"
+     "fs.protected_hardlinks is 0, another user who can write to the tree can\n"
+     "link a file of yours into it, so copy up only trees others cannot write\n"
+     "to.\n"
      "  -r, --recursive      copy a directory tree\n"
      "  --timeout DURATION   each file's deadline (default none)\n"},
     {"ls-files",
@@ -681,7 +691,11 @@ static int open_client(cli *c) {
         d.direct_url = c->connect + 7;
     } else if (strncmp(c->connect, "gateway=", 8) == 0) {
         char *slash;
-        snprintf(c->gw_buf, sizeof c->gw_buf, "%s", c->connect + 8);
+        /* any valid NAME/NS fits (DNS labels, 63 bytes each); longer
+           input is refused here rather than cut to a shorter name */
+        if (snprintf(c->gw_buf, sizeof c->gw_buf, "%s", c->connect + 8) >= (int)sizeof c->gw_buf)
+            return usage_error(c, "--connect gateway=NAME[/NS]: longer than %d bytes",
+                               (int)sizeof c->gw_buf - 1);
         slash = strchr(c->gw_buf, '/');
         if (slash) {
             *slash = '\0';
@@ -1221,6 +1235,7 @@ static int write_all(int fd, const char *p, size_t n) {
     while (n) {
         ssize_t w = write(fd, p, n);
         if (w < 0 && errno == EINTR) continue;
+        if (w == 0) errno = EIO;
         if (w <= 0) return -1;
         p += w;
         n -= (size_t)w;
@@ -1253,6 +1268,21 @@ static void tty_restore(void) {
     g_raw = 0;
 }
 
+/* A pipe born close-on-exec (the library may start kubectl from another
+   thread at any time): pipe2 where Linux has it (glibc declares it only
+   under _GNU_SOURCE, hence the system call; musl builds too), else the
+   flag at once after. */
+static int pipe_cloexec(int fds[2]) {
+#if defined(__linux__) && defined(SYS_pipe2)
+    if (syscall(SYS_pipe2, fds, O_CLOEXEC) == 0) return 0;
+    if (errno != ENOSYS) return -1;
+#endif
+    if (pipe(fds) != 0) return -1;
+    (void)fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+    (void)fcntl(fds[1], F_SETFD, FD_CLOEXEC);
+    return 0;
+}
+
 static void tty_raw(void) {
     struct termios t;
     if (!isatty(0) || tcgetattr(0, &g_saved_tio) != 0) return;
@@ -1270,12 +1300,26 @@ static void tty_raw(void) {
     }
 }
 
+/* The first error writing the command's output here (0: none); EPIPE,
+   a reader that went away (`| head`), is not one: the rest is dropped
+   quietly, as kubectl exec does. Set from within asb_process_wait (it
+   calls on_output on its caller's thread), read once it returned. */
+static int g_out_errno;
+
 static void exec_output(void *ud, asb_process_output which, const char *data, size_t len) {
     (void)ud;
     /* the command's own bytes, as kubectl exec relays them */
-    if (write_all(which == ASB_PROCESS_STDERR ? 2 : 1, data, len) != 0) {
-        /* a closed stdout: nothing to do but drop the rest */
-    }
+    if (write_all(which == ASB_PROCESS_STDERR ? 2 : 1, data, len) != 0 && !g_out_errno &&
+        errno != EPIPE)
+        g_out_errno = errno ? errno : EIO;
+}
+
+/* Output lost (a full disk, an I/O error) is a failure of exec, whatever
+   the command's own exit code: said once, exit 1. */
+static int output_lost(const char *claim, int en) {
+    fprintf(stderr, "agentsandbox: exec in claim %s: its output could not be written here "
+            "(%s); the command ran\n", safe(claim), strerror(en));
+    return EXIT_FAIL;
 }
 
 typedef struct relay {
@@ -1341,8 +1385,8 @@ static int exec_stream(cli *c, asb_sandbox *sb) {
     asb_result r;
     relay rl;
     pthread_t th;
-    struct sigaction sa;
-    int code = 0, rc, threaded = 0;
+    struct sigaction sa, old_hup, old_quit;
+    int code = 0, rc, threaded = 0, raw_signals = 0;
     memset(&po, 0, sizeof po);
     po.argv = (const char *const *)c->cmd;
     po.argc = (size_t)c->ncmd;
@@ -1364,7 +1408,8 @@ static int exec_stream(cli *c, asb_sandbox *sb) {
                     nz(asb_sandbox_namespace(sb)));
     if (!c->stdin_fwd) asb_process_close_stdin(p, &e); /* no -i: EOF at once */
     if (c->stdin_fwd || c->tty) {
-        if (pipe(g_wake) == 0) {
+        /* close-on-exec: the library's threads may start kubectl */
+        if (pipe_cloexec(g_wake) == 0) {
             memset(&sa, 0, sizeof sa);
             sa.sa_handler = on_winch;
             sigemptyset(&sa.sa_mask);
@@ -1374,7 +1419,22 @@ static int exec_stream(cli *c, asb_sandbox *sb) {
             rl.tty = c->tty;
             threaded = pthread_create(&th, NULL, relay_main, &rl) == 0;
         }
-        if (c->tty) tty_raw();
+        if (c->tty && isatty(0)) {
+            /* raw mode sends no SIGINT or SIGQUIT from the keyboard, but a
+               SIGHUP (the terminal closed) or a SIGQUIT from outside
+               would end the tool with the terminal left raw: they cancel
+               as SIGINT and SIGTERM do, and the way out restores it (one
+               ignored, as under nohup, stays ignored) */
+            memset(&sa, 0, sizeof sa);
+            sa.sa_handler = on_signal;
+            sigemptyset(&sa.sa_mask);
+            sigaction(SIGHUP, NULL, &old_hup);
+            sigaction(SIGQUIT, NULL, &old_quit);
+            if (old_hup.sa_handler != SIG_IGN) sigaction(SIGHUP, &sa, NULL);
+            if (old_quit.sa_handler != SIG_IGN) sigaction(SIGQUIT, &sa, NULL);
+            raw_signals = 1;
+            tty_raw();
+        }
     }
     r = asb_process_wait(p, 0, &code, &e);
     if (threaded) {
@@ -1383,6 +1443,10 @@ static int exec_stream(cli *c, asb_sandbox *sb) {
         pthread_join(th, NULL);
     }
     tty_restore();
+    if (raw_signals) {
+        sigaction(SIGHUP, &old_hup, NULL);
+        sigaction(SIGQUIT, &old_quit, NULL);
+    }
     if (r == ASB_ERR_CANCELLED) {
         fprintf(stderr, "agentsandbox: exec in claim %s cancelled (the process was ended)\n",
                 safe(asb_sandbox_claim_name(sb)));
@@ -1390,6 +1454,8 @@ static int exec_stream(cli *c, asb_sandbox *sb) {
     } else if (r != ASB_OK) {
         rc = fail(c, r, &e, "exec in claim %s (namespace %s)", nz(asb_sandbox_claim_name(sb)),
                   nz(asb_sandbox_namespace(sb)));
+    } else if (g_out_errno) {
+        rc = output_lost(asb_sandbox_claim_name(sb), g_out_errno);
     } else {
         /* sandboxd tells a signal death without its number: 255 */
         rc = code < 0 ? 255 : code & 0xff;
@@ -1435,7 +1501,8 @@ static int run_on(cli *c, asb_sandbox *sb) {
         fflush(stdout);
         if (write_all(1, res.out.ptr, res.out.len) != 0 ||
             write_all(2, res.err.ptr, res.err.len) != 0)
-            rc = EXIT_FAIL;
+            rc = errno == EPIPE ? EXIT_FAIL
+                                : output_lost(asb_sandbox_claim_name(sb), errno ? errno : EIO);
         else rc = res.exit_code & 0xff;
     }
     asb_run_result_free(&res);
@@ -1655,7 +1722,12 @@ static int open_temp_at(int dfd, const char *prefix, char *tmp, size_t cap) {
    cp -r tree (`tree` not NULL) an existing symlink there is refused and
    the file skipped: someone who can write to the destination planted
    it, and though the rename would only replace the link, the user meant
-   a copy of the tree. */
+   a copy of the tree. The file's mode is what a new file gets (0666 less
+   the umask), or the permission bits of the regular file it replaces when
+   that one is ours (as GNU cp keeps a target's mode): never its setuid,
+   setgid or sticky bit (a file renamed into place is ours, with the
+   sandbox's bytes), and never the bits of another user's file (one
+   planted world-readable where the copy goes would show them our data). */
 static int download_file(cli *c, asb_sandbox *sb, const char *remote, int dfd, const char *name,
                          const char *shown, uint64_t size, cp_walk *tree) {
     char tmp[4096];
@@ -1663,6 +1735,8 @@ static int download_file(cli *c, asb_sandbox *sb, const char *remote, int dfd, c
     asb_error e;
     asb_result r;
     xfer x;
+    struct stat old;
+    mode_t mode = 0666 & ~g_umask;
     int fd;
     call_opts(c, &co);
     c->file_op = 1;
@@ -1692,7 +1766,10 @@ static int download_file(cli *c, asb_sandbox *sb, const char *remote, int dfd, c
     xfer_init(&x, fd, size, remote);
     r = asb_sandbox_read_stream_opts(sb, remote, xfer_write, &x, &co, &e);
     progress(&x, 1);
-    if (r == ASB_OK && (fchmod(fd, 0644) != 0 || close(fd) != 0)) {
+    if (fstatat(dfd, name, &old, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(old.st_mode) &&
+        old.st_uid == geteuid())
+        mode = old.st_mode & 0777;
+    if (r == ASB_OK && (fchmod(fd, mode) != 0 || close(fd) != 0)) {
         r = ASB_ERR_IO;
         snprintf(e.message, sizeof e.message, "%.400s: %s", tmp, strerror(errno));
         e.http_status = 0;
@@ -1749,8 +1826,19 @@ static int upload_dir(cli *c, asb_sandbox *sb, int dfd, const char *local, const
     while (!rc && (de = readdir(d)) != NULL) {
         char lp[4096], rp[4096];
         struct stat st, now;
-        int fd = -1, isdir, en;
+        const char *p;
+        int fd = -1, isdir, en, ctl = 0;
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+        for (p = de->d_name; *p; p++) ctl |= (unsigned char)*p < 0x20 || *p == 0x7f;
+        if (ctl) {
+            /* the library sends no path with control bytes (nor could the
+               sandbox's listing show it safely): as down, the entry is
+               named and skipped, the rest goes up, exit 1 */
+            fprintf(stderr, "agentsandbox: cp: skipping the entry \"%s\" of %s (control "
+                    "characters in its name)\n", safe(de->d_name), safe(local));
+            w->skipped = 1;
+            continue;
+        }
         if (join_path(lp, sizeof lp, local, de->d_name) || join_path(rp, sizeof rp, remote, de->d_name)) {
             rc = usage_error(c, "cp: a path below %s is too long", local);
             break;
@@ -2003,9 +2091,16 @@ static void print_entries(const cli *c, const asb_file_entry *en, size_t n) {
             printf("%s%s\n", safe(en[i].name), en[i].is_dir ? "/" : "");
         } else {
             char when[32] = "-";
-            time_t t = (time_t)en[i].mod_time;
             struct tm tm;
-            if (gmtime_r(&t, &tm)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+            /* the sandbox's number: converted only when it is a time
+               (1970 to 9999; a double outside time_t's range is undefined
+               behaviour to convert, NaN fails both tests; a 32-bit
+               time_t ends in 2038) */
+            if (en[i].mod_time >= 0 && en[i].mod_time < 253402300800.0 &&
+                (sizeof(time_t) > 4 || en[i].mod_time < 2147483648.0)) {
+                time_t t = (time_t)en[i].mod_time;
+                if (gmtime_r(&t, &tm)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+            }
             printf("%-9s %12llu  %s  %s%s\n", en[i].is_dir ? "directory" : "file",
                    (unsigned long long)en[i].size, when, safe(en[i].name), en[i].is_dir ? "/" : "");
         }
@@ -2273,6 +2368,8 @@ int main(int argc, char **argv) {
     asb_error e;
     struct sigaction sa;
     int rc;
+    g_umask = umask(077);
+    umask(g_umask);
     memset(&c, 0, sizeof c);
     rc = parse_args(&c, argc, argv);
     if (rc) goto out;

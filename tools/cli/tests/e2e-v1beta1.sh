@@ -80,6 +80,11 @@ ok sandboxd-exec-stdout out_is to-out
 ok sandboxd-exec-stderr eval "[ \"\$(cat '$OUT/e')\" = to-err ]"
 t 0 sandboxd-exec-arguments-kept "$B" exec "$sd" -- printf '%s|' "it's" "two  spaces" '$HOME' ''
 ok sandboxd-exec-arguments-exact out_is "it's|two  spaces|\$HOME||"
+# output that cannot be written here (stdout on /dev/full): exit 1 and
+# said once, not the command's 0 (R58)
+t 1 sandboxd-exec-output-lost sh -c 'exec "$@" >/dev/full' sh "$B" exec "$sd" -- echo lost
+ok sandboxd-exec-output-lost-says-so has_err 'its output could not be written here (No space left on device)'
+ok sandboxd-exec-output-lost-said-once eval "[ \"\$(grep -c 'could not be written' '$OUT/e')\" = 1 ]"
 # Output as it comes: the first line is there while the command still
 # waits for a file only a second exec makes (order, not timing).
 "$B" exec "$sd" -- sh -c 'rm -f go; echo first; while [ ! -e go ]; do sleep 0.1; done; echo second' \

@@ -27,6 +27,11 @@ AUTHORIZATION" to STATEDIR/requests, and serves until killed.
   GET  /list/q, /list/q/sub                       the same, "sub" also holding
                                                   a name with a control byte
   GET  /download/{p,q}/g, /download/{p,q}/sub/f   "from-the-sandbox\n"
+  GET  /list/t                                    files whose mod_time is no
+                                                  time: 1e300, -1e300, year
+                                                  10000; and 0, the epoch
+  POST /execute                                   stdout "out-of-the-sandbox\n",
+                                                  exit code 0
   GET  /list/PATH                                 (other paths) one directory
                                                   "a" in every directory,
                                                   without end
@@ -135,6 +140,12 @@ class Handler(BaseHTTPRequestHandler):
                                  {"name": "g", "type": "file", "size": 17}]
                            if path in ("/list/p", "/list/q") else
                            bad + [{"name": "f", "type": "file", "size": 17}])
+        elif path == "/list/t":
+            # a double far outside time_t's range was converted to it
+            # (undefined behaviour: UBSan stops the tool on it)
+            self.send_json(200, [{"name": n, "type": "file", "size": 1, "mod_time": m}
+                                 for n, m in (("huge", 1e300), ("negative", -1e300),
+                                              ("year-10000", 253402300800), ("epoch", 0))])
         elif path in ("/download/p/g", "/download/p/sub/f", "/download/q/g", "/download/q/sub/f"):
             self.send_raw(200, b"from-the-sandbox\n")
         elif path.startswith("/list/"):
@@ -154,6 +165,8 @@ class Handler(BaseHTTPRequestHandler):
             with open(os.path.join(sys.argv[1], "uploads"), "ab") as f:
                 f.write(body)
             self.send_json(200, {"message": "ok"})
+        elif self.path.split("?")[0] == "/execute":
+            self.send_json(200, {"stdout": "out-of-the-sandbox\n", "stderr": "", "exit_code": 0})
         else:
             self.status(404, "NotFound")
 

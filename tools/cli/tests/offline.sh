@@ -2,9 +2,12 @@
 # The CLI without a cluster: help, usage errors (exit 2, nothing sent),
 # version, a missing kubeconfig and an apiserver that refuses the
 # connection (exit 5), and -v logging that never shows the credential.
-# Usage: offline.sh BIN
+# Usage: offline.sh BIN [UBSAN_BIN]   (UBSAN_BIN: the tool built with
+#        -fsanitize=undefined, for the cases that feed it numbers whose
+#        conversion was undefined; default BIN)
 set -u
 B=$(realpath "$1")
+S=$(realpath "${2:-$1}")
 . "$(dirname "$0")/lib.sh"
 
 t 0 help "$B" --help
@@ -91,6 +94,11 @@ ok bad-namespace-named has_err 'Bad_NS'
 t 2 bad-claim-name "$B" --kubeconfig "$OUT/kc" get Not_A_Name
 ok bad-claim-name-named has_err 'Not_A_Name'
 t 2 bad-create-name "$B" --kubeconfig "$OUT/kc" create tpl --name UPPER
+# a gateway name longer than the tool keeps is refused, not cut to another
+# name (before: cut at 299 bytes, and the run went on: exit 5 here)
+t 2 gateway-name-too-long "$B" --kubeconfig /nonexistent \
+    --connect "gateway=$(printf 'g%.0s' $(seq 300))/ns" ls
+ok gateway-name-too-long-explained has_err 'gateway=NAME\[/NS\]: longer than 299 bytes'
 
 # A hostile apiserver (tools/cli/tests/hostile_apiserver.py: a scripted
 # peer, as no real apiserver sends these): claim names, reasons, labels and
@@ -313,6 +321,75 @@ t 1 cp-up-out-of-descriptors sh -c 'ulimit -n 20 && exec "$@"' sh \
 ok cp-up-out-of-descriptors-says-why has_err "cannot open .*: Too many open files"
 ok cp-up-out-of-descriptors-nothing-skipped eval "! grep -q 'skipping' '$OUT/e'"
 rm -rf "$OUT/up"
+# cp down gives a file the mode a new file gets: 0666 less the umask
+# (R49; before: 0644 whatever the umask, so `umask 077` gave a
+# world-readable copy of a secret), and keeps the permission bits of a
+# file of ours it replaces (before: an 0600 file became 0644).
+umask_run() { # umask_run MASK CMD...
+    local m=$1
+    shift
+    sh -c 'umask "$1" && shift && exec "$@"' sh "$m" "$@"
+}
+mode_is() { [ "$(stat -c %a "$2")" = "$1" ]; }
+mkdir -p "$OUT/modes"
+t 0 cp-down-honours-umask umask_run 077 "$B" --kubeconfig "$OUT/hkc" \
+    --connect "direct=http://127.0.0.1:$hport" cp deep:p/g "$OUT/modes/g"
+ok cp-down-honours-umask-600 mode_is 600 "$OUT/modes/g"
+t 0 cp-down-r-honours-umask umask_run 077 "$B" --kubeconfig "$OUT/hkc" \
+    --connect "direct=http://127.0.0.1:$hport" cp -r deep:p "$OUT/modes/tree"
+ok cp-down-r-honours-umask-600 eval "mode_is 600 '$OUT/modes/tree/g' && mode_is 600 '$OUT/modes/tree/sub/f'"
+t 0 cp-down-umask-022 umask_run 022 "$B" --kubeconfig "$OUT/hkc" \
+    --connect "direct=http://127.0.0.1:$hport" cp deep:p/g "$OUT/modes/g022"
+ok cp-down-umask-022-644 mode_is 644 "$OUT/modes/g022"
+echo "old-secret" >"$OUT/modes/existing"
+chmod 600 "$OUT/modes/existing"
+t 0 cp-down-over-an-0600-file umask_run 022 "$B" --kubeconfig "$OUT/hkc" \
+    --connect "direct=http://127.0.0.1:$hport" cp deep:p/g "$OUT/modes/existing"
+ok cp-down-over-an-0600-file-stays-600 eval "mode_is 600 '$OUT/modes/existing' && grep -qx from-the-sandbox '$OUT/modes/existing'"
+# ... its permission bits only: a setuid/setgid bit is not carried over
+# to what the sandbox sent
+chmod 6750 "$OUT/modes/existing"
+t 0 cp-down-over-a-setuid-file umask_run 022 "$B" --kubeconfig "$OUT/hkc" \
+    --connect "direct=http://127.0.0.1:$hport" cp deep:p/g "$OUT/modes/existing"
+ok cp-down-over-a-setuid-file-750 mode_is 750 "$OUT/modes/existing"
+rm -rf "$OUT/modes"
+# cp -r up skips a file whose name has control characters (the library
+# sends no such path), names it escaped, sends the rest, exits 1 (R54;
+# before: exit 2 and the copy stopped there, files after it never sent)
+mkdir -p "$OUT/up2"
+for f in a "$(printf 'b\001x')" c d; do echo "up2-body-$f" >"$OUT/up2/$f"; done
+: >"$OUT/hostile/uploads"
+t 1 cp-up-skips-a-bad-name "$B" --kubeconfig "$OUT/hkc" --connect "direct=http://127.0.0.1:$hport" \
+    cp -r "$OUT/up2" deep:/up2
+ok cp-up-skips-a-bad-name-named has_err 'skipping the entry "b\\x01x" of .*up2 (control characters in its name)'
+ok cp-up-skips-a-bad-name-rest-went-up eval "grep -q 'filename=\"up2/a\"' '$OUT/hostile/uploads' && grep -q 'filename=\"up2/c\"' '$OUT/hostile/uploads' && grep -q 'filename=\"up2/d\"' '$OUT/hostile/uploads'"
+ok cp-up-skips-a-bad-name-not-sent eval "! grep -q 'up2-body-b' '$OUT/hostile/uploads'"
+ok cp-up-skips-a-bad-name-no-raw-control raw_free "$OUT/e"
+rm -rf "$OUT/up2"
+# ls-files and stat on a sandbox whose mod_time is no time (1e300,
+# -1e300, the year 10000): "-", and no undefined conversion to time_t,
+# run on the UBSan build (R55; before: UBSan stopped the tool, "outside
+# the range of representable values")
+t 0 ls-files-mod-time-no-time "$S" --kubeconfig "$OUT/hkc" --connect "direct=http://127.0.0.1:$hport" \
+    ls-files deep t
+ok ls-files-mod-time-no-ub eval "! grep -q 'runtime error' '$OUT/e'"
+ok ls-files-mod-time-dashes eval "[ \"\$(awk '{print \$3, \$4}' '$OUT/o')\" = \"\$(printf -- '- huge\n- negative\n- year-10000\n1970-01-01T00:00:00Z epoch')\" ]"
+t 0 stat-mod-time-no-time "$S" --kubeconfig "$OUT/hkc" --connect "direct=http://127.0.0.1:$hport" \
+    stat deep t/negative
+ok stat-mod-time-no-ub eval "! grep -q 'runtime error' '$OUT/e'"
+ok stat-mod-time-dash has_out '^file  *1  -  negative$'
+t 0 ls-files-mod-time-json "$S" --kubeconfig "$OUT/hkc" --connect "direct=http://127.0.0.1:$hport" \
+    ls-files deep t -o json
+ok ls-files-mod-time-json-exact py '[e["mod_time"] for e in d] == [1e300, -1e300, 253402300800, 0]'
+# exec whose output cannot be written here (stdout on /dev/full) fails
+# and says so (R58: the legacy runtime's path exited 1 without a word;
+# sandboxd's, tested in e2e-v1beta1.sh, exited with the command's code)
+t 1 exec-output-lost sh -c 'exec "$@" >/dev/full' sh "$B" --kubeconfig "$OUT/hkc" \
+    --connect "direct=http://127.0.0.1:$hport" exec deep -- echo hi
+ok exec-output-lost-says-so has_err 'exec in claim deep: its output could not be written here (No space left on device)'
+t 0 exec-output-written "$B" --kubeconfig "$OUT/hkc" --connect "direct=http://127.0.0.1:$hport" \
+    exec deep -- echo hi
+ok exec-output-written-out out_is out-of-the-sandbox
 for v in -v -v=2 -v=10; do
     : >"$OUT/hostile/requests"
     t 0 "hostile-ls$v" "$B" --kubeconfig "$OUT/hkc" "$v" ls -A
