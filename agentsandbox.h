@@ -1846,7 +1846,10 @@ typedef struct asb_http_request {
     void *body_read_user;
     uint64_t body_len;
     asb_write_fn on_body;           /* stream a 2xx body here instead of
-                                       buffering it (no size cap) */
+                                       buffering it (no size cap). Before
+                                       its first call the response's
+                                       status and headers are already in
+                                       the asb_http_response being filled */
     void *on_body_user;
     int timeout_ms;                 /* whole call, retries included;
                                        default 0: none beyond the client's
@@ -3384,6 +3387,8 @@ ASB_API asb_result asb_sandbox_write_stream(asb_sandbox *sb, const char *path,
                                             asb_read_fn read, void *user_data, uint64_t size,
                                             asb_error *err);
 /* Streams a file's bytes to `write` as they arrive (no size cap).
+   A directory (sandboxd answers with its listing) is
+   ASB_ERR_INVALID_ARGUMENT before `write` sees a byte.
    Errors: those of asb_sandbox_read, or whatever `write` returned to
    stop it. `write` runs on the calling thread. */
 ASB_API asb_result asb_sandbox_read_stream(asb_sandbox *sb, const char *path,
@@ -3478,6 +3483,10 @@ ASB_API asb_result asb_sandbox_stat(asb_sandbox *sb, const char *path, asb_file_
    A non-empty directory without recursive is ASB_ERR_CONFLICT and
    nothing is removed; a missing path is ASB_ERR_NOT_FOUND; the root
    itself is refused (ASB_ERR_INVALID_ARGUMENT) before anything is sent.
+   The path follows asb_path_normalize's rules, as a read's or a write's:
+   the root by another spelling ("x/..", "/x/..") and a path that climbs
+   out of the root ("../x", "a/../../x") are that same refusal, and a
+   leading '/' means the sandbox root, not the pod's.
    Errors: those, ASB_ERR_PERMISSION_DENIED, ASB_ERR_UNSUPPORTED (legacy). */
 ASB_API asb_result asb_sandbox_delete_file(asb_sandbox *sb, const char *path, int recursive,
                                            const asb_call_opts *opts, asb_error *err);
@@ -7986,6 +7995,21 @@ static int asb__is_tchar(unsigned char c) {
     return asb__is_alnum(c) || (c && strchr("!#$%&'*+-.^_`|~", c) != NULL);
 }
 
+/* A Content-Length value: one or more digits and nothing else (no sign,
+   no space, no overflow), RFC 9110's 1*DIGIT. 1 with *out set, or 0.
+   Shared by the parser and by readers of a HEAD answer's length. */
+static int asb__content_length_parse(const char *v, size_t n, uint64_t *out) {
+    uint64_t l = 0;
+    size_t i;
+    if (n == 0) return 0;
+    for (i = 0; i < n; i++) {
+        if (v[i] < '0' || v[i] > '9' || l > (UINT64_MAX - 9) / 10) return 0;
+        l = l * 10 + (uint64_t)(v[i] - '0');
+    }
+    *out = l;
+    return 1;
+}
+
 /* Interprets the complete header block in p->head (lines end in LF, CR
    optional). Called once the blank line arrived. */
 static asb_result asb__hp_parse_head(asb__http_parser *p) {
@@ -8048,17 +8072,13 @@ static asb_result asb__hp_parse_head(asb__http_parser *p) {
         }
         if (asb__ieq(line, (size_t)(colon - line), "content-length")) {
             uint64_t l = 0;
-            char *c;
             if (v == ve) {
                 p->error = "empty Content-Length";
                 return ASB_ERR_HTTP_PROTOCOL;
             }
-            for (c = v; c < ve; c++) {
-                if (*c < '0' || *c > '9' || l > (UINT64_MAX - 9) / 10) {
-                    p->error = "bad Content-Length";
-                    return ASB_ERR_HTTP_PROTOCOL;
-                }
-                l = l * 10 + (uint64_t)(*c - '0');
+            if (!asb__content_length_parse(v, (size_t)(ve - v), &l)) {
+                p->error = "bad Content-Length";
+                return ASB_ERR_HTTP_PROTOCOL;
             }
             if (p->has_length && l != p->length) {
                 p->error = "conflicting Content-Length headers";
@@ -9992,6 +10012,8 @@ static int asb__header_text_ok(const char *s) {
     return 1;
 }
 
+static asb_result asb__resp_take_head(asb_http_response *resp, asb__http_parser *hp);
+
 /* Where response body bytes go: the caller's callback for 2xx when
    streaming, else the response buffer up to the cap. */
 typedef struct asb__sink_ctx {
@@ -10008,7 +10030,15 @@ static asb_result asb__sink(void *ctx, const char *p, size_t n) {
     asb__sink_ctx *s = (asb__sink_ctx *)ctx;
     int ok = s->hp->status >= 200 && s->hp->status < 300;
     if (ok && s->req->on_body) {
-        asb_result r = s->req->on_body(s->req->on_body_user, p, n);
+        asb_result r;
+        if (!s->resp->head_) {
+            /* the head before the first byte: the callback can judge the
+               answer (its status, Content-Type) before it writes anything */
+            s->resp->status = s->hp->status;
+            r = asb__resp_take_head(s->resp, s->hp);
+            if (r != ASB_OK) return r;
+        }
+        r = s->req->on_body(s->req->on_body_user, p, n);
         s->delivered += n;
         if (r != ASB_OK) {
             s->user_err = r;
@@ -10283,7 +10313,7 @@ static void asb__attempt_once(asb_http_client *cl, const asb_http_request *req,
 #if ASB_TLS
         if (c->use_tls) asb__tls_session_save(cl->tls, c);
 #endif
-        r = asb__resp_take_head(resp, &hp);
+        r = resp->head_ ? ASB_OK : asb__resp_take_head(resp, &hp); /* a stream took it */
         if (r == ASB_OK && hp.keep_alive && c->rpos == c->rlen) {
             /* no pool (max_idle 0): asb__pool_put closes it. max_idle is
                not read here: a batch grows it under cl->lock meanwhile */
@@ -19991,11 +20021,20 @@ static asb_result asb__file_path(const char *op, const char *path, int safe, asb
         r = asb_path_normalize(path, strlen(path), norm, cap, &n, err);
         if (r != ASB_OK) return r;
     } else {
-        snprintf(norm, cap, "%s", path);
-        n = strlen(norm);
+        /* refused, not cut: the first cap - 1 bytes name another path */
+        n = strlen(path);
+        if (n >= cap) {
+            char q[80];
+            asb__quote(q, sizeof q, path, n, 48);
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "path \"%s\" is %zu bytes; at most %zu are sent", q, n, cap - 1);
+        }
+        memcpy(norm, path, n + 1);
     }
-    asb_buf_append(out, op, strlen(op));
-    return asb_percent_encode_segment(norm, n, out);
+    r = asb_buf_append(out, op, strlen(op));
+    if (r == ASB_OK) r = asb_percent_encode_segment(norm, n, out);
+    if (r != ASB_OK) return asb__fail(err, r, "path: out of memory");
+    return ASB_OK;
 }
 
 /* GET /<op>/<path> through the router; *resp is the caller's to free. */
@@ -20269,6 +20308,26 @@ static asb_result asb__sd_grpc_error(asb_result r, asb_error *e) {
 static asb_result asb__sd_files_path(const char *path, asb_buf *out) {
     asb_result r = asb_buf_append(out, "/v1/files/", 10);
     return r == ASB_OK ? asb_percent_encode_segment(path, strlen(path), out) : r;
+}
+
+/* The URL of a call that reads, writes or removes one file or tree
+   (read, write, delete): the path after asb_path_normalize, which is what
+   norm gets and what is sent. That rule refuses, before anything is sent,
+   a path that is the root by any spelling ("x/..", "a/b/../..", "/x/..")
+   or climbs out of it, and absolute paths become relative to the root:
+   sandboxd would resolve "x/.." to the root itself, and a DELETE of it with
+   recursive=true empties the sandbox. list and stat send the path as
+   given: the root is a fair thing to list or stat, and sandboxd refuses
+   what escapes it (403). */
+static asb_result asb__sd_file_url(const char *what, const char *path, char *norm, size_t cap,
+                                   asb_buf *url, asb_error *err) {
+    asb_result r;
+    size_t n = 0;
+    r = asb_path_normalize(path ? path : "", path ? strlen(path) : 0, norm, cap, &n, err);
+    if (r != ASB_OK) return r; /* its message names the path and the rule */
+    if (asb__sd_files_path(norm, url) != ASB_OK)
+        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
+    return ASB_OK;
 }
 
 /* One REST call on sandboxd's port: sb_call on the REST port, the error
@@ -20651,15 +20710,16 @@ static asb_result asb__sd_write(asb_sandbox *sb, const char *path, asb_read_fn r
     asb_http_header ct;
     asb__sd_body body;
     asb_result r;
-    size_t n = 0;
     if (opts && opts->file_mode > 0777)
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "write: file_mode %o is above 0777",
                          opts->file_mode);
-    r = asb_path_normalize(path ? path : "", path ? strlen(path) : 0, norm, sizeof norm, &n, err);
-    if (r != ASB_OK) return r;
     asb_buf_init(&url, &sb->client->alloc);
-    r = asb__sd_files_path(norm, &url);
-    if (r == ASB_OK && opts && opts->file_mode) {
+    r = asb__sd_file_url("write", path, norm, sizeof norm, &url, err);
+    if (r != ASB_OK) {
+        asb_buf_free(&url);
+        return r;
+    }
+    if (opts && opts->file_mode) {
         char q[24];
         snprintf(q, sizeof q, "?mode=0%03o", opts->file_mode & 0777u);
         r = asb_buf_append(&url, q, strlen(q));
@@ -20689,6 +20749,32 @@ static asb_result asb__sd_write(asb_sandbox *sb, const char *path, asb_read_fn r
     return r;
 }
 
+/* A directory answers a GET with its JSON listing and a 200: a read into
+   the caller's sink judges the head before the first byte, so the listing
+   never reaches a file or a stream (the HTTP layer fills resp's head
+   before its first on_body call). */
+typedef struct asb__sd_read_sink {
+    asb_write_fn sink;
+    void *user;
+    const asb_http_response *resp;
+    int judged, is_dir;
+} asb__sd_read_sink;
+
+static int asb__sd_is_listing(const asb_http_response *resp) {
+    const char *ctype = asb_http_response_header(resp, "Content-Type");
+    return ctype && strncmp(ctype, "application/json", 16) == 0;
+}
+
+static asb_result asb__sd_read_sink_write(void *ud, const char *data, size_t len) {
+    asb__sd_read_sink *g = (asb__sd_read_sink *)ud;
+    if (!g->judged) {
+        g->judged = 1;
+        g->is_dir = asb__sd_is_listing(g->resp);
+        if (g->is_dir) return ASB_ERR_INVALID_ARGUMENT;
+    }
+    return g->sink(g->user, data, len);
+}
+
 static asb_result asb__sd_read_file(asb_sandbox *sb, const char *path, asb_buf *out,
                                     asb_write_fn sink, void *user, const asb_call_opts *opts,
                                     asb_error *err) {
@@ -20696,28 +20782,29 @@ static asb_result asb__sd_read_file(asb_sandbox *sb, const char *path, asb_buf *
     asb_buf url;
     asb_http_request req;
     asb_http_response resp;
+    asb__sd_read_sink guard;
     asb_result r;
-    size_t n = 0;
-    r = asb_path_normalize(path ? path : "", path ? strlen(path) : 0, norm, sizeof norm, &n, err);
-    if (r != ASB_OK) return r;
     asb_buf_init(&url, &sb->client->alloc);
-    if (asb__sd_files_path(norm, &url) != ASB_OK) {
+    r = asb__sd_file_url("read", path, norm, sizeof norm, &url, err);
+    if (r != ASB_OK) {
         asb_buf_free(&url);
-        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "read: out of memory");
+        return r;
     }
     memset(&req, 0, sizeof req);
+    memset(&guard, 0, sizeof guard);
+    guard.sink = sink;
+    guard.user = user;
+    guard.resp = &resp;
     req.max_body_bytes = out ? sb->client->max_read : 0;
-    req.on_body = out ? NULL : sink;
-    req.on_body_user = user;
+    req.on_body = out ? NULL : asb__sd_read_sink_write;
+    req.on_body_user = &guard;
     req.cancel = opts ? opts->cancel : NULL;
     r = asb__sd_rest(sb, &req, url.ptr, "read", norm, opts && opts->timeout_ms > 0 ? opts->timeout_ms : 0,
                      &resp, err);
-    if (r == ASB_OK) {
-        /* a directory answers with its listing: not a file's bytes */
-        const char *ctype = asb_http_response_header(&resp, "Content-Type");
-        if (ctype && strncmp(ctype, "application/json", 16) == 0)
-            r = asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "read: \"%.200s\" is a directory", norm);
-    }
+    /* is_dir: the sink's guard stopped it before the first byte; a
+       buffered read (or an empty answer) is judged here */
+    if (guard.is_dir || (r == ASB_OK && asb__sd_is_listing(&resp)))
+        r = asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "read: \"%.200s\" is a directory", norm);
     if (r == ASB_OK && out)
         r = asb_buf_append(out, resp.body.ptr ? resp.body.ptr : "", resp.body.len);
     asb_http_response_free(&resp);
@@ -20833,9 +20920,8 @@ static asb_result asb__sd_stat(asb_sandbox *sb, const char *path, asb_file_stat 
         st->exists = 1;
         st->is_dir = ctype && strncmp(ctype, "application/json", 16) == 0;
         if (!st->is_dir && cl) {
-            char *end;
-            unsigned long long v = strtoull(cl, &end, 10);
-            if (end != cl && *end == '\0') st->size = (uint64_t)v;
+            uint64_t v = 0;
+            if (asb__content_length_parse(cl, strlen(cl), &v)) st->size = v;
         }
         if (lm && strchr(lm, ',')) {
             /* an IMF-fixdate, read as a wait from the epoch: its time */
@@ -20852,26 +20938,25 @@ static asb_result asb__sd_stat(asb_sandbox *sb, const char *path, asb_file_stat 
 
 static asb_result asb__sd_delete(asb_sandbox *sb, const char *path, int recursive,
                                  const asb_call_opts *opts, asb_error *err) {
+    char norm[4096];
     asb_buf url;
     asb_http_request req;
     asb_http_response resp;
     asb_result r;
-    size_t i, n = path ? strlen(path) : 0;
-    for (i = 0; i < n && (path[i] == '/' || path[i] == '.'); i++) {}
-    if (!path || i == n) /* "", "/", ".", "./": the root itself */
-        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
-                         "delete: \"%.100s\" is the sandbox root; name a path inside it",
-                         path ? path : "(null)");
+    /* the root by any spelling ("", "./", "x/..", "/x/..") and paths that
+       climb out of it are refused here, before anything is sent */
     asb_buf_init(&url, &sb->client->alloc);
-    if (asb__sd_files_path(path, &url) != ASB_OK ||
-        (recursive && asb_buf_append(&url, "?recursive=true", 15) != ASB_OK)) {
+    r = asb__sd_file_url("delete", path, norm, sizeof norm, &url, err);
+    if (r == ASB_OK && recursive && asb_buf_append(&url, "?recursive=true", 15) != ASB_OK)
+        r = asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "delete: out of memory");
+    if (r != ASB_OK) {
         asb_buf_free(&url);
-        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "delete: out of memory");
+        return r;
     }
     memset(&req, 0, sizeof req);
     req.method = "DELETE";
     req.cancel = opts ? opts->cancel : NULL;
-    r = asb__sd_rest(sb, &req, url.ptr, "delete", path, opts && opts->timeout_ms > 0 ? opts->timeout_ms : 0,
+    r = asb__sd_rest(sb, &req, url.ptr, "delete", norm, opts && opts->timeout_ms > 0 ? opts->timeout_ms : 0,
                      &resp, err);
     if (r == ASB_ERR_CONFLICT && err && !recursive) {
         size_t l = strlen(err->message);

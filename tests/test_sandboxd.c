@@ -227,13 +227,15 @@ ASBT_TEST(paths_and_cwd_outside_the_root_are_permission_denied) {
     ASBT_EQ_STR(err.reason, "PERMISSION_DENIED");
     ASBT_CONTAINS(err.message, "escapes sandbox root");
     asb_run_result_free(&rr);
-    /* list, stat, exists and delete are the runtime's to judge */
+    /* list, stat and exists are the runtime's to judge */
     ASBT_EQ_RES(asb_sandbox_stat(sb, "../..", &st, NULL, &err), ASB_ERR_PERMISSION_DENIED);
     ASBT_EQ_RES(asb_sandbox_list(sb, "../../etc", &fl, &err), ASB_ERR_PERMISSION_DENIED);
     ASBT_CONTAINS(err.message, "path traversal outside sandbox root is forbidden");
     ASBT_EQ_INT(err.http_status, 403);
+    /* delete follows a write's path rules: refused before it is sent (R50) */
     ASBT_EQ_RES(asb_sandbox_delete_file(sb, "../outside", 1, NULL, &err),
-                ASB_ERR_PERMISSION_DENIED);
+                ASB_ERR_INVALID_ARGUMENT);
+    ASBT_CONTAINS(err.message, "escapes the base directory");
     asb_client_free(c);
 }
 
@@ -276,6 +278,90 @@ ASBT_TEST(deleting_a_non_empty_directory_is_a_conflict_until_recursive) {
     /* the root is refused before anything is sent */
     ASBT_EQ_RES(asb_sandbox_delete_file(sb, "", 1, NULL, &err), ASB_ERR_INVALID_ARGUMENT);
     ASBT_EQ_RES(asb_sandbox_delete_file(sb, "./", 1, NULL, &err), ASB_ERR_INVALID_ARGUMENT);
+    /* R50: by every other spelling too. sandboxd resolves each of these to
+       its root, and a recursive DELETE of the root empties it; no status
+       (nothing was sent) and the file below survives each */
+    ASBT_EQ_RES(asb_sandbox_write(sb, "precious.txt", "p", 1, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_write(sb, "x/y", "y", 1, &err), ASB_OK);
+    {
+        static const char *const roots[] = {"x/..", "./x/../", "a/b/../..", "/x/..", "/..",
+                                            "x/../y/.."};
+        static const char *const out[] = {"../outside", "x/../../outside", "/x/../../.."};
+        size_t i;
+        for (i = 0; i < sizeof roots / sizeof roots[0]; i++) {
+            fprintf(stderr, "    delete \"%s\"\n", roots[i]);
+            memset(&err, 0, sizeof err);
+            ASBT_EQ_RES(asb_sandbox_delete_file(sb, roots[i], 1, NULL, &err),
+                        ASB_ERR_INVALID_ARGUMENT);
+            ASBT_EQ_INT(err.http_status, 0);
+            ASBT_CONTAINS(err.message, "base directory");
+            ASBT_EQ_RES(asb_sandbox_exists(sb, "precious.txt", &exists, &err), ASB_OK);
+            ASBT_EQ_INT(exists, 1);
+        }
+        /* "/x/../../.." stays at the root (a leading '/' is the root's) */
+        for (i = 0; i < sizeof out / sizeof out[0]; i++) {
+            fprintf(stderr, "    delete \"%s\"\n", out[i]);
+            memset(&err, 0, sizeof err);
+            ASBT_EQ_RES(asb_sandbox_delete_file(sb, out[i], 1, NULL, &err),
+                        ASB_ERR_INVALID_ARGUMENT);
+            ASBT_EQ_INT(err.http_status, 0);
+            ASBT_EQ_RES(asb_sandbox_exists(sb, "precious.txt", &exists, &err), ASB_OK);
+            ASBT_EQ_INT(exists, 1);
+        }
+    }
+    /* the root by its absolute name in the pod: sandboxd would take it as
+       the root; a leading '/' means the sandbox root here, so it names a
+       path below the root that is not there */
+    ASBT_EQ_RES(asb_sandbox_delete_file(sb, root, 1, NULL, &err), ASB_ERR_NOT_FOUND);
+    ASBT_EQ_RES(asb_sandbox_exists(sb, "precious.txt", &exists, &err), ASB_OK);
+    ASBT_EQ_INT(exists, 1);
+    ASBT_EQ_RES(asb_sandbox_delete_file(sb, "x/../x", 1, NULL, &err), ASB_OK); /* is "x" */
+    ASBT_EQ_RES(asb_sandbox_exists(sb, "x/y", &exists, &err), ASB_OK);
+    ASBT_EQ_INT(exists, 0);
+    ASBT_EQ_RES(asb_sandbox_delete_file(sb, "precious.txt", 0, NULL, &err), ASB_OK);
+    asb_client_free(c);
+}
+
+/* R52: a directory answers a GET with its JSON listing: a read into an fd
+   or a stream judged it after the listing had been written there. It is
+   judged on the response head now, before the first byte. */
+static asb_result count_bytes(void *user, const char *data, size_t len) {
+    (void)data;
+    *(size_t *)user += len;
+    return ASB_OK;
+}
+
+ASBT_TEST(reading_a_directory_into_an_fd_or_a_stream_writes_nothing) {
+    asb_error err;
+    asb_sandbox *sb;
+    asb_client *c = in_pod(&sb, &err);
+    char path[] = "/tmp/asb-sbd-dirread-XXXXXX";
+    int fd = mkstemp(path);
+    struct stat st;
+    size_t streamed = 0;
+    asb_buf out;
+    ASBT_CHECK(c != NULL && fd >= 0);
+    unlink(path);
+    ASBT_EQ_RES(asb_sandbox_write(sb, "listed/secret-name-in-listing", "s", 1, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_read_to_fd(sb, "listed", fd, &err), ASB_ERR_INVALID_ARGUMENT);
+    ASBT_CONTAINS(err.message, "is a directory");
+    ASBT_CHECK(fstat(fd, &st) == 0);
+    ASBT_EQ_INT((int)st.st_size, 0);
+    close(fd);
+    ASBT_EQ_RES(asb_sandbox_read_stream(sb, "listed", count_bytes, &streamed, &err),
+                ASB_ERR_INVALID_ARGUMENT);
+    ASBT_CONTAINS(err.message, "is a directory");
+    ASBT_EQ_INT((int)streamed, 0);
+    /* a file still streams, and a buffered read of the directory is refused */
+    ASBT_EQ_RES(asb_sandbox_read_stream(sb, "listed/secret-name-in-listing", count_bytes,
+                                        &streamed, &err),
+                ASB_OK);
+    ASBT_EQ_INT((int)streamed, 1);
+    asb_buf_init(&out, NULL);
+    ASBT_EQ_RES(asb_sandbox_read(sb, "listed", &out, &err), ASB_ERR_INVALID_ARGUMENT);
+    ASBT_EQ_INT((int)out.len, 0);
+    asb_buf_free(&out);
+    ASBT_EQ_RES(asb_sandbox_delete_file(sb, "listed", 1, NULL, &err), ASB_OK);
     asb_client_free(c);
 }
 
@@ -767,6 +853,7 @@ ASBT_LIST(ASBT_CASE(handle_calls_work_on_sandboxd_as_on_the_legacy_runtime)
           ASBT_CASE(paths_and_cwd_outside_the_root_are_permission_denied)
           ASBT_CASE(stat_says_file_directory_or_nothing_without_moving_the_body)
           ASBT_CASE(deleting_a_non_empty_directory_is_a_conflict_until_recursive)
+          ASBT_CASE(reading_a_directory_into_an_fd_or_a_stream_writes_nothing)
           ASBT_CASE(metadata_shows_the_orchestrators_variables_but_no_secret)
           ASBT_CASE(a_process_streaming_10000_lines_delivers_them_in_order_and_complete)
           ASBT_CASE(stdin_typed_on_one_thread_comes_back_through_cat_on_another)

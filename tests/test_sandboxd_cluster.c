@@ -708,7 +708,8 @@ ASBT_TEST(deleting_a_non_empty_directory_needs_recursive) {
     ASBT_EQ_RES(asb_sandbox_exists(sb, "tree", &ex, &err), ASB_OK);
     ASBT_EQ_INT(ex, 0);
     ASBT_EQ_RES(asb_sandbox_delete_file(sb, "tree", 1, NULL, &err), ASB_ERR_NOT_FOUND);
-    ASBT_EQ_RES(asb_sandbox_delete_file(sb, "../outside", 1, NULL, &err), ASB_ERR_PERMISSION_DENIED);
+    /* refused before it is sent, as a write's path would be (R50) */
+    ASBT_EQ_RES(asb_sandbox_delete_file(sb, "../outside", 1, NULL, &err), ASB_ERR_INVALID_ARGUMENT);
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
     asb_client_free(c);
 }

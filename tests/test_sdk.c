@@ -496,6 +496,51 @@ ASBT_TEST(file_paths_are_normalised_and_percent_encoded_on_the_wire) {
     recorder_stop(rec);
 }
 
+/* R51: list and exists send their path as given (the runtime confines
+   it), through a 4096-byte buffer: a longer path was cut to its first
+   4095 bytes, another path, and that one was listed. Refused instead,
+   with nothing sent; a path one byte under the cap still goes. */
+ASBT_TEST(a_list_or_exists_path_longer_than_the_cap_is_refused_not_cut) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client *c;
+    asb_sandbox *sb;
+    asb_error err;
+    asb_file_list fl;
+    recorder_request q;
+    int ex = -1;
+    char url[64];
+    char *path = (char *)malloc(4101);
+    ASBT_CHECK(rec != NULL && path != NULL);
+    memset(path, 'a', 4100);
+    memcpy(path + 4100 - 23, "/secret-dir-that-is-cut", 23);
+    path[4100] = '\0';
+    recorder_url(rec, url, sizeof url);
+    c = router_client(url, NULL, NULL, &err);
+    ASBT_CHECK(c != NULL);
+    sb = handle_without_cluster(c, "sb-1");
+    ASBT_CHECK(sb != NULL);
+    memset(&fl, 0, sizeof fl);
+    ASBT_EQ_RES(asb_sandbox_list(sb, path, &fl, &err), ASB_ERR_INVALID_ARGUMENT);
+    ASBT_CONTAINS(err.message, "4100 bytes");
+    ASBT_CONTAINS(err.message, "at most 4095");
+    ASBT_EQ_RES(asb_sandbox_exists(sb, path, &ex, &err), ASB_ERR_INVALID_ARGUMENT);
+    path[4096] = '\0'; /* 4096 bytes: one too many */
+    ASBT_EQ_RES(asb_sandbox_list(sb, path, &fl, &err), ASB_ERR_INVALID_ARGUMENT);
+    ASBT_EQ_INT(recorder_count(rec), 0);
+    memset(path, 'a', 4095); /* 4095 bytes: sent whole */
+    path[4095] = '\0';
+    recorder_reply(rec, 200, "[]");
+    ASBT_EQ_RES(asb_sandbox_list(sb, path, &fl, &err), ASB_OK);
+    asb_file_list_free(&fl);
+    ASBT_EQ_INT(recorder_count(rec), 1);
+    ASBT_CHECK(recorder_get(rec, 0, &q));
+    ASBT_CHECK(strncmp(q.head, "GET /list/aaaa", 14) == 0);
+    ASBT_CHECK(strstr(q.head, " HTTP/1.1\r\n") - q.head == 10 + 4095);
+    asb_client_free(c);
+    recorder_stop(rec);
+    free(path);
+}
+
 ASBT_TEST(router_token_goes_to_the_router_and_never_into_errors_or_the_log) {
     static const char token[] = "s20-router-token-5c1a9e";
     recorder *rec = recorder_start("127.0.0.1");
@@ -2390,6 +2435,7 @@ ASBT_LIST(
     ASBT_CASE(dot_and_dot_dot_object_names_never_reach_the_api_server)
     ASBT_CASE(router_token_and_header_keys_are_wiped_before_their_memory_is_freed)
     ASBT_CASE(file_paths_are_normalised_and_percent_encoded_on_the_wire)
+    ASBT_CASE(a_list_or_exists_path_longer_than_the_cap_is_refused_not_cut)
     ASBT_CASE(router_token_goes_to_the_router_and_never_into_errors_or_the_log)
     ASBT_CASE(keys_in_extra_headers_are_masked_in_echoed_error_bodies)
     ASBT_CASE(a_long_error_body_keeps_its_first_512_bytes_in_err)
