@@ -76,86 +76,170 @@ static void template_json(asb_buf *b, const char *name, const char *team) {
     if (asb_json_writer_finish(&w) != ASB_OK) abort();
 }
 
-ASBT_TEST(every_credential_kind_authenticates) {
+/* What a case made. A failed ASBT check leaves the function it is in at
+   once, so each case's checks run in a body that records here what it
+   makes as soon as it makes it, and the case frees all of it after the
+   body returns, whichever check ended it: a failed check no longer leaks
+   the kube clients, buffers, documents, logs, waiters and tokens made
+   before it, nor leaves its objects in the cluster (nor a thread using
+   them: a body joins its threads before it checks what they did). A body
+   may free a thing early (free_kc, close_log, made_forget clear what they
+   free). made_free frees users before what they use: the waiters before
+   their client, the objects deleted (by kc[0]) before the clients go,
+   the clients before the logs they write to. */
+#define MADE_OBJS 48
+typedef struct restart_state restart_state;
+typedef struct made {
+    asb_kube_client *kc[3];      /* kc[0] deletes the objects below */
+    struct {
+        const asb_kube_resource *res;
+        const char *ns;          /* NULL: cluster-scoped */
+        char name[128];
+    } obj[MADE_OBJS];            /* deleted last made first; NotFound is fine */
+    int nobj;
+    asb__waiter *w[3];           /* left before the clients go */
+    asb_cancel *cancel;
+    asb_json_doc doc;
+    asb_buf buf[2];
+    asbt_log log[2];             /* set up when log_open */
+    int log_open[2];
+    restart_state *restart;      /* its lock and condition destroyed */
+} made;
+
+/* Records an object the case is about to create, to be deleted after. */
+static void made_obj(made *m, const asb_kube_resource *res, const char *ns, const char *name) {
+    if (m->nobj == MADE_OBJS) abort(); /* a case makes more than it said */
+    m->obj[m->nobj].res = res;
+    m->obj[m->nobj].ns = ns;
+    snprintf(m->obj[m->nobj].name, sizeof m->obj[m->nobj].name, "%s", name);
+    m->nobj++;
+}
+
+/* The case deleted its objects itself (checking how): nothing is left. */
+static void made_forget(made *m) { m->nobj = 0; }
+
+static void free_kc(asb_kube_client **kc) {
+    asb_kube_client_free(*kc);
+    *kc = NULL;
+}
+
+static void close_log(made *m, int i) {
+    if (m->log_open[i]) asbt_log_close(&m->log[i]);
+    m->log_open[i] = 0;
+}
+
+static void restart_state_destroy(restart_state *s);
+
+static void made_free(made *m) {
+    int i;
+    for (i = 0; i < 3; i++) asb__informer_leave(m->w[i]);
+    asb_cancel_free(m->cancel);
+    for (i = m->nobj - 1; i >= 0 && m->kc[0]; i--)
+        asb_kube_delete(m->kc[0], m->obj[i].res, m->obj[i].ns, m->obj[i].name, NULL);
+    for (i = 0; i < 3; i++) free_kc(&m->kc[i]);
+    for (i = 0; i < 2; i++) asb_buf_free(&m->buf[i]);
+    asb_json_doc_free(&m->doc);
+    for (i = 0; i < 2; i++) close_log(m, i);
+    if (m->restart) restart_state_destroy(m->restart);
+}
+
+/* Runs a case's body with a fresh record and frees what it made. */
+static void made_run(void (*body)(made *m)) {
+    made m;
+    memset(&m, 0, sizeof m);
+    asb_buf_init(&m.buf[0], NULL);
+    asb_buf_init(&m.buf[1], NULL);
+    body(&m);
+    made_free(&m);
+}
+
+/* A case: its name runs `name_body` through made_run. */
+#define MADE_TEST(name)                          \
+    static void name##_body(made *m);           \
+    ASBT_TEST(name) { made_run(name##_body); }  \
+    static void name##_body(made *m)
+
+MADE_TEST(every_credential_kind_authenticates) {
     static const char *who[] = {"admin", "token", "exec"};
     size_t i;
     for (i = 0; i < 3; i++) {
         asb_error err;
-        asb_kube_client *kc = connect_as(who[i], &err);
-        asb_buf out;
+        asb_kube_client *kc = m->kc[0] = connect_as(who[i], &err);
+        asb_buf *out = &m->buf[0];
         if (!kc) fprintf(stderr, "    %s: %s\n", who[i], err.message);
         ASBT_CHECK(kc != NULL);
-        asb_buf_init(&out, NULL);
-        ASBT_EQ_RES(asb_kube_list(kc, &templates, "default", NULL, &out, &err), ASB_OK);
-        ASBT_CONTAINS(out.ptr, "SandboxTemplateList");
-        asb_buf_free(&out);
-        asb_kube_client_free(kc);
+        ASBT_EQ_RES(asb_kube_list(kc, &templates, "default", NULL, out, &err), ASB_OK);
+        ASBT_CONTAINS(out->ptr, "SandboxTemplateList");
+        asb_buf_free(out);
+        free_kc(&m->kc[0]);
     }
 }
 
-ASBT_TEST(rbac_denial_is_a_403_with_the_apiservers_message) {
+MADE_TEST(rbac_denial_is_a_403_with_the_apiservers_message) {
     asb_error err;
-    asb_kube_client *kc = connect_as("restricted", &err);
+    asb_kube_client *kc = m->kc[0] = connect_as("restricted", &err);
     ASBT_CHECK(kc != NULL);
     ASBT_EQ_RES(asb_kube_list(kc, &templates, "default", NULL, NULL, &err), ASB_ERR_KUBE_API);
     ASBT_EQ_INT(err.http_status, 403);
     ASBT_EQ_STR(err.reason, "Forbidden");
     ASBT_CONTAINS(err.message, "lc-restricted-user");
     ASBT_CONTAINS(err.message, "cannot list resource \"sandboxtemplates\"");
-    asb_kube_client_free(kc);
 }
 
-ASBT_TEST(create_get_patch_list_page_and_delete_custom_objects) {
+MADE_TEST(create_get_patch_list_page_and_delete_custom_objects) {
     asb_error err;
-    asb_kube_client *kc = connect_as("token", &err);
-    asb_buf b, out;
+    asb_kube_client *kc = m->kc[0] = connect_as("token", &err);
+    asb_buf *b = &m->buf[0], *out = &m->buf[1];
     char name[128], sel[128];
     int i, pages = 0, seen = 0;
     asb_kube_list_opts lo;
     ASBT_CHECK(kc != NULL);
-    asb_buf_init(&b, NULL);
-    asb_buf_init(&out, NULL);
     for (i = 0; i < 5; i++) {
         snprintf(name, sizeof name, "%s-t%d", prefix, i);
-        template_json(&b, name, i % 2 ? "odd" : "even");
-        out.len = 0;
-        ASBT_EQ_RES(asb_kube_create(kc, &templates, "default", b.ptr, b.len, &out, &err), ASB_OK);
-        ASBT_CONTAINS(out.ptr, name);
+        template_json(b, name, i % 2 ? "odd" : "even");
+        out->len = 0;
+        made_obj(m, &templates, "default", name);
+        ASBT_EQ_RES(asb_kube_create(kc, &templates, "default", b->ptr, b->len, out, &err), ASB_OK);
+        ASBT_CONTAINS(out->ptr, name);
     }
     /* creating it again: 409 AlreadyExists, decoded */
-    ASBT_EQ_RES(asb_kube_create(kc, &templates, "default", b.ptr, b.len, NULL, &err),
+    ASBT_EQ_RES(asb_kube_create(kc, &templates, "default", b->ptr, b->len, NULL, &err),
                 ASB_ERR_KUBE_API);
     ASBT_EQ_INT(err.http_status, 409);
     ASBT_EQ_STR(err.reason, "AlreadyExists");
     snprintf(name, sizeof name, "%s-t1", prefix);
-    out.len = 0;
-    ASBT_EQ_RES(asb_kube_get(kc, &templates, "default", name, &out, &err), ASB_OK);
-    ASBT_CONTAINS(out.ptr, "\"team\":\"odd\"");
-    out.len = 0;
+    out->len = 0;
+    ASBT_EQ_RES(asb_kube_get(kc, &templates, "default", name, out, &err), ASB_OK);
+    ASBT_CONTAINS(out->ptr, "\"team\":\"odd\"");
+    out->len = 0;
     ASBT_EQ_RES(asb_kube_patch(kc, &templates, "default", name,
                                "{\"metadata\":{\"labels\":{\"team\":\"patched\"}}}",
-                               strlen("{\"metadata\":{\"labels\":{\"team\":\"patched\"}}}"), &out, &err),
+                               strlen("{\"metadata\":{\"labels\":{\"team\":\"patched\"}}}"), out, &err),
                 ASB_OK);
-    ASBT_CONTAINS(out.ptr, "\"team\":\"patched\"");
+    ASBT_CONTAINS(out->ptr, "\"team\":\"patched\"");
     /* label selector */
     snprintf(sel, sizeof sel, "asb-test=%s,team=even", prefix);
     memset(&lo, 0, sizeof lo);
     lo.label_selector = sel;
-    out.len = 0;
-    ASBT_EQ_RES(asb_kube_list(kc, &templates, "default", &lo, &out, &err), ASB_OK);
+    out->len = 0;
+    ASBT_EQ_RES(asb_kube_list(kc, &templates, "default", &lo, out, &err), ASB_OK);
     {
-        asb_json_doc doc;
-        ASBT_EQ_RES(asb_json_doc_parse(&doc, out.ptr, out.len, NULL, NULL), ASB_OK);
-        ASBT_EQ_INT(doc.toks[asb_json_find(&doc, 0, "items")].size, 3);
-        asb_json_doc_free(&doc);
+        /* read and freed before the count is checked: a failed check
+           leaves the body */
+        asb_json_doc *doc = &m->doc;
+        int items;
+        ASBT_EQ_RES(asb_json_doc_parse(doc, out->ptr, out->len, NULL, NULL), ASB_OK);
+        items = doc->toks[asb_json_find(doc, 0, "items")].size;
+        asb_json_doc_free(doc);
+        ASBT_EQ_INT(items, 3);
     }
     /* field selector */
     snprintf(sel, sizeof sel, "metadata.name=%s", name);
     memset(&lo, 0, sizeof lo);
     lo.field_selector = sel;
-    out.len = 0;
-    ASBT_EQ_RES(asb_kube_list(kc, &templates, "default", &lo, &out, &err), ASB_OK);
-    ASBT_CONTAINS(out.ptr, name);
+    out->len = 0;
+    ASBT_EQ_RES(asb_kube_list(kc, &templates, "default", &lo, out, &err), ASB_OK);
+    ASBT_CONTAINS(out->ptr, name);
     /* pagination: 2 per page over 5 objects */
     snprintf(sel, sizeof sel, "asb-test=%s", prefix);
     memset(&lo, 0, sizeof lo);
@@ -164,16 +248,16 @@ ASBT_TEST(create_get_patch_list_page_and_delete_custom_objects) {
     {
         char cont[1024] = "";
         do {
-            asb_json_doc doc;
-            out.len = 0;
+            asb_json_doc *doc = &m->doc;
+            out->len = 0;
             lo.continue_token = cont;
-            ASBT_EQ_RES(asb_kube_list(kc, &templates, "default", &lo, &out, &err), ASB_OK);
-            ASBT_EQ_RES(asb_json_doc_parse(&doc, out.ptr, out.len, NULL, NULL), ASB_OK);
-            seen += doc.toks[asb_json_find(&doc, 0, "items")].size;
+            ASBT_EQ_RES(asb_kube_list(kc, &templates, "default", &lo, out, &err), ASB_OK);
+            ASBT_EQ_RES(asb_json_doc_parse(doc, out->ptr, out->len, NULL, NULL), ASB_OK);
+            seen += doc->toks[asb_json_find(doc, 0, "items")].size;
             cont[0] = 0;
-            asb_json_get_string(&doc, asb_json_find(&doc, 0, "metadata.continue"), cont,
+            asb_json_get_string(doc, asb_json_find(doc, 0, "metadata.continue"), cont,
                                 sizeof cont, NULL);
-            asb_json_doc_free(&doc);
+            asb_json_doc_free(doc);
             pages++;
         } while (cont[0] && pages < 10);
     }
@@ -183,12 +267,10 @@ ASBT_TEST(create_get_patch_list_page_and_delete_custom_objects) {
         snprintf(name, sizeof name, "%s-t%d", prefix, i);
         ASBT_EQ_RES(asb_kube_delete(kc, &templates, "default", name, &err), ASB_OK);
     }
+    made_forget(m);
     ASBT_EQ_RES(asb_kube_delete(kc, &templates, "default", name, &err), ASB_ERR_NOT_FOUND);
     ASBT_EQ_STR(err.reason, "NotFound");
     ASBT_EQ_RES(asb_kube_get(kc, &templates, "default", name, NULL, &err), ASB_ERR_NOT_FOUND);
-    asb_buf_free(&b);
-    asb_buf_free(&out);
-    asb_kube_client_free(kc);
 }
 
 typedef struct seen_events {
@@ -233,28 +315,30 @@ static void *mutate(void *arg) {
     return NULL;
 }
 
-ASBT_TEST(watch_sees_added_modified_deleted) {
+MADE_TEST(watch_sees_added_modified_deleted) {
     asb_error err;
-    asb_kube_client *kc = connect_as("admin", &err);
+    asb_kube_client *kc = m->kc[0] = connect_as("admin", &err);
     seen_events s;
-    mutator m;
+    mutator mu;
     pthread_t th;
     asb_watch_opts wo;
+    asb_result r;
     ASBT_CHECK(kc != NULL);
     memset(&s, 0, sizeof s);
     snprintf(s.name, sizeof s.name, "%s-w", prefix);
-    m.kc = kc;
-    memcpy(m.name, s.name, sizeof m.name);
+    mu.kc = kc;
+    memcpy(mu.name, s.name, sizeof mu.name);
     memset(&wo, 0, sizeof wo);
     wo.deadline_ms = 20000;
     wo.timeout_seconds = 2; /* several server-side ends: the watch resumes */
-    pthread_create(&th, NULL, mutate, &m);
-    ASBT_EQ_RES(asb_kube_watch(kc, &templates, "default", &wo, on_event, &s, &err), ASB_OK);
-    pthread_join(th, NULL);
+    made_obj(m, &templates, "default", s.name); /* the mutator deletes it, unless it failed */
+    pthread_create(&th, NULL, mutate, &mu);
+    r = asb_kube_watch(kc, &templates, "default", &wo, on_event, &s, &err);
+    pthread_join(th, NULL); /* before any check: the thread uses kc */
+    ASBT_EQ_RES(r, ASB_OK);
     ASBT_EQ_INT(s.added, 1);
     ASBT_CHECK(s.modified >= 1);
     ASBT_EQ_INT(s.deleted, 1);
-    asb_kube_client_free(kc);
 }
 
 /* Counts the first event and stops the watch there. */
@@ -265,9 +349,9 @@ static int count_any(void *ud, const asb_watch_event *ev) {
     return 1;
 }
 
-ASBT_TEST(watch_from_a_compacted_version_recovers_from_410) {
+MADE_TEST(watch_from_a_compacted_version_recovers_from_410) {
     asb_error err;
-    asb_kube_client *kc = connect_as("admin", &err);
+    asb_kube_client *kc = m->kc[0] = connect_as("admin", &err);
     asb_watch_opts wo;
     int n = 0;
     ASBT_CHECK(kc != NULL);
@@ -277,12 +361,11 @@ ASBT_TEST(watch_from_a_compacted_version_recovers_from_410) {
     /* the template python-sandbox-template exists: it arrives as ADDED */
     ASBT_EQ_RES(asb_kube_watch(kc, &templates, "default", &wo, count_any, &n, &err), ASB_OK);
     ASBT_EQ_INT(n, 1);
-    asb_kube_client_free(kc);
 }
 
-ASBT_TEST(watch_ends_at_its_deadline_without_spinning) {
+MADE_TEST(watch_ends_at_its_deadline_without_spinning) {
     asb_error err;
-    asb_kube_client *kc = connect_as("admin", &err);
+    asb_kube_client *kc = m->kc[0] = connect_as("admin", &err);
     asb_watch_opts wo;
     seen_events s;
     clock_t c0;
@@ -303,7 +386,6 @@ ASBT_TEST(watch_ends_at_its_deadline_without_spinning) {
     ASBT_CHECK(asb__now_ms() - t0 < 30000);
     /* 3 s of waiting: the CPU used is a few handshakes, not a loop */
     ASBT_CHECK((double)(clock() - c0) / CLOCKS_PER_SEC < 0.5);
-    asb_kube_client_free(kc);
 }
 
 /* -- the shared watch (informer): one watch for many waiters ------------------ */
@@ -406,9 +488,9 @@ static void *shared_wait_one(void *arg) {
 
 #define SHARED_WAITERS 40
 
-ASBT_TEST(shared_watch_serves_many_waiters_with_one_watch) {
+MADE_TEST(shared_watch_serves_many_waiters_with_one_watch) {
     asb_error err;
-    asb_kube_client *kc, *admin = connect_as("admin", &err);
+    asb_kube_client *kc, *admin = m->kc[0] = connect_as("admin", &err);
     shared_waiter sw[SHARED_WAITERS];
     pthread_t th[SHARED_WAITERS];
     int i, ready = 0, before, during = -1, fds0 = count_entries("/proc/self/fd"),
@@ -416,10 +498,13 @@ ASBT_TEST(shared_watch_serves_many_waiters_with_one_watch) {
     asb__informer *inf;
     const char *patch = "{\"metadata\":{\"labels\":{\"team\":\"ready\"}}}";
     ASBT_CHECK(admin != NULL);
-    kc = connect_as("token", &err);
+    kc = m->kc[1] = connect_as("token", &err);
     ASBT_CHECK(kc != NULL);
     before = namespaced_watches(admin, "sandboxtemplates");
     for (i = 0; i < SHARED_WAITERS; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "%s-sh%d", prefix, i);
+        made_obj(m, &templates, "default", name); /* shared_wait_one makes it */
         memset(&sw[i], 0, sizeof sw[i]);
         sw[i].kc = kc;
         sw[i].i = i;
@@ -458,10 +543,11 @@ ASBT_TEST(shared_watch_serves_many_waiters_with_one_watch) {
         snprintf(name, sizeof name, "%s-sh%d", prefix, i);
         asb_kube_delete(admin, &templates, "default", name, &err);
     }
-    asb_kube_client_free(kc);
+    made_forget(m);
+    free_kc(&m->kc[1]);
     /* its thread joined and its descriptors closed */
     ASBT_EQ_INT(count_entries("/proc/self/task"), tasks0);
-    asb_kube_client_free(admin);
+    free_kc(&m->kc[0]);
     ASBT_EQ_INT(count_entries("/proc/self/fd"), fds0);
 }
 
@@ -469,42 +555,43 @@ ASBT_TEST(shared_watch_serves_many_waiters_with_one_watch) {
    server no longer has, lists afresh, and the waiter whose object was
    deleted meanwhile fails at once (not at its 60 s deadline); a waiter
    whose object lives on is still served by the watch after the list. */
-ASBT_TEST(shared_watch_lists_again_after_410_and_fails_a_waiter_deleted_in_the_gap) {
+MADE_TEST(shared_watch_lists_again_after_410_and_fails_a_waiter_deleted_in_the_gap) {
     asb_error err;
-    asb_kube_client *kc = connect_as("admin", &err);
-    asb__waiter *w0 = NULL, *wa = NULL, *wb = NULL;
+    asb_kube_client *kc = m->kc[0] = connect_as("admin", &err);
+    asb__waiter **w0 = &m->w[0], **wa = &m->w[1], **wb = &m->w[2];
     asb__informer *inf;
-    asb_buf b, out;
-    asb_json_doc d;
+    asb_buf *b = &m->buf[0], *out = &m->buf[1];
+    asb_json_doc *d = &m->doc;
     char a[128], bname[128], uida[64] = "", uidb[64] = "";
     static int dead_a, dead_b; /* the informer's thread writes them */
     int gap = 0;
     int64_t t0;
     const char *patch = "{\"metadata\":{\"labels\":{\"team\":\"ready\"}}}";
     ASBT_CHECK(kc != NULL);
-    asb_buf_init(&b, NULL);
-    asb_buf_init(&out, NULL);
     snprintf(a, sizeof a, "%s-gap-a", prefix);
     snprintf(bname, sizeof bname, "%s-gap-b", prefix);
     /* an informer that ran once and lingers with its watch stopped */
     ASBT_EQ_RES(asb__informer_join(kc, &templates, "default", "never-there", NULL,
-                                   until_team_ready, &dead_a, &w0, &err), ASB_OK);
+                                   until_team_ready, &dead_a, w0, &err), ASB_OK);
     asb__sleep_ms(300);
-    asb__informer_leave(w0);
+    asb__informer_leave(*w0);
+    *w0 = NULL;
     inf = informer_of(kc);
     ASBT_CHECK(inf != NULL);
     /* both objects made, then A deleted, while no watch runs */
-    template_json(&b, a, "new");
-    ASBT_EQ_RES(asb_kube_create(kc, &templates, "default", b.ptr, b.len, &out, &err), ASB_OK);
-    ASBT_EQ_RES(asb_json_doc_parse(&d, out.ptr, out.len, NULL, NULL), ASB_OK);
-    asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.uid"), uida, sizeof uida, NULL);
-    asb_json_doc_free(&d);
-    out.len = 0;
-    template_json(&b, bname, "new");
-    ASBT_EQ_RES(asb_kube_create(kc, &templates, "default", b.ptr, b.len, &out, &err), ASB_OK);
-    ASBT_EQ_RES(asb_json_doc_parse(&d, out.ptr, out.len, NULL, NULL), ASB_OK);
-    asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.uid"), uidb, sizeof uidb, NULL);
-    asb_json_doc_free(&d);
+    template_json(b, a, "new");
+    made_obj(m, &templates, "default", a);
+    ASBT_EQ_RES(asb_kube_create(kc, &templates, "default", b->ptr, b->len, out, &err), ASB_OK);
+    ASBT_EQ_RES(asb_json_doc_parse(d, out->ptr, out->len, NULL, NULL), ASB_OK);
+    asb_json_get_string(d, asb_json_find(d, 0, "metadata.uid"), uida, sizeof uida, NULL);
+    asb_json_doc_free(d);
+    out->len = 0;
+    template_json(b, bname, "new");
+    made_obj(m, &templates, "default", bname);
+    ASBT_EQ_RES(asb_kube_create(kc, &templates, "default", b->ptr, b->len, out, &err), ASB_OK);
+    ASBT_EQ_RES(asb_json_doc_parse(d, out->ptr, out->len, NULL, NULL), ASB_OK);
+    asb_json_get_string(d, asb_json_find(d, 0, "metadata.uid"), uidb, sizeof uidb, NULL);
+    asb_json_doc_free(d);
     ASBT_EQ_RES(asb_kube_delete(kc, &templates, "default", a, &err), ASB_OK);
     /* the resume point is long compacted: the next watch meets 410 */
     pthread_mutex_lock(&inf->lock);
@@ -512,68 +599,57 @@ ASBT_TEST(shared_watch_lists_again_after_410_and_fails_a_waiter_deleted_in_the_g
     pthread_mutex_unlock(&inf->lock);
     t0 = asb__now_ms();
     ASBT_EQ_RES(asb__informer_join(kc, &templates, "default", a, uida, until_team_ready, &dead_a,
-                                   &wa, &err), ASB_OK);
+                                   wa, &err), ASB_OK);
     ASBT_EQ_RES(asb__informer_join(kc, &templates, "default", bname, uidb, until_team_ready,
-                                   &dead_b, &wb, &err), ASB_OK);
-    ASBT_EQ_RES(asb__informer_wait(wa, t0 + 60000, NULL, &gap, &err), ASB_ERR_METADATA);
+                                   &dead_b, wb, &err), ASB_OK);
+    ASBT_EQ_RES(asb__informer_wait(*wa, t0 + 60000, NULL, &gap, &err), ASB_ERR_METADATA);
     ASBT_CHECK(gap && dead_a);
     ASBT_CHECK(asb__now_ms() - t0 < 60000); /* before the deadline: the gap ended the wait */
     ASBT_EQ_RES(asb_kube_patch(kc, &templates, "default", bname, patch, strlen(patch), NULL, &err),
                 ASB_OK);
-    ASBT_EQ_RES(asb__informer_wait(wb, t0 + 60000, NULL, &gap, &err), ASB_OK);
+    ASBT_EQ_RES(asb__informer_wait(*wb, t0 + 60000, NULL, &gap, &err), ASB_OK);
     ASBT_CHECK(!gap && !dead_b);
     ASBT_CHECK(inf->relists >= 1);
     ASBT_EQ_INT((int)inf->gap_deletes, 1);
-    asb__informer_leave(wa);
-    asb__informer_leave(wb);
-    asb_kube_delete(kc, &templates, "default", bname, &err);
-    asb_buf_free(&b);
-    asb_buf_free(&out);
-    asb_kube_client_free(kc);
 }
 
 /* A waiter whose object is deleted while the watch runs gets the DELETED
    event; one whose deadline passes gets ASB_ERR_TIMEOUT; one whose token
    is triggered, ASB_ERR_CANCELLED. */
-ASBT_TEST(shared_watch_reports_deletes_deadlines_and_cancels) {
+MADE_TEST(shared_watch_reports_deletes_deadlines_and_cancels) {
     asb_error err;
-    asb_kube_client *kc = connect_as("admin", &err);
-    asb__waiter *w = NULL, *wt = NULL;
-    asb_buf b, out;
-    asb_json_doc d;
-    asb_cancel *cancel;
+    asb_kube_client *kc = m->kc[0] = connect_as("admin", &err);
+    asb__waiter **w = &m->w[0], **wt = &m->w[1];
+    asb_buf *b = &m->buf[0], *out = &m->buf[1];
+    asb_json_doc *d = &m->doc;
     char name[128], uid[64] = "", rv[32] = "";
     static int dead, dead2; /* the informer's thread writes them */
     ASBT_CHECK(kc != NULL);
-    asb_buf_init(&b, NULL);
-    asb_buf_init(&out, NULL);
     snprintf(name, sizeof name, "%s-del", prefix);
-    template_json(&b, name, "new");
+    template_json(b, name, "new");
     ASBT_EQ_RES(asb__informer_join(kc, &templates, "default", name, NULL, until_team_ready, &dead,
-                                   &w, &err), ASB_OK);
-    ASBT_EQ_RES(asb_kube_create(kc, &templates, "default", b.ptr, b.len, &out, &err), ASB_OK);
-    ASBT_EQ_RES(asb_json_doc_parse(&d, out.ptr, out.len, NULL, NULL), ASB_OK);
-    asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.uid"), uid, sizeof uid, NULL);
-    asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.resourceVersion"), rv, sizeof rv, NULL);
-    asb_json_doc_free(&d);
-    asb__informer_arm(w, uid, rv);
+                                   w, &err), ASB_OK);
+    made_obj(m, &templates, "default", name);
+    ASBT_EQ_RES(asb_kube_create(kc, &templates, "default", b->ptr, b->len, out, &err), ASB_OK);
+    ASBT_EQ_RES(asb_json_doc_parse(d, out->ptr, out->len, NULL, NULL), ASB_OK);
+    asb_json_get_string(d, asb_json_find(d, 0, "metadata.uid"), uid, sizeof uid, NULL);
+    asb_json_get_string(d, asb_json_find(d, 0, "metadata.resourceVersion"), rv, sizeof rv, NULL);
+    asb_json_doc_free(d);
+    asb__informer_arm(*w, uid, rv);
     ASBT_EQ_RES(asb_kube_delete(kc, &templates, "default", name, &err), ASB_OK);
-    ASBT_EQ_RES(asb__informer_wait(w, asb__now_ms() + 60000, NULL, NULL, &err), ASB_ERR_METADATA);
+    made_forget(m);
+    ASBT_EQ_RES(asb__informer_wait(*w, asb__now_ms() + 60000, NULL, NULL, &err), ASB_ERR_METADATA);
     ASBT_CHECK(dead);
-    asb__informer_leave(w);
+    asb__informer_leave(*w);
+    *w = NULL;
     ASBT_EQ_RES(asb__informer_join(kc, &templates, "default", "never-made", NULL,
-                                   until_team_ready, &dead2, &wt, &err), ASB_OK);
-    asb__informer_arm(wt, NULL, NULL);
-    ASBT_EQ_RES(asb__informer_wait(wt, asb__now_ms() + 300, NULL, NULL, &err), ASB_ERR_TIMEOUT);
-    ASBT_EQ_RES(asb_cancel_create(NULL, &cancel, &err), ASB_OK);
-    asb_cancel_trigger(cancel);
-    ASBT_EQ_RES(asb__informer_wait(wt, asb__now_ms() + 60000, cancel, NULL, &err),
+                                   until_team_ready, &dead2, wt, &err), ASB_OK);
+    asb__informer_arm(*wt, NULL, NULL);
+    ASBT_EQ_RES(asb__informer_wait(*wt, asb__now_ms() + 300, NULL, NULL, &err), ASB_ERR_TIMEOUT);
+    ASBT_EQ_RES(asb_cancel_create(NULL, &m->cancel, &err), ASB_OK);
+    asb_cancel_trigger(m->cancel);
+    ASBT_EQ_RES(asb__informer_wait(*wt, asb__now_ms() + 60000, m->cancel, NULL, &err),
                 ASB_ERR_CANCELLED);
-    asb_cancel_free(cancel);
-    asb__informer_leave(wt);
-    asb_buf_free(&b);
-    asb_buf_free(&out);
-    asb_kube_client_free(kc);
 }
 
 /* -- back-pressure: API Priority and Fairness answers 429 --------------------- */
@@ -601,11 +677,11 @@ static void *apf_lists(void *arg) {
    requests too (not only the refused one) until then, and spreads the
    comeback over half the wait more, so every one of the 200 lists
    succeeds within the default 5 attempts (its log shows the holds). */
-ASBT_TEST(a_429_from_priority_and_fairness_holds_and_spreads_the_clients_requests) {
+MADE_TEST(a_429_from_priority_and_fairness_holds_and_spreads_the_clients_requests) {
     asb_error err;
-    asb_kube_client *admin = connect_as("admin", &err);
-    asbt_log lg;
-    asb_kube_client *kc = connect_logged("token", &lg, &err);
+    asb_kube_client *admin = m->kc[0] = connect_as("admin", &err);
+    asbt_log *lg = &m->log[0];
+    asb_kube_client *kc = m->kc[1] = connect_logged("token", lg, &err);
     static const asb_kube_resource pls = {"flowcontrol.apiserver.k8s.io", "v1",
                                           "prioritylevelconfigurations"};
     static const asb_kube_resource fss = {"flowcontrol.apiserver.k8s.io", "v1", "flowschemas"};
@@ -614,6 +690,7 @@ ASBT_TEST(a_429_from_priority_and_fairness_holds_and_spreads_the_clients_request
     char name[96], body[1400], path[300];
     int i, ok = 0, refused = 0, held = 0;
     const char *p;
+    m->log_open[0] = 1;
     ASBT_CHECK(admin != NULL && kc != NULL);
     snprintf(name, sizeof name, "%s-tiny", prefix);
     snprintf(body, sizeof body,
@@ -624,6 +701,7 @@ ASBT_TEST(a_429_from_priority_and_fairness_holds_and_spreads_the_clients_request
              "\"limitResponse\":{\"type\":\"Reject\"}}}}",
              name);
     snprintf(path, sizeof path, "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations");
+    made_obj(m, &pls, NULL, name);
     ASBT_EQ_RES(asb_kube_request(admin, "POST", path, NULL, body, strlen(body), NULL, &err), ASB_OK);
     snprintf(body, sizeof body,
              "{\"apiVersion\":\"flowcontrol.apiserver.k8s.io/v1\",\"kind\":\"FlowSchema\","
@@ -635,6 +713,7 @@ ASBT_TEST(a_429_from_priority_and_fairness_holds_and_spreads_the_clients_request
              "\"namespaces\":[\"*\"]}]}]}}",
              name, name);
     snprintf(path, sizeof path, "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas");
+    made_obj(m, &fss, NULL, name);
     ASBT_EQ_RES(asb_kube_request(admin, "POST", path, NULL, body, strlen(body), NULL, &err), ASB_OK);
     asb__sleep_ms(3000); /* the apiserver's APF configuration controller takes it up */
     for (i = 0; i < APF_THREADS; i++) {
@@ -646,20 +725,18 @@ ASBT_TEST(a_429_from_priority_and_fairness_holds_and_spreads_the_clients_request
         pthread_join(th[i], NULL);
         ok += t[i].ok;
     }
-    for (p = lg.text.ptr; p && (p = strstr(p, "status 429")) != NULL; p++) refused++;
-    for (p = lg.text.ptr; p && (p = strstr(p, "the server answered 429 to this client")) != NULL;
+    for (p = lg->text.ptr; p && (p = strstr(p, "status 429")) != NULL; p++) refused++;
+    for (p = lg->text.ptr; p && (p = strstr(p, "the server answered 429 to this client")) != NULL;
          p++)
         held++;
     fprintf(stderr, "    %d of %d lists succeeded; %d answers were 429; %d requests held\n", ok,
             APF_THREADS * 5, refused, held);
     asb_kube_delete(admin, &fss, NULL, name, &err);
     asb_kube_delete(admin, &pls, NULL, name, &err);
+    made_forget(m);
     ASBT_CHECK(refused > 0); /* the apiserver did shed load: the test meant something */
     ASBT_CHECK(held > 0);    /* other requests waited for it, not only the refused one */
     ASBT_EQ_INT(ok, APF_THREADS * 5);
-    asb_kube_client_free(kc);
-    asb_kube_client_free(admin);
-    asbt_log_close(&lg);
 }
 
 /* The apiserver goes away mid-stream and comes back (lc.py restart-apiserver
@@ -667,7 +744,7 @@ ASBT_TEST(a_429_from_priority_and_fairness_holds_and_spreads_the_clients_request
    reconnects on its own, waits as long as the restarting server's
    Retry-After asks, resumes from the last resourceVersion (or lists again
    from 0 after a 410), and still sees a change made after the restart. */
-typedef struct restart_state {
+struct restart_state { /* typedef'd above, for made */
     asb_kube_client *kc;
     char name[128];
     pthread_mutex_t mu;
@@ -675,7 +752,13 @@ typedef struct restart_state {
     int watching;      /* the first event arrived: the stream is open */
     int restarted;     /* lc.py's exit status, -1 until it ran */
     int modified_after;
-} restart_state;
+};
+
+static void restart_state_destroy(restart_state *s) {
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}
 
 static int on_restart_event(void *ud, const asb_watch_event *ev) {
     restart_state *s = (restart_state *)ud;
@@ -734,69 +817,64 @@ static int until_team_after(void *ud, const asb_watch_event *ev) {
                : 0;
 }
 
-ASBT_TEST(watch_survives_an_apiserver_restart) {
+MADE_TEST(watch_survives_an_apiserver_restart) {
     asb_error err;
-    asbt_log wlog, plog;
-    asb_kube_client *kc = connect_logged("admin", &wlog, &err);
-    asb_kube_client *writer = connect_logged("admin", &plog, &err);
-    asb_kube_client *shared = connect_as("admin", &err);
-    asb__waiter *w = NULL;
-    asb_buf out;
+    asbt_log *wlog = &m->log[0], *plog = &m->log[1];
+    asb_kube_client *kc = m->kc[0] = connect_logged("admin", wlog, &err);
+    asb_kube_client *writer = m->kc[1] = connect_logged("admin", plog, &err);
+    asb_kube_client *shared = m->kc[2] = connect_as("admin", &err);
+    asb__waiter **w = &m->w[0];
+    asb_buf *out = &m->buf[1];
     char uid[64] = "";
-    restart_state s;
+    restart_state *s = (restart_state *)calloc(1, sizeof *s);
     pthread_t th;
     asb_watch_opts wo;
-    asb_buf b;
+    asb_buf *b = &m->buf[0];
     char sel[200];
     asb_result r;
+    m->log_open[0] = m->log_open[1] = 1;
+    if (!s) abort();
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    m->restart = s; /* outlives the body, as made_free needs */
     ASBT_CHECK(kc != NULL && writer != NULL);
-    memset(&s, 0, sizeof s);
-    s.kc = writer;
-    s.restarted = -1;
-    pthread_mutex_init(&s.mu, NULL);
-    pthread_cond_init(&s.cv, NULL);
-    snprintf(s.name, sizeof s.name, "%s-restart", prefix);
-    asb_buf_init(&b, NULL);
-    asb_buf_init(&out, NULL);
-    template_json(&b, s.name, "before");
-    ASBT_EQ_RES(asb_kube_create(writer, &templates, "default", b.ptr, b.len, &out, &err), ASB_OK);
+    s->kc = writer;
+    s->restarted = -1;
+    snprintf(s->name, sizeof s->name, "%s-restart", prefix);
+    template_json(b, s->name, "before");
+    made_obj(m, &templates, "default", s->name);
+    ASBT_EQ_RES(asb_kube_create(writer, &templates, "default", b->ptr, b->len, out, &err), ASB_OK);
     {
-        asb_json_doc d;
-        ASBT_EQ_RES(asb_json_doc_parse(&d, out.ptr, out.len, NULL, NULL), ASB_OK);
-        asb_json_get_string(&d, asb_json_find(&d, 0, "metadata.uid"), uid, sizeof uid, NULL);
-        asb_json_doc_free(&d);
+        asb_json_doc *d = &m->doc;
+        ASBT_EQ_RES(asb_json_doc_parse(d, out->ptr, out->len, NULL, NULL), ASB_OK);
+        asb_json_get_string(d, asb_json_find(d, 0, "metadata.uid"), uid, sizeof uid, NULL);
+        asb_json_doc_free(d);
     }
     /* the shared watch (informer) waits through the same restart */
-    ASBT_EQ_RES(asb__informer_join(shared, &templates, "default", s.name, uid, until_team_after,
-                                   NULL, &w, &err), ASB_OK);
+    ASBT_EQ_RES(asb__informer_join(shared, &templates, "default", s->name, uid, until_team_after,
+                                   NULL, w, &err), ASB_OK);
     memset(&wo, 0, sizeof wo);
-    snprintf(sel, sizeof sel, "metadata.name=%s", s.name);
+    snprintf(sel, sizeof sel, "metadata.name=%s", s->name);
     wo.field_selector = sel;
     wo.timeout_seconds = 300; /* no server-side end: only the restart ends it */
     wo.deadline_ms = 120000;
-    pthread_create(&th, NULL, restart_then_patch, &s);
-    r = asb_kube_watch(kc, &templates, "default", &wo, on_restart_event, &s, &err);
+    pthread_create(&th, NULL, restart_then_patch, s);
+    r = asb_kube_watch(kc, &templates, "default", &wo, on_restart_event, s, &err);
     pthread_join(th, NULL);
-    if (r != ASB_OK || !s.modified_after)
+    if (r != ASB_OK || !s->modified_after)
         fprintf(stderr, "    watch: %s\n    the watch's log:\n%s    the writer's log:\n%s",
-                r != ASB_OK ? err.message : "ended", wlog.text.ptr, plog.text.ptr);
+                r != ASB_OK ? err.message : "ended", wlog->text.ptr, plog->text.ptr);
     ASBT_EQ_RES(r, ASB_OK);
-    ASBT_EQ_INT(s.restarted, 0);
-    ASBT_CHECK(s.modified_after);
-    r = asb__informer_wait(w, asb__now_ms() + 120000, NULL, NULL, &err);
+    ASBT_EQ_INT(s->restarted, 0);
+    ASBT_CHECK(s->modified_after);
+    r = asb__informer_wait(*w, asb__now_ms() + 120000, NULL, NULL, &err);
     if (r != ASB_OK) fprintf(stderr, "    shared watch: %s\n", err.message);
     ASBT_EQ_RES(r, ASB_OK);
-    asb__informer_leave(w);
-    asb_kube_client_free(shared);
-    ASBT_EQ_RES(asb_kube_delete(writer, &templates, "default", s.name, &err), ASB_OK);
-    asb_buf_free(&b);
-    asb_buf_free(&out);
-    pthread_mutex_destroy(&s.mu);
-    pthread_cond_destroy(&s.cv);
-    asb_kube_client_free(writer);
-    asb_kube_client_free(kc);
-    asbt_log_close(&wlog);
-    asbt_log_close(&plog);
+    asb__informer_leave(*w);
+    *w = NULL;
+    free_kc(&m->kc[2]);
+    ASBT_EQ_RES(asb_kube_delete(writer, &templates, "default", s->name, &err), ASB_OK);
+    made_forget(m);
 }
 
 ASBT_LIST(

@@ -127,12 +127,181 @@ static int kubectl_of(int supervisor) {
     return found;
 }
 
-ASBT_TEST(quick_start_create_run_write_read_exists_terminate) {
-    asb_error err;
-    asb_client *c = new_client(&err);
-    asb_sandbox *sb = NULL;
+/* What a case made. A failed ASBT check leaves the function it is in at
+   once, so each case's checks run in a body that records here what it
+   makes as soon as it makes it, and the case frees all of it after the
+   body returns, whichever check ended it: a failed check no longer leaks
+   the clients, buffers, logs, descriptors and processes made before it,
+   leaves its threads running on freed memory, its claims, templates and
+   objects in the cluster or KUBECONFIG changed for later cases. A body
+   may free a thing early (free_client, made_forget clear what they
+   free). made_free frees users before what they use: the threads first,
+   then every claim a client still tracks (asb_client_delete_all: a
+   terminated handle is no longer tracked), the templates and objects
+   (through c[0]), the clients, and last what they talked to. */
+typedef struct fault_proxy fault_proxy;
+typedef struct tls_terminator tls_terminator;
+typedef struct tls_clients tls_clients;
+static void fp_stop(fault_proxy *p);
+static void tt_stop(tls_terminator *t);
+static void tls_clients_free(tls_clients *tc);
+static void drop_template(asb_client *c, const char *name);
+
+typedef struct made {
+    pthread_t th[5];             /* joined first: they use what is below */
+    int nth;
+    pid_t child[2];              /* killed and reaped when > 0 */
+    int fd[3];                   /* -1: none */
+    asb_client *c[3];            /* c[0] removes the templates and objects */
+    const char *tpl[2];          /* make_template's, dropped */
+    struct {
+        const asb_kube_resource *res;
+        const char *ns;          /* NULL: cluster-scoped */
+        char name[64];
+    } obj[2];                    /* deleted; NotFound is fine */
+    int nobj;
+    char claim[64];              /* a named claim in default, deleted (through c[0]) */
+    fault_proxy *fp;             /* stopped, when started */
+    tls_terminator *tt;          /* stopped (its nginx and files), when started */
+    tls_clients *tc;             /* freed */
+    recorder *rec;
+    asb_http_client *http;
+    asb_http_response resp;
+    asb_json_doc doc;
+    asb_cancel *cancel;
     asb_run_result rr;
-    asb_buf data;
+    asb_buf buf;
+    asb_name_list names;
+    asb_file_list files;
+    asbt_log log;                /* set up when log_open */
+    int log_open;
+    const char *env;             /* put back as it was, when set */
+    char env_saved[1024];
+    int env_had;
+    void *mem[3];                /* made_alloc's (thread arguments, ...), freed last */
+} made;
+
+/* Zeroed memory that lives until the case's end: what a thread or
+   made_free uses after the body has returned. */
+static void *made_alloc(made *m, size_t n) {
+    int i;
+    for (i = 0; i < 3 && m->mem[i]; i++) {}
+    if (i == 3 || !(m->mem[i] = calloc(1, n))) abort();
+    return m->mem[i];
+}
+
+/* pthread_create, the thread joined before anything is freed. */
+static int made_thread(made *m, void *(*fn)(void *), void *arg) {
+    int r;
+    if (m->nth == 5) abort();
+    r = pthread_create(&m->th[m->nth], NULL, fn, arg);
+    if (r == 0) m->nth++;
+    return r;
+}
+
+/* Joins the case's last thread still running (the body's own join,
+   before its checks). */
+static void made_join_last(made *m) {
+    if (m->nth > 0) pthread_join(m->th[--m->nth], NULL);
+}
+
+static void made_join(made *m) {
+    while (m->nth > 0) made_join_last(m);
+}
+
+/* Sets an environment variable, put back as it was after the case. */
+static void made_setenv(made *m, const char *name, const char *value) {
+    const char *old = getenv(name);
+    m->env = name;
+    m->env_had = old != NULL;
+    snprintf(m->env_saved, sizeof m->env_saved, "%s", old ? old : "");
+    setenv(name, value, 1);
+}
+
+static void made_obj(made *m, const asb_kube_resource *res, const char *ns, const char *name) {
+    if (m->nobj == 2) abort();
+    m->obj[m->nobj].res = res;
+    m->obj[m->nobj].ns = ns;
+    snprintf(m->obj[m->nobj].name, sizeof m->obj[m->nobj].name, "%s", name);
+    m->nobj++;
+}
+
+/* The case removed its templates and objects itself. */
+static void made_forget(made *m) {
+    m->nobj = 0;
+    m->tpl[0] = m->tpl[1] = NULL;
+}
+
+static void free_client(asb_client **c) {
+    asb_client_free(*c);
+    *c = NULL;
+}
+
+static void close_fd(int *fd) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+}
+
+static void made_free(made *m) {
+    int i;
+    made_join(m);
+    for (i = 0; i < 2; i++)
+        if (m->child[i] > 0) {
+            kill(m->child[i], SIGKILL);
+            waitpid(m->child[i], NULL, 0);
+        }
+    for (i = 0; i < 3; i++) close_fd(&m->fd[i]);
+    for (i = 0; i < 3; i++)
+        if (m->c[i]) asb_client_delete_all(m->c[i], NULL);
+    for (i = 0; i < 2 && m->c[0]; i++)
+        if (m->tpl[i]) drop_template(m->c[0], m->tpl[i]);
+    for (i = m->nobj - 1; i >= 0 && m->c[0]; i--)
+        asb_kube_delete(m->c[0]->kube, m->obj[i].res, m->obj[i].ns, m->obj[i].name, NULL);
+    if (m->claim[0] && m->c[0] && asb__api_version(m->c[0], NULL) == ASB_OK) {
+        asb_kube_resource res;
+        asb_kube_delete(m->c[0]->kube, asb__claims(m->c[0], &res), "default", m->claim, NULL);
+    }
+    for (i = 0; i < 3; i++) free_client(&m->c[i]);
+    if (m->tc) tls_clients_free(m->tc);
+    if (m->tt) tt_stop(m->tt);
+    if (m->fp) fp_stop(m->fp);
+    recorder_stop(m->rec);
+    asb_http_response_free(&m->resp);
+    asb_http_client_free(m->http);
+    asb_cancel_free(m->cancel);
+    asb_run_result_free(&m->rr);
+    asb_buf_free(&m->buf);
+    asb_name_list_free(&m->names);
+    asb_file_list_free(&m->files);
+    asb_json_doc_free(&m->doc);
+    if (m->log_open) asbt_log_close(&m->log);
+    if (m->env && m->env_had) setenv(m->env, m->env_saved, 1);
+    if (m->env && !m->env_had) unsetenv(m->env);
+    for (i = 0; i < 3; i++) free(m->mem[i]);
+}
+
+/* Runs a case's body with a fresh record and frees what it made. */
+static void made_run(void (*body)(made *m)) {
+    made m;
+    memset(&m, 0, sizeof m);
+    asb_buf_init(&m.buf, NULL);
+    m.fd[0] = m.fd[1] = m.fd[2] = -1;
+    body(&m);
+    made_free(&m);
+}
+
+/* A case: its name runs `name_body` through made_run. */
+#define MADE_TEST(name)                          \
+    static void name##_body(made *m);           \
+    ASBT_TEST(name) { made_run(name##_body); }  \
+    static void name##_body(made *m)
+
+MADE_TEST(quick_start_create_run_write_read_exists_terminate) {
+    asb_error err;
+    asb_client *c = m->c[0] = new_client(&err);
+    asb_sandbox *sb = NULL;
+    asb_run_result *rr = &m->rr;
+    asb_buf *data = &m->buf;
     asb_create_opts o;
     asb_label labels[1];
     int ex = -1;
@@ -155,23 +324,21 @@ ASBT_TEST(quick_start_create_run_write_read_exists_terminate) {
     snprintf(claim, sizeof claim, "%s", asb_sandbox_claim_name(sb));
 
     ASBT_CHECK(echo_ok(sb, "hello from the sandbox", 30000));
-    ASBT_EQ_RES(asb_sandbox_run(sb, "sh -c 'echo oops >&2; exit 3'", 0, &rr, &err), ASB_OK);
-    ASBT_EQ_INT(rr.exit_code, 3);
-    ASBT_EQ_STR(rr.err.ptr, "oops\n");
-    asb_run_result_free(&rr);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "sh -c 'echo oops >&2; exit 3'", 0, rr, &err), ASB_OK);
+    ASBT_EQ_INT(rr->exit_code, 3);
+    ASBT_EQ_STR(rr->err.ptr, "oops\n");
+    asb_run_result_free(rr);
 
     ASBT_EQ_RES(asb_sandbox_write(sb, "/dir/hello.txt", "bytes\0and more", 14, &err), ASB_OK);
-    asb_buf_init(&data, NULL);
-    ASBT_EQ_RES(asb_sandbox_read(sb, "dir/hello.txt", &data, &err), ASB_OK);
-    ASBT_EQ_MEM(data.ptr, data.len, "bytes\0and more", 14);
-    asb_buf_free(&data);
+    ASBT_EQ_RES(asb_sandbox_read(sb, "dir/hello.txt", data, &err), ASB_OK);
+    ASBT_EQ_MEM(data->ptr, data->len, "bytes\0and more", 14);
+    asb_buf_free(data);
     ASBT_EQ_RES(asb_sandbox_exists(sb, "dir/hello.txt", &ex, &err), ASB_OK);
     ASBT_EQ_INT(ex, 1);
     ASBT_EQ_RES(asb_sandbox_exists(sb, "dir/nope.txt", &ex, &err), ASB_OK);
     ASBT_EQ_INT(ex, 0);
-    asb_buf_init(&data, NULL);
-    ASBT_EQ_RES(asb_sandbox_read(sb, "dir/nope.txt", &data, &err), ASB_ERR_NOT_FOUND);
-    asb_buf_free(&data);
+    ASBT_EQ_RES(asb_sandbox_read(sb, "dir/nope.txt", data, &err), ASB_ERR_NOT_FOUND);
+    asb_buf_free(data);
     /* traversal never leaves the client */
     ASBT_EQ_RES(asb_sandbox_write(sb, "../etc/passwd", "x", 1, &err), ASB_ERR_INVALID_ARGUMENT);
 
@@ -179,19 +346,18 @@ ASBT_TEST(quick_start_create_run_write_read_exists_terminate) {
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK); /* twice is fine */
     ASBT_CHECK(!asb_sandbox_is_active(sb));
-    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_ERR_CLOSED);
-    asb_run_result_free(&rr);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, rr, &err), ASB_ERR_CLOSED);
+    asb_run_result_free(rr);
     ASBT_CHECK(!claim_exists(c, "default", claim));
-    asb_client_free(c);
 }
 
-ASBT_TEST(missing_template_fails_fast_and_leaves_no_claim) {
+MADE_TEST(missing_template_fails_fast_and_leaves_no_claim) {
     asb_error err;
-    asb_client *c = new_client(&err);
+    asb_client *c = m->c[0] = new_client(&err);
     asb_sandbox *sb = NULL;
     int64_t t0 = asb__now_ms();
     asb_kube_list_opts lo;
-    asb_buf out;
+    asb_buf *out = &m->buf;
     asb_kube_resource res = {"extensions.agents.x-k8s.io", "v1alpha1", "sandboxclaims"};
     ASBT_CHECK(c != NULL);
     ASBT_EQ_RES(asb_client_create_sandbox(c, "no-such-template", NULL, &sb, &err),
@@ -204,11 +370,8 @@ ASBT_TEST(missing_template_fails_fast_and_leaves_no_claim) {
     /* no claim of ours is left */
     memset(&lo, 0, sizeof lo);
     lo.label_selector = "agents.x-k8s.io/created-by=agentsandbox.h";
-    asb_buf_init(&out, NULL);
-    ASBT_EQ_RES(asb_kube_list(c->kube, &res, "default", &lo, &out, &err), ASB_OK);
-    ASBT_CHECK(strstr(out.ptr, "no-such-template") == NULL);
-    asb_buf_free(&out);
-    asb_client_free(c);
+    ASBT_EQ_RES(asb_kube_list(c->kube, &res, "default", &lo, out, &err), ASB_OK);
+    ASBT_CHECK(strstr(out->ptr, "no-such-template") == NULL);
 }
 
 static int make_template(asb_client *c, const char *name, const char *extra, int probe_port);
@@ -219,14 +382,15 @@ static const char *target(const char *name, asb_create_opts *o);
    serves): the outcome cannot hinge on how fast a busy machine makes a
    sandbox Ready (with a 1 ms timeout on the stock template, one that was
    Ready at the first look was rightly returned). */
-ASBT_TEST(a_ready_timeout_deletes_the_claim) {
+MADE_TEST(a_ready_timeout_deletes_the_claim) {
     asb_error err;
-    asb_client *c = new_client(&err);
+    asb_client *c = m->c[0] = new_client(&err);
     asb_sandbox *sb = NULL;
     asb_create_opts o;
     const char *tpl;
     char claim[64];
     ASBT_CHECK(c != NULL);
+    m->tpl[0] = "asb-unready-rt";
     ASBT_CHECK(make_template(c, "asb-unready-rt", NULL, 8899));
     tpl = target("asb-unready-rt", &o);
     o.ready_timeout_ms = 300;
@@ -235,13 +399,11 @@ ASBT_TEST(a_ready_timeout_deletes_the_claim) {
     ASBT_CONTAINS(err.message, "not ready within 300 ms");
     ASBT_CHECK(sscanf(err.message, "sandbox claim %63s", claim) == 1);
     ASBT_CHECK(!claim_exists(c, "default", claim));
-    drop_template(c, "asb-unready-rt");
-    asb_client_free(c);
 }
 
-ASBT_TEST(bad_labels_and_ttl_fail_before_any_api_call) {
+MADE_TEST(bad_labels_and_ttl_fail_before_any_api_call) {
     asb_error err;
-    asb_client *c = new_client(&err);
+    asb_client *c = m->c[0] = new_client(&err);
     asb_sandbox *sb = NULL;
     asb_create_opts o;
     asb_label bad[1];
@@ -262,7 +424,6 @@ ASBT_TEST(bad_labels_and_ttl_fail_before_any_api_call) {
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", &o, &sb, &err),
                 ASB_ERR_INVALID_ARGUMENT);
     ASBT_CONTAINS(err.message, "overflows");
-    asb_client_free(c);
 }
 
 /* The attacker of R3 (issue 12): another local user (nobody, when the
@@ -405,9 +566,9 @@ static int listener_of(int pid, int port) {
    which: the attacker sees the kubectl but no port, binds nothing, gets
    nothing, and the run's answer comes through the real kubectl, whose own
    listening socket the tunnel port is. */
-ASBT_TEST(another_local_user_cannot_take_over_the_tunnel) {
+MADE_TEST(another_local_user_cannot_take_over_the_tunnel) {
     asb_client_desc d;
-    asb_client *c = NULL;
+    asb_client *c;
     asb_sandbox *sb = NULL;
     asb_error err;
     int rep[2], seen = 0, bound = 0, conns = 0, kpid;
@@ -415,13 +576,16 @@ ASBT_TEST(another_local_user_cannot_take_over_the_tunnel) {
     char buf[8192];
     size_t got = 0;
     ASBT_CHECK(pipe(rep) == 0);
+    m->fd[0] = rep[0];
+    m->fd[1] = rep[1];
     att = fork();
     if (att == 0) {
         close(rep[0]);
         tunnel_attacker(rep[1]);
         _exit(0);
     }
-    close(rep[1]);
+    if (att > 0) m->child[0] = att;
+    close_fd(&m->fd[1]);
     {
         ssize_t n = read(rep[0], buf, 6);
         ASBT_CHECK(n == 6 && memcmp(buf, "READY\n", 6) == 0);
@@ -430,7 +594,8 @@ ASBT_TEST(another_local_user_cannot_take_over_the_tunnel) {
     d.kube.kubeconfig.path = kubeconfig;
     d.kube.http.retry.backoff_ms = 100;
     d.router_token = "router-token-the-attacker-wants";
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_create(&d, &m->c[0], &err), ASB_OK);
+    c = m->c[0];
     if (asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err) != ASB_OK)
         fprintf(stderr, "    create: %s\n", err.message);
     ASBT_CHECK(sb != NULL);
@@ -441,12 +606,13 @@ ASBT_TEST(another_local_user_cannot_take_over_the_tunnel) {
     asb__sleep_ms(200); /* the attacker has had its look */
     kill(att, SIGKILL);
     waitpid(att, NULL, 0);
+    m->child[0] = 0;
     for (;;) {
         ssize_t n = read(rep[0], buf + got, sizeof buf - 1 - got);
         if (n <= 0) break;
         got += (size_t)n;
     }
-    close(rep[0]);
+    close_fd(&m->fd[0]);
     buf[got] = '\0';
     {
         char *l;
@@ -461,19 +627,17 @@ ASBT_TEST(another_local_user_cannot_take_over_the_tunnel) {
     ASBT_EQ_INT(bound, 0);
     ASBT_EQ_INT(conns, 0);
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
-    asb_client_free(c);
 }
 
-ASBT_TEST(killed_kubectl_is_replaced_on_the_next_call) {
+MADE_TEST(killed_kubectl_is_replaced_on_the_next_call) {
     asb_error err;
-    asb_client *c = new_client_traced(&err, 1);
+    asb_client *c = m->c[0] = new_client_traced(&err, 1);
     asb_sandbox *sb = NULL;
-    asb_run_result rr;
     pid_t first, second;
     ASBT_CHECK(c != NULL);
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
-    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_OK);
-    asb_run_result_free(&rr);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &m->rr, &err), ASB_OK);
+    asb_run_result_free(&m->rr);
     first = c->tunnel.pid; /* the supervisor; kubectl runs under it */
     ASBT_CHECK(first > 0 && kubectl_of(first) > 0);
     ASBT_EQ_INT((int)tunnel_starts(c), 1);
@@ -485,7 +649,7 @@ ASBT_TEST(killed_kubectl_is_replaced_on_the_next_call) {
     ASBT_EQ_INT((int)tunnel_starts(c), 2);
     second = c->tunnel.pid;
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
-    asb_client_free(c);
+    free_client(&m->c[0]);
     /* the old kubectl was reaped and the new one stopped: neither is left
        as a child (by pid: the idle case's child may be running beside) */
     ASBT_CHECK(waitpid(first, NULL, WNOHANG) == -1 && errno == ECHILD);
@@ -494,9 +658,9 @@ ASBT_TEST(killed_kubectl_is_replaced_on_the_next_call) {
 
 /* A program that dies without asb_client_free does not leave its kubectl
    behind (Linux: the parent-death signal). */
-ASBT_TEST(kubectl_dies_with_a_program_that_never_freed_its_client) {
+MADE_TEST(kubectl_dies_with_a_program_that_never_freed_its_client) {
     asb_error err;
-    asb_client *c = new_client(&err);
+    asb_client *c = m->c[0] = new_client(&err);
     asb_sandbox *sb = NULL;
     int ready[2], i, gone = 0;
     pid_t child, kubectl = 0;
@@ -504,6 +668,8 @@ ASBT_TEST(kubectl_dies_with_a_program_that_never_freed_its_client) {
     ASBT_CHECK(c != NULL);
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
     ASBT_CHECK(pipe(ready) == 0);
+    m->fd[0] = ready[0];
+    m->fd[1] = ready[1];
     child = fork();
     if (child == 0) {
         /* a second program: attach, run (the tunnel starts), then hang */
@@ -520,7 +686,8 @@ ASBT_TEST(kubectl_dies_with_a_program_that_never_freed_its_client) {
         }
         _exit(2);
     }
-    close(ready[1]);
+    if (child > 0) m->child[0] = child;
+    close_fd(&m->fd[1]);
     {
         char line[32];
         size_t n = 0;
@@ -528,11 +695,12 @@ ASBT_TEST(kubectl_dies_with_a_program_that_never_freed_its_client) {
         line[n] = '\0';
         kubectl = (pid_t)atoi(line);
     }
-    close(ready[0]);
+    close_fd(&m->fd[0]);
     kubectl = kubectl > 0 ? kubectl_of(kubectl) : 0; /* the supervisor's kubectl */
     ASBT_CHECK(kubectl > 0);
     kill(child, SIGKILL); /* no atexit, no asb_client_free */
     waitpid(child, NULL, 0);
+    m->child[0] = 0;
     for (i = 0; kubectl > 0 && i < 60 && !gone; i++) {
         char path[64], st[512];
         FILE *f;
@@ -548,35 +716,34 @@ ASBT_TEST(kubectl_dies_with_a_program_that_never_freed_its_client) {
         }
         if (!gone) asb__sleep_ms(50);
     }
+    if (!gone && kubectl > 0) kill(kubectl, SIGKILL); /* before the check, which leaves */
     ASBT_CHECK(gone);
-    if (!gone && kubectl > 0) kill(kubectl, SIGKILL);
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
-    asb_client_free(c);
 }
 
-ASBT_TEST(no_kubectl_says_so_and_suggests_direct_mode) {
+MADE_TEST(no_kubectl_says_so_and_suggests_direct_mode) {
     asb_error err;
     asb_client_desc d;
-    asb_client *c = NULL;
+    asb_client *c;
     asb_sandbox *sb = NULL;
     memset(&d, 0, sizeof d);
     d.kube.kubeconfig.path = kubeconfig;
     d.kubectl_path = "/nonexistent/kubectl";
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_create(&d, &m->c[0], &err), ASB_OK);
+    c = m->c[0];
     /* create starts kubectl as soon as the claim exists: without kubectl
        it fails at once, and the claim is not left behind */
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err),
                 ASB_ERR_KUBECTL_MISSING);
     ASBT_CONTAINS(err.message, "ASB_CONNECT_DIRECT");
     ASBT_CHECK(sb == NULL);
-    asb_client_free(c);
 }
 
-ASBT_TEST(a_second_client_attaches_and_a_stale_handle_is_dropped) {
+MADE_TEST(a_second_client_attaches_and_a_stale_handle_is_dropped) {
     asb_error err;
-    asb_client *a = new_client(&err), *b = new_client(&err);
+    asb_client *a = m->c[0] = new_client(&err), *b = m->c[1] = new_client(&err);
     asb_sandbox *sa = NULL, *sb = NULL, *again = NULL;
-    asb_run_result rr;
+    asb_run_result *rr = &m->rr;
     ASBT_CHECK(a != NULL && b != NULL);
     ASBT_EQ_RES(asb_client_create_sandbox(a, "python-sandbox-template", NULL, &sa, &err), ASB_OK);
     ASBT_EQ_RES(asb_client_get_sandbox(b, asb_sandbox_claim_name(sa), "default", 0, &sb, &err),
@@ -586,27 +753,25 @@ ASBT_TEST(a_second_client_attaches_and_a_stale_handle_is_dropped) {
                 ASB_OK);
     ASBT_CHECK(again == sb); /* the live handle, not a second one */
     ASBT_EQ_RES(asb_sandbox_write(sa, "shared.txt", "from a", 6, &err), ASB_OK);
-    ASBT_EQ_RES(asb_sandbox_run(sb, "cat shared.txt", 0, &rr, &err), ASB_OK);
-    ASBT_EQ_STR(rr.out.ptr, "from a");
-    asb_run_result_free(&rr);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "cat shared.txt", 0, rr, &err), ASB_OK);
+    ASBT_EQ_STR(rr->out.ptr, "from a");
+    asb_run_result_free(rr);
     ASBT_EQ_RES(asb_sandbox_terminate(sa, &err), ASB_OK);
     ASBT_EQ_RES(asb_client_get_sandbox(b, asb_sandbox_claim_name(sa), NULL, 0, &again, &err),
                 ASB_ERR_NOT_FOUND);
     ASBT_CHECK(!asb_sandbox_is_active(sb));
     ASBT_EQ_RES(asb_client_get_sandbox(b, "sandbox-claim-00000000", NULL, 0, &again, &err),
                 ASB_ERR_NOT_FOUND);
-    asb_client_free(a);
-    asb_client_free(b);
 }
 
-ASBT_TEST(list_all_list_active_and_delete_all) {
+MADE_TEST(list_all_list_active_and_delete_all) {
     asb_error err;
-    asb_client *c = new_client(&err);
+    asb_client *c = m->c[0] = new_client(&err);
     asb_sandbox *s1 = NULL, *s2 = NULL, *act[4];
     asb_create_opts o;
     asb_label l[1];
     char val[64], sel[96];
-    asb_name_list names;
+    asb_name_list *names = &m->names;
     ASBT_CHECK(c != NULL);
     snprintf(val, sizeof val, "list-%d", (int)getpid());
     snprintf(sel, sizeof sel, "batch=%s", val);
@@ -618,18 +783,17 @@ ASBT_TEST(list_all_list_active_and_delete_all) {
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", &o, &s1, &err), ASB_OK);
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", &o, &s2, &err), ASB_OK);
     ASBT_EQ_INT(asb_client_list_active(c, act, 4), 2);
-    ASBT_EQ_RES(asb_client_list_all(c, "default", sel, &names, &err), ASB_OK);
-    ASBT_EQ_INT(names.count, 2);
-    asb_name_list_free(&names);
+    ASBT_EQ_RES(asb_client_list_all(c, "default", sel, names, &err), ASB_OK);
+    ASBT_EQ_INT(names->count, 2);
+    asb_name_list_free(names);
     ASBT_EQ_RES(asb_client_delete_all(c, &err), ASB_OK);
     ASBT_EQ_INT(asb_client_list_active(c, act, 4), 0);
-    ASBT_EQ_RES(asb_client_list_all(c, "default", sel, &names, &err), ASB_OK);
-    ASBT_EQ_INT(names.count, 0);
-    asb_name_list_free(&names);
+    ASBT_EQ_RES(asb_client_list_all(c, "default", sel, names, &err), ASB_OK);
+    ASBT_EQ_INT(names->count, 0);
+    asb_name_list_free(names);
     /* gone already: said so (issue 18: the tool reports it) */
     ASBT_EQ_RES(asb_client_delete_sandbox(c, asb_sandbox_claim_name(s1), NULL, &err),
                 ASB_ERR_NOT_FOUND);
-    asb_client_free(c);
 }
 
 typedef struct gen {
@@ -656,32 +820,33 @@ static asb_result check_write(void *ud, const char *p, size_t n) {
 /* Files straight from and to descriptors: a regular file from its
    offset to its end goes up, comes back into another file byte for byte;
    a pipe is refused (its size is unknown) before anything is sent. */
-ASBT_TEST(files_go_up_from_an_fd_and_come_back_into_one) {
+MADE_TEST(files_go_up_from_an_fd_and_come_back_into_one) {
     asb_error err;
-    asb_client *c = new_client(&err);
+    asb_client *c = m->c[0] = new_client(&err);
     asb_sandbox *sb = NULL;
     int pfd[2];
     ASBT_CHECK(c != NULL);
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
     ASBT_CHECK(fd_round_trip_ok(sb, "fd/five.bin"));
     ASBT_CHECK(pipe(pfd) == 0);
+    m->fd[0] = pfd[0];
+    m->fd[1] = pfd[1];
     ASBT_EQ_RES(asb_sandbox_write_from_fd(sb, "fd/pipe.bin", pfd[0], &err),
                 ASB_ERR_INVALID_ARGUMENT);
     ASBT_CONTAINS(err.message, "not a regular file");
-    close(pfd[0]);
-    close(pfd[1]);
+    close_fd(&m->fd[0]);
+    close_fd(&m->fd[1]);
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
-    asb_client_free(c);
 }
 
-ASBT_TEST(a_64_mib_file_streams_both_ways_in_flat_memory) {
+MADE_TEST(a_64_mib_file_streams_both_ways_in_flat_memory) {
     asb_error err;
-    asb_client *c = new_client(&err);
+    asb_client *c = m->c[0] = new_client(&err);
     asb_sandbox *sb = NULL;
     gen g;
     check k;
     struct rusage r0, r1;
-    asb_file_list fl;
+    asb_file_list *fl = &m->files;
     size_t i;
     int found = 0;
     ASBT_CHECK(c != NULL);
@@ -698,69 +863,70 @@ ASBT_TEST(a_64_mib_file_streams_both_ways_in_flat_memory) {
     ASBT_EQ_INT(k.pos, 64u << 20);
     ASBT_EQ_INT(k.bad, 0);
     ASBT_CHECK(r1.ru_maxrss - r0.ru_maxrss < 16 * 1024); /* KiB: far below 64 MiB */
-    ASBT_EQ_RES(asb_sandbox_list(sb, "big", &fl, &err), ASB_OK);
-    for (i = 0; i < fl.count; i++)
-        if (strcmp(fl.entries[i].name, "data.bin") == 0) {
+    ASBT_EQ_RES(asb_sandbox_list(sb, "big", fl, &err), ASB_OK);
+    for (i = 0; i < fl->count; i++)
+        if (strcmp(fl->entries[i].name, "data.bin") == 0) {
             found = 1;
-            ASBT_EQ_INT(fl.entries[i].size, 64u << 20);
-            ASBT_EQ_INT(fl.entries[i].is_dir, 0);
-            ASBT_CHECK(fl.entries[i].mod_time > 1.7e9);
+            ASBT_EQ_INT(fl->entries[i].size, 64u << 20);
+            ASBT_EQ_INT(fl->entries[i].is_dir, 0);
+            ASBT_CHECK(fl->entries[i].mod_time > 1.7e9);
         }
     ASBT_CHECK(found);
-    asb_file_list_free(&fl);
+    asb_file_list_free(fl);
     /* a buffered read over the cap (max_read_bytes, here 1 MiB) is an
        error, not a cut file */
     {
-        asb_buf b;
-        asb_buf_init(&b, NULL);
+        asb_buf *b = &m->buf;
         c->max_read = (size_t)1 << 20;
-        ASBT_EQ_RES(asb_sandbox_read(sb, "big/data.bin", &b, &err), ASB_ERR_TOO_LARGE);
-        ASBT_EQ_INT(b.len, 0);
-        asb_buf_free(&b);
+        ASBT_EQ_RES(asb_sandbox_read(sb, "big/data.bin", b, &err), ASB_ERR_TOO_LARGE);
+        ASBT_EQ_INT(b->len, 0);
+        asb_buf_free(b);
     }
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
-    asb_client_free(c);
 }
 
 /* A template without a readiness probe: its pod is Ready before the
    runtime listens. probe_runtime makes create wait for the runtime too
    (through the tunnel), so the first call needs no luck. */
-ASBT_TEST(probe_runtime_waits_for_the_runtime_of_a_template_without_a_probe) {
+MADE_TEST(probe_runtime_waits_for_the_runtime_of_a_template_without_a_probe) {
     static const char tpl[] =
         "{\"apiVersion\":\"extensions.agents.x-k8s.io/v1alpha1\",\"kind\":\"SandboxTemplate\","
         "\"metadata\":{\"name\":\"asb-no-probe\"},\"spec\":{\"podTemplate\":{\"spec\":{"
         "\"containers\":[{\"name\":\"rt\",\"image\":\"agentsandbox-runtime:local\","
         "\"ports\":[{\"containerPort\":8888}]}],\"restartPolicy\":\"OnFailure\"}}}}";
-    asb_kube_resource res = {"extensions.agents.x-k8s.io", "v1alpha1", "sandboxtemplates"};
+    static const asb_kube_resource res = {"extensions.agents.x-k8s.io", "v1alpha1",
+                                          "sandboxtemplates"};
     asb_error err;
     asb_client_desc d;
-    asb_client *c = NULL;
+    asb_client *c;
     asb_sandbox *sb = NULL;
     asb_create_opts o;
-    asbt_log ls;
+    asbt_log *ls = &m->log;
     memset(&d, 0, sizeof d);
     d.kube.kubeconfig.path = kubeconfig;
-    asbt_log_open(&ls, &d.log, ASB_LOG_DEBUG);
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    asbt_log_open(ls, &d.log, ASB_LOG_DEBUG);
+    m->log_open = 1;
+    ASBT_EQ_RES(asb_client_create(&d, &m->c[0], &err), ASB_OK);
+    c = m->c[0];
     asb_kube_delete(c->kube, &res, "default", "asb-no-probe", NULL);
+    made_obj(m, &res, "default", "asb-no-probe");
     ASBT_EQ_RES(asb_kube_create(c->kube, &res, "default", tpl, strlen(tpl), NULL, &err), ASB_OK);
     memset(&o, 0, sizeof o);
     o.probe_runtime = 1;
     ASBT_EQ_RES(asb_client_create_sandbox(c, "asb-no-probe", &o, &sb, &err), ASB_OK);
     /* the probe ran before create returned, and answered */
-    ASBT_CHECK(ls.text.ptr && strstr(ls.text.ptr, "0 sandbox.call: GET /: 200") != NULL &&
-               strstr(ls.text.ptr, "0 sandbox.call: GET /: 200") <
-                   strstr(ls.text.ptr, "1 sandbox.create: claim"));
+    ASBT_CHECK(ls->text.ptr && strstr(ls->text.ptr, "0 sandbox.call: GET /: 200") != NULL &&
+               strstr(ls->text.ptr, "0 sandbox.call: GET /: 200") <
+                   strstr(ls->text.ptr, "1 sandbox.create: claim"));
     ASBT_CHECK(echo_ok(sb, "up", 0));
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
     ASBT_EQ_RES(asb_kube_delete(c->kube, &res, "default", "asb-no-probe", &err), ASB_OK);
-    asb_client_free(c);
-    asbt_log_close(&ls);
+    made_forget(m);
 }
 
-ASBT_TEST(status_pod_name_hash_and_ip_come_from_the_sandbox) {
+MADE_TEST(status_pod_name_hash_and_ip_come_from_the_sandbox) {
     asb_error err;
-    asb_client *c = new_client(&err);
+    asb_client *c = m->c[0] = new_client(&err);
     asb_sandbox *sb = NULL;
     asb_sandbox_state st = (asb_sandbox_state)0;
     char msg[200], ip[ASB_IP_SIZE];
@@ -784,37 +950,36 @@ ASBT_TEST(status_pod_name_hash_and_ip_come_from_the_sandbox) {
         }
         ASBT_EQ_INT(st, ASB_SANDBOX_NOT_FOUND);
     }
-    asb_client_free(c);
 }
 
-ASBT_TEST(in_cluster_mode_talks_to_the_pod_ip_without_the_router) {
+MADE_TEST(in_cluster_mode_talks_to_the_pod_ip_without_the_router) {
     asb_error err;
     asb_client_desc d;
-    asb_client *c = NULL;
+    asb_client *c;
     asb_sandbox *sb = NULL;
-    asbt_log ls;
+    asbt_log *ls = &m->log;
     int i;
     memset(&d, 0, sizeof d);
     d.kube.kubeconfig.path = kubeconfig;
     d.mode = ASB_CONNECT_IN_CLUSTER;
-    asbt_log_open(&ls, &d.log, ASB_LOG_DEBUG);
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    asbt_log_open(ls, &d.log, ASB_LOG_DEBUG);
+    m->log_open = 1;
+    ASBT_EQ_RES(asb_client_create(&d, &m->c[0], &err), ASB_OK);
+    c = m->c[0];
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
     for (i = 0; i < 5; i++) {
         ASBT_CHECK(echo_ok(sb, "direct", 0));
     }
     ASBT_EQ_INT(c->tunnel.pid, 0); /* no kubectl was needed */
     /* the pod IP was looked up once for five calls, as the reference does */
-    ASBT_EQ_INT(asbt_log_count(&ls, "sandbox.pod_ip:"), 1);
+    ASBT_EQ_INT(asbt_log_count(ls, "sandbox.pod_ip:"), 1);
     /* a pod that moved: the cached address refuses (a loopback address of
        the pod range that nothing listens on), the call looks the IP up
        again and goes through */
     snprintf(sb->ip, sizeof sb->ip, "127.1.%d.254", atoi(sb->ip + 6));
     ASBT_CHECK(echo_ok(sb, "moved", 0));
-    ASBT_EQ_INT(asbt_log_count(&ls, "sandbox.pod_ip:"), 2);
+    ASBT_EQ_INT(asbt_log_count(ls, "sandbox.pod_ip:"), 2);
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
-    asb_client_free(c);
-    asbt_log_close(&ls);
 }
 
 /* In-cluster with an account that may not read Sandboxes: the pod IP
@@ -876,7 +1041,7 @@ out:
     return rc;
 }
 
-ASBT_TEST(in_cluster_mode_uses_the_service_name_when_the_pod_ip_is_refused) {
+MADE_TEST(in_cluster_mode_uses_the_service_name_when_the_pod_ip_is_refused) {
     char state[1100], logpath[1200], line[512], name[200];
     pid_t pid;
     int st = 0, answered = 0;
@@ -888,9 +1053,11 @@ ASBT_TEST(in_cluster_mode_uses_the_service_name_when_the_pod_ip_is_refused) {
     ASBT_CHECK(access(logpath, R_OK) == 0);
     fflush(NULL);
     pid = fork();
+    if (pid > 0) m->child[0] = pid;
     ASBT_CHECK(pid >= 0);
     if (pid == 0) _exit(dns_fallback_child(state));
     ASBT_CHECK(waitpid(pid, &st, 0) == pid);
+    m->child[0] = 0;
     ASBT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     /* the name went through the cluster DNS, which answered a pod IP */
     snprintf(logpath, sizeof logpath, "%s/logs/podrunner.log", state);
@@ -910,9 +1077,9 @@ static int is_v05(void) {
     return v && strncmp(v, "v0.5", 4) == 0;
 }
 
-ASBT_TEST(warm_pool_claims_match_the_clusters_api_version) {
+MADE_TEST(warm_pool_claims_match_the_clusters_api_version) {
     asb_error err;
-    asb_client *c = new_client(&err);
+    asb_client *c = m->c[0] = new_client(&err);
     asb_sandbox *sb = NULL;
     asb_create_opts o;
     ASBT_CHECK(c != NULL);
@@ -923,7 +1090,6 @@ ASBT_TEST(warm_pool_claims_match_the_clusters_api_version) {
            before anything is created */
         ASBT_EQ_RES(asb_client_create_sandbox(c, NULL, &o, &sb, &err), ASB_ERR_INVALID_ARGUMENT);
         ASBT_CONTAINS(err.message, "need v1beta1");
-        asb_client_free(c);
         return;
     }
     if (asb_client_create_sandbox(c, NULL, &o, &sb, &err) != ASB_OK)
@@ -938,15 +1104,13 @@ ASBT_TEST(warm_pool_claims_match_the_clusters_api_version) {
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err),
                 ASB_ERR_INVALID_ARGUMENT);
     ASBT_CONTAINS(err.message, "warm pool");
-    asb_client_free(c);
 }
 
-ASBT_TEST(close_connection_keeps_the_claim_and_options_reach_the_router) {
+MADE_TEST(close_connection_keeps_the_claim_and_options_reach_the_router) {
     asb_error err;
     asb_client_desc d;
-    asb_client *c = NULL;
+    asb_client *c;
     asb_sandbox *sb = NULL, *again = NULL;
-    asb_run_result rr;
     asb_http_header extra[1];
     memset(&d, 0, sizeof d);
     d.kube.kubeconfig.path = kubeconfig;
@@ -956,21 +1120,21 @@ ASBT_TEST(close_connection_keeps_the_claim_and_options_reach_the_router) {
     extra[0].value = "c-sdk";
     d.extra_headers = extra;
     d.extra_header_count = 1;
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_create(&d, &m->c[0], &err), ASB_OK);
+    c = m->c[0];
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
     /* with the pod IP header, the router goes straight to the pod */
     ASBT_CHECK(echo_ok(sb, "via pod ip", 0));
     asb_sandbox_close_connection(sb);
     asb_sandbox_close_connection(sb); /* idempotent */
     ASBT_CHECK(!asb_sandbox_is_active(sb));
-    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_ERR_CLOSED);
-    asb_run_result_free(&rr);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &m->rr, &err), ASB_ERR_CLOSED);
+    asb_run_result_free(&m->rr);
     ASBT_CHECK(claim_exists(c, "default", asb_sandbox_claim_name(sb)));
     ASBT_EQ_RES(asb_client_get_sandbox(c, asb_sandbox_claim_name(sb), NULL, 0, &again, &err),
                 ASB_OK);
     ASBT_CHECK(again == sb && asb_sandbox_is_active(sb));
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
-    asb_client_free(c);
 }
 
 typedef struct gw_waiter {
@@ -989,12 +1153,11 @@ static void *gw_wait_run(void *arg) {
     return NULL;
 }
 
-ASBT_TEST(gateway_mode_skips_bad_addresses_and_reaches_the_router) {
+MADE_TEST(gateway_mode_skips_bad_addresses_and_reaches_the_router) {
     asb_error err;
     asb_client_desc d;
-    asb_client *c = NULL;
+    asb_client *c;
     asb_sandbox *sb = NULL;
-    asb_run_result rr;
     const char *port = getenv("ASB_GATEWAY_PORT");
     if (!port) {
         fprintf(stderr, "    ASB_GATEWAY_PORT is not set (tests/kube/gateway-setup.sh)\n");
@@ -1006,97 +1169,98 @@ ASBT_TEST(gateway_mode_skips_bad_addresses_and_reaches_the_router) {
     d.gateway_name = "asb-gw";
     d.gateway_port = atoi(port);
     d.gateway_ready_timeout_ms = 20000;
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_create(&d, &m->c[0], &err), ASB_OK);
+    c = m->c[0];
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
     ASBT_CHECK(echo_ok(sb, "through the gateway", 0));
     ASBT_CONTAINS(c->gw_base, "http://127.0.0.1:"); /* evil.com/admin, 2130706433 skipped */
     ASBT_EQ_INT(c->tunnel.pid, 0);
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
-    asb_client_free(c);
+    free_client(&m->c[0]);
     /* a Gateway that never gets an address: create's check that the
        router places the sandbox meets no address and leaves that to the
        first call, which times out and says so */
     d.gateway_name = "no-such-gateway";
     d.gateway_ready_timeout_ms = 1500;
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_create(&d, &m->c[0], &err), ASB_OK);
+    c = m->c[0];
     sb = NULL;
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
-    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_ERR_TIMEOUT);
-    asb_run_result_free(&rr);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &m->rr, &err), ASB_ERR_TIMEOUT);
+    asb_run_result_free(&m->rr);
     ASBT_CONTAINS(err.message, "no valid address");
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
-    asb_client_free(c);
+    free_client(&m->c[0]);
     /* while one thread waits for that address, the client serves the
        others: the wait holds the connection's lock, not the registry's */
     d.gateway_ready_timeout_ms = 4000;
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_create(&d, &m->c[0], &err), ASB_OK);
+    c = m->c[0];
     {
-        gw_waiter w;
-        pthread_t th;
+        /* the waiter's record outlives the body: a failed check below
+           leaves the thread to made_free's join */
+        gw_waiter *w = (gw_waiter *)made_alloc(m, sizeof *w);
         asb_sandbox *other = NULL;
         int64_t t_done;
-        memset(&w, 0, sizeof w);
-        ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &w.sb, &err),
+        ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &w->sb, &err),
                     ASB_OK);
         /* made first: a create through a router uses the connection too */
         ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &other, &err),
                     ASB_OK);
-        ASBT_CHECK(pthread_create(&th, NULL, gw_wait_run, &w) == 0);
+        ASBT_CHECK(made_thread(m, gw_wait_run, w) == 0);
         asb__sleep_ms(300); /* the waiter is in the Gateway watch by now */
         ASBT_EQ_INT(asb_client_list_active(c, NULL, 0), 2);
         ASBT_EQ_RES(asb_sandbox_terminate(other, &err), ASB_OK);
         t_done = asb__now_ms();
-        pthread_join(th, NULL);
-        ASBT_EQ_RES(w.r, ASB_ERR_TIMEOUT);
-        ASBT_CHECK(t_done < w.t_end); /* all of it happened during the wait */
-        ASBT_EQ_RES(asb_sandbox_terminate(w.sb, &err), ASB_OK);
+        made_join(m);
+        ASBT_EQ_RES(w->r, ASB_ERR_TIMEOUT);
+        ASBT_CHECK(t_done < w->t_end); /* all of it happened during the wait */
+        ASBT_EQ_RES(asb_sandbox_terminate(w->sb, &err), ASB_OK);
     }
-    asb_client_free(c);
 }
 
 /* The log tells the story of a session by stable ids, and never carries a
    token, an argument, an environment value or file contents (S14, S20). */
-ASBT_TEST(the_log_names_each_step_and_never_a_secret) {
+MADE_TEST(the_log_names_each_step_and_never_a_secret) {
     asb_error err;
     asb_client_desc d;
-    asb_client *c = NULL;
+    asb_client *c;
     asb_sandbox *sb = NULL;
-    asb_run_result rr;
-    asb_buf data;
-    asbt_log ls;
-    asb_buf_init(&data, NULL);
+    asb_run_result *rr = &m->rr;
+    asb_buf *data = &m->buf;
+    asbt_log *ls = &m->log;
     memset(&d, 0, sizeof d);
     d.kube.kubeconfig.path = kubeconfig;
     d.router_token = "router-token-do-not-log";
-    asbt_log_open(&ls, &d.log, ASB_LOG_DEBUG);
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    asbt_log_open(ls, &d.log, ASB_LOG_DEBUG);
+    m->log_open = 1;
+    ASBT_EQ_RES(asb_client_create(&d, &m->c[0], &err), ASB_OK);
+    c = m->c[0];
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
-    ASBT_EQ_RES(asb_sandbox_run(sb, "/bin/echo arg-do-not-log", 0, &rr, &err), ASB_OK);
-    ASBT_EQ_STR(rr.out.ptr, "arg-do-not-log\n");
-    asb_run_result_free(&rr);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "/bin/echo arg-do-not-log", 0, rr, &err), ASB_OK);
+    ASBT_EQ_STR(rr->out.ptr, "arg-do-not-log\n");
+    asb_run_result_free(rr);
     /* the runtime runs no shell: the assignment is the program it fails to
        start; the log still names only the executable after it */
-    ASBT_EQ_RES(asb_sandbox_run(sb, "API_KEY=env-do-not-log /usr/bin/env", 0, &rr, &err), ASB_OK);
-    asb_run_result_free(&rr);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "API_KEY=env-do-not-log /usr/bin/env", 0, rr, &err), ASB_OK);
+    asb_run_result_free(rr);
     ASBT_EQ_RES(asb_sandbox_write(sb, "notes.txt", "content-do-not-log", 18, &err), ASB_OK);
-    ASBT_EQ_RES(asb_sandbox_read(sb, "notes.txt", &data, &err), ASB_OK);
-    ASBT_EQ_RES(asb_sandbox_read(sb, "missing.txt", &data, &err), ASB_ERR_NOT_FOUND);
+    ASBT_EQ_RES(asb_sandbox_read(sb, "notes.txt", data, &err), ASB_OK);
+    ASBT_EQ_RES(asb_sandbox_read(sb, "missing.txt", data, &err), ASB_ERR_NOT_FOUND);
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
-    asb_client_free(c);
-    ASBT_CHECK(ls.text.ptr != NULL);
-    if (!ls.text.ptr) return;
-    if (getenv("ASB_SHOW_LOG")) fprintf(stderr, "%s", ls.text.ptr);
-    ASBT_CONTAINS(ls.text.ptr, "1 tunnel.start: kubectl port-forward svc/sandbox-router-svc");
-    ASBT_CONTAINS(ls.text.ptr, "1 sandbox.create: claim default/");
-    ASBT_CONTAINS(ls.text.ptr, "0 sandbox.run: echo: exit code 0, 15 bytes out");
-    ASBT_CONTAINS(ls.text.ptr, "0 sandbox.run: env: exit code 1");
-    ASBT_CONTAINS(ls.text.ptr, "0 sandbox.call: POST /upload: 200 in");
-    ASBT_CONTAINS(ls.text.ptr, "0 sandbox.call: GET /download/notes.txt: 200 in");
-    ASBT_CONTAINS(ls.text.ptr, "3 sandbox.call: GET http://127.0.0.1:");
-    ASBT_CONTAINS(ls.text.ptr, "1 sandbox.delete: claim default/");
-    ASBT_CHECK(strstr(ls.text.ptr, "do-not-log") == NULL);
-    asbt_log_close(&ls);
-    asb_buf_free(&data);
+    free_client(&m->c[0]);
+    ASBT_CHECK(ls->text.ptr != NULL);
+    if (!ls->text.ptr) return;
+    if (getenv("ASB_SHOW_LOG")) fprintf(stderr, "%s", ls->text.ptr);
+    ASBT_CONTAINS(ls->text.ptr, "1 tunnel.start: kubectl port-forward svc/sandbox-router-svc");
+    ASBT_CONTAINS(ls->text.ptr, "1 sandbox.create: claim default/");
+    ASBT_CONTAINS(ls->text.ptr, "0 sandbox.run: echo: exit code 0, 15 bytes out");
+    ASBT_CONTAINS(ls->text.ptr, "0 sandbox.run: env: exit code 1");
+    ASBT_CONTAINS(ls->text.ptr, "0 sandbox.call: POST /upload: 200 in");
+    ASBT_CONTAINS(ls->text.ptr, "0 sandbox.call: GET /download/notes.txt: 200 in");
+    ASBT_CONTAINS(ls->text.ptr, "3 sandbox.call: GET http://127.0.0.1:");
+    ASBT_CONTAINS(ls->text.ptr, "1 sandbox.delete: claim default/");
+    ASBT_CHECK(strstr(ls->text.ptr, "do-not-log") == NULL);
 }
 
 /* A fault proxy in front of the real router, for the one fault the real
@@ -1106,7 +1270,7 @@ ASBT_TEST(the_log_names_each_step_and_never_a_secret) {
    "Connection: close" so each request has a connection of its own and the
    proxy sees (and records) every one without keeping HTTP state. */
 #define FP_MAX 64
-typedef struct fault_proxy {
+struct fault_proxy { /* typedef'd above, for made */
     int listen_fd, port, upstream_port, stop;
     pthread_t thread;
     pthread_mutex_t lock;
@@ -1116,7 +1280,7 @@ typedef struct fault_proxy {
     char line[FP_MAX][96]; /* "GET /download/notes%2Fa.txt HTTP/1.1" */
     char rid[FP_MAX][40];  /* its X-Request-ID */
     int failed[FP_MAX];    /* 1: answered 503 */
-} fault_proxy;
+};
 
 static const char fp_503_body[] = "{\"message\":\"no healthy upstream (fault proxy)\"}";
 
@@ -1344,11 +1508,11 @@ static int fp_fail_left(fault_proxy *p) {
 
 /* The checks of router_503s_are_retried_for_gets_and_returned_once_for_posts,
    apart so that a failed check still reaches the cleanup. */
-static void router_503_checks(fault_proxy *p, asb_sandbox *sb) {
+static void router_503_checks(made *m, fault_proxy *p, asb_sandbox *sb) {
     asb_error err;
-    asb_buf data;
+    asb_buf *data = &m->buf;
     asb_run_result rr;
-    asb_file_list fl;
+    asb_file_list *fl = &m->files;
     asb_result r;
     int ex = 0, same = 0;
 
@@ -1357,11 +1521,10 @@ static void router_503_checks(fault_proxy *p, asb_sandbox *sb) {
     /* GETs: three 503s, then the router's answer on the fourth attempt,
        all four with the call's one X-Request-ID */
     fp_arm(p, 3);
-    asb_buf_init(&data, NULL);
-    if (asb_sandbox_read(sb, "notes/a.txt", &data, &err) != ASB_OK)
+    if (asb_sandbox_read(sb, "notes/a.txt", data, &err) != ASB_OK)
         fprintf(stderr, "    read: %s\n", err.message);
-    ASBT_EQ_MEM(data.ptr, data.len, "kept\n", 5);
-    asb_buf_free(&data);
+    ASBT_EQ_MEM(data->ptr, data->len, "kept\n", 5);
+    asb_buf_free(data);
     ASBT_EQ_INT(fp_count(p, "GET /download/notes%2Fa.txt ", &same), 4);
     ASBT_CHECK(same);
     ASBT_EQ_INT(fp_fail_left(p), 0);
@@ -1373,17 +1536,16 @@ static void router_503_checks(fault_proxy *p, asb_sandbox *sb) {
 
     /* four 503s: the fifth and last attempt of the policy gets through */
     fp_arm(p, 4);
-    ASBT_EQ_RES(asb_sandbox_list(sb, "notes", &fl, &err), ASB_OK);
-    ASBT_EQ_INT(fl.count, 1);
-    ASBT_EQ_STR(fl.entries[0].name, "a.txt");
-    asb_file_list_free(&fl);
+    ASBT_EQ_RES(asb_sandbox_list(sb, "notes", fl, &err), ASB_OK);
+    ASBT_EQ_INT(fl->count, 1);
+    ASBT_EQ_STR(fl->entries[0].name, "a.txt");
+    asb_file_list_free(fl);
     ASBT_EQ_INT(fp_count(p, "GET /list/notes ", NULL), 5);
 
     /* more 503s than attempts: the last 503 is the answer, body kept */
     fp_arm(p, 9);
-    asb_buf_init(&data, NULL);
-    ASBT_EQ_RES(asb_sandbox_read(sb, "notes/a.txt", &data, &err), ASB_ERR_HTTP_STATUS);
-    asb_buf_free(&data);
+    ASBT_EQ_RES(asb_sandbox_read(sb, "notes/a.txt", data, &err), ASB_ERR_HTTP_STATUS);
+    asb_buf_free(data);
     ASBT_EQ_INT(err.http_status, 503);
     ASBT_EQ_INT(fp_count(p, "GET /download/", NULL), 5);
     ASBT_EQ_INT(fp_fail_left(p), 4);
@@ -1415,35 +1577,35 @@ static void router_503_checks(fault_proxy *p, asb_sandbox *sb) {
     ASBT_EQ_INT(fp_count(p, "POST /execute ", NULL), 1);
 }
 
-ASBT_TEST(router_503s_are_retried_for_gets_and_returned_once_for_posts) {
+MADE_TEST(router_503s_are_retried_for_gets_and_returned_once_for_posts) {
     asb_error err;
     asb_client_desc d;
-    asb_client *c = NULL;
     asb_sandbox *sb = NULL;
-    fault_proxy p;
+    fault_proxy *p = (fault_proxy *)made_alloc(m, sizeof *p);
     char url[64];
     const char *port = getenv("ASB_ROUTER_PORT");
+    int started;
     if (!port) {
         fprintf(stderr, "    ASB_ROUTER_PORT is not set (the router's port in cluster.json)\n");
         ASBT_CHECK(port != NULL);
     }
-    ASBT_CHECK(fp_start(&p, atoi(port)));
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", p.port);
+    started = fp_start(p, atoi(port));
+    if (started) m->fp = p;
+    ASBT_CHECK(started);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", p->port);
     memset(&d, 0, sizeof d);
     d.kube.kubeconfig.path = kubeconfig;
     d.kube.http.retry.backoff_ms = 20; /* the sandbox calls' policy too */
     d.mode = ASB_CONNECT_DIRECT;
     d.direct_url = url;
-    if (asb_client_create(&d, &c, &err) == ASB_OK &&
-        asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err) == ASB_OK) {
-        router_503_checks(&p, sb);
+    if (asb_client_create(&d, &m->c[0], &err) == ASB_OK &&
+        asb_client_create_sandbox(m->c[0], "python-sandbox-template", NULL, &sb, &err) == ASB_OK) {
+        router_503_checks(m, p, sb);
         if (asb_sandbox_terminate(sb, &err) != ASB_OK) asbt_failed_now = 1;
     } else {
         fprintf(stderr, "    %s\n", err.message);
         asbt_failed_now = 1;
     }
-    asb_client_free(c);
-    fp_stop(&p);
 }
 
 /* The Go sandbox-router places a request from a pod cache its own pod
@@ -1453,29 +1615,30 @@ ASBT_TEST(router_503s_are_retried_for_gets_and_returned_once_for_posts) {
    router, sends GET / until the router places it: the first command, a
    POST never sent twice, does not meet that 502. The fault proxy plays
    the lagging cache: 502 to the first three requests after Ready. */
-ASBT_TEST(create_waits_until_the_router_can_place_the_new_sandbox) {
+MADE_TEST(create_waits_until_the_router_can_place_the_new_sandbox) {
     asb_error err;
     asb_client_desc d;
-    asb_client *c = NULL;
     asb_sandbox *sb = NULL;
     asb_run_result rr;
-    fault_proxy p;
+    fault_proxy *p = (fault_proxy *)made_alloc(m, sizeof *p);
     char url[64];
     const char *port = getenv("ASB_ROUTER_PORT");
-    int ok = 0, gets, posts, all, left;
+    int ok = 0, gets, posts, all, left, started;
     if (!port) {
         fprintf(stderr, "    ASB_ROUTER_PORT is not set (the router's port in cluster.json)\n");
         ASBT_CHECK(port != NULL);
     }
-    ASBT_CHECK(fp_start(&p, atoi(port)));
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", p.port);
+    started = fp_start(p, atoi(port));
+    if (started) m->fp = p;
+    ASBT_CHECK(started);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", p->port);
     memset(&d, 0, sizeof d);
     d.kube.kubeconfig.path = kubeconfig;
     d.mode = ASB_CONNECT_DIRECT;
     d.direct_url = url;
-    fp_arm_status(&p, 3, 502);
-    if (asb_client_create(&d, &c, &err) == ASB_OK &&
-        asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err) == ASB_OK) {
+    fp_arm_status(p, 3, 502);
+    if (asb_client_create(&d, &m->c[0], &err) == ASB_OK &&
+        asb_client_create_sandbox(m->c[0], "python-sandbox-template", NULL, &sb, &err) == ASB_OK) {
         memset(&rr, 0, sizeof rr);
         if (asb_sandbox_run(sb, "echo placed", 0, &rr, &err) != ASB_OK)
             fprintf(stderr, "    run: %s\n", err.message);
@@ -1486,18 +1649,19 @@ ASBT_TEST(create_waits_until_the_router_can_place_the_new_sandbox) {
     } else {
         fprintf(stderr, "    %s\n", err.message);
     }
-    asb_client_free(c);
-    gets = fp_count(&p, "GET / ", NULL);
-    posts = fp_count(&p, "POST /execute ", NULL);
-    all = fp_count(&p, "", NULL);
-    left = fp_fail_left(&p);
-    fp_stop(&p);
+    free_client(&m->c[0]);
+    gets = fp_count(p, "GET / ", NULL);
+    posts = fp_count(p, "POST /execute ", NULL);
+    all = fp_count(p, "", NULL);
+    left = fp_fail_left(p);
+    fp_stop(p);
+    m->fp = NULL;
     ASBT_CHECK(ok);
     /* four GET / (three 502s waited out), then the command, sent once */
     ASBT_EQ_INT(gets, 4);
     ASBT_EQ_INT(posts, 1);
     ASBT_EQ_INT(all, 5);
-    ASBT_EQ_INT(strncmp(p.line[4], "POST /execute ", 14), 0);
+    ASBT_EQ_INT(strncmp(p->line[4], "POST /execute ", 14), 0);
     ASBT_EQ_INT(left, 0);
 }
 
@@ -1511,23 +1675,19 @@ static int count_fds(void) {
     return n;
 }
 
-/* The soak's client while it runs: a failed check returns early, and
-   the sweep after the case frees it (its kubectl, its TLS state), so
-   LeakSanitizer does not report the failed case's client on top of its
-   failure. Its counting heap is static for that reason too. */
-static asb_client *soak_client;
-
-/* kubectl processes that are our children */
-ASBT_TEST(many_cycles_leave_no_claim_process_fd_or_memory_behind) {
+/* kubectl processes that are our children. The counting heap is static:
+   after a failed check made_free frees the client, which allocates
+   through it, after the body has returned. */
+MADE_TEST(many_cycles_leave_no_claim_process_fd_or_memory_behind) {
     asb_error err;
     static asbt_heap heap;
     asb_allocator alloc = asbt_heap_allocator(&heap);
     asb_client_desc d;
-    asb_client *c = NULL;
+    asb_client *c;
     long live0 = 0;
     int i, cycles = getenv("ASB_SOAK_CYCLES") ? atoi(getenv("ASB_SOAK_CYCLES")) : 200;
     int fds0 = -1, kubectls = 0;
-    asb_name_list names;
+    asb_name_list *names = &m->names;
     char sel[96];
     asb_create_opts o;
     asb_label l[1];
@@ -1538,8 +1698,8 @@ ASBT_TEST(many_cycles_leave_no_claim_process_fd_or_memory_behind) {
     memset(&d, 0, sizeof d);
     d.kube.kubeconfig.path = kubeconfig;
     d.kube.kubeconfig.allocator = &alloc;
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
-    soak_client = c;
+    ASBT_EQ_RES(asb_client_create(&d, &m->c[0], &err), ASB_OK);
+    c = m->c[0];
     snprintf(val, sizeof val, "soak-%d", (int)getpid());
     snprintf(sel, sizeof sel, "soak=%s", val);
     memset(&o, 0, sizeof o);
@@ -1549,19 +1709,19 @@ ASBT_TEST(many_cycles_leave_no_claim_process_fd_or_memory_behind) {
     o.label_count = 1;
     for (i = 0; i < cycles; i++) {
         asb_sandbox *sb = NULL;
-        asb_run_result rr;
+        asb_run_result *rr = &m->rr;
         if (asb_client_create_sandbox(c, "python-sandbox-template", &o, &sb, &err) != ASB_OK)
             fprintf(stderr, "    cycle %d: %s\n", i, err.message);
         ASBT_CHECK(sb != NULL);
         {
-            asb_result rres = asb_sandbox_run(sb, "true", 0, &rr, &err);
+            asb_result rres = asb_sandbox_run(sb, "true", 0, rr, &err);
             if (rres != ASB_OK)
                 fprintf(stderr, "    cycle %d: run: %s (HTTP %d)\n", i, err.message,
                         err.http_status);
             ASBT_EQ_RES(rres, ASB_OK);
         }
-        ASBT_EQ_INT(rr.exit_code, 0);
-        asb_run_result_free(&rr);
+        ASBT_EQ_INT(rr->exit_code, 0);
+        asb_run_result_free(rr);
         ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
         if (i == 9) { /* after warm-up: the pool, tunnel and arenas exist */
             fds0 = count_fds();
@@ -1576,20 +1736,19 @@ ASBT_TEST(many_cycles_leave_no_claim_process_fd_or_memory_behind) {
            until the client is freed; nothing else may accumulate */
         ASBT_CHECK(heap.live - live0 <= cycles - 10);
     }
-    ASBT_EQ_RES(asb_client_list_all(c, "default", sel, &names, &err), ASB_OK);
-    ASBT_EQ_INT(names.count, 0);
-    asb_name_list_free(&names);
-    soak_client = NULL;
-    asb_client_free(c);
+    ASBT_EQ_RES(asb_client_list_all(c, "default", sel, names, &err), ASB_OK);
+    ASBT_EQ_INT(names->count, 0);
+    asb_name_list_free(names);
+    free_client(&m->c[0]);
     ASBT_EQ_INT(heap.live, 0);
     ASBT_EQ_INT(count_kubectl_children(), 0);
 }
 
-ASBT_TEST(a_hundred_live_sandboxes_share_one_kubectl) {
+MADE_TEST(a_hundred_live_sandboxes_share_one_kubectl) {
     asb_error err;
-    asb_client *c = new_client(&err);
+    asb_client *c = m->c[0] = new_client(&err);
     int i, n = getenv("ASB_MANY") ? atoi(getenv("ASB_MANY")) : 100;
-    asb_sandbox **all = (asb_sandbox **)calloc((size_t)n, sizeof *all);
+    asb_sandbox **all = (asb_sandbox **)made_alloc(m, (size_t)n * sizeof *all);
     ASBT_CHECK(c != NULL && all != NULL);
     for (i = 0; i < n; i++) {
         if (asb_client_create_sandbox(c, "python-sandbox-template", NULL, &all[i], &err) != ASB_OK)
@@ -1597,24 +1756,22 @@ ASBT_TEST(a_hundred_live_sandboxes_share_one_kubectl) {
         ASBT_CHECK(all[i] != NULL);
     }
     for (i = 0; i < n; i++) {
-        asb_run_result rr;
+        asb_run_result *rr = &m->rr;
         char want[32];
         char cmd[48];
         asb_result r;
         snprintf(cmd, sizeof cmd, "echo %d", i);
         snprintf(want, sizeof want, "%d\n", i);
-        r = asb_sandbox_run(all[i], cmd, 0, &rr, &err);
+        r = asb_sandbox_run(all[i], cmd, 0, rr, &err);
         if (r != ASB_OK) fprintf(stderr, "    sandbox %d: %s\n", i, err.message);
         ASBT_EQ_RES(r, ASB_OK);
-        ASBT_EQ_STR(rr.out.ptr, want); /* each call reached its own sandbox */
-        asb_run_result_free(&rr);
+        ASBT_EQ_STR(rr->out.ptr, want); /* each call reached its own sandbox */
+        asb_run_result_free(rr);
     }
     ASBT_EQ_INT(count_kubectl_children(), 1);
     ASBT_EQ_INT(asb_client_list_active(c, NULL, 0), (size_t)n);
     ASBT_EQ_RES(asb_client_delete_all(c, &err), ASB_OK);
     ASBT_EQ_INT(asb_client_list_active(c, NULL, 0), 0);
-    free(all);
-    asb_client_free(c);
 }
 
 /* The sandbox-router closes a connection idle for 120 s (Go's IdleTimeout,
@@ -1635,9 +1792,9 @@ ASBT_TEST(a_hundred_live_sandboxes_share_one_kubectl) {
 #define IDLE_LABEL "asbt-idle-case"
 static pid_t idle_child = -1;
 
-static void idle_case_body(void) {
+static void idle_case_body(made *m) {
     asb_error err;
-    asb_client *c = new_client(&err);
+    asb_client *c = m->c[0] = new_client(&err);
     asb_sandbox *sb = NULL;
     asb_create_opts o;
     asb_label l[1];
@@ -1655,14 +1812,13 @@ static void idle_case_body(void) {
     asb__sleep_ms(125000);
     ASBT_CHECK(echo_ok(sb, "after the idle timeout", 30000));
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
-    asb_client_free(c);
 }
 
 static void idle_case_start(void) {
     fflush(NULL);
     idle_child = fork();
     if (idle_child == 0) {
-        idle_case_body();
+        made_run(idle_case_body);
         exit(asbt_failed_now ? 1 : 0); /* exit, not _exit: LeakSanitizer checks the child */
     }
     if (idle_child < 0) perror("fork for the idle case");
@@ -1739,25 +1895,26 @@ done:
     return NULL;
 }
 
-ASBT_TEST(one_client_serves_threads_that_each_drive_their_own_sandbox) {
+MADE_TEST(one_client_serves_threads_that_each_drive_their_own_sandbox) {
     enum { N = 4 };
     asb_error err;
-    asb_client *c = new_client(&err);
-    pthread_t th[N];
-    thread_job jobs[N];
+    asb_client *c = m->c[0] = new_client(&err);
+    /* the jobs outlive the body: a failed check leaves the threads to
+       made_free's join */
+    thread_job *jobs = (thread_job *)made_alloc(m, N * sizeof *jobs);
     int i;
     ASBT_CHECK(c != NULL);
     for (i = 0; i < N; i++) {
-        memset(&jobs[i], 0, sizeof jobs[i]);
         jobs[i].c = c;
         jobs[i].id = i;
-        ASBT_CHECK(pthread_create(&th[i], NULL, drive_one_sandbox, &jobs[i]) == 0);
+        ASBT_CHECK(made_thread(m, drive_one_sandbox, &jobs[i]) == 0);
     }
     for (i = 0; i < N; i++) {
         /* the registry is read while the others work */
         (void)asb_client_list_active(c, NULL, 0);
-        pthread_join(th[i], NULL);
+        pthread_join(m->th[i], NULL);
     }
+    m->nth = 0;
     for (i = 0; i < N; i++) {
         if (!jobs[i].ok) fprintf(stderr, "    thread %d: %s\n", i, jobs[i].why);
         ASBT_CHECK(jobs[i].ok);
@@ -1765,7 +1922,6 @@ ASBT_TEST(one_client_serves_threads_that_each_drive_their_own_sandbox) {
     /* the racing first calls shared one kubectl; the native tunnel runs none */
     ASBT_EQ_INT(count_kubectl_children(), client_mode == ASB_CONNECT_NATIVE_TUNNEL ? 0 : 1);
     ASBT_EQ_INT(asb_client_list_active(c, NULL, 0), 0);
-    asb_client_free(c);
 }
 
 static int64_t mono_ms(void) {
@@ -1821,7 +1977,7 @@ static void *trigger_later(void *arg) {
 
 /* File names that need escaping in the multipart filename or the URL
    come back as written, through the router to agentsandbox-runtime. */
-static void names_round_trip(asb_sandbox *sb) {
+static void names_round_trip(made *m, asb_sandbox *sb) {
     static const char *names[] = {
         "quo\"te.txt", "back\\slash.txt", "both\\\"mix.txt", "with space.txt", "100%.txt",
         "%22literal.txt", "\303\274nic\303\270de \342\202\254.txt", "names/in \"sub\" dir/f.txt",
@@ -1829,43 +1985,41 @@ static void names_round_trip(asb_sandbox *sb) {
     size_t i;
     asb_error err;
     for (i = 0; i < sizeof names / sizeof names[0]; i++) {
-        asb_buf back;
+        asb_buf *back = &m->buf;
         int ex = 0;
         asb_result r = asb_sandbox_write(sb, names[i], names[i], strlen(names[i]), &err);
         if (r != ASB_OK) fprintf(stderr, "    write %s: %s\n", names[i], err.message);
         ASBT_EQ_RES(r, ASB_OK);
-        asb_buf_init(&back, NULL);
-        r = asb_sandbox_read(sb, names[i], &back, &err);
+        r = asb_sandbox_read(sb, names[i], back, &err);
         if (r != ASB_OK) fprintf(stderr, "    read %s: %s\n", names[i], err.message);
         ASBT_EQ_RES(r, ASB_OK);
-        ASBT_EQ_MEM(back.ptr, back.len, names[i], strlen(names[i]));
-        asb_buf_free(&back);
+        ASBT_EQ_MEM(back->ptr, back->len, names[i], strlen(names[i]));
+        asb_buf_free(back);
         ASBT_EQ_RES(asb_sandbox_exists(sb, names[i], &ex, &err), ASB_OK);
         ASBT_EQ_INT(ex, 1);
     }
     {
         /* the list names them as written; "names/" lists the directory */
-        asb_file_list fl;
+        asb_file_list *fl = &m->files;
         int found = 0;
-        ASBT_EQ_RES(asb_sandbox_list(sb, ".", &fl, &err), ASB_OK);
-        for (i = 0; i < fl.count; i++)
-            found += strcmp(fl.entries[i].name, "quo\"te.txt") == 0 ||
-                     strcmp(fl.entries[i].name, "back\\slash.txt") == 0;
-        asb_file_list_free(&fl);
+        ASBT_EQ_RES(asb_sandbox_list(sb, ".", fl, &err), ASB_OK);
+        for (i = 0; i < fl->count; i++)
+            found += strcmp(fl->entries[i].name, "quo\"te.txt") == 0 ||
+                     strcmp(fl->entries[i].name, "back\\slash.txt") == 0;
+        asb_file_list_free(fl);
         ASBT_EQ_INT(found, 2);
-        ASBT_EQ_RES(asb_sandbox_list(sb, "names/", &fl, &err), ASB_OK);
-        ASBT_EQ_INT(fl.count, 1);
-        if (fl.count == 1) ASBT_EQ_STR(fl.entries[0].name, "in \"sub\" dir");
-        asb_file_list_free(&fl);
+        ASBT_EQ_RES(asb_sandbox_list(sb, "names/", fl, &err), ASB_OK);
+        ASBT_EQ_INT(fl->count, 1);
+        if (fl->count == 1) ASBT_EQ_STR(fl->entries[0].name, "in \"sub\" dir");
+        asb_file_list_free(fl);
     }
     {
         /* a trailing '/' names the file, as upstream normalises it */
-        asb_buf back;
-        asb_buf_init(&back, NULL);
+        asb_buf *back = &m->buf;
         ASBT_EQ_RES(asb_sandbox_write(sb, "trail/", "t", 1, &err), ASB_OK);
-        ASBT_EQ_RES(asb_sandbox_read(sb, "trail", &back, &err), ASB_OK);
-        ASBT_EQ_MEM(back.ptr, back.len, "t", 1);
-        asb_buf_free(&back);
+        ASBT_EQ_RES(asb_sandbox_read(sb, "trail", back, &err), ASB_OK);
+        ASBT_EQ_MEM(back->ptr, back->len, "t", 1);
+        asb_buf_free(back);
     }
 }
 
@@ -1883,15 +2037,16 @@ static void names_round_trip(asb_sandbox *sb) {
      cancelled from another thread returns ASB_ERR_CANCELLED at once (the
      latency is printed; the bound asserted is loose), and the next call
      on the handle works. */
-ASBT_TEST(long_commands_meet_their_deadlines_and_cancel_from_another_thread) {
+MADE_TEST(long_commands_meet_their_deadlines_and_cancel_from_another_thread) {
     asb_error err;
-    asb_client *c = new_client(&err);
+    asb_client *c = m->c[0] = new_client(&err);
     asb_sandbox *a = NULL, *b = NULL, *bc = NULL;
     asb_create_opts co;
     asb_client_desc icd;
-    asb_client *ic = NULL;
-    long_job lj, ij;
-    pthread_t th, ith;
+    asb_client *ic;
+    /* the threads' jobs outlive the body: a failed check leaves the
+       threads to made_free's join; the body joins them last first */
+    long_job *lj = (long_job *)made_alloc(m, sizeof *lj), *ij = (long_job *)made_alloc(m, sizeof *ij);
     int started = 0, istarted = 0;
     ASBT_CHECK(c != NULL);
     memset(&co, 0, sizeof co);
@@ -1900,23 +2055,22 @@ ASBT_TEST(long_commands_meet_their_deadlines_and_cancel_from_another_thread) {
         asb_client_create_sandbox(c, "python-sandbox-template", &co, &b, &err) != ASB_OK)
         fprintf(stderr, "    create: %s\n", err.message);
     ASBT_CHECK(a != NULL && b != NULL);
-    memset(&lj, 0, sizeof lj);
-    lj.sb = a;
-    lj.command = "sleep 45";
-    ASBT_CHECK(pthread_create(&th, NULL, run_long, &lj) == 0);
+    lj->sb = a;
+    lj->command = "sleep 45";
+    ASBT_CHECK(made_thread(m, run_long, lj) == 0);
     started = 1;
     memset(&icd, 0, sizeof icd);
     icd.kube.kubeconfig.path = kubeconfig;
     icd.mode = ASB_CONNECT_IN_CLUSTER;
-    ASBT_EQ_RES(asb_client_create(&icd, &ic, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_create(&icd, &m->c[1], &err), ASB_OK);
+    ic = m->c[1];
     ASBT_EQ_RES(asb_client_get_sandbox(ic, asb_sandbox_claim_name(b), "default", 0, &bc, &err),
                 ASB_OK);
-    memset(&ij, 0, sizeof ij);
-    ij.sb = bc;
-    ij.command = "sleep 35";
-    ASBT_CHECK(pthread_create(&ith, NULL, run_long, &ij) == 0);
+    ij->sb = bc;
+    ij->command = "sleep 35";
+    ASBT_CHECK(made_thread(m, run_long, ij) == 0);
     istarted = 1;
-    names_round_trip(b);
+    names_round_trip(m, b);
     {
         asb_call_opts o;
         asb_run_result rr;
@@ -1938,68 +2092,66 @@ ASBT_TEST(long_commands_meet_their_deadlines_and_cancel_from_another_thread) {
     {
         asb_call_opts o;
         asb_run_result rr;
-        cancel_job k;
-        pthread_t kt;
+        cancel_job *k = (cancel_job *)made_alloc(m, sizeof *k);
         asb_result r;
         int64_t latency;
         memset(&o, 0, sizeof o);
-        memset(&k, 0, sizeof k);
-        ASBT_EQ_RES(asb_cancel_create(NULL, &k.token, &err), ASB_OK);
-        k.after_ms = 1500;
+        ASBT_EQ_RES(asb_cancel_create(NULL, &m->cancel, &err), ASB_OK);
+        k->token = m->cancel;
+        k->after_ms = 1500;
         o.timeout_ms = 120000;
-        o.cancel = k.token;
-        ASBT_CHECK(pthread_create(&kt, NULL, trigger_later, &k) == 0);
+        o.cancel = k->token;
+        ASBT_CHECK(made_thread(m, trigger_later, k) == 0);
         r = asb_sandbox_run_opts(b, "sleep 60", &o, &rr, &err);
-        latency = mono_ms() - k.at;
-        pthread_join(kt, NULL);
+        latency = mono_ms() - k->at;
+        made_join_last(m);
         asb_run_result_free(&rr);
-        asb_cancel_free(k.token);
+        asb_cancel_free(m->cancel);
+        m->cancel = NULL;
         fprintf(stderr, "    cancel from another thread: returned %lld ms after the trigger\n",
                 (long long)latency);
         ASBT_EQ_RES(r, ASB_ERR_CANCELLED);
         ASBT_CHECK(latency < 58000); /* before sleep 60 would end: an order (latency printed above) */
         ASBT_CHECK(echo_ok(b, "after the cancel", 30000));
     }
-    if (istarted) pthread_join(ith, NULL);
-    if (ij.r != ASB_OK) fprintf(stderr, "    sleep 35 in-cluster: %s\n", ij.why);
+    if (istarted) made_join_last(m);
+    if (ij->r != ASB_OK) fprintf(stderr, "    sleep 35 in-cluster: %s\n", ij->why);
     fprintf(stderr, "    sleep 35 in-cluster, 120 s deadline: %s after %lld ms\n",
-            asb_result_str(ij.r), (long long)ij.took);
-    ASBT_EQ_RES(ij.r, ASB_OK);
-    ASBT_CHECK(ij.took >= 35000);
-    asb_client_free(ic);
-    ic = NULL;
-    if (started) pthread_join(th, NULL);
-    if (lj.r != ASB_OK) fprintf(stderr, "    sleep 45: %s\n", lj.why);
+            asb_result_str(ij->r), (long long)ij->took);
+    ASBT_EQ_RES(ij->r, ASB_OK);
+    ASBT_CHECK(ij->took >= 35000);
+    free_client(&m->c[1]);
+    if (started) made_join_last(m);
+    if (lj->r != ASB_OK) fprintf(stderr, "    sleep 45: %s\n", lj->why);
     fprintf(stderr, "    sleep 45 with a 120 s deadline: %s after %lld ms\n",
-            asb_result_str(lj.r), (long long)lj.took);
-    ASBT_EQ_RES(lj.r, ASB_OK);
-    ASBT_EQ_INT(lj.exit_code, 0);
-    ASBT_CHECK(lj.took >= 45000);
+            asb_result_str(lj->r), (long long)lj->took);
+    ASBT_EQ_RES(lj->r, ASB_OK);
+    ASBT_EQ_INT(lj->exit_code, 0);
+    ASBT_CHECK(lj->took >= 45000);
     ASBT_EQ_RES(asb_client_delete_all(c, &err), ASB_OK);
-    asb_client_free(c);
 }
 
-ASBT_TEST(command_output_over_the_cap_is_too_large_not_cut) {
+MADE_TEST(command_output_over_the_cap_is_too_large_not_cut) {
     asb_error err;
     asb_client_desc d;
-    asb_client *c = NULL;
+    asb_client *c;
     asb_sandbox *sb = NULL;
-    asb_run_result rr;
+    asb_run_result *rr = &m->rr;
     memset(&d, 0, sizeof d);
     d.kube.kubeconfig.path = kubeconfig;
     d.max_output_bytes = (size_t)1 << 20; /* 1 MiB for the test; 16 MiB by default */
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_create(&d, &m->c[0], &err), ASB_OK);
+    c = m->c[0];
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
-    ASBT_EQ_RES(asb_sandbox_run(sb, "head -c 2000000 /dev/zero", 0, &rr, &err), ASB_ERR_TOO_LARGE);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "head -c 2000000 /dev/zero", 0, rr, &err), ASB_ERR_TOO_LARGE);
     ASBT_CONTAINS(err.message, "cap");
-    ASBT_EQ_INT(rr.out.len, 0);
-    asb_run_result_free(&rr);
-    ASBT_EQ_RES(asb_sandbox_run(sb, "head -c 1000 /dev/zero", 0, &rr, &err), ASB_OK);
-    ASBT_EQ_INT(rr.out.len, 1000); /* NULs survive the JSON round trip */
-    ASBT_CHECK(rr.out.ptr[0] == 0 && rr.out.ptr[999] == 0);
-    asb_run_result_free(&rr);
+    ASBT_EQ_INT(rr->out.len, 0);
+    asb_run_result_free(rr);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "head -c 1000 /dev/zero", 0, rr, &err), ASB_OK);
+    ASBT_EQ_INT(rr->out.len, 1000); /* NULs survive the JSON round trip */
+    ASBT_CHECK(rr->out.ptr[0] == 0 && rr->out.ptr[999] == 0);
+    asb_run_result_free(rr);
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
-    asb_client_free(c);
 }
 
 /* --- upstream security cases on the real router (tests/SECURITY.md) ----- */
@@ -2019,13 +2171,13 @@ static void add_header(asb_http_header *h, size_t *n, const char *name, const ch
    router allows loopback (its pods live on 127.1.x.y) and would dial it.
    The request goes through the client's own tunnel and HTTP client, the
    way asb_sandbox_run sends it. */
-ASBT_TEST(router_refuses_forbidden_pod_ips_with_400_and_the_client_shows_it) {
+MADE_TEST(router_refuses_forbidden_pod_ips_with_400_and_the_client_shows_it) {
     static const char *bad[] = {"169.254.169.254", "::ffff:169.254.169.254", "0.0.0.0", "::",
                                 "224.0.0.1", "239.255.255.250", "ff02::1", "ff05::2", "fe80::1",
                                 "not-an-ip"};
     static const char body[] = "{\"command\":\"echo routed\"}";
     asb_error err;
-    asb_client *c = new_client(&err);
+    asb_client *c = m->c[0] = new_client(&err);
     asb_sandbox *sb = NULL;
     char base[600], url[700], ip[ASB_IP_SIZE];
     size_t i;
@@ -2039,7 +2191,7 @@ ASBT_TEST(router_refuses_forbidden_pod_ips_with_400_and_the_client_shows_it) {
     for (i = 0; i <= sizeof bad / sizeof bad[0]; i++) {
         asb_http_header h[5];
         asb_http_request req;
-        asb_http_response resp;
+        asb_http_response *resp = &m->resp;
         size_t nh = 0;
         asb_result r;
         add_header(h, &nh, "X-Sandbox-ID", asb_sandbox_name(sb));
@@ -2054,25 +2206,24 @@ ASBT_TEST(router_refuses_forbidden_pod_ips_with_400_and_the_client_shows_it) {
         req.header_count = nh;
         req.body = body;
         req.body_len = sizeof body - 1;
-        r = asb_http_do(c->http, &req, &resp, &err);
+        r = asb_http_do(c->http, &req, resp, &err);
         if (i == 0) {
             if (r != ASB_OK) fprintf(stderr, "    %s: %s\n", ip, err.message);
             ASBT_EQ_RES(r, ASB_OK);
-            ASBT_CONTAINS(resp.body.ptr, "routed");
+            ASBT_CONTAINS(resp->body.ptr, "routed");
         } else {
             if (r != ASB_ERR_HTTP_STATUS || err.http_status != 400)
                 fprintf(stderr, "    %s: %s (HTTP %d)\n", bad[i - 1], asb_result_str(r),
                         err.http_status);
             ASBT_EQ_RES(r, ASB_ERR_HTTP_STATUS);
             ASBT_EQ_INT(err.http_status, 400);
-            ASBT_EQ_INT(resp.status, 400);
+            ASBT_EQ_INT(resp->status, 400);
             ASBT_CHECK(recorder_has(err.body, err.body_len, "Invalid target IP address"));
             ASBT_CONTAINS(err.message, "400");
         }
-        asb_http_response_free(&resp);
+        asb_http_response_free(resp);
     }
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
-    asb_client_free(c);
 }
 
 /* S20. The bearer token for the router is not forwarded to the sandbox
@@ -2080,51 +2231,52 @@ ASBT_TEST(router_refuses_forbidden_pod_ips_with_400_and_the_client_shows_it) {
    mode never sends it. The runtime does not echo headers, so the sandbox
    side here is a recorder on the sandbox's own pod IP at another port
    (server_port): the real router forwards to it as to the runtime. */
-ASBT_TEST(router_token_reaches_the_router_but_never_the_sandbox) {
+MADE_TEST(router_token_reaches_the_router_but_never_the_sandbox) {
     static const char token[] = "s20-cluster-token-7f3b1d";
     static const asb_connection_mode modes[] = {ASB_CONNECT_LOCAL_TUNNEL, ASB_CONNECT_IN_CLUSTER};
     asb_error err;
-    asb_client *a = new_client(&err);
+    asb_client *a = m->c[0] = new_client(&err);
     asb_sandbox *sb = NULL;
     recorder *rec;
     char ip[ASB_IP_SIZE], v[256];
-    size_t m;
+    size_t k;
     int seen = 0;
     ASBT_CHECK(a != NULL);
     ASBT_EQ_RES(asb_client_create_sandbox(a, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
     ASBT_EQ_RES(asb_sandbox_pod_ip(sb, ip, &err), ASB_OK);
-    rec = recorder_start(ip);
+    rec = m->rec = recorder_start(ip);
     ASBT_CHECK(rec != NULL);
-    for (m = 0; m < 2; m++) {
+    for (k = 0; k < 2; k++) {
         asb_client_desc d;
-        asb_client *b = NULL;
+        asb_client *b;
         asb_sandbox *viab = NULL;
-        asb_run_result rr;
+        asb_run_result *rr = &m->rr;
         recorder_request q;
         memset(&d, 0, sizeof d);
         d.kube.kubeconfig.path = kubeconfig;
-        d.mode = modes[m];
+        d.mode = modes[k];
         d.server_port = rec->port;
         d.router_token = token;
         d.send_pod_ip = 1;
-        ASBT_EQ_RES(asb_client_create(&d, &b, &err), ASB_OK);
+        ASBT_EQ_RES(asb_client_create(&d, &m->c[1], &err), ASB_OK);
+        b = m->c[1];
         ASBT_EQ_RES(asb_client_get_sandbox(b, asb_sandbox_claim_name(sb), NULL, 0, &viab, &err),
                     ASB_OK);
         recorder_reply(rec, 200, "{\"stdout\":\"recorded\\n\",\"stderr\":\"\",\"exit_code\":0}");
-        if (asb_sandbox_run(viab, "echo hi", 2500, &rr, &err) != ASB_OK)
-            fprintf(stderr, "    mode %d: %s\n", (int)modes[m], err.message);
-        ASBT_EQ_STR(rr.out.ptr, "recorded\n");
-        asb_run_result_free(&rr);
+        if (asb_sandbox_run(viab, "echo hi", 2500, rr, &err) != ASB_OK)
+            fprintf(stderr, "    mode %d: %s\n", (int)modes[k], err.message);
+        ASBT_EQ_STR(rr->out.ptr, "recorded\n");
+        asb_run_result_free(rr);
         ASBT_EQ_INT(recorder_count(rec), seen + 1);
         ASBT_CHECK(recorder_get(rec, seen, &q));
         seen++;
         ASBT_CHECK(strncmp(q.head, "POST /execute HTTP/1.1\r\n", 24) == 0);
         if (recorder_header(q.head, "Authorization", v, sizeof v))
-            fprintf(stderr, "    mode %d: the sandbox got Authorization: %s\n", (int)modes[m], v);
+            fprintf(stderr, "    mode %d: the sandbox got Authorization: %s\n", (int)modes[k], v);
         ASBT_CHECK(!recorder_contains_nocase(q.head, strlen(q.head), "authorization"));
         ASBT_CHECK(!recorder_has(q.head, strlen(q.head), token));
         ASBT_CHECK(!recorder_has(q.body, q.body_len, token));
-        if (modes[m] == ASB_CONNECT_LOCAL_TUNNEL) {
+        if (modes[k] == ASB_CONNECT_LOCAL_TUNNEL) {
             /* it came through the router (which adds X-Forwarded-For and
                passes the rest on), with the client's routing headers */
             ASBT_CHECK(recorder_header(q.head, "X-Forwarded-For", v, sizeof v));
@@ -2140,25 +2292,25 @@ ASBT_TEST(router_token_reaches_the_router_but_never_the_sandbox) {
         /* the sandbox side refuses: its status and body come back, the
            token appears in neither the message nor the body */
         recorder_reply(rec, 403, "{\"detail\":\"denied by the sandbox\"}");
-        ASBT_EQ_RES(asb_sandbox_run(viab, "echo hi", 0, &rr, &err), ASB_ERR_HTTP_STATUS);
-        asb_run_result_free(&rr);
+        ASBT_EQ_RES(asb_sandbox_run(viab, "echo hi", 0, rr, &err), ASB_ERR_HTTP_STATUS);
+        asb_run_result_free(rr);
         seen++;
         ASBT_EQ_INT(err.http_status, 403);
         ASBT_CHECK(recorder_has(err.body, err.body_len, "denied by the sandbox"));
         ASBT_CHECK(strstr(err.message, token) == NULL);
         ASBT_CHECK(!recorder_has(err.body, err.body_len, token));
-        asb_client_free(b);
+        free_client(&m->c[1]);
     }
     recorder_stop(rec);
+    m->rec = NULL;
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
-    asb_client_free(a);
 }
 
 /* S10. An IPv6 address goes into the URL in brackets. A Gateway of our
    own whose status names ::1, with a recorder on [::1] as what stands
    behind it: only the URL the client builds from the address is under
    test (the Gateway API CRD comes from tests/kube/gateway-setup.sh). */
-ASBT_TEST(gateway_ipv6_address_goes_into_the_url_in_brackets) {
+MADE_TEST(gateway_ipv6_address_goes_into_the_url_in_brackets) {
     static const asb_kube_resource gws = {"gateway.networking.k8s.io", "v1", "gateways"};
     static const char gw[] =
         "{\"apiVersion\":\"gateway.networking.k8s.io/v1\",\"kind\":\"Gateway\","
@@ -2167,10 +2319,10 @@ ASBT_TEST(gateway_ipv6_address_goes_into_the_url_in_brackets) {
     static const char st[] =
         "{\"status\":{\"addresses\":[{\"type\":\"IPAddress\",\"value\":\"::1\"}]}}";
     asb_error err;
-    asb_client *a = new_client(&err), *b = NULL;
+    asb_client *a = m->c[0] = new_client(&err), *b;
     asb_client_desc d;
     asb_sandbox *sb = NULL, *viab = NULL;
-    asb_run_result rr;
+    asb_run_result *rr = &m->rr;
     recorder *rec;
     recorder_request q;
     char host[64], want[64];
@@ -2179,10 +2331,11 @@ ASBT_TEST(gateway_ipv6_address_goes_into_the_url_in_brackets) {
         fprintf(stderr, "    ASB_GATEWAY_PORT is not set (tests/kube/gateway-setup.sh)\n");
         ASBT_CHECK(getenv("ASB_GATEWAY_PORT") != NULL);
     }
-    rec = recorder_start("::1");
+    rec = m->rec = recorder_start("::1");
     ASBT_CHECK(rec != NULL);
     recorder_reply(rec, 200, "{\"stdout\":\"via [::1]\\n\",\"stderr\":\"\",\"exit_code\":0}");
     asb_kube_delete(a->kube, &gws, "default", "asb-gw6", NULL);
+    made_obj(m, &gws, "default", "asb-gw6");
     ASBT_EQ_RES(asb_kube_create(a->kube, &gws, "default", gw, sizeof gw - 1, NULL, &err), ASB_OK);
     ASBT_EQ_RES(asb_kube_request(a->kube, "PATCH",
                                  "/apis/gateway.networking.k8s.io/v1/namespaces/default/"
@@ -2196,36 +2349,38 @@ ASBT_TEST(gateway_ipv6_address_goes_into_the_url_in_brackets) {
     d.gateway_name = "asb-gw6";
     d.gateway_port = rec->port;
     d.gateway_ready_timeout_ms = 20000;
-    ASBT_EQ_RES(asb_client_create(&d, &b, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_create(&d, &m->c[1], &err), ASB_OK);
+    b = m->c[1];
     ASBT_EQ_RES(asb_client_get_sandbox(b, asb_sandbox_claim_name(sb), NULL, 0, &viab, &err),
                 ASB_OK);
-    if (asb_sandbox_run(viab, "true", 0, &rr, &err) != ASB_OK)
+    if (asb_sandbox_run(viab, "true", 0, rr, &err) != ASB_OK)
         fprintf(stderr, "    %s\n", err.message);
-    ASBT_EQ_STR(rr.out.ptr, "via [::1]\n");
-    asb_run_result_free(&rr);
+    ASBT_EQ_STR(rr->out.ptr, "via [::1]\n");
+    asb_run_result_free(rr);
     snprintf(want, sizeof want, "http://[::1]:%d", rec->port);
     ASBT_EQ_STR(b->gw_base, want);
     ASBT_CHECK(recorder_get(rec, 0, &q));
     ASBT_CHECK(recorder_header(q.head, "Host", host, sizeof host));
     snprintf(want, sizeof want, "[::1]:%d", rec->port);
     ASBT_EQ_STR(host, want);
-    asb_client_free(b);
+    free_client(&m->c[1]);
     recorder_stop(rec);
+    m->rec = NULL;
     ASBT_EQ_RES(asb_kube_delete(a->kube, &gws, "default", "asb-gw6", &err), ASB_OK);
+    made_forget(m);
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
-    asb_client_free(a);
 }
 
 /* S13, the selector half: label selectors go into the query encoded, so
    set-based ones with spaces, parentheses and '!' reach the apiserver
    intact (unencoded, the spaces would end the request line). */
-ASBT_TEST(set_based_label_selectors_with_spaces_reach_the_apiserver_intact) {
+MADE_TEST(set_based_label_selectors_with_spaces_reach_the_apiserver_intact) {
     asb_error err;
-    asb_client *c = new_client(&err);
+    asb_client *c = m->c[0] = new_client(&err);
     asb_sandbox *sb = NULL;
     asb_create_opts o;
     asb_label l[1];
-    asb_name_list names;
+    asb_name_list *names = &m->names;
     char val[64], sel[200];
     ASBT_CHECK(c != NULL);
     snprintf(val, sizeof val, "sel-%d", (int)getpid());
@@ -2236,16 +2391,15 @@ ASBT_TEST(set_based_label_selectors_with_spaces_reach_the_apiserver_intact) {
     o.label_count = 1;
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", &o, &sb, &err), ASB_OK);
     snprintf(sel, sizeof sel, "batch in (%s, other-batch),!no-such-label,batch notin (x)", val);
-    ASBT_EQ_RES(asb_client_list_all(c, "default", sel, &names, &err), ASB_OK);
-    ASBT_EQ_INT(names.count, 1);
-    ASBT_EQ_STR(names.names[0], asb_sandbox_claim_name(sb));
-    asb_name_list_free(&names);
+    ASBT_EQ_RES(asb_client_list_all(c, "default", sel, names, &err), ASB_OK);
+    ASBT_EQ_INT(names->count, 1);
+    ASBT_EQ_STR(names->names[0], asb_sandbox_claim_name(sb));
+    asb_name_list_free(names);
     snprintf(sel, sizeof sel, "batch in (%s), no-such-label", val); /* must exist: none */
-    ASBT_EQ_RES(asb_client_list_all(c, "default", sel, &names, &err), ASB_OK);
-    ASBT_EQ_INT(names.count, 0);
-    asb_name_list_free(&names);
+    ASBT_EQ_RES(asb_client_list_all(c, "default", sel, names, &err), ASB_OK);
+    ASBT_EQ_INT(names->count, 0);
+    asb_name_list_free(names);
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
-    asb_client_free(c);
 }
 
 /* The local cluster's state directory holds cluster.json; `key` is a
@@ -2277,7 +2431,7 @@ static int cluster_json_string(const char *key, char *out, size_t cap) {
    Only pod IPs it refuses are sent: it checks them before resolving
    anything (without a pod IP it would look up <id>.<ns>.svc.cluster.local,
    so no request here goes without one). */
-ASBT_TEST(a_router_with_default_flags_refuses_loopback_pod_ips_with_400) {
+MADE_TEST(a_router_with_default_flags_refuses_loopback_pod_ips_with_400) {
     static const char *bad[] = {"127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1",
                                 "169.254.169.254", "::", "ff02::1"};
     static const char body[] = "{\"command\":\"true\"}";
@@ -2296,6 +2450,7 @@ ASBT_TEST(a_router_with_default_flags_refuses_loopback_pod_ips_with_400) {
     snprintf(a_probe, sizeof a_probe, "--health-probe-bind-address=127.0.0.1:%d",
              free_port());
     pid = fork();
+    if (pid > 0) m->child[0] = pid;
     ASBT_CHECK(pid >= 0);
     if (pid == 0) {
         int devnull = open("/dev/null", O_RDWR);
@@ -2309,6 +2464,7 @@ ASBT_TEST(a_router_with_default_flags_refuses_loopback_pod_ips_with_400) {
     memset(&hd, 0, sizeof hd);
     hd.retry.max_attempts = 1;
     if (asb_http_client_create(&hd, &http, &err) != ASB_OK) http = NULL;
+    m->http = http;
     for (i = 0; http && i < 100 && !up; i++) {
         asb_http_request req;
         asb_http_response resp;
@@ -2319,13 +2475,8 @@ ASBT_TEST(a_router_with_default_flags_refuses_loopback_pod_ips_with_400) {
         asb_http_response_free(&resp);
         if (!up) asb__sleep_ms(100);
     }
-    if (!up) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        asb_http_client_free(http);
-        fprintf(stderr, "    %s did not answer /healthz on port %d\n", bin, port);
-        ASBT_CHECK(up);
-    }
+    if (!up) fprintf(stderr, "    %s did not answer /healthz on port %d\n", bin, port);
+    ASBT_CHECK(up); /* the router stopped and the client freed by made_free */
     snprintf(url, sizeof url, "http://127.0.0.1:%d/execute", port);
     for (k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         asb_http_header h[5];
@@ -2355,7 +2506,7 @@ ASBT_TEST(a_router_with_default_flags_refuses_loopback_pod_ips_with_400) {
     }
     kill(pid, SIGTERM);
     waitpid(pid, &st, 0);
-    asb_http_client_free(http);
+    m->child[0] = 0;
     ASBT_EQ_INT(k, sizeof bad / sizeof bad[0]); /* every one refused */
 }
 
@@ -2369,12 +2520,12 @@ ASBT_TEST(a_router_with_default_flags_refuses_loopback_pod_ips_with_400) {
      port[2]  server-dnsonly.crt (SAN DNS:localhost only)
    each proxying to the sandbox-router's loopback port. */
 
-typedef struct tls_terminator {
+struct tls_terminator { /* typedef'd above, for made */
     char dir[64];   /* certs/ and nginx/ under it; removed by tt_stop */
     char certs[96];
     pid_t pid;
     int port[3];
-} tls_terminator;
+};
 
 /* Runs argv to its end, stdout to /dev/null; 1 when it exited 0. */
 static int run_quiet(const char *const *argv) {
@@ -2518,10 +2669,10 @@ static int tt_start(tls_terminator *t, int router_port) {
 
 /* The clients one test makes, freed whatever happens (cleanup_on_free
    deletes the claims they created). */
-typedef struct tls_clients {
+struct tls_clients { /* typedef'd above, for made */
     asb_client *c[12];
     int n;
-} tls_clients;
+};
 
 static void tls_clients_free(tls_clients *tc) {
     while (tc->n > 0) asb_client_free(tc->c[--tc->n]);
@@ -2570,15 +2721,15 @@ static asb_result tls_echo(asb_client *c, const char *claim, const char *word, a
     return r;
 }
 
-static void https_router_checks(const tls_terminator *t, tls_clients *tc) {
+static void https_router_checks(made *m, const tls_terminator *t, tls_clients *tc) {
     asb_error err;
     asb_tls_config tls;
     asb_client *c;
     asb_sandbox *sb = NULL;
     asb_create_opts o;
     asb_label label[1];
-    asb_buf data;
-    asb_name_list names;
+    asb_buf *data = &m->buf;
+    asb_name_list *names = &m->names;
     char ca[160], ca2[160], cert[160], key[160], cert2[160], key2[160], val[32], sel[64];
     char claim[64];
     int ex = 0;
@@ -2604,10 +2755,9 @@ static void https_router_checks(const tls_terminator *t, tls_clients *tc) {
     snprintf(claim, sizeof claim, "%s", asb_sandbox_claim_name(sb));
     ASBT_CHECK(echo_ok(sb, "over tls", 30000));
     ASBT_EQ_RES(asb_sandbox_write(sb, "tls/f.bin", "x\0y\r\n", 5, &err), ASB_OK);
-    asb_buf_init(&data, NULL);
-    ASBT_EQ_RES(asb_sandbox_read(sb, "tls/f.bin", &data, &err), ASB_OK);
-    ASBT_EQ_MEM(data.ptr, data.len, "x\0y\r\n", 5);
-    asb_buf_free(&data);
+    ASBT_EQ_RES(asb_sandbox_read(sb, "tls/f.bin", data, &err), ASB_OK);
+    ASBT_EQ_MEM(data->ptr, data->len, "x\0y\r\n", 5);
+    asb_buf_free(data);
     ASBT_EQ_RES(asb_sandbox_exists(sb, "tls/f.bin", &ex, &err), ASB_OK);
     ASBT_EQ_INT(ex, 1);
 
@@ -2631,9 +2781,9 @@ static void https_router_checks(const tls_terminator *t, tls_clients *tc) {
                 ASB_ERR_TLS_VERIFY);
     ASBT_CHECK(sb == NULL);
     snprintf(sel, sizeof sel, "asb-tls-test=%s", val);
-    ASBT_EQ_RES(asb_client_list_all(c, "default", sel, &names, &err), ASB_OK);
-    ASBT_EQ_INT(names.count, 0);
-    asb_name_list_free(&names);
+    ASBT_EQ_RES(asb_client_list_all(c, "default", sel, names, &err), ASB_OK);
+    ASBT_EQ_INT(names->count, 0);
+    asb_name_list_free(names);
     /* another CA is no better */
     tls.ca_file = ca2;
     c = tls_direct_client(tc, t->port[0], &tls, &err);
@@ -2686,19 +2836,19 @@ static void https_router_checks(const tls_terminator *t, tls_clients *tc) {
 /* An https router URL (a TLS terminator with a private CA in front of the
    real sandbox-router) is verified with asb_client_desc.sandbox_tls: its
    CA, server name, client certificate, or insecure; the default refuses. */
-ASBT_TEST(an_https_router_is_verified_with_sandbox_tls) {
-    tls_terminator t;
-    tls_clients tc;
+MADE_TEST(an_https_router_is_verified_with_sandbox_tls) {
+    tls_terminator *t = (tls_terminator *)made_alloc(m, sizeof *t);
     const char *port = getenv("ASB_ROUTER_PORT");
+    int started;
     if (!port) {
         fprintf(stderr, "    ASB_ROUTER_PORT is not set (the router's port in cluster.json)\n");
         ASBT_CHECK(port != NULL);
     }
-    ASBT_CHECK(tt_start(&t, atoi(port)));
-    memset(&tc, 0, sizeof tc);
-    https_router_checks(&t, &tc);
-    tls_clients_free(&tc);
-    tt_stop(&t);
+    started = tt_start(t, atoi(port));
+    if (started) m->tt = t;
+    ASBT_CHECK(started);
+    m->tc = (tls_clients *)made_alloc(m, sizeof *m->tc);
+    https_router_checks(m, t, m->tc);
 }
 
 static void https_gateway_checks(const tls_terminator *t, tls_clients *tc) {
@@ -2706,6 +2856,7 @@ static void https_gateway_checks(const tls_terminator *t, tls_clients *tc) {
     asb_client_desc d;
     asb_client *c = NULL;
     asb_sandbox *sb = NULL;
+    asb_result r;
     char ca[160], want[64];
     snprintf(ca, sizeof ca, "%s/ca.crt", t->certs);
     memset(&d, 0, sizeof d);
@@ -2715,14 +2866,17 @@ static void https_gateway_checks(const tls_terminator *t, tls_clients *tc) {
     d.gateway_ready_timeout_ms = 20000;
     d.gateway_https = 1;
     d.cleanup_on_free = 1;
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
-    tc->c[tc->n++] = c;
+    r = asb_client_create(&d, &c, &err);
+    if (c) tc->c[tc->n++] = c; /* before the check, which leaves */
+    ASBT_EQ_RES(r, ASB_OK);
     ASBT_EQ_INT(c->gw_port, 443); /* the https default */
     asb_client_free(tc->c[--tc->n]);
+    c = NULL;
     d.gateway_port = t->port[0];
     d.sandbox_tls.ca_file = ca;
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
-    tc->c[tc->n++] = c;
+    r = asb_client_create(&d, &c, &err);
+    if (c) tc->c[tc->n++] = c;
+    ASBT_EQ_RES(r, ASB_OK);
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
     ASBT_CHECK(echo_ok(sb, "through an https gateway", 30000));
     snprintf(want, sizeof want, "https://127.0.0.1:%d", t->port[0]);
@@ -2732,20 +2886,20 @@ static void https_gateway_checks(const tls_terminator *t, tls_clients *tc) {
 
 /* gateway_https: the Gateway's address over https, verified with
    sandbox_tls (the address, 127.0.0.1, is in the test server's SANs). */
-ASBT_TEST(gateway_https_reaches_the_router_through_a_tls_terminator) {
-    tls_terminator t;
-    tls_clients tc;
+MADE_TEST(gateway_https_reaches_the_router_through_a_tls_terminator) {
+    tls_terminator *t = (tls_terminator *)made_alloc(m, sizeof *t);
     const char *port = getenv("ASB_ROUTER_PORT");
+    int started;
     if (!port || !getenv("ASB_GATEWAY_PORT")) {
         fprintf(stderr, "    ASB_ROUTER_PORT and ASB_GATEWAY_PORT must be set "
                         "(cluster.json, tests/kube/gateway-setup.sh)\n");
         ASBT_CHECK(port != NULL && getenv("ASB_GATEWAY_PORT") != NULL);
     }
-    ASBT_CHECK(tt_start(&t, atoi(port)));
-    memset(&tc, 0, sizeof tc);
-    https_gateway_checks(&t, &tc);
-    tls_clients_free(&tc);
-    tt_stop(&t);
+    started = tt_start(t, atoi(port));
+    if (started) m->tt = t;
+    ASBT_CHECK(started);
+    m->tc = (tls_clients *)made_alloc(m, sizeof *m->tc);
+    https_gateway_checks(t, m->tc);
 }
 
 /* -- Python SDK 1.0.8 parity: v1beta1 options, named claims, terminal
@@ -2868,6 +3022,7 @@ static void delete_claim_wait(asb_client *c, const char *name) {
 typedef struct bg_create {
     asb_client *c;
     const char *tpl;
+    char name[64];              /* o.claim_name's, when the case names the claim here */
     asb_create_opts o;
     asb_sandbox *sb;
     asb_error err;
@@ -2886,19 +3041,20 @@ static void *bg_create_run(void *arg) {
 /* v1beta1 options land on the Sandbox and its pod (v0.5.6); a v1alpha1
    controller (v0.4.6) would drop them, so they are refused before any
    claim is made. */
-ASBT_TEST(v1beta1_options_reach_the_sandbox_and_its_pod) {
+MADE_TEST(v1beta1_options_reach_the_sandbox_and_its_pod) {
     asb_error err;
-    asb_client *c = new_client(&err);
+    asb_client *c = m->c[0] = new_client(&err);
     asb_sandbox *sb = NULL;
     asb_create_opts o;
     asb_env_var env[1];
     asb_label pl[1], pa[1];
     const char *vct[1];
     const char *tpl;
-    asb_kube_resource pods = {"", "v1", "pods"}, pvs = {"", "v1", "persistentvolumes"};
+    static const asb_kube_resource pvs = {"", "v1", "persistentvolumes"};
+    asb_kube_resource pods = {"", "v1", "pods"};
     asb_kube_resource sbs;
-    asb_buf out;
-    asb_json_doc d;
+    asb_buf *out = &m->buf;
+    asb_json_doc *d = &m->doc;
     char pv[600], want[300];
     ASBT_CHECK(c != NULL);
     if (!c) return;
@@ -2925,9 +3081,9 @@ ASBT_TEST(v1beta1_options_reach_the_sandbox_and_its_pod) {
         ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", &o, &sb, &err),
                     ASB_ERR_INVALID_ARGUMENT);
         ASBT_CHECK(sb == NULL);
-        asb_client_free(c); /* the sweep checks that no claim was made */
-        return;
+        return; /* the sweep checks that no claim was made */
     }
+    m->tpl[0] = "asb-open";
     ASBT_CHECK(make_template(c, "asb-open", "\"envVarsInjectionPolicy\":\"Allowed\","
                                             "\"volumeClaimTemplatesPolicy\":\"Allowed\",", 8888));
     /* a volume for the claim's template: the PV binder in the real
@@ -2938,6 +3094,8 @@ ASBT_TEST(v1beta1_options_reach_the_sandbox_and_its_pod) {
              "{\"storage\":\"1Gi\"},\"accessModes\":[\"ReadWriteOnce\"],\"hostPath\":{\"path\":"
              "\"/tmp/asb-pv-%d\"}}}",
              (int)getpid(), (int)getpid());
+    snprintf(want, sizeof want, "asb-pv-%d", (int)getpid());
+    made_obj(m, &pvs, NULL, want);
     ASBT_EQ_RES(asb_kube_create(c->kube, &pvs, NULL, pv, strlen(pv), NULL, &err), ASB_OK);
     tpl = target("asb-open", &o);
     o.env = env;
@@ -2957,53 +3115,52 @@ ASBT_TEST(v1beta1_options_reach_the_sandbox_and_its_pod) {
         sbs.group = "agents.x-k8s.io";
         sbs.version = c->api_version;
         sbs.plural = "sandboxes";
-        asb_buf_init(&out, NULL);
-        ASBT_EQ_RES(asb_kube_get(c->kube, &sbs, "default", asb_sandbox_name(sb), &out, &err), ASB_OK);
-        ASBT_EQ_RES(asb_json_doc_parse(&d, out.ptr, out.len, NULL, &err), ASB_OK);
-        ASBT_CHECK(asb_json_string_eq(&d, asb_json_find(&d, 0, "spec.volumeClaimTemplates.0.metadata.name"),
+        ASBT_EQ_RES(asb_kube_get(c->kube, &sbs, "default", asb_sandbox_name(sb), out, &err), ASB_OK);
+        ASBT_EQ_RES(asb_json_doc_parse(d, out->ptr, out->len, NULL, &err), ASB_OK);
+        ASBT_CHECK(asb_json_string_eq(d, asb_json_find(d, 0, "spec.volumeClaimTemplates.0.metadata.name"),
                                       "data", 4));
-        asb_json_doc_free(&d);
+        asb_json_doc_free(d);
         /* and so does its pod: env, labels, annotations, the claim's volume */
-        out.len = 0;
-        ASBT_EQ_RES(asb_kube_get(c->kube, &pods, "default", asb_sandbox_pod_name(sb), &out, &err),
+        out->len = 0;
+        ASBT_EQ_RES(asb_kube_get(c->kube, &pods, "default", asb_sandbox_pod_name(sb), out, &err),
                     ASB_OK);
-        ASBT_EQ_RES(asb_json_doc_parse(&d, out.ptr, out.len, NULL, &err), ASB_OK);
+        ASBT_EQ_RES(asb_json_doc_parse(d, out->ptr, out->len, NULL, &err), ASB_OK);
         ASBT_CHECK(asb_json_string_eq(
-            &d, asb_json_find(&d, 0, "metadata.labels.sandbox\\.users\\.io/asb-test"), "v1beta1", 7));
+            d, asb_json_find(d, 0, "metadata.labels.sandbox\\.users\\.io/asb-test"), "v1beta1", 7));
         ASBT_CHECK(asb_json_string_eq(
-            &d, asb_json_find(&d, 0, "metadata.annotations.asb\\.example\\.com/note"),
+            d, asb_json_find(d, 0, "metadata.annotations.asb\\.example\\.com/note"),
             "from the claim", 14));
         {
-            asb_json_iter it = asb_json_iter_begin(&d, asb_json_find(&d, 0, "spec.containers.0.env"));
+            asb_json_iter it = asb_json_iter_begin(d, asb_json_find(d, 0, "spec.containers.0.env"));
             int e, found = 0;
-            while (asb_json_iter_next(&d, &it, NULL, &e))
-                if (asb_json_string_eq(&d, asb_json_member(&d, e, "name", 4), "ASB_MODE", 8) &&
-                    asb_json_string_eq(&d, asb_json_member(&d, e, "value", 5), env[0].value,
+            while (asb_json_iter_next(d, &it, NULL, &e))
+                if (asb_json_string_eq(d, asb_json_member(d, e, "name", 4), "ASB_MODE", 8) &&
+                    asb_json_string_eq(d, asb_json_member(d, e, "value", 5), env[0].value,
                                        strlen(env[0].value)))
                     found = 1;
             ASBT_CHECK(found);
         }
         snprintf(want, sizeof want, "data-%s", asb_sandbox_name(sb));
         {
-            asb_json_iter it = asb_json_iter_begin(&d, asb_json_find(&d, 0, "spec.volumes"));
+            asb_json_iter it = asb_json_iter_begin(d, asb_json_find(d, 0, "spec.volumes"));
             int v, found = 0;
-            while (asb_json_iter_next(&d, &it, NULL, &v))
-                if (asb_json_string_eq(&d, asb_json_find(&d, v, "persistentVolumeClaim.claimName"),
+            while (asb_json_iter_next(d, &it, NULL, &v))
+                if (asb_json_string_eq(d, asb_json_find(d, v, "persistentVolumeClaim.claimName"),
                                        want, strlen(want)))
                     found = 1;
             ASBT_CHECK(found);
         }
-        asb_json_doc_free(&d);
-        asb_buf_free(&out);
+        asb_json_doc_free(d);
+        asb_buf_free(out);
         ASBT_CHECK(echo_ok(sb, "with options", 0));
         ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
     }
-    asb_client_free(c);
-    c = new_client(&err);
+    free_client(&m->c[0]);
+    c = m->c[0] = new_client(&err);
     if (c && asb__api_version(c, &err) == ASB_OK) drop_template(c, "asb-open");
     snprintf(pv, sizeof pv, "asb-pv-%d", (int)getpid());
     if (c) asb_kube_delete(c->kube, &pvs, NULL, pv, NULL);
-    asb_client_free(c);
+    made_forget(m);
 }
 
 /* The reasons the controller never retries end the wait at once, with its
@@ -3012,9 +3169,9 @@ ASBT_TEST(v1beta1_options_reach_the_sandbox_and_its_pod) {
    and InvalidMetadata come from claims the pool's template does not allow
    (v0.5.6); PodFailed and PodSucceeded from a pod that ends before Ready
    (its phase written as a kubelet writes it, through pods/status). */
-ASBT_TEST(v1beta1_terminal_reasons_fail_fast_and_delete_the_claim) {
+MADE_TEST(v1beta1_terminal_reasons_fail_fast_and_delete_the_claim) {
     asb_error err;
-    asb_client *c = new_client(&err);
+    asb_client *c = m->c[0] = new_client(&err);
     asb_create_opts o;
     asb_sandbox *sb = NULL;
     asb_env_var env[1];
@@ -3069,22 +3226,24 @@ ASBT_TEST(v1beta1_terminal_reasons_fail_fast_and_delete_the_claim) {
     /* a pod that ends before it is Ready: PodFailed, then PodSucceeded
        (v0.5.6; v0.4.6's controller has no such reasons: its claim would
        wait out the deadline) */
+    if (is_v05()) m->tpl[0] = "asb-unready-t";
     if (is_v05()) ASBT_CHECK(make_template(c, "asb-unready-t", NULL, 8899)); /* never Ready */
     for (i = 0; is_v05() && i < 2; i++) {
         static const char *phase[] = {"Failed", "Succeeded"};
         static const char *reason[] = {"PodFailed", "PodSucceeded"};
-        bg_create b;
-        pthread_t th;
+        /* outlives the body: a failed check leaves the thread to
+           made_free's join */
+        bg_create *b = (bg_create *)made_alloc(m, sizeof *b);
         asb_kube_resource pods = {"", "v1", "pods"}, res;
         char patch[128], sbname[256] = "", uid[64];
         int k, patched = 0;
-        memset(&b, 0, sizeof b);
-        b.c = c;
-        b.tpl = target("asb-unready-t", &b.o);
-        snprintf(name, sizeof name, "asb-podend-%d-%d", (int)getpid(), i);
-        b.o.claim_name = name;
-        b.o.ready_timeout_ms = 120000;
-        ASBT_EQ_INT(pthread_create(&th, NULL, bg_create_run, &b), 0);
+        b->c = c;
+        b->tpl = target("asb-unready-t", &b->o);
+        snprintf(b->name, sizeof b->name, "asb-podend-%d-%d", (int)getpid(), i);
+        snprintf(name, sizeof name, "%s", b->name);
+        b->o.claim_name = b->name;
+        b->o.ready_timeout_ms = 120000;
+        ASBT_EQ_INT(made_thread(m, bg_create_run, b), 0);
         /* the claim's sandbox, then its pod Running (unready), then the end */
         for (k = 0; k < 600 && !patched; k++) {
             asb_buf out;
@@ -3118,17 +3277,15 @@ ASBT_TEST(v1beta1_terminal_reasons_fail_fast_and_delete_the_claim) {
             asb_buf_free(&out);
         }
         ASBT_CHECK(patched);
-        pthread_join(th, NULL);
-        ASBT_EQ_RES(b.r, ASB_ERR_CLAIM_FAILED);
-        ASBT_CONTAINS(b.err.message, reason[i]);
-        ASBT_CHECK(b.ms < 120000); /* before its ready timeout: the event ended the wait */
+        made_join_last(m);
+        ASBT_EQ_RES(b->r, ASB_ERR_CLAIM_FAILED);
+        ASBT_CONTAINS(b->err.message, reason[i]);
+        ASBT_CHECK(b->ms < 120000); /* before its ready timeout: the event ended the wait */
         claim_uid(c, name, uid, sizeof uid);
         ASBT_EQ_STR(uid, "");
-        fprintf(stderr, "    %s: %.160s\n", reason[i], b.err.message);
-        if (b.sb) asb_sandbox_terminate(b.sb, NULL);
+        fprintf(stderr, "    %s: %.160s\n", reason[i], b->err.message);
+        if (b->sb) asb_sandbox_terminate(b->sb, NULL);
     }
-    if (is_v05()) drop_template(c, "asb-unready-t");
-    asb_client_free(c);
 }
 
 /* Named claims: the name is taken (409, how to attach), adopt_existing
@@ -3136,9 +3293,9 @@ ASBT_TEST(v1beta1_terminal_reasons_fail_fast_and_delete_the_claim) {
    ends the wait and is never deleted by it, a handle's terminate never
    deletes the newcomer, get_sandbox moves to the new claim, and
    cleanup_on_free leaves a named claim alone. */
-ASBT_TEST(v1beta1_named_claims_adopt_and_pin_the_uid) {
+MADE_TEST(v1beta1_named_claims_adopt_and_pin_the_uid) {
     asb_error err;
-    asb_client *c = new_client(&err), *c2 = new_client(&err);
+    asb_client *c = m->c[0] = new_client(&err), *c2 = m->c[1] = new_client(&err);
     asb_create_opts o;
     asb_sandbox *sb = NULL, *sb2 = NULL, *again = NULL;
     const char *pool_or_tpl = is_v05() ? "python-sandbox-warmpool" : "python-sandbox-template";
@@ -3155,6 +3312,7 @@ ASBT_TEST(v1beta1_named_claims_adopt_and_pin_the_uid) {
         ASBT_CONTAINS(err.message, "must be a DNS-1123 label");
     }
     snprintf(name, sizeof name, is_v05() ? "asb-named-%d.team" : "asb-named-%d", (int)getpid());
+    snprintf(m->claim, sizeof m->claim, "%s", name); /* made again by raw_claim below */
     o.claim_name = name;
     ASBT_EQ_RES(asb_client_create_sandbox(c, tpl, &o, &sb, &err), ASB_OK);
     ASBT_CHECK(sb != NULL);
@@ -3206,19 +3364,21 @@ ASBT_TEST(v1beta1_named_claims_adopt_and_pin_the_uid) {
         ASBT_EQ_RES(asb_sandbox_terminate(again, &err), ASB_OK);
     }
     delete_claim_wait(c, name);
-    asb_client_free(c2);
+    free_client(&m->c[1]);
     /* a wait pinned to its UID: deleted and re-created meanwhile */
+    m->tpl[0] = "asb-unready-n";
     ASBT_CHECK(make_template(c, "asb-unready-n", NULL, 8899));
     {
-        bg_create b;
-        pthread_t th;
+        /* outlives the body: a failed check leaves the thread to
+           made_free's join */
+        bg_create *b = (bg_create *)made_alloc(m, sizeof *b);
         int k;
-        memset(&b, 0, sizeof b);
-        b.c = c;
-        b.tpl = target("asb-unready-n", &b.o);
-        b.o.claim_name = name;
-        b.o.ready_timeout_ms = 120000;
-        ASBT_EQ_INT(pthread_create(&th, NULL, bg_create_run, &b), 0);
+        b->c = c;
+        b->tpl = target("asb-unready-n", &b->o);
+        snprintf(b->name, sizeof b->name, "%s", name);
+        b->o.claim_name = b->name;
+        b->o.ready_timeout_ms = 120000;
+        ASBT_EQ_INT(made_thread(m, bg_create_run, b), 0);
         for (k = 0; k < 200; k++) {
             claim_uid(c, name, uid, sizeof uid);
             if (uid[0]) break;
@@ -3227,37 +3387,38 @@ ASBT_TEST(v1beta1_named_claims_adopt_and_pin_the_uid) {
         ASBT_CHECK(uid[0] != '\0');
         delete_claim_wait(c, name);
         ASBT_CHECK(raw_claim(c, name, "asb-unready-n", uid2, sizeof uid2));
-        pthread_join(th, NULL);
-        ASBT_CHECK(b.r == ASB_ERR_METADATA || b.r == ASB_ERR_NOT_FOUND);
-        ASBT_CHECK(b.ms < 120000); /* before its ready timeout: the event ended the wait */
-        fprintf(stderr, "    the wait ended in %lld ms: %.160s\n", (long long)b.ms, b.err.message);
+        made_join_last(m);
+        ASBT_CHECK(b->r == ASB_ERR_METADATA || b->r == ASB_ERR_NOT_FOUND);
+        ASBT_CHECK(b->ms < 120000); /* before its ready timeout: the event ended the wait */
+        fprintf(stderr, "    the wait ended in %lld ms: %.160s\n", (long long)b->ms, b->err.message);
         claim_uid(c, name, uid, sizeof uid);
         ASBT_EQ_STR(uid, uid2); /* the newcomer was not deleted */
         delete_claim_wait(c, name);
     }
     drop_template(c, "asb-unready-n");
-    asb_client_free(c);
+    m->tpl[0] = NULL;
+    free_client(&m->c[0]);
     /* cleanup_on_free deletes generated claims, never named ones */
     {
         asb_client_desc d;
-        asb_client *cc = NULL;
+        asb_client *cc;
         asb_sandbox *named = NULL;
         memset(&d, 0, sizeof d);
         d.kube.kubeconfig.path = kubeconfig;
         d.cleanup_on_free = 1;
-        ASBT_EQ_RES(asb_client_create(&d, &cc, &err), ASB_OK);
+        ASBT_EQ_RES(asb_client_create(&d, &m->c[1], &err), ASB_OK);
+        cc = m->c[1];
         tpl = target(pool_or_tpl, &o);
         o.claim_name = name;
         ASBT_EQ_RES(asb_client_create_sandbox(cc, tpl, &o, &named, &err), ASB_OK);
-        asb_client_free(cc);
-        c = new_client(&err);
+        free_client(&m->c[1]);
+        c = m->c[0] = new_client(&err);
         ASBT_CHECK(c != NULL);
         if (c) {
             ASBT_EQ_RES(asb__api_version(c, &err), ASB_OK);
             claim_uid(c, name, uid, sizeof uid);
             ASBT_CHECK(uid[0] != '\0');
             delete_claim_wait(c, name);
-            asb_client_free(c);
         }
     }
 }
@@ -3265,24 +3426,22 @@ ASBT_TEST(v1beta1_named_claims_adopt_and_pin_the_uid) {
 /* asb_kubeconfig_desc.paths: the client and its kubectl both use the
    list, whatever the process's KUBECONFIG says (here: a file that does
    not exist, which kubectl would otherwise fail on). */
-ASBT_TEST(kubeconfig_paths_reach_the_tunnels_kubectl_too) {
+MADE_TEST(kubeconfig_paths_reach_the_tunnels_kubectl_too) {
     asb_error err;
     asb_client_desc d;
-    asb_client *c = NULL;
+    asb_client *c;
     asb_sandbox *sb = NULL;
     const char *paths[2];
     char missing[600];
-    const char *old = getenv("KUBECONFIG");
-    char saved[1024] = "";
-    if (old) snprintf(saved, sizeof saved, "%s", old);
     snprintf(missing, sizeof missing, "%s.missing", kubeconfig);
     paths[0] = missing; /* skipped, as kubectl skips it */
     paths[1] = kubeconfig;
-    setenv("KUBECONFIG", "/nonexistent/asb-kubeconfig", 1);
+    made_setenv(m, "KUBECONFIG", "/nonexistent/asb-kubeconfig"); /* put back after the case */
     memset(&d, 0, sizeof d);
     d.kube.kubeconfig.paths = paths;
     d.kube.kubeconfig.path_count = 2;
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_create(&d, &m->c[0], &err), ASB_OK);
+    c = m->c[0];
     if (c) {
         ASBT_CHECK(c->kube_env && strstr(c->kube_env, kubeconfig) != NULL);
         asb_create_opts o;
@@ -3293,11 +3452,6 @@ ASBT_TEST(kubeconfig_paths_reach_the_tunnels_kubectl_too) {
             ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
         }
     }
-    asb_client_free(c);
-    if (saved[0])
-        setenv("KUBECONFIG", saved, 1);
-    else
-        unsetenv("KUBECONFIG");
 }
 
 ASBT_LIST(
@@ -3350,12 +3504,7 @@ ASBT_LIST(
    claim or a process. */
 static int sweep_claims(const char *name, int failed) {
     asb_error err;
-    asb_client *c;
-    if (soak_client) { /* the soak failed: its client goes first */
-        asb_client_free(soak_client);
-        soak_client = NULL;
-    }
-    c = new_client(&err);
+    asb_client *c = new_client(&err);
     asb_kube_resource res;
     asb_kube_list_opts lo;
     asb_buf out;
