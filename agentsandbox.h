@@ -3012,7 +3012,14 @@ typedef struct asb_create_opts {
                                       template instead of a warm one, and
                                       fails it (EnvVarsInjectionRejected)
                                       unless the template's
-                                      envVarsInjectionPolicy allows it */
+                                      envVarsInjectionPolicy allows it.
+                                      The values are stored in the claim
+                                      (etcd) and the pod's spec, in clear:
+                                      whoever may get sandboxclaims or pods
+                                      in the namespace reads them. For a
+                                      secret prefer asb_call_opts.env or
+                                      asb_process_opts.env (sandboxd: per
+                                      command, never stored) */
     size_t env_count;
     const asb_label *pod_labels;   /* spec.additionalPodMetadata.labels:
                                       on the sandbox's pod (the claim's own
@@ -19493,6 +19500,17 @@ static asb_result asb__nt_endpoint(asb_client *c, asb_sandbox *sb, int port, asb
 static asb_result asb__client_dial(void *user, const char *host, int port, int *fd,
                                    asb_error *err);
 
+/* The pod name (the Sandbox's annotation, the apiserver's to set) goes
+   into URLs, a port-forward's path and kubectl's argv: an object name or
+   nothing. Quoted in the error: a hostile one may hold terminal escapes. */
+static asb_result asb__sb_pod_check(const asb_sandbox *sb, asb_error *err) {
+    char q[200];
+    if (asb_claim_name_validate(sb->pod, strlen(sb->pod), NULL) == ASB_OK) return ASB_OK;
+    asb__quote(q, sizeof q, sb->pod, strlen(sb->pod), 60);
+    return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                     "sandbox %s: its pod name \"%s\" is not an object name", sb->name, q);
+}
+
 /* A sandboxd pod's host in the native pod tunnel's URLs ends in this
    label, which the router's "<service>.<namespace>" never has: the two
    connectors of one client (legacy handles through the router, sandboxd
@@ -19663,10 +19681,7 @@ static asb_result asb__npt_endpoint(asb_client *c, asb_sandbox *sb, int port, as
     (void)c;
     memset(ep, 0, sizeof *ep);
     if (!sb) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "native pod tunnel: no sandbox");
-    if (asb_claim_name_validate(sb->pod, strlen(sb->pod), NULL) != ASB_OK)
-        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
-                         "sandbox %s: its pod name \"%.60s\" is not an object name", sb->name,
-                         sb->pod);
+    if (asb__sb_pod_check(sb, err) != ASB_OK) return ASB_ERR_INVALID_ARGUMENT;
     snprintf(ep->base, sizeof ep->base, "http://%s.%s" ASB__NPT_HOST_SUFFIX ":%d", sb->pod, sb->ns,
              port);
     return ASB_OK;
@@ -19739,10 +19754,7 @@ static asb_result asb__pt_endpoint(asb_client *c, asb_sandbox *sb, int port, asb
     memset(ep, 0, sizeof *ep);
     if (!sb) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "sandboxd pod tunnel: no sandbox");
     /* the pod name goes into kubectl's argv: an object name, never an option */
-    if (asb_claim_name_validate(sb->pod, strlen(sb->pod), NULL) != ASB_OK)
-        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
-                         "sandbox %s: its pod name \"%.60s\" is not an object name", sb->name,
-                         sb->pod);
+    if (asb__sb_pod_check(sb, err) != ASB_OK) return ASB_ERR_INVALID_ARGUMENT;
     pthread_mutex_lock(&sb->conn_lock);
     if (!sb->tunnel) {
         int ports[2];
@@ -22434,6 +22446,8 @@ static asb_result asb__create_begin(asb_client *c, asb__create_job *j, asb_error
     j->t_start = asb__now_ms();
     asb_buf_init(&body, &c->alloc);
     asb_buf_init(&resp, &c->alloc);
+    /* env values (API keys, often) are in the claim and in the echo of it */
+    body.wipe = resp.wipe = j->opts->env_count > 0;
     asb__span_start(c->tracer, &span, "create_claim", ASB_LATENCY_CREATE_CLAIM,
                     asb__span_ctx(j->life));
     asb__span_str(&span, "sandbox.claim.name", j->claim);
@@ -22951,8 +22965,12 @@ ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err) {
     asb__span span;
     asb_kube_resource res;
     asb_result r;
+    int active;
     if (!sb) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "terminate: NULL handle");
-    if (!sb->active) return ASB_OK;
+    pthread_mutex_lock(&sb->client->lock); /* as asb_sandbox_is_active */
+    active = sb->active;
+    pthread_mutex_unlock(&sb->client->lock);
+    if (!active) return ASB_OK;
     if (sb->in_pod) { /* no claim: only the handle ends */
         asb__handle_end(sb, 1, 0);
         return ASB_OK;
@@ -23080,7 +23098,7 @@ static asb_result asb__sb_call_port(asb_sandbox *sb, int server_port, asb_http_r
     asb_retry_policy once;
     const asb_retry_policy *policy = req->retry;
     memset(resp, 0, sizeof *resp);
-    if (!sb || !sb->active || sb->closed)
+    if (!asb_sandbox_is_active(sb)) /* the flags under the client's lock */
         return asb__fail(err, ASB_ERR_CLOSED, "sandbox: the handle was terminated or closed");
     if (req->cancel && asb_cancel_is_triggered(req->cancel))
         return asb__fail(err, ASB_ERR_CANCELLED, "sandbox: cancelled before the call started");

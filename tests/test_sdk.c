@@ -1778,20 +1778,27 @@ ASBT_TEST(handles_end_under_the_client_lock_from_many_threads) {
    namespace for a NULL namespace, a list with details in one namespace or
    all, and a delete that tells "not there" apart. The recorder plays the
    apiserver (its one reply is a claim list, then a 404 Status). */
-static asb_client *client_for_recorder(recorder *rec, const char *ctx_ns) {
-    asb_client_desc d;
-    asb_client *c = NULL;
-    asb_error err;
+/* unit_cfg: a kubeconfig whose apiserver is the recorder (plain http,
+   no credentials), with ctx_ns as the context's namespace (NULL: none).
+   0 when it cannot be written. */
+static int write_recorder_kubeconfig(recorder *rec, const char *ctx_ns) {
     FILE *f;
     snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-test-sdk-%d.kubeconfig", (int)getpid());
     f = fopen(unit_cfg, "w");
-    if (!f) return NULL;
+    if (!f) return 0;
     fprintf(f,
             "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
             "    server: http://127.0.0.1:%d\ncontexts:\n- name: c\n  context: {cluster: c, "
             "user: u%s%s}\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n",
             rec->port, ctx_ns ? ", namespace: " : "", ctx_ns ? ctx_ns : "");
-    fclose(f);
+    return fclose(f) == 0;
+}
+
+static asb_client *client_for_recorder(recorder *rec, const char *ctx_ns) {
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_error err;
+    if (!write_recorder_kubeconfig(rec, ctx_ns)) return NULL;
     memset(&d, 0, sizeof d);
     d.kube.kubeconfig.path = unit_cfg;
     d.kube.http.retry.max_attempts = 1;
@@ -2409,6 +2416,172 @@ ASBT_TEST(a_sandboxd_handle_closes_while_calls_run_from_many_threads) {
     asb_client_free(c);
 }
 
+/* R53: every REST or legacy call, and terminate, read the handle's
+   active and closed flags without the client's lock, while another
+   thread closed the handle or attached it again (R32's sibling): a data
+   race ThreadSanitizer reports. Nothing listens on the addresses: each
+   call fails at once, as ASB_ERR_CLOSED or a refused connection. */
+typedef struct flag_reader {
+    asb_sandbox *sb;
+    int terminate; /* 0: stat calls */
+    int bad;       /* results other than the expected ones */
+} flag_reader;
+
+static void *read_flags_in_calls(void *arg) {
+    flag_reader *f = (flag_reader *)arg;
+    int i;
+    for (i = 0; i < 300; i++) {
+        asb_file_stat st;
+        asb_error err;
+        asb_result r;
+        if (f->terminate) {
+            r = asb_sandbox_terminate(f->sb, &err);
+            f->bad += r != ASB_OK;
+        } else {
+            r = asb_sandbox_stat(f->sb, "x", &st, NULL, &err);
+            f->bad += r != ASB_ERR_CLOSED && r != ASB_ERR_CONNECT;
+        }
+    }
+    return NULL;
+}
+
+ASBT_TEST(handle_flags_are_read_under_the_lock_by_calls_from_many_threads) {
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_error err;
+    flag_reader fr[2];
+    pthread_t th[2];
+    int i;
+    memset(&d, 0, sizeof d);
+    d.mode = ASB_CONNECT_IN_POD;
+    d.sandboxd_rest_addr = "127.0.0.1:1";
+    d.sandboxd_grpc_addr = "127.0.0.1:1";
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    if (!c) return;
+    ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
+    for (i = 0; i < 2; i++) {
+        fr[i].sb = sb;
+        fr[i].terminate = i;
+        fr[i].bad = 0;
+        ASBT_CHECK(pthread_create(&th[i], NULL, read_flags_in_calls, &fr[i]) == 0);
+    }
+    for (i = 0; i < 300; i++) { /* closed, attached again, over and over */
+        asb_sandbox *again = NULL;
+        asb_sandbox_close_connection(sb);
+        ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &again, &err), ASB_OK);
+        ASBT_CHECK(again == sb);
+    }
+    for (i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    ASBT_EQ_INT(fr[0].bad, 0);
+    ASBT_EQ_INT(fr[1].bad, 0);
+    asb_client_free(c);
+}
+
+/* R57: the pod name comes from the Sandbox's annotation (the apiserver's
+   text); one that is no object name was refused with the raw bytes in
+   err.message: terminal escapes for whatever prints it. One reply serves
+   as the claim (bound, Ready) and as its Sandbox. */
+ASBT_TEST(a_hostile_pod_name_is_quoted_in_the_error_that_refuses_it) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_run_result rr;
+    asb_error err;
+    const char *m;
+    ASBT_CHECK(rec != NULL);
+    recorder_reply(rec, 200,
+                   "{\"metadata\":{\"name\":\"c1\",\"uid\":\"u1\",\"annotations\":{"
+                   "\"agents.x-k8s.io/pod-name\":\"x\\u001b]0;pwned\\u0007\"}},"
+                   "\"status\":{\"sandbox\":{\"name\":\"sb-1\"},\"conditions\":[{\"type\":"
+                   "\"Ready\",\"status\":\"True\"}]}}");
+    ASBT_CHECK(write_recorder_kubeconfig(rec, NULL));
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = unit_cfg;
+    d.kube.http.retry.max_attempts = 1;
+    d.claim_api_version = "v1alpha1";
+    d.mode = ASB_CONNECT_LOCAL_TUNNEL; /* the pod tunnel: the pod name goes to kubectl */
+    d.runtime = ASB_RUNTIME_SANDBOXD;
+    d.kubectl_path = "/nonexistent/kubectl"; /* never reached */
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    unlink(unit_cfg);
+    if (!c) {
+        recorder_stop(rec);
+        return;
+    }
+    ASBT_EQ_RES(asb_client_get_sandbox(c, "c1", "default", 5000, &sb, &err), ASB_OK);
+    memset(&rr, 0, sizeof rr);
+    memset(&err, 0, sizeof err);
+    if (sb) ASBT_EQ_RES(asb_sandbox_run(sb, "true", 1000, &rr, &err), ASB_ERR_INVALID_ARGUMENT);
+    asb_run_result_free(&rr);
+    asb_client_free(c);
+    recorder_stop(rec);
+    ASBT_CHECK(strstr(err.message, "pod name") != NULL);
+    for (m = err.message; *m; m++) ASBT_CHECK((unsigned char)*m >= 0x20);
+}
+
+/* R56: a claim's env values (spec.env: API keys, often) were built into
+   the create's body in a buffer freed without being wiped. The recorder
+   stands in for the apiserver (a real one takes the same POST); the wait
+   after it fails: only the memory given back is looked at. */
+ASBT_TEST(claim_env_values_are_wiped_before_their_memory_is_freed) {
+    static char secret[8200];
+    recorder *rec = recorder_start("127.0.0.1");
+    scanalloc sa;
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_create_opts o;
+    asb_env_var ev;
+    asb_sandbox *sb = NULL;
+    asb_error err;
+    size_t i;
+    int posted = 0, k;
+    ASBT_CHECK(rec != NULL);
+    snprintf(secret, sizeof secret, "scan-env-secret-5c1d-");
+    for (i = strlen(secret); i < sizeof secret - 1; i++) secret[i] = (char)('a' + (i * 7) % 26);
+    secret[sizeof secret - 1] = 0;
+    scanalloc_init(&sa);
+    scanalloc_secret(&sa, "scan-env-secret-5c1d");
+    ASBT_CHECK(write_recorder_kubeconfig(rec, NULL));
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = unit_cfg;
+    d.kube.http.retry.max_attempts = 1;
+    d.kube.http.allocator = &sa.a;
+    d.mode = ASB_CONNECT_DIRECT;
+    d.direct_url = "http://127.0.0.1:1"; /* no sandbox call is made */
+    d.claim_api_version = "v1beta1";
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    unlink(unit_cfg);
+    if (!c) {
+        recorder_stop(rec);
+        scanalloc_fini(&sa);
+        return;
+    }
+    /* the answer leaves the value out: the echo (resp) is wiped the same
+       way, but a real apiserver's echo also reaches the connection's read
+       buffer and the claim watch, which are not (R56's limit) */
+    recorder_reply(rec, 201, "{\"metadata\":{\"name\":\"x\",\"uid\":\"u1\"}}");
+    memset(&o, 0, sizeof o);
+    memset(&ev, 0, sizeof ev);
+    ev.name = "KEY";
+    ev.value = secret;
+    o.env = &ev;
+    o.env_count = 1;
+    o.ready_timeout_ms = 300;
+    o.warm_pool = "pool";
+    (void)asb_client_create_sandbox(c, NULL, &o, &sb, &err); /* the wait fails: no watch */
+    for (k = 0; k < recorder_count(rec) && k < RECORDER_MAX; k++)
+        posted |= strncmp(rec->req[k].head, "POST ", 5) == 0 &&
+                  recorder_has(rec->req[k].body, rec->req[k].body_len, "scan-env-secret-5c1d");
+    asb_client_free(c);
+    recorder_stop(rec);
+    ASBT_CHECK(posted); /* the value did pass through the library */
+    ASBT_EQ_INT(sa.hits, 0);
+    ASBT_EQ_INT(scanalloc_live_count(&sa), 0);
+    scanalloc_fini(&sa);
+}
+
 ASBT_LIST(
     ASBT_CASE(pod_ip_prefers_ipv4_unmaps_and_skips_invalid_entries)
     ASBT_CASE(every_waiter_on_one_name_sees_the_shared_watchs_events)
@@ -2424,6 +2597,9 @@ ASBT_LIST(
     ASBT_CASE(the_claim_api_version_is_discovered_safely_from_many_threads)
     ASBT_CASE(handles_end_under_the_client_lock_from_many_threads)
     ASBT_CASE(a_sandboxd_handle_closes_while_calls_run_from_many_threads)
+    ASBT_CASE(handle_flags_are_read_under_the_lock_by_calls_from_many_threads)
+    ASBT_CASE(a_hostile_pod_name_is_quoted_in_the_error_that_refuses_it)
+    ASBT_CASE(claim_env_values_are_wiped_before_their_memory_is_freed)
     ASBT_CASE(a_null_namespace_is_the_context_s_and_claims_list_with_details)
     ASBT_CASE(kubectl_is_never_run_from_the_working_directory)
     ASBT_CASE(client_options_are_checked_before_anything_runs)

@@ -389,7 +389,7 @@ typedef struct pod_dial {
 
 static void *dial_pod(void *arg) {
     pod_dial *d = (pod_dial *)arg;
-    d->r = asb__nt_dial(d->c, "pod-x.default", 8080, &d->fd, &d->err);
+    d->r = asb__nt_dial(d->c, "pod-x.default" ASB__NPT_HOST_SUFFIX, 8080, &d->fd, &d->err);
     return NULL;
 }
 
@@ -654,7 +654,7 @@ ASBT_TEST(spdy_open_times_out_under_a_flood_of_frames_that_are_not_its_reply) {
     ASBT_CHECK(strstr(j.err.message, "within 300 ms") != NULL);
 }
 
-/* Native mode with sandboxd: "<pod>.<ns>" names the forward's pod; a pod
+/* Native mode with sandboxd: "<pod>.<ns>.asb-pod" names the forward's pod; a pod
    name may hold dots (a claim "my.claim" makes a pod of that name). */
 ASBT_TEST(a_pod_forward_of_a_dotted_pod_name_forwards_to_that_pod) {
     asb_client *c = NULL;
@@ -662,7 +662,7 @@ ASBT_TEST(a_pod_forward_of_a_dotted_pod_name_forwards_to_that_pod) {
     asb_error err;
     direct_client(1, &c);
     ASBT_CHECK(c != NULL);
-    ASBT_EQ_RES(asb__nt_pod_forward(c, "my.claim.team-a", 8080, &f, &err), ASB_OK);
+    ASBT_EQ_RES(asb__nt_pod_forward(c, "my.claim.team-a" ASB__NPT_HOST_SUFFIX, 8080, &f, &err), ASB_OK);
     ASBT_CHECK(f != NULL);
     ASBT_EQ_STR(f->pf->pod, "my.claim");
     ASBT_EQ_STR(f->pf->ns, "team-a");
