@@ -12375,8 +12375,10 @@ static void asb__h2_cancel_locked(asb_h2_conn *h, asb_h2_stream *s) {
 static asb_result asb__h2_stream_check(asb_h2_stream *s, asb_error *err) {
     asb_h2_conn *h = s->conn;
     if (!h) return asb__fail(err, ASB_ERR_CLOSED, "http2: the connection was freed");
-    if (s->cancel && asb_cancel_is_triggered(s->cancel) && !s->failed)
-        asb__h2_cancel_locked(h, s); /* the request's token: as asb_h2_stream_cancel */
+    if (s->cancel && !s->failed && !(s->local_closed && s->remote_closed) &&
+        asb_cancel_is_triggered(s->cancel))
+        asb__h2_cancel_locked(h, s); /* the request's token: as asb_h2_stream_cancel
+                                        (a stream already over ends as it did) */
     if (s->cancelled && !s->failed)
         return asb__fail(err, ASB_ERR_CANCELLED, "http2: stream %u cancelled", (unsigned)s->id);
     if (s->failed) return asb__fail(err, s->failed, "%s", s->fail_msg);
@@ -14894,7 +14896,11 @@ static int asb__informer_event(void *ud, const asb_watch_event *ev) {
     char name[254];
     size_t n = 0;
     pthread_mutex_lock(&inf->lock);
-    inf->events++;
+    /* what resets the relist pause: an object event (a server that sends
+       a bookmark before each 410 would hold the pause at its least) */
+    if (ev->type == ASB_WATCH_ADDED || ev->type == ASB_WATCH_MODIFIED ||
+        ev->type == ASB_WATCH_DELETED)
+        inf->events++;
     if (ev->resource_version[0] && strlen(ev->resource_version) < sizeof inf->rv)
         snprintf(inf->rv, sizeof inf->rv, "%s", ev->resource_version);
     if (ev->type != ASB_WATCH_BOOKMARK && ev->type != ASB_WATCH_ERROR &&

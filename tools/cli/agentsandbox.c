@@ -1729,7 +1729,9 @@ static int open_temp_at(int dfd, const char *prefix, char *tmp, size_t cap) {
    that one is ours (as GNU cp keeps a target's mode): never its setuid,
    setgid or sticky bit (a file renamed into place is ours, with the
    sandbox's bytes), and never the bits of another user's file (one
-   planted world-readable where the copy goes would show them our data). */
+   planted world-readable where the copy goes would show them our data),
+   nor of a file with another name too (where protected_hardlinks is off,
+   another user can link one of ours, world-readable, there). */
 static int download_file(cli *c, asb_sandbox *sb, const char *remote, int dfd, const char *name,
                          const char *shown, uint64_t size, cp_walk *tree) {
     char tmp[4096];
@@ -1769,7 +1771,7 @@ static int download_file(cli *c, asb_sandbox *sb, const char *remote, int dfd, c
     r = asb_sandbox_read_stream_opts(sb, remote, xfer_write, &x, &co, &e);
     progress(&x, 1);
     if (fstatat(dfd, name, &old, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(old.st_mode) &&
-        old.st_uid == geteuid())
+        old.st_uid == geteuid() && old.st_nlink == 1)
         mode = old.st_mode & 0777;
     if (r == ASB_OK && (fchmod(fd, mode) != 0 || close(fd) != 0)) {
         r = ASB_ERR_IO;

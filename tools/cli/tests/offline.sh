@@ -352,6 +352,14 @@ chmod 6750 "$OUT/modes/existing"
 t 0 cp-down-over-a-setuid-file umask_run 022 "$B" --kubeconfig "$OUT/hkc" \
     --connect "direct=http://127.0.0.1:$hport" cp deep:p/g "$OUT/modes/existing"
 ok cp-down-over-a-setuid-file-750 mode_is 750 "$OUT/modes/existing"
+# ... nor a hard link's: one planted there to a world-readable file of
+# ours (where protected_hardlinks is off) gave its 0644 to the copy
+echo "public" >"$OUT/modes/profile"
+chmod 644 "$OUT/modes/profile"
+ln "$OUT/modes/profile" "$OUT/modes/linked"
+t 0 cp-down-over-a-hard-link umask_run 077 "$B" --kubeconfig "$OUT/hkc" \
+    --connect "direct=http://127.0.0.1:$hport" cp deep:p/g "$OUT/modes/linked"
+ok cp-down-over-a-hard-link-600 eval "mode_is 600 '$OUT/modes/linked' && grep -qx public '$OUT/modes/profile'"
 rm -rf "$OUT/modes"
 # cp -r up skips a file whose name has control characters (the library
 # sends no such path), names it escaped, sends the rest, exits 1 (R54;
