@@ -509,7 +509,9 @@ ASBT_TEST(a_watch_backs_off_from_a_server_that_keeps_answering_410) {
     fprintf(stderr, "    gone-after-event: %lld requests, %d events in 2.5 s\n", (long long)n,
             events);
     ASBT_EQ_RES(r, ASB_ERR_TIMEOUT);
-    ASBT_EQ_INT(events, n);
+    /* one event per watch, but the last watch may reach the server just
+       before the deadline and end before its event is read */
+    ASBT_CHECK(events == n || events == n - 1);
     ASBT_CHECK(n > quiet);  /* progress started the pauses over */
     ASBT_CHECK(n <= 60);    /* each restart still waits at least 50 ms */
 }
