@@ -1342,6 +1342,32 @@ static int rot_wait(rot_watch *w, int nw, const int *base, int more) {
     return 0;
 }
 
+/* cfgpath: a kubeconfig whose server is the TLS peer named by port_env
+   (its port) and whose user is tests/kube/plugin.sh in "cert" mode,
+   logging to logpath and giving the certificate write_cert_choice names.
+   0 when the peers' environment is missing or the file cannot be made. */
+static int write_cert_plugin_kubeconfig(const char *port_env) {
+    char cwd[1024];
+    FILE *f;
+    if (!getenv(port_env) || !getenv("ASB_PEER_CERTS_DIR") || !getcwd(cwd, sizeof cwd)) return 0;
+    f = fopen(cfgpath, "w");
+    if (!f) return 0;
+    fprintf(f,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+            "    server: https://127.0.0.1:%s\n    certificate-authority: %s/ca.crt\n"
+            "contexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n"
+            "users:\n- name: u\n  user:\n"
+            "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
+            "      command: %s/tests/kube/plugin.sh\n"
+            "      env:\n      - {name: PLUGIN_MODE, value: cert}\n"
+            "      - {name: PLUGIN_LOG, value: %s}\n"
+            "      - {name: API, value: client.authentication.k8s.io/v1}\n"
+            "      - {name: CERTS, value: %s}\n",
+            getenv(port_env), getenv("ASB_PEER_CERTS_DIR"), cwd, logpath,
+            getenv("ASB_PEER_CERTS_DIR"));
+    return fclose(f) == 0;
+}
+
 static void write_cert_choice(const char *name) {
     char p[600], tmp[600];
     snprintf(p, sizeof p, "%s.cert", logpath);
@@ -1354,29 +1380,10 @@ ASBT_TEST(client_certificates_rotate_20_times_under_concurrent_watches) {
     enum { NW = 3, ROTATIONS = 20 };
     rot_watch w[NW];
     int base[NW], i, runs;
-    char cwd[1024];
     asb_kube_client_desc d;
     asb_kube_client *kc = NULL;
     asb_error err;
-    FILE *f;
-    ASBT_CHECK(getenv("ASB_PEER_TLS_MTLS") && getenv("ASB_PEER_CERTS_DIR"));
-    ASBT_CHECK(getcwd(cwd, sizeof cwd) != NULL);
-    f = fopen(cfgpath, "w");
-    ASBT_CHECK(f != NULL);
-    fprintf(f,
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
-            "    server: https://127.0.0.1:%s\n    certificate-authority: %s/ca.crt\n"
-            "contexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n"
-            "users:\n- name: u\n  user:\n"
-            "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
-            "      command: %s/tests/kube/plugin.sh\n"
-            "      env:\n      - {name: PLUGIN_MODE, value: cert}\n"
-            "      - {name: PLUGIN_LOG, value: %s}\n"
-            "      - {name: API, value: client.authentication.k8s.io/v1}\n"
-            "      - {name: CERTS, value: %s}\n",
-            getenv("ASB_PEER_TLS_MTLS"), getenv("ASB_PEER_CERTS_DIR"), cwd, logpath,
-            getenv("ASB_PEER_CERTS_DIR"));
-    fclose(f);
+    ASBT_CHECK(write_cert_plugin_kubeconfig("ASB_PEER_TLS_MTLS"));
     unlink(logpath);
     write_cert_choice("client-rsa");
     memset(&d, 0, sizeof d);
@@ -1710,30 +1717,11 @@ ASBT_TEST(a_plugin_switching_between_token_and_certificate_sends_only_the_new_on
         {"client-rsa", NULL, "CN=client-rsa\""},
         {"token", "Bearer tok-6", NULL},
     };
-    char cwd[1024];
     asb_kube_client_desc d;
     asb_kube_client *kc = NULL;
     asb_error err;
     size_t i;
-    FILE *f;
-    ASBT_CHECK(getenv("ASB_PEER_TLS_MTLS_OPTIONAL") && getenv("ASB_PEER_CERTS_DIR"));
-    ASBT_CHECK(getcwd(cwd, sizeof cwd) != NULL);
-    f = fopen(cfgpath, "w");
-    ASBT_CHECK(f != NULL);
-    fprintf(f,
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
-            "    server: https://127.0.0.1:%s\n    certificate-authority: %s/ca.crt\n"
-            "contexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n"
-            "users:\n- name: u\n  user:\n"
-            "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
-            "      command: %s/tests/kube/plugin.sh\n"
-            "      env:\n      - {name: PLUGIN_MODE, value: cert}\n"
-            "      - {name: PLUGIN_LOG, value: %s}\n"
-            "      - {name: API, value: client.authentication.k8s.io/v1}\n"
-            "      - {name: CERTS, value: %s}\n",
-            getenv("ASB_PEER_TLS_MTLS_OPTIONAL"), getenv("ASB_PEER_CERTS_DIR"), cwd, logpath,
-            getenv("ASB_PEER_CERTS_DIR"));
-    fclose(f);
+    ASBT_CHECK(write_cert_plugin_kubeconfig("ASB_PEER_TLS_MTLS_OPTIONAL"));
     unlink(logpath);
     memset(&d, 0, sizeof d);
     d.kubeconfig.path = cfgpath;

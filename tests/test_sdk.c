@@ -2374,6 +2374,26 @@ static void *sd_call_until_closed(void *arg) {
     return NULL;
 }
 
+/* An in-pod client whose sandboxd addresses refuse every connection
+   (port 1), and its handle in *sb: calls fail at once. NULL on failure. */
+static asb_client *in_pod_client_nowhere(asb_sandbox **sb) {
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_error err;
+    memset(&d, 0, sizeof d);
+    d.mode = ASB_CONNECT_IN_POD;
+    d.sandboxd_rest_addr = "127.0.0.1:1";
+    d.sandboxd_grpc_addr = "127.0.0.1:1";
+    d.kube.http.retry.max_attempts = 1; /* a refused call fails at once, no backoff */
+    *sb = NULL;
+    if (asb_client_create(&d, &c, &err) != ASB_OK) return NULL;
+    if (asb_client_sandbox_in_pod(c, sb, &err) != ASB_OK) {
+        asb_client_free(c);
+        return NULL;
+    }
+    return c;
+}
+
 /* A program's poll of the handle from another thread, with no lock of
    its own: until the handle reads as ended. */
 static void *poll_until_inactive(void *arg) {
@@ -2384,19 +2404,12 @@ static void *poll_until_inactive(void *arg) {
 }
 
 ASBT_TEST(a_sandboxd_handle_closes_while_calls_run_from_many_threads) {
-    asb_client_desc d;
     asb_client *c = NULL;
     asb_sandbox *sb = NULL;
-    asb_error err;
     sd_caller t;
     pthread_t th, poller;
-    memset(&d, 0, sizeof d);
-    d.mode = ASB_CONNECT_IN_POD;
-    d.sandboxd_rest_addr = "127.0.0.1:1";
-    d.sandboxd_grpc_addr = "127.0.0.1:1";
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
-    if (!c) return;
-    ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
+    c = in_pod_client_nowhere(&sb);
+    ASBT_CHECK(c != NULL && sb != NULL);
     memset(&t, 0, sizeof t);
     t.sb = sb;
     pthread_mutex_init(&t.mu, NULL);
@@ -2446,20 +2459,14 @@ static void *read_flags_in_calls(void *arg) {
 }
 
 ASBT_TEST(handle_flags_are_read_under_the_lock_by_calls_from_many_threads) {
-    asb_client_desc d;
     asb_client *c = NULL;
     asb_sandbox *sb = NULL;
     asb_error err;
     flag_reader fr[2];
     pthread_t th[2];
     int i;
-    memset(&d, 0, sizeof d);
-    d.mode = ASB_CONNECT_IN_POD;
-    d.sandboxd_rest_addr = "127.0.0.1:1";
-    d.sandboxd_grpc_addr = "127.0.0.1:1";
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
-    if (!c) return;
-    ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
+    c = in_pod_client_nowhere(&sb);
+    ASBT_CHECK(c != NULL && sb != NULL);
     for (i = 0; i < 2; i++) {
         fr[i].sb = sb;
         fr[i].terminate = i;
