@@ -3586,7 +3586,8 @@ typedef struct asb_process_opts {
    empty argv, a bad env name), ASB_ERR_NOT_FOUND (no such program),
    ASB_ERR_PERMISSION_DENIED (cwd outside the root), ASB_ERR_TIMEOUT (that
    wait passed: the process may or may not have started), ASB_ERR_CANCELLED,
-   the transport codes, ASB_ERR_UNSUPPORTED (legacy runtime).
+   ASB_ERR_PROTOBUF_INVALID (sandboxd's init event named a process id
+   below 1), the transport codes, ASB_ERR_UNSUPPORTED (legacy runtime).
    Ownership: *out is the caller's; free it with asb_process_free (also
    after the process ended). The handle must outlive it. */
 ASB_API asb_result asb_sandbox_process_start(asb_sandbox *sb, const asb_process_opts *opts,
@@ -21052,6 +21053,16 @@ static int asb__proc_event(void *ctx, const char *msg, size_t len) {
                       (int)ev.value, (int)p->pid);
             return 1;
         }
+        if (ev.value <= 0) {
+            /* 0 and below name no process: sent on to sandboxd in a
+               signal, 0 is the field left out and -1 "every process"
+               to kill(2). A sandboxd that names none is not trusted
+               further, as a second init event is not. */
+            asb__fail(&p->event_err, ASB_ERR_PROTOBUF_INVALID,
+                      "sandboxd Start: an init event with process id %d (not a process)",
+                      (int)ev.value);
+            return 1;
+        }
         p->pid = ev.value;
         break;
     case ASB__PV1_STDOUT:
@@ -24194,12 +24205,24 @@ ASB_API asb_result asb_sandbox_process_start(asb_sandbox *sb, const asb_process_
 
 ASB_API int asb_process_id(const asb_process *p) { return p ? (int)p->pid : 0; }
 
+/* A stream that ended before its init event (an exit came first) named
+   no process: its id is 0, which on the wire is the field left out. No
+   stdin, signal or resize goes out for it (asb__proc_event refuses an
+   id below 1 from sandboxd). */
+static asb_result asb__proc_has_id(const asb_process *p, const char *what, asb_error *err) {
+    if (p->pid > 0) return ASB_OK;
+    return asb__fail(err, ASB_ERR_NOT_FOUND,
+                     "%s: sandboxd named no process id (the process ended before its init "
+                     "event): nothing to send it to", what);
+}
+
 ASB_API asb_result asb_process_write_stdin(asb_process *p, const void *data, size_t len,
                                            asb_error *err) {
     asb_buf req;
     asb_result r;
     if (!p || (!data && len)) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "stdin: NULL argument");
     if (len == 0) return ASB_OK; /* nothing to send (an empty write is no EOF) */
+    if (asb__proc_has_id(p, "stdin", err) != ASB_OK) return ASB_ERR_NOT_FOUND;
     asb_buf_init(&req, &p->sb->client->alloc);
     req.wipe = 1; /* what is typed: a password at a prompt */
     pthread_mutex_lock(&p->stdin_lock); /* one write at a time: in order */
@@ -24219,6 +24242,7 @@ ASB_API asb_result asb_process_close_stdin(asb_process *p, asb_error *err) {
     asb_buf req;
     asb_result r = ASB_OK;
     if (!p) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "stdin: NULL process");
+    if (asb__proc_has_id(p, "stdin", err) != ASB_OK) return ASB_ERR_NOT_FOUND;
     asb_buf_init(&req, &p->sb->client->alloc);
     pthread_mutex_lock(&p->stdin_lock);
     if (!p->stdin_closed) {
@@ -24246,6 +24270,7 @@ ASB_API asb_result asb_process_signal(asb_process *p, int sig, asb_error *err) {
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
                          "signal: %d is not SIGINT, SIGTERM or SIGKILL (all sandboxd delivers)",
                          sig);
+    if (asb__proc_has_id(p, "signal", err) != ASB_OK) return ASB_ERR_NOT_FOUND;
     asb_buf_init(&req, &p->sb->client->alloc);
     r = asb__pv1_send_signal_request(&req, p->pid, wire) == ASB_OK
             ? asb__proc_unary(p, ASB__SD_METHOD("SendSignal"), &req, err)
@@ -24261,6 +24286,7 @@ ASB_API asb_result asb_process_resize(asb_process *p, unsigned rows, unsigned co
     if (!p) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "resize: NULL process");
     if (!rows || !cols || rows > 65535 || cols > 65535)
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "resize: rows and cols must be 1-65535");
+    if (asb__proc_has_id(p, "resize", err) != ASB_OK) return ASB_ERR_NOT_FOUND;
     asb_buf_init(&req, &p->sb->client->alloc);
     r = asb__pv1_resize_tty_request(&req, p->pid, cols, rows) == ASB_OK
             ? asb__proc_unary(p, ASB__SD_METHOD("ResizeTTY"), &req, err)

@@ -1788,6 +1788,46 @@ ASBT_TEST(sandboxd_second_init_event_fails_the_process_and_keeps_the_first_id) {
     asb_client_free(c);
 }
 
+/* R61: an init event naming process 0 or below (a lying sandboxd) was
+   taken: -1 became the id that stdin, signals and resizes address (to
+   kill(2), every process), and 0 left the start waiting for another
+   init. The start fails clearly; no handle is given out. */
+ASBT_TEST(sandboxd_init_event_without_a_process_id_fails_the_start) {
+    static const char *const ids[] = {"0", "-1", "-2147483648"};
+    const char *port = getenv("ASB_GRPC_PORT");
+    asb_client_desc cd;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_process_opts po;
+    asb_error err;
+    char addr[64];
+    size_t i;
+    ASBT_CHECK(port != NULL);
+    snprintf(addr, sizeof addr, "127.0.0.1:%s", port);
+    memset(&cd, 0, sizeof cd);
+    cd.mode = ASB_CONNECT_IN_POD;
+    cd.sandboxd_rest_addr = addr;
+    cd.sandboxd_grpc_addr = addr;
+    ASBT_EQ_RES(asb_client_create(&cd, &c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
+    for (i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        const char *argv[2];
+        asb_process *p = NULL;
+        char want[96];
+        argv[0] = "badpid";
+        argv[1] = ids[i];
+        memset(&po, 0, sizeof po);
+        po.argv = argv;
+        po.argc = 2;
+        ASBT_EQ_RES(asb_sandbox_process_start(sb, &po, &p, &err), ASB_ERR_PROTOBUF_INVALID);
+        ASBT_CHECK(p == NULL);
+        snprintf(want, sizeof want, "an init event with process id %s (not a process)", ids[i]);
+        ASBT_CONTAINS(err.message, want);
+        asb_process_free(p);
+    }
+    asb_client_free(c);
+}
+
 ASBT_TEST(h2_ping_flood_without_reading_ends_the_connection_enhance_your_calm) {
     flood_case(ASB__H2_PING, 0);
 }
@@ -1862,5 +1902,6 @@ ASBT_LIST(ASBT_CASE(nghttpd_big_download_through_a_small_window_arrives_intact)
           ASBT_CASE(sandboxd_process_start_under_a_stream_limit_of_zero_ends_at_its_timeout_ms)
           ASBT_CASE(sandboxd_process_start_without_a_stream_window_ends_at_its_timeout_ms)
           ASBT_CASE(sandboxd_env_values_and_stdin_are_wiped_from_freed_memory)
-          ASBT_CASE(sandboxd_second_init_event_fails_the_process_and_keeps_the_first_id))
+          ASBT_CASE(sandboxd_second_init_event_fails_the_process_and_keeps_the_first_id)
+          ASBT_CASE(sandboxd_init_event_without_a_process_id_fails_the_start))
 ASBT_MAIN()

@@ -15,6 +15,7 @@ Not a process runner: command[0] picks a behaviour the C tests check.
          metadata      init(45), stdout: the call's metadata (below), exit(0)
          reinit        init(46); at the first WriteStdin(46) a second
                        init(47) (a protocol violation), then exit(0)
+         badpid N      init(N) (N < 1: no process), then exit(0)
   Execute              exit_code = total length of the command strings,
                        stdout = the first 64 bytes of command[0];
                        "stats": stdout = "cancelled=N" (Start streams the
@@ -127,6 +128,9 @@ class Service(pbg.ProcessServiceServicer):
             yield pb.StartResponse(exit=pb.ExitEvent(exit_code=0))
             with lock:
                 cats.pop(46, None)
+        elif what == "badpid":
+            yield pb.StartResponse(init=pb.InitEvent(process_id=int(cmd[1])))
+            yield pb.StartResponse(exit=pb.ExitEvent(exit_code=0))
         elif what == "sleep":
             time.sleep(int(cmd[1]) / 1000.0)
             yield pb.StartResponse(exit=pb.ExitEvent(exit_code=0))
