@@ -2505,7 +2505,9 @@ typedef struct asb_ws_message {
    -Version 13, the credentials, and the protocol; the answer must be 101
    with the matching Sec-WebSocket-Accept and, when the server names a
    protocol, one that was asked for. A 401 re-runs an exec plugin once.
-   Errors: ASB_ERR_KUBE_API / ASB_ERR_NOT_FOUND with the apiserver's
+   Errors: ASB_ERR_INVALID_ARGUMENT (a path with a space, a control byte
+   or '#'; a request target, the server URL's path and this one, over
+   4095 bytes: refused, never cut); ASB_ERR_KUBE_API / ASB_ERR_NOT_FOUND with the apiserver's
    Status when it refuses (RBAC: http_status 403, reason "Forbidden", its
    message); ASB_ERR_WEBSOCKET when the server answers without switching
    protocols or breaks the handshake (the message says how); transport,
@@ -16364,6 +16366,9 @@ static asb_result asb__ws_upgrade(asb_ws *ws, asb_http_client *cl, const asb_url
     return ASB_OK;
 }
 
+/* The upgrade's request target (path and query) and its NUL. */
+#define ASB__WS_TARGET_SIZE 4096
+
 ASB_API asb_result asb_kube_ws_connect(asb_kube_client *kc, const asb_ws_desc *desc,
                                        asb_ws **out, asb_error *err) {
     asb_ws_desc d;
@@ -16387,6 +16392,9 @@ ASB_API asb_result asb_kube_ws_connect(asb_kube_client *kc, const asb_ws_desc *d
         if ((unsigned char)*s <= 0x20 || *s == 0x7f)
             return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
                              "websocket: the path holds a space or control byte");
+        else if (*s == '#') /* a URL's fragment is not sent: the rest would go */
+            return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                             "websocket: the path holds '#' (it would be cut there)");
     /* tokens, and '/': RFC 6455 forbids it but Kubernetes names its SPDY
        tunnel "SPDY/3.1+portforward.k8s.io" (kubectl sends it so) */
     for (s = d.protocol; s && *s; s++)
@@ -16412,13 +16420,21 @@ ASB_API asb_result asb_kube_ws_connect(asb_kube_client *kc, const asb_ws_desc *d
     }
     r = asb_url_parse(url.ptr, url.len, &u, err);
     if (r != ASB_OK) goto done;
+    if (u.target.len >= ASB__WS_TARGET_SIZE) {
+        /* refused, never cut: a cut target is another request */
+        r = asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                      "websocket: the request target (the server URL's path and the path "
+                      "given) is %zu bytes; at most %d",
+                      u.target.len, ASB__WS_TARGET_SIZE - 1);
+        goto done;
+    }
     snprintf(host, sizeof host, "%.*s", (int)u.host.len, u.host.ptr);
     deadline = asb__now_ms() + d.timeout_ms;
     for (attempt = 0; attempt < 2; attempt++) {
         unsigned gen = 0;
         asb__kube_http *http = NULL;
         asb_http_response resp;
-        char target[4096];
+        char target[ASB__WS_TARGET_SIZE];
         snprintf(target, sizeof target, "%.*s", (int)u.target.len, u.target.ptr);
         r = asb__kube_auth(kc, &auth, &gen, &http, err);
         if (r != ASB_OK) break;
