@@ -2792,7 +2792,10 @@ typedef enum asb_connection_mode {
                                      WebSocket per connection, the kube
                                      client's credentials); sandboxd
                                      sandboxes: both their ports forwarded
-                                     to their pod the same way. No
+                                     to their pod the same way (a pod
+                                     name and namespace of 244 bytes
+                                     together at most: longer ones are
+                                     ASB_ERR_UNSUPPORTED). No
                                      kubectl, nothing spawned. Needs RBAC
                                      get (or create) on pods/portforward
                                      and get/list on services and pods
@@ -19705,6 +19708,23 @@ static asb_result asb__npt_endpoint(asb_client *c, asb_sandbox *sb, int port, as
     memset(ep, 0, sizeof *ep);
     if (!sb) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "native pod tunnel: no sandbox");
     if (asb__sb_pod_check(sb, err) != ASB_OK) return ASB_ERR_INVALID_ARGUMENT;
+    {
+        /* the host is a URL's: at most 253 bytes (asb_url_parse), of
+           which the dots and the suffix take 9. A longer one, from valid
+           names, failed later as an "overlong host" of no URL the caller
+           gave. */
+        size_t pl = strlen(sb->pod), nl = strlen(sb->ns),
+               hl = pl + 1 + nl + sizeof ASB__NPT_HOST_SUFFIX - 1;
+        if (hl > 253)
+            return asb__fail(err, ASB_ERR_UNSUPPORTED,
+                             "sandbox %s: its pod name (%zu bytes) and namespace (%zu) are "
+                             "too long for the native pod tunnel, whose URLs name the pod "
+                             "\"<pod>.<namespace>" ASB__NPT_HOST_SUFFIX "\" (%zu bytes; a "
+                             "host name has at most 253, so the two together at most %d); "
+                             "ASB_CONNECT_LOCAL_TUNNEL has no such limit",
+                             sb->name, pl, nl, hl,
+                             253 - 1 - (int)(sizeof ASB__NPT_HOST_SUFFIX - 1));
+    }
     snprintf(ep->base, sizeof ep->base, "http://%s.%s" ASB__NPT_HOST_SUFFIX ":%d", sb->pod, sb->ns,
              port);
     return ASB_OK;

@@ -2528,6 +2528,67 @@ ASBT_TEST(a_hostile_pod_name_is_quoted_in_the_error_that_refuses_it) {
     for (m = err.message; *m; m++) ASBT_CHECK((unsigned char)*m >= 0x20);
 }
 
+/* R62: the native pod tunnel names a sandboxd pod "<pod>.<ns>.asb-pod"
+   in its URLs, whose host has at most 253 bytes: a valid pod name of 239
+   bytes in "default" made one of 255, and every call failed with an
+   "overlong host" of a URL the caller never gave. The error now says
+   what is too long and what the limit is; 244 bytes together make the
+   longest host a URL may have. */
+ASBT_TEST(a_pod_name_too_long_for_the_native_pod_tunnel_says_so) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_run_result rr;
+    asb_error err;
+    char pod[240], reply[1024];
+    size_t i;
+    ASBT_CHECK(rec != NULL);
+    /* four labels of 59 and three dots: 239 bytes, a valid object name */
+    for (i = 0; i < 239; i++) pod[i] = i % 60 == 59 ? '.' : 'p';
+    pod[239] = '\0';
+    ASBT_EQ_RES(asb_claim_name_validate(pod, strlen(pod), &err), ASB_OK);
+    snprintf(reply, sizeof reply,
+             "{\"metadata\":{\"name\":\"c1\",\"uid\":\"u1\",\"annotations\":{"
+             "\"agents.x-k8s.io/pod-name\":\"%s\"}},"
+             "\"status\":{\"sandbox\":{\"name\":\"sb-1\"},\"conditions\":[{\"type\":"
+             "\"Ready\",\"status\":\"True\"}]}}",
+             pod);
+    recorder_reply(rec, 200, reply);
+    ASBT_CHECK(write_recorder_kubeconfig(rec, NULL));
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = unit_cfg;
+    d.kube.http.retry.max_attempts = 1;
+    d.claim_api_version = "v1alpha1";
+    d.mode = ASB_CONNECT_NATIVE_TUNNEL;
+    d.runtime = ASB_RUNTIME_SANDBOXD;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    unlink(unit_cfg);
+    if (!c) {
+        recorder_stop(rec);
+        return;
+    }
+    ASBT_EQ_RES(asb_client_get_sandbox(c, "c1", "default", 5000, &sb, &err), ASB_OK);
+    memset(&rr, 0, sizeof rr);
+    memset(&err, 0, sizeof err);
+    if (sb) ASBT_EQ_RES(asb_sandbox_run(sb, "true", 1000, &rr, &err), ASB_ERR_UNSUPPORTED);
+    asb_run_result_free(&rr);
+    if (sb) { /* 237 + 7: the longest host there is, a URL's */
+        asb__endpoint ep;
+        asb_url u;
+        asb_error e2;
+        sb->pod[237] = '\0';
+        ASBT_EQ_RES(asb__npt_endpoint(c, sb, 8080, &ep, &e2), ASB_OK);
+        ASBT_EQ_RES(asb_url_parse(ep.base, strlen(ep.base), &u, &e2), ASB_OK);
+        ASBT_EQ_INT((int)u.host.len, 253);
+    }
+    asb_client_free(c);
+    recorder_stop(rec);
+    ASBT_CONTAINS(err.message, "native pod tunnel");
+    ASBT_CONTAINS(err.message, "pod name (239 bytes) and namespace (7)");
+    ASBT_CONTAINS(err.message, "(255 bytes; a host name has at most 253, so the two together at most 244)");
+}
+
 /* R56: a claim's env values (spec.env: API keys, often) were built into
    the create's body in a buffer freed without being wiped. The recorder
    stands in for the apiserver (a real one takes the same POST); the wait
@@ -2606,6 +2667,7 @@ ASBT_LIST(
     ASBT_CASE(a_sandboxd_handle_closes_while_calls_run_from_many_threads)
     ASBT_CASE(handle_flags_are_read_under_the_lock_by_calls_from_many_threads)
     ASBT_CASE(a_hostile_pod_name_is_quoted_in_the_error_that_refuses_it)
+    ASBT_CASE(a_pod_name_too_long_for_the_native_pod_tunnel_says_so)
     ASBT_CASE(claim_env_values_are_wiped_before_their_memory_is_freed)
     ASBT_CASE(a_null_namespace_is_the_context_s_and_claims_list_with_details)
     ASBT_CASE(kubectl_is_never_run_from_the_working_directory)
