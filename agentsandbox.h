@@ -3600,9 +3600,11 @@ ASB_API asb_result asb_sandbox_process_start(asb_sandbox *sb, const asb_process_
 /* sandboxd's id of the process (for logs). Cannot fail. */
 ASB_API int asb_process_id(const asb_process *p);
 /* Sends bytes to the process's stdin (the terminal's input with a PTY),
-   in order with other writes. Any thread.
-   Errors: ASB_ERR_NOT_FOUND (the process has ended), ASB_ERR_CLOSED
-   (stdin was closed), the transport codes. */
+   in order with other writes. Any thread. It returns once sandboxd took
+   them: a process that does not read its stdin holds it (the pipe full),
+   until the process is over, which ends the wait at once.
+   Errors: ASB_ERR_NOT_FOUND (the process has ended, also while this
+   waited), ASB_ERR_CLOSED (stdin was closed), the transport codes. */
 ASB_API asb_result asb_process_write_stdin(asb_process *p, const void *data, size_t len,
                                            asb_error *err);
 /* Closes stdin (EOF); idempotent. Any thread. Errors: as write_stdin. */
@@ -20592,6 +20594,7 @@ static asb_result asb__sd_unary(asb_sandbox *sb, const char *method, const asb_b
     cd.max_message_bytes = max;
     cd.metadata = md;
     cd.metadata_count = asb__sd_trace_md(trace, md, tp); /* traceparent, tracestate */
+    cd.cancel = cancel; /* also while the request waits to open or send */
     if (r == ASB_OK) {
         r = asb_grpc_call_start(h2, &cd, req->ptr, req->len, &call, &e);
         asb__sd_h2_put(sb, h2);
@@ -21067,6 +21070,14 @@ struct asb_process {
     const asb_cancel *cancel;
     pthread_mutex_t stdin_lock; /* writes go out in order, close once */
     int stdin_closed;
+    /* Triggered once the process is over (its exit event came, or the
+       stream ended: sandboxd kills it then): a write_stdin, signal or
+       resize still waiting for sandboxd's answer gives up at once. A
+       write blocked there (the process's stdin pipe full, held open by a
+       child that never reads) otherwise held its caller for the whole
+       30 s of the call, e.g. a relay thread the caller joins after wait
+       (R64). */
+    asb_cancel *over;
     asb_error event_err;       /* why the last event was refused */
 };
 
@@ -21111,6 +21122,7 @@ static int asb__proc_event(void *ctx, const char *msg, size_t len) {
     case ASB__PV1_EXIT:
         p->exited = 1;
         p->exit_code = ev.value;
+        asb_cancel_trigger(p->over);
         break;
     default: break; /* an event this version does not know */
     }
@@ -21140,6 +21152,7 @@ static asb_result asb__proc_pump(asb_process *p, int for_exit, int64_t until, as
         if (r == ASB_ERR_TIMEOUT && err)
             asb__fail(err, r, "process %d: its %s deadline passed; it is ended", (int)p->pid,
                       "timeout_ms");
+        if (p->ended || r != ASB_OK) asb_cancel_trigger(p->over);
         if (r != ASB_OK) {
             /* the stream is over for good (a deadline, cancel or broken
                stream ends it: sandboxd kills the process with it) */
@@ -21159,6 +21172,7 @@ static void asb__proc_free(asb_process *p) {
     asb_grpc_call_free(p->call);
     asb_buf_free(&p->d.msg);
     pthread_mutex_destroy(&p->stdin_lock);
+    asb_cancel_free(p->over);
     a.free_fn(p, a.user_data);
 }
 
@@ -21217,6 +21231,11 @@ static asb_result asb__sd_process_start(asb_sandbox *sb, const asb_process_opts 
         return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "process: out of memory");
     }
     memset(p, 0, sizeof *p);
+    if (asb_cancel_create(&c->alloc, &p->over, err) != ASB_OK) {
+        c->alloc.free_fn(p, c->alloc.user_data);
+        asb_buf_free(&req);
+        return ASB_ERR_IO;
+    }
     p->sb = sb;
     p->on_output = o->on_output;
     p->user_data = o->user_data;
@@ -21283,9 +21302,17 @@ static asb_result asb__proc_unary(asb_process *p, const char *method, asb_buf *r
                                   asb_error *err) {
     asb_buf resp;
     asb_result r;
+    /* ended: nothing sent, as sandboxd would say (its registry forgets
+       the process once it exited) */
+    if (asb_cancel_is_triggered(p->over))
+        return asb__fail(err, ASB_ERR_NOT_FOUND, "sandboxd %s: process %d has ended", method,
+                         (int)p->pid);
     asb_buf_init(&resp, &p->sb->client->alloc);
-    r = asb__sd_unary(p->sb, method, req, 30000, NULL, 4096, NULL, &resp, err);
+    r = asb__sd_unary(p->sb, method, req, 30000, p->over, 4096, NULL, &resp, err);
     asb_buf_free(&resp);
+    if (r == ASB_ERR_CANCELLED) /* it ended while the call waited */
+        r = asb__fail(err, ASB_ERR_NOT_FOUND, "sandboxd %s: process %d ended while the call "
+                      "waited for its answer", method, (int)p->pid);
     return r;
 }
 

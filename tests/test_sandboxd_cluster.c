@@ -545,6 +545,84 @@ ASBT_TEST(stdin_written_from_another_thread_comes_back_through_cat) {
     asb_client_free(c);
 }
 
+/* A write to stdin that sandboxd holds (the process's stdin pipe is full,
+   kept open by a child that never reads it) ends as soon as the process
+   does, with ASB_ERR_NOT_FOUND, rather than after the call's 30 s (R64):
+   a caller joining its stdin thread after wait was held that long. */
+typedef struct stuck_feeder {
+    asb_process *p;
+    pthread_mutex_t mu;
+    int done, writes;
+    asb_result r;
+    char why[256];
+} stuck_feeder;
+static void *feed_until_refused(void *arg) {
+    stuck_feeder *f = (stuck_feeder *)arg;
+    static char chunk[16384];
+    asb_error err;
+    asb_result r;
+    int n = 0;
+    do { /* 10 MB at most: the pipe holds 64 KiB */
+        r = asb_process_write_stdin(f->p, chunk, sizeof chunk, &err);
+    } while (r == ASB_OK && ++n < 640);
+    pthread_mutex_lock(&f->mu);
+    f->r = r;
+    f->writes = n;
+    if (r != ASB_OK) snprintf(f->why, sizeof f->why, "%.200s", err.message);
+    f->done = 1;
+    pthread_mutex_unlock(&f->mu);
+    return NULL;
+}
+
+ASBT_TEST(a_stdin_write_held_by_a_full_pipe_ends_with_the_process) {
+    asb_error err;
+    asb_client *c = new_client(&err);
+    asb_sandbox *sb;
+    asb_process *p = NULL;
+    sink k;
+    stuck_feeder f;
+    pthread_t t;
+    int code = -2, i, done = 0;
+    ASBT_CHECK(c != NULL);
+    sb = new_sandbox(c);
+    ASBT_CHECK(sb != NULL);
+    sink_init(&k);
+    /* 3 s for the feeder to fill the pipe (it blocks within the first
+       64 KiB); the child holding stdin outlives the process */
+    ASBT_EQ_RES(start(sb, "exec 3<&0; sleep 40 <&3 >/dev/null 2>&1 & echo started; sleep 3; "
+                          "echo done; exit 5",
+                      NULL, 0, &k, &p, &err),
+                ASB_OK);
+    memset(&f, 0, sizeof f);
+    pthread_mutex_init(&f.mu, NULL);
+    f.p = p;
+    ASBT_CHECK(pthread_create(&t, NULL, feed_until_refused, &f) == 0);
+    ASBT_EQ_RES(asb_process_wait(p, 120000, &code, &err), ASB_OK);
+    ASBT_EQ_INT(code, 5);
+    ASBT_CHECK(k.out.len == 13 && memcmp(k.out.ptr, "started\ndone\n", 13) == 0);
+    /* the held write gives up once the exit came: well within 20 s (the
+       old code: the call's whole 30 s) */
+    for (i = 0; i < 200 && !done; i++) {
+        pthread_mutex_lock(&f.mu);
+        done = f.done;
+        pthread_mutex_unlock(&f.mu);
+        if (!done) asb__sleep_ms(100);
+    }
+    ASBT_EQ_INT(done, 1);
+    pthread_join(t, NULL);
+    if (f.r != ASB_ERR_NOT_FOUND) fprintf(stderr, "    feeder: %d writes, %s\n", f.writes, f.why);
+    ASBT_EQ_RES(f.r, ASB_ERR_NOT_FOUND);
+    ASBT_CHECK(f.writes < 640); /* it was held, not through */
+    /* later calls are refused at once, nothing sent */
+    ASBT_EQ_RES(asb_process_write_stdin(p, "late\n", 5, &err), ASB_ERR_NOT_FOUND);
+    ASBT_EQ_RES(asb_process_signal(p, SIGTERM, &err), ASB_ERR_NOT_FOUND);
+    pthread_mutex_destroy(&f.mu);
+    asb_process_free(p);
+    sink_free(&k);
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    asb_client_free(c);
+}
+
 ASBT_TEST(sigint_ends_sleep_600_and_the_exit_says_a_signal_did) {
     static const char *const argv[] = {"sleep", "600"};
     asb_error err;
@@ -1340,6 +1418,7 @@ ASBT_LIST(
     ASBT_CASE(a_process_streams_10000_lines_in_order_and_complete)
     ASBT_CASE(output_arrives_while_the_process_runs)
     ASBT_CASE(stdin_written_from_another_thread_comes_back_through_cat)
+    ASBT_CASE(a_stdin_write_held_by_a_full_pipe_ends_with_the_process)
     ASBT_CASE(sigint_ends_sleep_600_and_the_exit_says_a_signal_did)
     ASBT_CASE(a_pty_process_sees_its_size_and_a_resize)
     ASBT_CASE(deleting_a_non_empty_directory_needs_recursive)

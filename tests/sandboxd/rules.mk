@@ -24,7 +24,7 @@ SBD_BENCH_ENV   := LC_STATE_DIR=$(SBD_BENCH_STATE) LC_POD_CIDR=127.1.224.0/24
 
 # Cases run from the ASan build (by name substring) and from the plain one.
 SBD_ASAN_CASES  := handle_suite files_go_up 10000_lines while_the_process_runs through_cat \
-                   sigint_ends pty_process non_empty_directory killed_pod_tunnel n_sandboxes \
+                   held_by_a_full_pipe sigint_ends pty_process non_empty_directory killed_pod_tunnel n_sandboxes \
                    pod_named_like_the_router
 SBD_PLAIN_CASES := 1_gib
 # Last, on its own: 100 sandboxes leave the pod runner 100 pods to stop
