@@ -3454,10 +3454,70 @@ MADE_TEST(kubeconfig_paths_reach_the_tunnels_kubectl_too) {
     }
 }
 
+/* A batch's creates end on their own deadline and on the batch's cancel
+   token, which tell no thread (only the shared watch does): with pods that
+   are never Ready, every create of a batch, including the ones posted
+   after the first ended, is a TIMEOUT with its message; cancelled from
+   another thread, every one is CANCELLED. No claim is left either way. */
+MADE_TEST(a_batch_ends_unready_creates_at_their_deadline_and_on_cancel) {
+    asb_error err;
+    asb_client *c = m->c[0] = new_client(&err);
+    asb_create_result *res;
+    asb_create_opts o;
+    asb_label label;
+    asb_name_list left;
+    cancel_job *k;
+    const char *tpl;
+    char sel[64], selector[96];
+    size_t i;
+    ASBT_CHECK(c != NULL);
+    m->tpl[0] = "asb-unready-batch";
+    ASBT_CHECK(make_template(c, "asb-unready-batch", NULL, 8899));
+    res = (asb_create_result *)made_alloc(m, 4 * sizeof *res);
+    snprintf(sel, sizeof sel, "b%d", (int)getpid());
+    snprintf(selector, sizeof selector, "asb-batch=%s", sel);
+    label.key = "asb-batch";
+    label.value = sel;
+    tpl = target("asb-unready-batch", &o);
+    o.labels = &label;
+    o.label_count = 1;
+    o.ready_timeout_ms = 1500;
+    /* two at a time: the last two are posted as the first two end */
+    if (asb_client_create_sandboxes(c, tpl, &o, 4, 2, res, &err) != ASB_ERR_TIMEOUT)
+        fprintf(stderr, "    batch: %s\n", err.message);
+    ASBT_EQ_RES(err.code, ASB_ERR_TIMEOUT);
+    ASBT_CONTAINS(err.message, "4 of 4 creates failed");
+    for (i = 0; i < 4; i++) {
+        ASBT_EQ_RES(res[i].error.code, ASB_ERR_TIMEOUT);
+        ASBT_CHECK(res[i].sandbox == NULL);
+        ASBT_CONTAINS(res[i].error.message, "not ready within 1500 ms");
+    }
+    ASBT_EQ_RES(asb_cancel_create(NULL, &m->cancel, &err), ASB_OK);
+    k = (cancel_job *)made_alloc(m, sizeof *k);
+    k->token = m->cancel;
+    k->after_ms = 2000;
+    o.cancel = m->cancel;
+    o.ready_timeout_ms = 120000; /* a create that missed the token ends in TIMEOUT */
+    ASBT_CHECK(made_thread(m, trigger_later, k) == 0);
+    ASBT_EQ_RES(asb_client_create_sandboxes(c, tpl, &o, 4, 4, res, &err), ASB_ERR_CANCELLED);
+    made_join_last(m);
+    for (i = 0; i < 4; i++) {
+        if (res[i].error.code != ASB_ERR_CANCELLED) fprintf(stderr, "    #%zu: %s\n", i,
+                                                            res[i].error.message);
+        ASBT_EQ_RES(res[i].error.code, ASB_ERR_CANCELLED);
+        ASBT_CHECK(res[i].sandbox == NULL);
+    }
+    memset(&left, 0, sizeof left);
+    ASBT_EQ_RES(asb_client_list_all(c, "default", selector, &left, &err), ASB_OK);
+    ASBT_EQ_INT((int)left.count, 0);
+    asb_name_list_free(&left);
+}
+
 ASBT_LIST(
     ASBT_CASE(quick_start_create_run_write_read_exists_terminate)
     ASBT_CASE(missing_template_fails_fast_and_leaves_no_claim)
     ASBT_CASE(a_ready_timeout_deletes_the_claim)
+    ASBT_CASE(a_batch_ends_unready_creates_at_their_deadline_and_on_cancel)
     ASBT_CASE(bad_labels_and_ttl_fail_before_any_api_call)
     ASBT_CASE(killed_kubectl_is_replaced_on_the_next_call)
     ASBT_CASE(another_local_user_cannot_take_over_the_tunnel)
