@@ -200,10 +200,11 @@ static void creates_with_one_watch(asb_kube_client *admin) {
     fprintf(stderr,
             "    %zu sandboxes: create-to-ready %.1f s, deleted in %.1f s; namespaced claim "
             "watches on the apiserver: %d before, peak %d during (%d samples); peak RSS %ld KiB; "
-            "CPU %.1f s\n",
+            "CPU %.1f s, %ld voluntary context switches\n",
             count, t_ready - t0, t_gone - t_ready, base, smp.peak, smp.samples, ru.ru_maxrss,
             (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-                (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
+                (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
+            ru.ru_nvcsw);
     ASBT_EQ_INT(smp.failed, 0);
     ASBT_CHECK(smp.samples >= 2);
     ASBT_CHECK(smp.peak <= base + 1); /* O(1): the client's one shared watch */
