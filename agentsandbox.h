@@ -591,7 +591,8 @@
                  asb_sandbox_read / _read_stream / _read_to_fd,
                  asb_sandbox_write_from_fd, asb_sandbox_list,
                  asb_sandbox_exists, asb_sandbox_status, asb_sandbox_pod_ip,
-                 asb_sandbox_close_connection, asb_sandbox_terminate;
+                 asb_sandbox_close_connection, asb_sandbox_terminate
+                 (and _opts: a delete that can stop waiting);
                  each call that talks to the runtime also has an _opts
                  form taking asb_call_opts (deadline, cancel token).
      client      asb_client (registry of live handles keyed by namespace and
@@ -3255,6 +3256,14 @@ ASB_API void asb_sandbox_close_connection(asb_sandbox *sb);
    codes; on failure the handle stays active, so the call can be
    repeated. */
 ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err);
+/* The same, and the delete stops waiting when opts' cancel is triggered
+   (ASB_ERR_CANCELLED) or its timeout_ms passes (ASB_ERR_TIMEOUT; default
+   0: the client's own timeouts and retries bound it). Either way the
+   handle stays active and the claim may or may not be deleted (the
+   request may have gone out): call again, or tell the user which claim
+   may be left. Only env, cwd and file_mode of opts are unused. */
+ASB_API asb_result asb_sandbox_terminate_opts(asb_sandbox *sb, const asb_call_opts *opts,
+                                              asb_error *err);
 
 /* Attaches to an existing claim once it is bound to a Sandbox that
    exists (waiting up to resolve_timeout_ms, default 30000, for the
@@ -14225,14 +14234,19 @@ static asb_result asb__kube_do(asb_kube_client *kc, asb_http_request *req, const
     return r;
 }
 
-ASB_API asb_result asb_kube_request(asb_kube_client *kc, const char *method, const char *path,
-                                    const char *content_type, const char *body, size_t body_len,
-                                    asb_buf *out, asb_error *err) {
+/* asb_kube_request with a cancel token and a deadline for the whole call
+   (0: none), for the library's calls that take an asb_call_opts. */
+static asb_result asb__kube_request_opts(asb_kube_client *kc, const char *method, const char *path,
+                                         const char *content_type, const char *body,
+                                         size_t body_len, asb_buf *out, const asb_cancel *cancel,
+                                         int timeout_ms, asb_error *err) {
     asb_http_request req;
     asb_http_response resp;
     asb_http_header ct;
     asb_result r;
     memset(&req, 0, sizeof req);
+    req.cancel = cancel;
+    req.timeout_ms = timeout_ms > 0 ? timeout_ms : 0;
     if (body) {
         ct.name = "Content-Type";
         ct.value = content_type ? content_type : "application/json";
@@ -14245,6 +14259,13 @@ ASB_API asb_result asb_kube_request(asb_kube_client *kc, const char *method, con
     if (r == ASB_OK && out && resp.body.len) r = asb_buf_append(out, resp.body.ptr, resp.body.len);
     asb_http_response_free(&resp);
     return r;
+}
+
+ASB_API asb_result asb_kube_request(asb_kube_client *kc, const char *method, const char *path,
+                                    const char *content_type, const char *body, size_t body_len,
+                                    asb_buf *out, asb_error *err) {
+    return asb__kube_request_opts(kc, method, path, content_type, body, body_len, out, NULL, 0,
+                                  err);
 }
 
 /* "/apis/<g>/<v>" or "/api/v1", then "/namespaces/<ns>/<plural>[/<name>]". */
@@ -14332,14 +14353,25 @@ ASB_API asb_result asb_kube_delete(asb_kube_client *kc, const asb_kube_resource 
     ASB__KUBE_CALL("DELETE", ns, name, NULL, NULL, 0, NULL);
 }
 
-ASB_API asb_result asb_kube_delete_uid(asb_kube_client *kc, const asb_kube_resource *res,
-                                       const char *ns, const char *name, const char *uid,
-                                       asb_error *err) {
+/* asb_kube_delete_uid with a cancel token and a deadline (0: none). */
+static asb_result asb__kube_delete_uid_opts(asb_kube_client *kc, const asb_kube_resource *res,
+                                            const char *ns, const char *name, const char *uid,
+                                            const asb_cancel *cancel, int timeout_ms,
+                                            asb_error *err) {
     asb_buf body;
     asb_json_writer w;
     asb_result r;
-    if (!uid || !*uid) return asb_kube_delete(kc, res, ns, name, err);
     if (!name) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "kube: delete needs a name");
+    if (!uid || !*uid) { /* as asb_kube_delete: no body */
+        asb_buf path;
+        asb_buf_init(&path, NULL);
+        r = asb__kube_path(res, ns, name, &path, err);
+        if (r == ASB_OK)
+            r = asb__kube_request_opts(kc, "DELETE", path.ptr, NULL, NULL, 0, NULL, cancel,
+                                       timeout_ms, err);
+        asb_buf_free(&path);
+        return r;
+    }
     asb_buf_init(&body, NULL);
     asb_json_writer_init(&w, &body);
     asb_json_object_begin(&w);
@@ -14363,11 +14395,19 @@ ASB_API asb_result asb_kube_delete_uid(asb_kube_client *kc, const asb_kube_resou
         asb_buf_init(&path, NULL);
         r = asb__kube_path(res, ns, name, &path, err);
         if (r == ASB_OK)
-            r = asb_kube_request(kc, "DELETE", path.ptr, NULL, body.ptr, body.len, NULL, err);
+            r = asb__kube_request_opts(kc, "DELETE", path.ptr, NULL, body.ptr, body.len, NULL,
+                                       cancel, timeout_ms, err);
         asb_buf_free(&path);
     }
     asb_buf_free(&body);
     return r;
+}
+
+ASB_API asb_result asb_kube_delete_uid(asb_kube_client *kc, const asb_kube_resource *res,
+                                       const char *ns, const char *name, const char *uid,
+                                       asb_error *err) {
+    if (!uid || !*uid) return asb_kube_delete(kc, res, ns, name, err);
+    return asb__kube_delete_uid_opts(kc, res, ns, name, uid, NULL, 0, err);
 }
 
 ASB_API asb_result asb_kube_patch(asb_kube_client *kc, const asb_kube_resource *res,
@@ -23092,6 +23132,11 @@ ASB_API void asb_sandbox_close_connection(asb_sandbox *sb) {
 }
 
 ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err) {
+    return asb_sandbox_terminate_opts(sb, NULL, err);
+}
+
+ASB_API asb_result asb_sandbox_terminate_opts(asb_sandbox *sb, const asb_call_opts *opts,
+                                              asb_error *err) {
     asb__span span;
     asb_kube_resource res;
     asb_result r;
@@ -23107,8 +23152,9 @@ ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err) {
     }
     asb__sb_span_begin(sb, &span, "delete_claim", ASB_LATENCY_DELETE);
     asb__span_str(&span, "sandbox.claim.name", sb->claim);
-    r = asb_kube_delete_uid(sb->client->kube, asb__claims(sb->client, &res), sb->ns, sb->claim,
-                            sb->uid, err);
+    r = asb__kube_delete_uid_opts(sb->client->kube, asb__claims(sb->client, &res), sb->ns,
+                                  sb->claim, sb->uid, opts ? opts->cancel : NULL,
+                                  opts ? opts->timeout_ms : 0, err);
     if (r == ASB_ERR_NOT_FOUND) r = ASB_OK; /* already gone is fine */
     asb__sb_span_finish(sb, &span, r, err);
     if (r == ASB_ERR_KUBE_API && err && err->http_status == 409 && sb->uid[0]) {

@@ -82,11 +82,16 @@ typedef struct cli {
 
 static volatile sig_atomic_t g_signal;
 static asb_cancel *g_cancel;
+/* Triggered by a second SIGINT or SIGTERM: the cleanup the first one
+   left running (run's delete of its claim) stops waiting, as kubectl
+   and docker stop at a second Ctrl-C. */
+static asb_cancel *g_cancel_again;
 /* The process's umask, read once in main (umask(2) only reads by
    writing: done there, before any thread exists). */
 static mode_t g_umask;
 
 static void on_signal(int sig) {
+    if (g_signal) asb_cancel_trigger(g_cancel_again);
     g_signal = sig;
     asb_cancel_trigger(g_cancel); /* one write(2): async-signal-safe */
 }
@@ -136,7 +141,8 @@ static const char *const USAGE =
     "  3    not found: claim, template, warm pool or file\n"
     "  4    timeout: a deadline (--timeout) passed\n"
     "  5    connection: kubeconfig, apiserver, kubectl or router unreachable\n"
-    "  130  cancelled by SIGINT or SIGTERM\n"
+    "  130  cancelled by SIGINT or SIGTERM (run: a second one stops waiting for\n"
+    "       the claim's delete and names the claim that may be left)\n"
     "  exec and run exit with the remote command's own code once it ran.\n";
 
 typedef struct cmd_help {
@@ -229,7 +235,10 @@ static const cmd_help HELPS[] = {
     {"run",
      "Usage: agentsandbox run TEMPLATE [create flags] -- CMD [ARG...]\n"
      "Creates a sandbox, runs CMD, deletes the sandbox, exits with CMD's code.\n"
-     "The claim is deleted on SIGINT and SIGTERM too (exit 130).\n"
+     "The claim is deleted on SIGINT and SIGTERM too (exit 130). A second\n"
+     "SIGINT or SIGTERM stops waiting for that delete (an apiserver that does\n"
+     "not answer): the claim that may be left is named with the command that\n"
+     "deletes it, exit 130.\n"
      "Flags: those of create; --timeout is the command's deadline.\n"},
     {"completion",
      "Usage: agentsandbox completion bash|zsh\n"
@@ -2286,6 +2295,7 @@ static int cmd_create(cli *c) {
 
 static int cmd_run(cli *c) {
     asb_sandbox *sb;
+    asb_call_opts co;
     asb_error e;
     asb_result r;
     int rc;
@@ -2296,10 +2306,26 @@ static int cmd_run(cli *c) {
     if ((rc = create_on(c, tpl, &sb)) != 0) return rc;
     if (c->verbosity) fprintf(stderr, "agentsandbox: claim %s created\n", safe(asb_sandbox_claim_name(sb)));
     rc = run_on(c, sb);
-    r = asb_sandbox_terminate(sb, &e); /* not cancellable: it must happen */
+    /* not cancelled by the first signal: the delete must happen; a second
+       one stops waiting for it */
+    if (g_signal)
+        fprintf(stderr, "agentsandbox: deleting claim %s (namespace %s); Ctrl-C again to stop "
+                        "waiting\n", safe(asb_sandbox_claim_name(sb)), safe(asb_sandbox_namespace(sb)));
+    memset(&co, 0, sizeof co);
+    co.cancel = g_cancel_again;
+    r = asb_sandbox_terminate_opts(sb, &co, &e);
+    if (r == ASB_ERR_CANCELLED) {
+        fprintf(stderr, "agentsandbox: stopped waiting for the delete: claim %s in namespace %s "
+                        "may be left behind\n  hint: delete it with `agentsandbox rm -n %s %s`\n",
+                safe(asb_sandbox_claim_name(sb)), safe(asb_sandbox_namespace(sb)),
+                safe(asb_sandbox_namespace(sb)), safe(asb_sandbox_claim_name(sb)));
+        return EXIT_CANCELLED;
+    }
     if (r != ASB_OK) {
-        int drc = fail(c, r, &e, "cannot delete claim %s (delete it with `agentsandbox rm %s`)",
-                       nz(asb_sandbox_claim_name(sb)), nz(asb_sandbox_claim_name(sb)));
+        int drc = fail(c, r, &e, "cannot delete claim %s in namespace %s (delete it with "
+                       "`agentsandbox rm -n %s %s`)", nz(asb_sandbox_claim_name(sb)),
+                       nz(asb_sandbox_namespace(sb)), nz(asb_sandbox_namespace(sb)),
+                       nz(asb_sandbox_claim_name(sb)));
         if (!rc) rc = drc;
     }
     if (g_signal) rc = EXIT_CANCELLED;
@@ -2407,6 +2433,10 @@ int main(int argc, char **argv) {
         rc = fail(&c, e.code, &e, "cannot set up cancellation");
         goto out;
     }
+    if (asb_cancel_create(NULL, &g_cancel_again, &e) != ASB_OK) {
+        rc = fail(&c, e.code, &e, "cannot set up cancellation");
+        goto out;
+    }
     g_cancel = c.cancel;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -2432,6 +2462,11 @@ out:
     asb_client_free(c.client); /* stops the tunnel; sandboxes keep running */
     g_cancel = NULL;
     asb_cancel_free(c.cancel);
+    {
+        asb_cancel *again = g_cancel_again;
+        g_cancel_again = NULL; /* the handlers stay: a late signal finds none */
+        asb_cancel_free(again);
+    }
     free(c.pos);
     return rc;
 }

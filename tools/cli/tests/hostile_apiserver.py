@@ -37,10 +37,19 @@ AUTHORIZATION" to STATEDIR/requests, and serves until killed.
                                                   without end
   DELETE .../sandboxclaims/NAME                   404 for "gone", else 200
   anything else                                   404 Status
+
+Namespace "hang": an apiserver whose deletes never answer (one that went
+away mid-run; a real one will not do that on demand). A claim POSTed
+there is stored and Ready at once (bound to a Sandbox of its name); the
+list and watch of the namespace show it; a DELETE there (or a POST
+/execute whose command holds "hang-here") is recorded, then held
+without an answer until the client goes.
 """
 import json
 import os
+import socket
 import sys
+import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -54,6 +63,20 @@ CLAIMS = "/apis/extensions.agents.x-k8s.io/v1alpha1"
 # million entries, long before its depth cap
 WIDE_LISTING = json.dumps([{"name": "d%d" % i, "type": "directory", "size": 0}
                            for i in range(10000)]).encode()
+
+
+HANG = "/namespaces/hang/sandboxclaims"
+hang_claims = {}
+hang_cond = threading.Condition()
+
+
+def ready_claim(name):
+    return {"apiVersion": "extensions.agents.x-k8s.io/v1alpha1", "kind": "SandboxClaim",
+            "metadata": {"name": name, "namespace": "hang", "uid": "u-" + name,
+                         "resourceVersion": "11"},
+            "spec": {"sandboxTemplateRef": {"name": "tpl"}},
+            "status": {"sandbox": {"name": name},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
 def claim(name, ns):
@@ -96,6 +119,50 @@ class Handler(BaseHTTPRequestHandler):
                               "reason": reason, "code": code,
                               "message": "denied: " + EVIL})
 
+    def hold(self):
+        # no answer, until the client closes the connection (or 10 min)
+        self.connection.settimeout(1)
+        for _ in range(600):
+            try:
+                if not self.connection.recv(1):
+                    return
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+
+    def hang_get(self, path, query):
+        if "watch=true" not in query:
+            with hang_cond:
+                items = [ready_claim(n) for n in hang_claims]
+            self.send_json(200, {"kind": "SandboxClaimList", "apiVersion":
+                                 "extensions.agents.x-k8s.io/v1alpha1",
+                                 "metadata": {"resourceVersion": "10"}, "items": items})
+            return
+        # a watch: each claim once it is there, as ADDED, then silence
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        sent = set()
+        for _ in range(300):
+            with hang_cond:
+                names = [n for n in hang_claims if n not in sent]
+                if not names:
+                    hang_cond.wait(0.2)
+            for n in names:
+                line = json.dumps({"type": "ADDED", "object": ready_claim(n)}).encode() + b"\n"
+                try:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                    self.wfile.flush()
+                except OSError:
+                    return
+                sent.add(n)
+        try:
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            pass
+
     def record(self):
         with open(os.path.join(sys.argv[1], "requests"), "a") as f:
             f.write("%s %s %s\n" % (self.command, self.path,
@@ -105,7 +172,9 @@ class Handler(BaseHTTPRequestHandler):
         self.record()
         # the runtime's file paths come as one percent-encoded segment
         path = urllib.parse.unquote(self.path.split("?")[0])
-        if path == "/apis/extensions.agents.x-k8s.io":
+        if path.startswith(CLAIMS) and path.endswith(HANG):
+            self.hang_get(path, self.path.partition("?")[2])
+        elif path == "/apis/extensions.agents.x-k8s.io":
             self.send_json(200, {"kind": "APIGroup", "name": "extensions.agents.x-k8s.io",
                                  "preferredVersion": {"groupVersion":
                                                       "extensions.agents.x-k8s.io/v1alpha1",
@@ -161,7 +230,15 @@ class Handler(BaseHTTPRequestHandler):
         self.record()
         n = int(self.headers.get("Content-Length", "0"))
         body = self.rfile.read(n)
-        if self.path.split("?")[0] == "/upload":
+        if self.path.split("?")[0].endswith(HANG):
+            name = json.loads(body)["metadata"]["name"]
+            with hang_cond:
+                hang_claims[name] = True
+                hang_cond.notify_all()
+            self.send_json(201, ready_claim(name))
+        elif self.path.split("?")[0] == "/execute" and b"hang-here" in body:
+            self.hold()
+        elif self.path.split("?")[0] == "/upload":
             with open(os.path.join(sys.argv[1], "uploads"), "ab") as f:
                 f.write(body)
             self.send_json(200, {"message": "ok"})
@@ -172,7 +249,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_DELETE(self):
         self.record()
-        if self.path.split("?")[0].endswith("/sandboxclaims/gone"):
+        if HANG + "/" in self.path:
+            self.hold()
+        elif self.path.split("?")[0].endswith("/sandboxclaims/gone"):
             self.status(404, "NotFound")
         else:
             self.send_json(200, {"kind": "Status", "status": "Success"})

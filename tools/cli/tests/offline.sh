@@ -407,6 +407,37 @@ for v in -v -v=2 -v=10; do
     ok "hostile$v-token-never-printed" eval "! grep -q '$htoken' '$OUT/o' '$OUT/e'"
 done
 
+# run, and Ctrl-C twice while the claim's delete hangs (the peer's
+# namespace "hang": it takes the DELETE and never answers, an apiserver
+# gone mid-run): the first cancels the command and starts the delete, the
+# second stops waiting for it: exit 130, the claim that may be left named
+# with its namespace and the command that deletes it (R65). The old code
+# waited out the delete's timeouts and retries: the watchdog ends it
+# after 20 s (exit 137). Each signal goes once the peer has seen the
+# request it is about (order, not timing).
+: >"$OUT/hostile/requests"
+"$B" --kubeconfig "$OUT/hkc" -n hang --connect "direct=http://127.0.0.1:$hport" \
+    run tpl -- sh -c hang-here >"$OUT/o" 2>"$OUT/e" & rpid=$!
+(sleep 20; kill -KILL $rpid 2>/dev/null) >/dev/null 2>&1 & wdog=$!
+peer_saw() { # peer_saw PATTERN: waits (up to 60 s) for a request the peer recorded
+    local i
+    for i in $(seq 1 600); do grep -q -- "$1" "$OUT/hostile/requests" && return 0; sleep 0.1; done
+    return 1
+}
+ok run-cancelled-twice-command-ran peer_saw '^POST /execute'
+kill -INT $rpid
+ok run-cancelled-twice-delete-sent peer_saw '^DELETE .*/namespaces/hang/sandboxclaims/'
+kill -INT $rpid
+wait $rpid
+rc=$?
+kill $wdog 2>/dev/null
+claim=$(sed -n 's|^DELETE .*/namespaces/hang/sandboxclaims/\([a-z0-9-]*\) .*|\1|p' "$OUT/hostile/requests" | head -1)
+ok run-cancelled-twice-exit-130 eval "[ $rc = 130 ] || { echo \"exit $rc\"; false; }"
+ok run-cancelled-twice-deleting-said has_err "deleting claim $claim (namespace hang); Ctrl-C again to stop waiting"
+ok run-cancelled-twice-names-the-claim has_err "claim $claim in namespace hang may be left behind"
+ok run-cancelled-twice-says-how-to-delete has_err "delete it with \`agentsandbox rm -n hang $claim\`"
+ok run-cancelled-twice-in-order eval "grep -n . '$OUT/e' | grep -A9 'deleting claim' | grep -q 'may be left behind'"
+
 # Completion: sourced into bash, registered (complete -p) and run as bash
 # runs it; claim names come from the cluster (the hostile peer's, escaped).
 # zsh (installed by make deps) runs the same function behind bashcompinit:
