@@ -14133,6 +14133,27 @@ static void asb__scrub_controls(char *s) {
         if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
 }
 
+/* Masks the credential the client sends (a bearer token, its own or a
+   plugin's, or basic credentials) in every field of err and in text
+   (NULL: none). asb__kube_do masks what the answer to one request
+   echoed; this is for the server's text that reaches an error or a log
+   after it: a watch event's resourceVersion, a WebSocket close reason,
+   a port-forward's error channel. The current credential: one a plugin
+   replaced since is not known here. */
+static void asb__kube_mask_error(asb_kube_client *kc, asb_error *err, char *text) {
+    if (!kc) return;
+    pthread_mutex_lock(&kc->lock);
+    if (kc->bearer.len) {
+        asb__mask_error(err, kc->bearer.ptr);
+        if (text) asb__mask(text, strlen(text), kc->bearer.ptr);
+    }
+    if (kc->basic) {
+        asb__mask_error(err, kc->basic);
+        if (text) asb__mask(text, strlen(text), kc->basic);
+    }
+    pthread_mutex_unlock(&kc->lock);
+}
+
 /* Turns a failure response into asb_error: the Status's reason and
    message when the body is one, else the status and body excerpt. */
 static asb_result asb__kube_status_error(const char *method, const char *path, int status,
@@ -14668,6 +14689,7 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
                 char rvq[80];
                 asb__quote(rvq, sizeof rvq, w.rv.len ? w.rv.ptr : "(none)",
                            w.rv.len ? w.rv.len : 6, 60);
+                asb__kube_mask_error(kc, NULL, rvq); /* an event's: the server's text */
                 asb__log(&kc->http_desc.log, ASB_LOG_INFO, "kube.watch.gone",
                          "watch %s: resourceVersion %s is gone (410), starting again from 0 "
                          "in %d ms",
@@ -14770,6 +14792,8 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
             break;
         }
     }
+    /* the 410 message quotes a resourceVersion an event set */
+    if (r != ASB_OK) asb__kube_mask_error(kc, err, NULL);
     asb_buf_free(&base);
     asb_buf_free(&w.rv);
     asb_buf_free(&w.lines.line);
@@ -16141,10 +16165,13 @@ ASB_API asb_result asb_ws_recv(asb_ws *ws, int timeout_ms, asb_ws_message *msg, 
         int op = 0, k;
         long n;
         asb_str pl;
-        if (ws->close_code)
-            return asb__fail(err, ASB_ERR_CLOSED, "websocket: the server closed the connection "
-                             "(code %d%s%s)", ws->close_code, ws->close_reason[0] ? ": " : "",
-                             ws->close_reason);
+        if (ws->close_code) {
+            asb__fail(err, ASB_ERR_CLOSED, "websocket: the server closed the connection "
+                      "(code %d%s%s)", ws->close_code, ws->close_reason[0] ? ": " : "",
+                      ws->close_reason);
+            asb__kube_mask_error(ws->kc, err, NULL); /* the reason is the server's text */
+            return ASB_ERR_CLOSED;
+        }
         k = asb__ws_next(&ws->rd, &op, &pl);
         if (k < 0) {
             asb__ws_send_close(ws, ws->rd.close_code, ws->rd.why, strlen(ws->rd.why));
@@ -16788,6 +16815,7 @@ done:
     asb_buf_free(&sel);
     asb_buf_free(&tname);
     if (r != ASB_OK) out->pod[0] = '\0';
+    if (r != ASB_OK) asb__kube_mask_error(kc, err, NULL); /* a selector, a port name */
     return r;
 }
 
@@ -17248,6 +17276,7 @@ out:
         char q[420];
         asb__quote(q, sizeof q, etext.ptr, etext.len, 400);
         asb__fail(&e, ASB_ERR_PORT_FORWARD, "port-forward: %s", q);
+        asb__kube_mask_error(pf->kc, &e, NULL); /* the kubelet's text: kept and logged */
     }
     if (e.code && local_open) asb__pf_note_error(pf, &e);
     if (e.code) asb__log(&pf->log, ASB_LOG_WARN, "portforward.stream.failed", "%s", e.message);
@@ -17394,7 +17423,17 @@ static asb_result asb__pf_spdy_open(asb_ws *ws, asb_buf *in, size_t *pos, int po
     }
 }
 
+static asb_result asb__pf_dial(asb_portforward *pf, int *fd, asb_error *err);
+
 ASB_API asb_result asb_portforward_dial(asb_portforward *pf, int *fd, asb_error *err) {
+    asb_result r = asb__pf_dial(pf, fd, err);
+    /* where the dial's errors leave: the SPDY error stream's and the
+       upgrade's text are the server's */
+    if (r != ASB_OK && pf) asb__kube_mask_error(pf->kc, err, NULL);
+    return r;
+}
+
+static asb_result asb__pf_dial(asb_portforward *pf, int *fd, asb_error *err) {
     asb_portforward_target t;
     asb_ws_desc wd;
     asb_ws *ws = NULL;
@@ -22718,6 +22757,7 @@ static asb_result asb__create_finish(asb_client *c, asb__create_job *j, asb_resu
         else if (r == ASB_ERR_CANCELLED)
             asb__fail(err, r, "sandbox claim %s: cancelled while waiting for Ready%s", j->claim,
                       j->created ? "; the claim is deleted" : "");
+        asb__client_mask_error(c, err); /* a condition's message is the server's text */
         if (j->created &&
             asb_kube_delete_uid(c->kube, &j->res, j->ns, j->claim, j->cw.uid, &derr) != ASB_OK &&
             derr.code != ASB_ERR_NOT_FOUND && derr.http_status != 409 && err) {
@@ -23218,12 +23258,15 @@ static void asb__sb_url(asb_buf *url, const char *base, const char *path, asb_ht
 /* A peer that echoes request headers into its error body would hand our
    token, or a key in an extra header, to whoever reads the error: mask
    them (an extra value under 8 bytes is no key, and masking it would
-   garble ordinary text). */
+   garble ordinary text), and the kube client's credential. */
 static void asb__client_mask_error(const asb_client *c, asb_error *err) {
     size_t i;
     if (!err) return;
     if (c->router_auth) asb__mask_error(err, c->router_auth + 7);
     for (i = 0; i < c->extra_count; i++) asb__mask_error_value(err, c->extra[i].value);
+    /* and what the kube client sends: a native tunnel's error (the
+       kubelet's text) or a claim condition's message may echo it */
+    if (c->kube) asb__kube_mask_error(c->kube, err, NULL);
 }
 
 /* Appends advice to err->message, cutting the end of the message (not the
@@ -23620,6 +23663,7 @@ ASB_API asb_result asb_client_get_sandbox(asb_client *c, const char *claim, cons
                                           int resolve_timeout_ms, asb_sandbox **out,
                                           asb_error *err) {
     asb_result r = asb__client_get_sandbox(c, claim, ns, resolve_timeout_ms, out, err);
+    if (r != ASB_OK && c) asb__client_mask_error(c, err); /* a condition's message */
 #if ASB_TRACING
     if (r == ASB_OK && c->tracer) { /* (two gets of one claim share the handle) */
         pthread_mutex_lock(&c->lock);

@@ -2528,6 +2528,61 @@ ASBT_TEST(a_hostile_pod_name_is_quoted_in_the_error_that_refuses_it) {
     for (m = err.message; *m; m++) ASBT_CHECK((unsigned char)*m >= 0x20);
 }
 
+/* R59: a claim's Ready condition message is the server's text, put into
+   the error of a get (or a create) after the kube layer's masking: one
+   echoing the kubeconfig's token handed it on. Masked now, with the
+   client's other credentials. */
+ASBT_TEST(a_token_in_a_claim_condition_message_is_masked_in_the_error) {
+    static const char tok[] = "r59-cond-0123456789abcdefghijklmnopqrstu";
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_error err;
+    char reply[1024];
+    size_t i;
+    FILE *f;
+    ASBT_CHECK(rec != NULL);
+    snprintf(reply, sizeof reply,
+             "{\"metadata\":{\"name\":\"c1\",\"uid\":\"u1\"},\"status\":{\"conditions\":[{"
+             "\"type\":\"Ready\",\"status\":\"False\",\"reason\":\"TemplateNotFound\","
+             "\"message\":\"no template for Bearer %s\"}]}}",
+             tok);
+    recorder_reply(rec, 200, reply);
+    snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-test-sdk-%d.kubeconfig", (int)getpid());
+    f = fopen(unit_cfg, "w");
+    ASBT_CHECK(f != NULL);
+    fprintf(f,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+            "    server: http://127.0.0.1:%d\ncontexts:\n- name: c\n  context: {cluster: c, "
+            "user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: %s}\n",
+            rec->port, tok);
+    ASBT_CHECK(fclose(f) == 0);
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = unit_cfg;
+    d.kube.http.retry.max_attempts = 1;
+    d.claim_api_version = "v1alpha1";
+    d.mode = ASB_CONNECT_DIRECT;
+    d.direct_url = "http://127.0.0.1:1"; /* no sandbox call is made */
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    unlink(unit_cfg);
+    if (!c) {
+        recorder_stop(rec);
+        return;
+    }
+    ASBT_EQ_RES(asb_client_get_sandbox(c, "c1", "default", 5000, &sb, &err),
+                ASB_ERR_TEMPLATE_NOT_FOUND);
+    asb_client_free(c);
+    recorder_stop(rec);
+    ASBT_CONTAINS(err.message, "no template for Bearer ****");
+    for (i = 0; i + 16 <= sizeof tok - 1; i++) {
+        char run[17];
+        memcpy(run, tok + i, 16);
+        run[16] = '\0';
+        ASBT_CHECK(strstr(err.message, run) == NULL);
+    }
+}
+
 /* R62: the native pod tunnel names a sandboxd pod "<pod>.<ns>.asb-pod"
    in its URLs, whose host has at most 253 bytes: a valid pod name of 239
    bytes in "default" made one of 255, and every call failed with an
@@ -2667,6 +2722,7 @@ ASBT_LIST(
     ASBT_CASE(a_sandboxd_handle_closes_while_calls_run_from_many_threads)
     ASBT_CASE(handle_flags_are_read_under_the_lock_by_calls_from_many_threads)
     ASBT_CASE(a_hostile_pod_name_is_quoted_in_the_error_that_refuses_it)
+    ASBT_CASE(a_token_in_a_claim_condition_message_is_masked_in_the_error)
     ASBT_CASE(a_pod_name_too_long_for_the_native_pod_tunnel_says_so)
     ASBT_CASE(claim_env_values_are_wiped_before_their_memory_is_freed)
     ASBT_CASE(a_null_namespace_is_the_context_s_and_claims_list_with_details)

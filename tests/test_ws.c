@@ -8,6 +8,7 @@
 #include "asbtest.h"
 #include "recorder.h"
 #include "scanalloc.h"
+#include "logsink.h"
 
 #include <poll.h>
 
@@ -352,9 +353,11 @@ ASBT_TEST(portforward_create_checks_its_description) {
 }
 
 /* A kube client for http://127.0.0.1:port whose kubeconfig user sends
-   `token` (from a file gone once the client has read it); *out stays
-   NULL when a step fails (the check says which). */
-static void kube_client_at(int port, const char *token, asb_kube_client **out) {
+   `token` (from a file gone once the client has read it), logging to log
+   (NULL: nowhere); *out stays NULL when a step fails (the check says
+   which). */
+static void kube_client_at(int port, const char *token, const asb_logger *log,
+                           asb_kube_client **out) {
     asb_kube_client_desc kd;
     asb_error err;
     char path[] = "/tmp/asb-test-ws-XXXXXX", kcfg[1024];
@@ -371,6 +374,7 @@ static void kube_client_at(int port, const char *token, asb_kube_client **out) {
     close(fd);
     memset(&kd, 0, sizeof kd);
     kd.kubeconfig.path = path;
+    if (log) kd.http.log = *log;
     *out = NULL;
     ASBT_EQ_RES(asb_kube_client_create(&kd, out, &err), ASB_OK);
     unlink(path);
@@ -391,7 +395,7 @@ ASBT_TEST(a_websocket_target_over_the_limit_is_refused_not_cut) {
     char *path = (char *)malloc(5001), want[40];
     size_t i;
     ASBT_CHECK(r != NULL && q != NULL && path != NULL);
-    kube_client_at(r->port, "abcd", &kc);
+    kube_client_at(r->port, "abcd", NULL, &kc);
     ASBT_CHECK(kc != NULL);
     memset(&d, 0, sizeof d);
     d.path = path;
@@ -424,6 +428,184 @@ ASBT_TEST(a_websocket_target_over_the_limit_is_refused_not_cut) {
     recorder_stop(r);
     free(path);
     free(q);
+}
+
+typedef struct relay_job {
+    asb__pf_stream *st;
+} relay_job;
+
+static void *relay_run(void *arg) {
+    return asb__pf_relay(((relay_job *)arg)->st);
+}
+
+static int watch_count_event(void *user, const asb_watch_event *ev) {
+    (void)user;
+    (void)ev;
+    return 0;
+}
+
+/* R59: the kube client's token, 40 bytes, and whether s holds 16 bytes
+   in a row of it (asb__mask leaves no run of 8 of its first bytes). */
+static const char r59_token[] = "r59-tok-0123456789abcdefghijklmnopqrstuv";
+
+static int holds_token_run(const char *s) {
+    size_t n = strlen(s), t = sizeof r59_token - 1, i, k;
+    for (i = 0; i + 16 <= n; i++)
+        for (k = 0; k + 16 <= t; k++)
+            if (memcmp(s + i, r59_token + k, 16) == 0) return 1;
+    return 0;
+}
+
+static int holds_control(const char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) return 1;
+    return 0;
+}
+
+/* R59: a WebSocket's close reason is the server's text, put into the
+   error of asb_ws_recv after the upgrade's masking: a reason echoing the
+   kube client's token handed it on. Masked (and quoted) now. */
+ASBT_TEST(a_token_in_a_websocket_close_reason_is_masked) {
+    asb_kube_client *kc = NULL;
+    asb_ws ws;
+    asb__conn c;
+    asb_ws_message m;
+    asb_error err;
+    unsigned char f[128];
+    char reason[100];
+    size_t rl;
+    int sv[2];
+    kube_client_at(1, r59_token, NULL, &kc); /* never dialled */
+    ASBT_CHECK(kc != NULL);
+    rl = (size_t)snprintf(reason, sizeof reason, "refused Bearer %s\x1b]0;x\x07", r59_token);
+    f[0] = 0x88; /* FIN, CLOSE, unmasked */
+    f[1] = (unsigned char)(2 + rl);
+    f[2] = 0x03; /* 1008 */
+    f[3] = 0xf0;
+    memcpy(f + 4, reason, rl);
+    ASBT_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    ASBT_CHECK(asb__set_cloexec_nonblock(sv[0]) == 0);
+    ws_on_fd(&ws, &c, sv[0], NULL);
+    ws.kc = kc;
+    ASBT_CHECK(write(sv[1], f, 4 + rl) == (ssize_t)(4 + rl));
+    ASBT_EQ_RES(asb_ws_recv(&ws, 5000, &m, &err), ASB_ERR_CLOSED);
+    ASBT_CONTAINS(err.message, "code 1008: refused Bearer ****");
+    ASBT_CHECK(!holds_token_run(err.message));
+    ASBT_CHECK(!holds_control(err.message));
+    ws_free(&ws);
+    close(sv[0]);
+    close(sv[1]);
+    asb_kube_client_free(kc);
+}
+
+/* R59: the text of a v4 port-forward's error channel (the kubelet's) was
+   quoted but not masked, into the forward's last error and the log. The
+   relay thread as the forwarder runs it (see the test above). */
+ASBT_TEST(a_token_in_a_port_forward_error_channel_is_masked_in_the_error_and_the_log) {
+    asb_kube_client *kc = NULL;
+    asb_portforward pf;
+    asb__pf_stream st;
+    asb_ws ws;
+    asb__conn c;
+    relay_job j;
+    pthread_t t;
+    asbt_log lg;
+    asb_error err;
+    unsigned char f[160];
+    char text[140];
+    size_t tl;
+    int wsp[2], lsp[2];
+    kube_client_at(1, r59_token, NULL, &kc); /* never dialled */
+    ASBT_CHECK(kc != NULL);
+    tl = (size_t)snprintf(text, sizeof text,
+                          "\x01" "error forwarding port 8080 to pod pod-x: %s\x1b[2J", r59_token);
+    f[0] = 0x82; /* FIN, BINARY: channel 1, the error channel */
+    f[1] = (unsigned char)tl;
+    memcpy(f + 2, text, tl);
+    f[2 + tl] = 0x88; /* then the server closes */
+    f[3 + tl] = 2;
+    f[4 + tl] = 0x03;
+    f[5 + tl] = 0xe8;
+    ASBT_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, wsp) == 0);
+    ASBT_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, lsp) == 0);
+    ASBT_CHECK(asb__set_cloexec_nonblock(wsp[0]) == 0 && asb__set_cloexec_nonblock(lsp[0]) == 0);
+    memset(&pf, 0, sizeof pf);
+    pf.kc = kc;
+    pf.alloc = kc->alloc;
+    asbt_log_open(&lg, &pf.log, ASB_LOG_DEBUG);
+    pthread_mutex_init(&pf.lock, NULL);
+    pf.live = 1;
+    ws_on_fd(&ws, &c, wsp[0], NULL);
+    memset(&st, 0, sizeof st);
+    st.pf = &pf;
+    st.ws = &ws;
+    st.sp = lsp[0];
+    snprintf(st.pod, sizeof st.pod, "pod-x");
+    st.port = 8080;
+    j.st = &st;
+    ASBT_CHECK(write(wsp[1], f, 6 + tl) == (ssize_t)(6 + tl));
+    ASBT_CHECK(pthread_create(&t, NULL, relay_run, &j) == 0);
+    pthread_join(t, NULL); /* the server's close ends it */
+    ASBT_EQ_INT(asb_portforward_take_error(&pf, &err), 1);
+    ASBT_EQ_RES(err.code, ASB_ERR_PORT_FORWARD);
+    ASBT_CONTAINS(err.message, "to pod pod-x: ****");
+    ASBT_CHECK(!holds_token_run(err.message));
+    ASBT_CHECK(!holds_control(err.message));
+    ASBT_CONTAINS(lg.text.ptr, "portforward.stream.failed");
+    ASBT_CHECK(!holds_token_run(lg.text.ptr));
+    asbt_log_close(&lg);
+    ws_free(&ws);
+    close(lsp[0]);
+    close(lsp[1]);
+    close(wsp[0]);
+    close(wsp[1]);
+    pthread_mutex_destroy(&pf.lock);
+    asb_kube_client_free(kc);
+}
+
+/* R59: a watch event's resourceVersion is the server's text: after a 410
+   it went, quoted but not masked, into the error (gone_ends_watch, as the
+   shared informer asks) and the kube.watch.gone log line. The recorder
+   as the apiserver answers every watch with an event whose
+   resourceVersion is the token, then an ERROR 410. */
+ASBT_TEST(a_token_in_a_watch_resource_version_is_masked_after_410) {
+    static const asb_kube_resource res = {"", "v1", "configmaps"};
+    recorder *r = recorder_start("127.0.0.1");
+    asb_kube_client *kc = NULL;
+    asb_watch_opts wo;
+    asbt_log lg;
+    asb_logger log;
+    asb_error err;
+    char reply[512];
+    ASBT_CHECK(r != NULL);
+    snprintf(reply, sizeof reply,
+             "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\","
+             "\"resourceVersion\":\"%s\\u001b[2J\"}}}\n"
+             "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410}}\n",
+             r59_token);
+    recorder_reply(r, 200, reply);
+    asbt_log_open(&lg, &log, ASB_LOG_DEBUG);
+    kube_client_at(r->port, r59_token, &log, &kc);
+    ASBT_CHECK(kc != NULL);
+    memset(&wo, 0, sizeof wo);
+    wo.gone_ends_watch = 1;
+    ASBT_EQ_RES(asb_kube_watch(kc, &res, "default", &wo, watch_count_event, NULL, &err),
+                ASB_ERR_KUBE_API);
+    ASBT_EQ_INT(err.http_status, 410);
+    ASBT_CONTAINS(err.message, "resourceVersion ****");
+    ASBT_CHECK(!holds_token_run(err.message));
+    ASBT_CHECK(!holds_control(err.message));
+    /* restarting from "0" instead: the log line, until the deadline */
+    wo.gone_ends_watch = 0;
+    wo.deadline_ms = 1500;
+    ASBT_EQ_RES(asb_kube_watch(kc, &res, "default", &wo, watch_count_event, NULL, &err),
+                ASB_ERR_TIMEOUT);
+    ASBT_CONTAINS(lg.text.ptr, "kube.watch.gone");
+    ASBT_CONTAINS(lg.text.ptr, "resourceVersion ****");
+    ASBT_CHECK(!holds_token_run(lg.text.ptr));
+    asb_kube_client_free(kc);
+    recorder_stop(r);
+    asbt_log_close(&lg);
 }
 
 /* A DIRECT client (v1alpha1 claims, a router URL never dialled here)
@@ -515,14 +697,6 @@ ASBT_TEST(a_pod_forward_released_during_another_handles_dial_is_freed_after_it) 
     ASBT_CHECK(d.fd == -1);
     ASBT_CHECK(c->pod_pfs == NULL);
     asb_client_free(c);
-}
-
-typedef struct relay_job {
-    asb__pf_stream *st;
-} relay_job;
-
-static void *relay_run(void *arg) {
-    return asb__pf_relay(((relay_job *)arg)->st);
 }
 
 /* R22: what a program sends through a forward (the router's bearer token
@@ -847,6 +1021,9 @@ ASBT_LIST(ASBT_CASE(accept_key_matches_the_rfc_example)
           ASBT_CASE(send_refuses_what_a_client_may_not_send)
           ASBT_CASE(portforward_create_checks_its_description)
           ASBT_CASE(a_websocket_target_over_the_limit_is_refused_not_cut)
+          ASBT_CASE(a_token_in_a_websocket_close_reason_is_masked)
+          ASBT_CASE(a_token_in_a_port_forward_error_channel_is_masked_in_the_error_and_the_log)
+          ASBT_CASE(a_token_in_a_watch_resource_version_is_masked_after_410)
           ASBT_CASE(a_service_target_port_outside_the_port_range_is_refused)
           ASBT_CASE(a_pod_forward_released_during_another_handles_dial_is_freed_after_it)
           ASBT_CASE(bytes_relayed_to_a_forward_are_wiped_from_freed_memory)
