@@ -19424,6 +19424,7 @@ typedef struct asb__gw_wait {
     char addr[256];
     int skipped;
     const asb_logger *log;
+    asb_kube_client *kc; /* its credential is masked in what is logged */
 } asb__gw_wait;
 
 static int asb__gw_event(void *ud, const asb_watch_event *ev) {
@@ -19440,6 +19441,7 @@ static int asb__gw_event(void *ud, const asb_watch_event *ev) {
             n != strlen(v) || asb_gateway_address_validate(v, n, NULL) != ASB_OK) {
             char q[160];
             asb__quote(q, sizeof q, v, n, 100);
+            asb__kube_mask_error(g->kc, NULL, q); /* the server's text (R59) */
             asb__log(g->log, ASB_LOG_WARN, "gateway.address_rejected",
                      "gateway address \"%s\" is not an IP or a plain host name: skipped", q);
             g->skipped++;
@@ -19459,6 +19461,7 @@ static asb_result asb__gateway_base(asb_client *c, asb_error *err) {
     asb_result r;
     memset(&g, 0, sizeof g);
     g.log = &c->log;
+    g.kc = c->kube;
     memset(&wo, 0, sizeof wo);
     snprintf(sel, sizeof sel, "metadata.name=%s", c->gw_name);
     wo.field_selector = sel;

@@ -2583,6 +2583,60 @@ ASBT_TEST(a_token_in_a_claim_condition_message_is_masked_in_the_error) {
     }
 }
 
+/* R59: a Gateway's address that is refused is logged, quoted, as the
+   server's text: one echoing the kubeconfig's token put it into the
+   gateway.address_rejected line. The recorder as the apiserver answers
+   every watch of the Gateway with such an address. */
+ASBT_TEST(a_token_in_a_refused_gateway_address_is_masked_in_the_log) {
+    static const char tok[] = "r59-gw-0123456789abcdefghijklmnopqrstuvw";
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_error err;
+    asbt_log lg;
+    char reply[512];
+    size_t i;
+    FILE *f;
+    ASBT_CHECK(rec != NULL);
+    snprintf(reply, sizeof reply,
+             "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"gw\"},\"status\":{"
+             "\"addresses\":[{\"value\":\"x/%s\\u001b[2J\"}]}}}\n",
+             tok);
+    recorder_reply(rec, 200, reply);
+    snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-test-sdk-%d.kubeconfig", (int)getpid());
+    f = fopen(unit_cfg, "w");
+    ASBT_CHECK(f != NULL);
+    fprintf(f,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+            "    server: http://127.0.0.1:%d\ncontexts:\n- name: c\n  context: {cluster: c, "
+            "user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: %s}\n",
+            rec->port, tok);
+    ASBT_CHECK(fclose(f) == 0);
+    memset(&d, 0, sizeof d);
+    asbt_log_open(&lg, &d.log, ASB_LOG_DEBUG);
+    d.kube.kubeconfig.path = unit_cfg;
+    d.kube.http.retry.max_attempts = 1;
+    d.claim_api_version = "v1alpha1";
+    d.mode = ASB_CONNECT_GATEWAY;
+    d.gateway_name = "gw";
+    d.gateway_ready_timeout_ms = 300;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    unlink(unit_cfg);
+    if (c) {
+        ASBT_EQ_RES(asb__gateway_base(c, &err), ASB_ERR_TIMEOUT);
+        asb_client_free(c);
+    }
+    recorder_stop(rec);
+    ASBT_CONTAINS(lg.text.ptr, "gateway address \"x/****");
+    for (i = 0; i + 16 <= sizeof tok - 1; i++) {
+        char run[17];
+        memcpy(run, tok + i, 16);
+        run[16] = '\0';
+        ASBT_CHECK(strstr(lg.text.ptr, run) == NULL);
+    }
+    asbt_log_close(&lg);
+}
+
 /* R62: the native pod tunnel names a sandboxd pod "<pod>.<ns>.asb-pod"
    in its URLs, whose host has at most 253 bytes: a valid pod name of 239
    bytes in "default" made one of 255, and every call failed with an
@@ -2723,6 +2777,7 @@ ASBT_LIST(
     ASBT_CASE(handle_flags_are_read_under_the_lock_by_calls_from_many_threads)
     ASBT_CASE(a_hostile_pod_name_is_quoted_in_the_error_that_refuses_it)
     ASBT_CASE(a_token_in_a_claim_condition_message_is_masked_in_the_error)
+    ASBT_CASE(a_token_in_a_refused_gateway_address_is_masked_in_the_log)
     ASBT_CASE(a_pod_name_too_long_for_the_native_pod_tunnel_says_so)
     ASBT_CASE(claim_env_values_are_wiped_before_their_memory_is_freed)
     ASBT_CASE(a_null_namespace_is_the_context_s_and_claims_list_with_details)
