@@ -328,7 +328,11 @@
    exec plugin's output, a request head with Authorization) is overwritten
    before it goes back to free_fn, growth included (such a buffer grows by
    alloc, copy, wipe, free, never by realloc_fn), so a core dump or the
-   next user of the block finds no credential in it.
+   next user of the block finds no credential in it. So are the HTTP
+   client's read buffers, and the Kubernetes API's answers (a claim's env
+   values come back in every answer and watch event of it): their
+   response bodies, watch event lines, and the buffers asb_kube_* calls
+   append them to.
 
    Errors. Every fallible call returns an asb_result: ASB_OK (0) on success,
    a negative code otherwise, grouped by layer (see asb_result).
@@ -2338,7 +2342,8 @@ typedef struct asb_kube_resource {
    them: err->reason "Forbidden", err->message the apiserver's own words),
    ASB_ERR_CREDENTIALS (a token file or exec plugin failed), and the
    transport codes of asb_http_do.
-   Ownership: out (appended to) is the caller's.
+   Ownership: out (appended to) is the caller's; the call sets its wipe
+   flag (asb_buf), as objects may carry secrets (a claim's env values).
    Threads: any number of threads may call the client at once; so for
    every asb_kube_* call below. */
 ASB_API asb_result asb_kube_request(asb_kube_client *kc, const char *method,
@@ -9459,6 +9464,12 @@ struct asb_http_client {
                                 set for an apiserver's client, whose 429s
                                 say the server as a whole is shedding load */
     int64_t hold_until;      /* monotonic ms; under lock */
+    int wipe_bodies;         /* buffered bodies are wiped buffers: set for
+                                an apiserver's client, whose answers carry
+                                secrets (a claim's env values, R63). Not
+                                for all: a wiped body grows by copy and
+                                wipe, several times realloc's cost for a
+                                large chunked one (tests/SECURITY.md R63) */
 #if ASB_TLS
     asb__tls *tls;
 #endif
@@ -9501,7 +9512,7 @@ static void asb__conn_close(asb_http_client *cl, asb__conn *c) {
 #endif
     if (c->fd >= 0) close(c->fd);
     c->fd = -1;
-    cl->alloc.free_fn(c->rbuf, cl->alloc.user_data);
+    asb__free_secret(&cl->alloc, c->rbuf, c->rcap); /* what came in: see asb__conn_fill */
     cl->alloc.free_fn(c, cl->alloc.user_data);
 }
 
@@ -9838,7 +9849,11 @@ static long asb__conn_fill(asb_http_client *cl, asb__conn *c) {
     if (want != c->rcap) {
         char *nb = (char *)cl->alloc.alloc_fn(want, cl->alloc.user_data);
         if (!nb) return ASB_ERR_OUT_OF_MEMORY;
-        cl->alloc.free_fn(c->rbuf, cl->alloc.user_data);
+        /* wiped, as at the connection's close: answers hold secrets the
+           library cannot tell apart (a claim's env values, a Secret's
+           data, command output), and a read buffer is cheap to wipe once
+           per connection (R63) */
+        asb__free_secret(&cl->alloc, c->rbuf, c->rcap);
         c->rbuf = nb;
         c->rcap = want;
     }
@@ -10074,6 +10089,12 @@ static asb_result asb__sink(void *ctx, const char *p, size_t n) {
         s->too_large = 1;
         return ASB_ERR_TOO_LARGE;
     }
+    if (!s->resp->body.cap && s->hp->has_length && !s->hp->chunked &&
+        s->hp->length <= (uint64_t)s->cap)
+        /* the whole body in one block (within the cap the caller allows):
+           a wiped body grows by copy and wipe, not realloc (R63), and any
+           body is spared the copies of growth */
+        (void)asb_buf_reserve(&s->resp->body, (size_t)s->hp->length);
     return asb_buf_append(&s->resp->body, p, n);
 }
 
@@ -10416,6 +10437,7 @@ ASB_API asb_result asb_http_do(asb_http_client *cl, const asb_http_request *req,
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "http: NULL client or request");
     resp->alloc_ = cl->alloc;
     asb_buf_init(&resp->body, &cl->alloc);
+    resp->body.wipe = cl->wipe_bodies;
     method = req->method ? req->method : "GET";
     {
         const char *c;
@@ -13799,6 +13821,7 @@ static asb_result asb__kube_make_http(asb_kube_client *kc, const char *cert, siz
         return r;
     }
     h->http->hold_on_429 = 1; /* its 429s speak for the whole server */
+    h->http->wipe_bodies = 1; /* objects carry secrets: see asb__kube_answer */
     h->refs = 1; /* the kube client's */
     if (kc->http) {
         if (kc->replaced) {
@@ -14255,6 +14278,16 @@ static asb_result asb__kube_do(asb_kube_client *kc, asb_http_request *req, const
     return r;
 }
 
+/* Appends an answer's body to the caller's buffer, which becomes a wiped
+   one: objects carry secrets (a claim's spec.env and the Sandbox and pod
+   made from it, a Secret's data), and a buffer grown by realloc_fn or
+   freed as it is would leave them in freed memory (R63). */
+static asb_result asb__kube_answer(asb_buf *out, const asb_http_response *resp) {
+    if (!out) return ASB_OK;
+    out->wipe = 1;
+    return resp->body.len ? asb_buf_append(out, resp->body.ptr, resp->body.len) : ASB_OK;
+}
+
 /* asb_kube_request with a cancel token and a deadline for the whole call
    (0: none), for the library's calls that take an asb_call_opts. */
 static asb_result asb__kube_request_opts(asb_kube_client *kc, const char *method, const char *path,
@@ -14277,7 +14310,7 @@ static asb_result asb__kube_request_opts(asb_kube_client *kc, const char *method
         req.body_len = body_len;
     }
     r = asb__kube_do(kc, &req, method ? method : "GET", path, &resp, err);
-    if (r == ASB_OK && out && resp.body.len) r = asb_buf_append(out, resp.body.ptr, resp.body.len);
+    if (r == ASB_OK) r = asb__kube_answer(out, &resp);
     asb_http_response_free(&resp);
     return r;
 }
@@ -14594,6 +14627,7 @@ ASB_API asb_result asb_kube_watch(asb_kube_client *kc, const asb_kube_resource *
     w.alloc = kc->alloc;
     asb_buf_init(&w.rv, &kc->alloc);
     asb_buf_init(&w.lines.line, &kc->alloc);
+    w.lines.line.wipe = 1; /* events carry objects: secrets, as asb__kube_answer says */
     w.lines.max = opts->max_event_bytes ? opts->max_event_bytes : (size_t)16 << 20;
     w.lines.emit = asb__watch_line;
     w.lines.ctx = &w;
@@ -15116,7 +15150,7 @@ static asb_result asb__informer_list_page(asb__informer *inf, const asb_kube_lis
         memset(&req, 0, sizeof req);
         req.cancel = inf->cancel;
         r = asb__kube_do(inf->kc, &req, "GET", path.ptr, &resp, err);
-        if (r == ASB_OK && resp.body.len) r = asb_buf_append(out, resp.body.ptr, resp.body.len);
+        if (r == ASB_OK) r = asb__kube_answer(out, &resp);
         asb_http_response_free(&resp);
     } else if (r != ASB_ERR_INVALID_ARGUMENT) {
         r = asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "list: out of memory");
@@ -15206,6 +15240,7 @@ again:
                 asb_watch_event ev;
                 char erv[128];
                 asb_buf_init(&line, &inf->kc->alloc);
+                line.wipe = 1; /* the object: see asb__kube_answer */
                 asb_buf_append(&line, "{\"type\":\"ADDED\",\"object\":", 25);
                 asb_buf_append(&line, d.js + d.toks[item].start,
                                (size_t)(d.toks[item].end - d.toks[item].start));
@@ -15439,6 +15474,7 @@ static ASB__MAYBE_UNUSED asb_result asb__informer_join(asb_kube_client *kc, cons
         w->armed = 1;
     }
     asb_buf_init(&w->pending, &kc->alloc);
+    w->pending.wipe = 1; /* an event line: see asb__kube_answer */
     pthread_cond_init(&w->cond, NULL);
     h = asb__name_hash(name);
     pthread_mutex_lock(&inf->lock);

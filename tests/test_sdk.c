@@ -2735,9 +2735,10 @@ ASBT_TEST(claim_env_values_are_wiped_before_their_memory_is_freed) {
         scanalloc_fini(&sa);
         return;
     }
-    /* the answer leaves the value out: the echo (resp) is wiped the same
-       way, but a real apiserver's echo also reaches the connection's read
-       buffer and the claim watch, which are not (R56's limit) */
+    /* the answer leaves the value out: a real apiserver's echo, and its
+       way through the read buffer and the claim watch (R63), are
+       test_sdk_cluster.c's
+       v1beta1_claim_env_values_in_apiserver_answers_are_wiped_before_their_memory_is_freed */
     recorder_reply(rec, 201, "{\"metadata\":{\"name\":\"x\",\"uid\":\"u1\"}}");
     memset(&o, 0, sizeof o);
     memset(&ev, 0, sizeof ev);

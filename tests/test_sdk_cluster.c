@@ -10,6 +10,7 @@
 #include "cluster.h"
 #include "recorder.h"
 #include "logsink.h"
+#include "scanalloc.h"
 #include <sys/resource.h>
 #include <dirent.h>
 #include <sys/stat.h>
@@ -3163,6 +3164,83 @@ MADE_TEST(v1beta1_options_reach_the_sandbox_and_its_pod) {
     made_forget(m);
 }
 
+/* R63: a claim's env values (API keys, often) come back from the
+   apiserver in the create's answer and in every GET, list and watch event
+   of the claim, and of its Sandbox, whose pod template carries them. The
+   connection's read buffer, the response bodies (grown by realloc) and the
+   watch's event lines held them and were freed without being wiped. A
+   client on the scanning allocator creates a claim with an env value
+   (waiting for Ready: the shared watch), gets it again, lists claims,
+   looks up its Sandbox and deletes it; every block it gives back is
+   scanned, and none may hold the value. */
+MADE_TEST(v1beta1_claim_env_values_in_apiserver_answers_are_wiped_before_their_memory_is_freed) {
+    static const char secret[] = "scan-env-answer-secret-7e2a";
+    asb_error err;
+    asb_client *c = m->c[0] = new_client(&err);
+    asb_client *sc = NULL;
+    asb_client_desc d;
+    asb_sandbox *sb = NULL, *again = NULL;
+    asb_create_opts o;
+    asb_env_var env[1];
+    asb_claim_list cl;
+    asb_kube_resource res;
+    const char *tpl;
+    scanalloc sa;
+    ASBT_CHECK(c != NULL);
+    if (!c) return;
+    ASBT_EQ_RES(asb__api_version(c, &err), ASB_OK);
+    env[0].name = "ASB_API_KEY";
+    env[0].value = secret;
+    env[0].container_name = NULL;
+    if (!is_v05()) { /* no env on v1alpha1 claims: refused before any claim */
+        memset(&o, 0, sizeof o);
+        o.env = env;
+        o.env_count = 1;
+        ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", &o, &sb, &err),
+                    ASB_ERR_INVALID_ARGUMENT);
+        return;
+    }
+    m->tpl[0] = "asb-envwipe";
+    ASBT_CHECK(make_template(c, "asb-envwipe", "\"envVarsInjectionPolicy\":\"Allowed\",", 8888));
+    scanalloc_init(&sa);
+    scanalloc_secret(&sa, secret);
+    memset(&d, 0, sizeof d);
+    d.mode = ASB_CONNECT_DIRECT;
+    d.direct_url = "http://127.0.0.1:1"; /* no sandbox call is made */
+    d.kube.kubeconfig.path = kubeconfig;
+    d.kube.http.retry.backoff_ms = 100;
+    d.kube.http.allocator = &sa.a;
+    ASBT_EQ_RES(asb_client_create(&d, &sc, &err), ASB_OK);
+    if (sc) {
+        tpl = target("asb-envwipe", &o);
+        o.env = env;
+        o.env_count = 1;
+        o.ready_timeout_ms = 120000;
+        if (asb_client_create_sandbox(sc, tpl, &o, &sb, &err) != ASB_OK)
+            fprintf(stderr, "    create: %s\n", err.message);
+        ASBT_CHECK(sb != NULL);
+    }
+    if (sb) {
+        snprintf(m->claim, sizeof m->claim, "%s", asb_sandbox_claim_name(sb));
+        /* the apiserver does echo the value: the scan is not vacuous */
+        ASBT_EQ_RES(asb_kube_get(c->kube, asb__claims(c, &res), "default", m->claim, &m->buf,
+                                 &err),
+                    ASB_OK);
+        ASBT_CHECK(m->buf.ptr && strstr(m->buf.ptr, secret) != NULL);
+        asb_sandbox_close_connection(sb); /* the handle stays; get finds it */
+        ASBT_EQ_RES(asb_client_get_sandbox(sc, m->claim, "default", 30000, &again, &err), ASB_OK);
+        memset(&cl, 0, sizeof cl);
+        ASBT_EQ_RES(asb_client_list_claims(sc, NULL, &cl, &err), ASB_OK);
+        ASBT_CHECK(cl.count >= 1);
+        asb_claim_list_free(&cl);
+        ASBT_EQ_RES(asb_client_delete_sandbox(sc, m->claim, "default", &err), ASB_OK);
+    }
+    asb_client_free(sc);
+    ASBT_EQ_INT(sa.hits, 0);
+    ASBT_EQ_INT(scanalloc_live_count(&sa), 0);
+    scanalloc_fini(&sa);
+}
+
 /* The reasons the controller never retries end the wait at once, with its
    message, and the claim is deleted: the ones the real controller can be
    made to report here. EnvVarsInjectionRejected, VolumeClaimTemplatesError
@@ -3533,6 +3611,7 @@ ASBT_LIST(
     ASBT_CASE(in_cluster_mode_uses_the_service_name_when_the_pod_ip_is_refused)
     ASBT_CASE(warm_pool_claims_match_the_clusters_api_version)
     ASBT_CASE(v1beta1_options_reach_the_sandbox_and_its_pod)
+    ASBT_CASE(v1beta1_claim_env_values_in_apiserver_answers_are_wiped_before_their_memory_is_freed)
     ASBT_CASE(v1beta1_terminal_reasons_fail_fast_and_delete_the_claim)
     ASBT_CASE(v1beta1_named_claims_adopt_and_pin_the_uid)
     ASBT_CASE(kubeconfig_paths_reach_the_tunnels_kubectl_too)
