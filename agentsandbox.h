@@ -20599,6 +20599,7 @@ static asb_result asb__sd_h2(asb_sandbox *sb, asb_h2_conn **out, asb_error *err)
         sb->h2->sd_borrowers++; /* until asb__sd_h2_put: not freed meanwhile */
     }
     pthread_mutex_unlock(&sb->h2_lock);
+    if (r != ASB_OK) asb__client_mask_error(c, err); /* kubectl's or the kubelet's text (R66) */
     return r;
 }
 
@@ -23369,6 +23370,9 @@ static asb_result asb__sb_call_port(asb_sandbox *sb, int server_port, asb_http_r
     snprintf(port, sizeof port, "%d", server_port);
     r = sb->conn->endpoint(c, sb, server_port, &ep, err);
     if (r != ASB_OK) {
+        /* kubectl's stderr or the kubelet's text may echo a credential
+           (R66): masked as the request's own failures are, below */
+        asb__client_mask_error(c, err);
         asb__log(&c->log, ASB_LOG_ERROR, "sandbox.call", "%s (sandbox %s/%s)",
                  err ? err->message : asb_result_str(r), sb->ns, sb->name);
         return r;

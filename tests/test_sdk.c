@@ -1942,6 +1942,7 @@ static const char fake_kubectl_script[] =
     "long) head -c 5000 /dev/zero | tr '\\000' x ;;\n"
     "silent) echo 'a wrapper says hello'; echo 'Handling connection for 8080' ;;\n"
     "exit) echo 'error: services \"sandbox-router-svc\" not found' >&2; exit 1 ;;\n"
+    "token) echo \"error: Unauthorized (sent Bearer $ASB_FAKE_KUBECTL_TOKEN)\" >&2; exit 1 ;;\n"
     "listen) exec python3 -c '\n"
     "import socket, sys\n"
     "s = socket.socket(); s.bind((\"127.0.0.1\", 0)); s.listen(8)\n"
@@ -2047,6 +2048,57 @@ ASBT_TEST(the_tunnel_port_is_the_one_kubectl_announces_and_odd_output_is_refused
     unlink(k.args);
     unlink(k.path);
     unsetenv("ASB_FAKE_KUBECTL");
+}
+
+/* R66: a kubectl that fails with the kube credential in its stderr (a
+   wrapper that echoes its arguments, a verbose mode) left it in the call's
+   error and the log: a connector's failure before the request returned
+   without the masking every other failure of the call gets. */
+ASBT_TEST(a_token_in_kubectl_output_is_masked_in_the_calls_error_and_log) {
+    static const char tok[] = "r66-kubectl-0123456789abcdefghijklmnopq";
+    fake_kubectl k;
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb;
+    asb_run_result rr;
+    asb_error err;
+    asbt_log lg;
+    FILE *f;
+    ASBT_CHECK(fake_kubectl_write(&k));
+    setenv("ASB_FAKE_KUBECTL", "token", 1);
+    setenv("ASB_FAKE_KUBECTL_TOKEN", tok, 1);
+    snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-test-sdk-%d.kubeconfig", (int)getpid());
+    f = fopen(unit_cfg, "w");
+    ASBT_CHECK(f != NULL);
+    fprintf(f,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+            "    server: http://127.0.0.1:%d\ncontexts:\n- name: c\n  context: {cluster: c, "
+            "user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: %s}\n",
+            refused_port(), tok);
+    ASBT_CHECK(fclose(f) == 0);
+    memset(&d, 0, sizeof d);
+    asbt_log_open(&lg, &d.log, ASB_LOG_DEBUG);
+    d.kube.kubeconfig.path = unit_cfg;
+    d.kubectl_path = k.path;
+    d.port_forward_ready_timeout_ms = 30000;
+    d.claim_api_version = "v1alpha1";
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    unlink(unit_cfg);
+    sb = c ? handle_without_cluster(c, "sb-r66") : NULL;
+    ASBT_CHECK(sb != NULL);
+    memset(&rr, 0, sizeof rr);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "true", 30000, &rr, &err), ASB_ERR_PORT_FORWARD);
+    asb_run_result_free(&rr);
+    ASBT_CONTAINS(err.message, "exited (status 1): error: Unauthorized (sent Bearer ****");
+    ASBT_CHECK(strstr(err.message, tok + 4) == NULL);
+    asb_client_free(c);
+    ASBT_CONTAINS(lg.text.ptr, "Unauthorized");
+    ASBT_CHECK(strstr(lg.text.ptr, tok + 4) == NULL);
+    asbt_log_close(&lg);
+    unlink(k.args);
+    unlink(k.path);
+    unsetenv("ASB_FAKE_KUBECTL");
+    unsetenv("ASB_FAKE_KUBECTL_TOKEN");
 }
 
 /* A Sandbox the controller has not given a Ready condition yet reads as
@@ -2779,6 +2831,7 @@ ASBT_LIST(
     ASBT_CASE(a_hostile_pod_name_is_quoted_in_the_error_that_refuses_it)
     ASBT_CASE(a_token_in_a_claim_condition_message_is_masked_in_the_error)
     ASBT_CASE(a_token_in_a_refused_gateway_address_is_masked_in_the_log)
+    ASBT_CASE(a_token_in_kubectl_output_is_masked_in_the_calls_error_and_log)
     ASBT_CASE(a_pod_name_too_long_for_the_native_pod_tunnel_says_so)
     ASBT_CASE(claim_env_values_are_wiped_before_their_memory_is_freed)
     ASBT_CASE(a_null_namespace_is_the_context_s_and_claims_list_with_details)
