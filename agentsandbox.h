@@ -10089,11 +10089,13 @@ static asb_result asb__sink(void *ctx, const char *p, size_t n) {
         s->too_large = 1;
         return ASB_ERR_TOO_LARGE;
     }
-    if (!s->resp->body.cap && s->hp->has_length && !s->hp->chunked &&
+    if (s->resp->body.wipe && !s->resp->body.cap && s->hp->has_length && !s->hp->chunked &&
         s->hp->length <= (uint64_t)s->cap)
-        /* the whole body in one block (within the cap the caller allows):
-           a wiped body grows by copy and wipe, not realloc (R63), and any
-           body is spared the copies of growth */
+        /* a wiped body (an apiserver's, R63) in one block, within the cap
+           the caller allows: it would grow by copy and wipe, not realloc.
+           Only there: a sandbox's runtime is code its agent controls, and
+           a Content-Length it never sends must not reserve a read's whole
+           cap (256 MiB) before a byte has come */
         (void)asb_buf_reserve(&s->resp->body, (size_t)s->hp->length);
     return asb_buf_append(&s->resp->body, p, n);
 }
@@ -18721,6 +18723,8 @@ struct asb__tunnel {
     char *kube_env;       /* the client's (an environ entry: not const) */
     const asb_allocator *alloc;
     const asb_logger *log;
+    asb_kube_client *kube; /* the client's: its credential is masked in
+                              kubectl's text (R66) */
     const char *advice;   /* ends the message when kubectl cannot run */
     int ready_timeout_ms;
     const char *kind;     /* "svc" or "pod" */
@@ -18870,6 +18874,7 @@ static void asb__tunnel_init(asb__tunnel *t, asb_client *c, const char *kind, co
     t->kube_env = c->kube_env;
     t->alloc = &c->alloc;
     t->log = &c->log;
+    t->kube = c->kube;
     t->advice = advice;
     t->ready_timeout_ms = c->pf_timeout_ms;
     t->kind = kind;
@@ -18959,6 +18964,9 @@ static void asb__tunnel_stderr(asb__tunnel *t, char *out, size_t cap) {
     n = t->err_len;
     while (n > 0 && (t->err[n - 1] == '\n' || t->err[n - 1] == '\r')) n--;
     asb__quote(out, cap, t->err, n, 300);
+    /* a wrapper or a verbose kubectl may echo the credential: every
+       error and log line that quotes kubectl goes through here (R66) */
+    asb__kube_mask_error(t->kube, NULL, out);
 }
 
 /* Reads kubectl's stdout until its "Forwarding from 127.0.0.1:<port> ->
@@ -22997,7 +23005,11 @@ static void *asb__batch_worker(void *arg) {
             asb_create_result *res = &b->results[i];
             asb_result r;
             int gap = 0;
+            /* more ready (a deadline or the token ended many): the idle
+               ones help, rather than this thread ending them one by one */
+            more = asb__batch_find_ready(b) < b->nwaiting;
             pthread_mutex_unlock(&b->lock);
+            if (more) asb__batch_wake(b, 1);
             /* returns at once: the wait is over (or its deadline, or
                the token: then the same messages as a single create) */
             r = j->done ? ASB_OK
@@ -23063,26 +23075,26 @@ static void *asb__batch_worker(void *arg) {
         {
             /* Idle until a wait ends. The ticker wakes too at the nearest
                deadline, and every 100 ms while a cancel token could fire
-               (a pipe: it wakes nobody); what it finds to do, it shares. */
+               (a pipe: it wakes nobody); what it finds to do, it shares.
+               The others wake each second anyway: the ticker may have
+               left to post or finish one while nobody took its place. */
             int ticker = !b->ticker;
-            int64_t wake = 0;
+            int64_t wake = asb__now_ms() + 1000;
             if (ticker) {
                 size_t k;
                 b->ticker = 1;
-                wake = asb__now_ms() + (b->opts->cancel ? 100 : 1000);
+                if (b->opts->cancel) wake -= 900;
                 for (k = 0; k < b->nwaiting; k++)
                     if (b->jobs[b->waiting[k]]->deadline < wake)
                         wake = b->jobs[b->waiting[k]]->deadline;
             }
             pthread_mutex_unlock(&b->lock);
             pthread_mutex_lock(&b->notify.mu);
-            if (b->notify.gen == gen && !ticker) {
-                pthread_cond_wait(&b->notify.cv, &b->notify.mu);
-            } else if (b->notify.gen == gen) {
+            if (b->notify.gen == gen) {
                 struct timespec ts;
                 int64_t ms = wake - asb__now_ms();
                 if (ms < 0) ms = 0;
-                clock_gettime(CLOCK_REALTIME, &ts);
+                clock_gettime(CLOCK_MONOTONIC, &ts);
                 ts.tv_sec += (time_t)(ms / 1000);
                 ts.tv_nsec += (long)(ms % 1000) * 1000000L;
                 if (ts.tv_nsec >= 1000000000L) {
@@ -23151,7 +23163,15 @@ ASB_API asb_result asb_client_create_sandboxes(asb_client *c, const char *tpl,
     b.count = count;
     pthread_mutex_init(&b.lock, NULL);
     pthread_mutex_init(&b.notify.mu, NULL);
-    pthread_cond_init(&b.notify.cv, NULL);
+    {
+        /* the ticker's wait, on the monotonic clock: a wall clock set
+           back must not hold off the deadlines and the token */
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&b.notify.cv, &ca);
+        pthread_condattr_destroy(&ca);
+    }
     if (nthreads > 1) {
         pthread_attr_t at;
         sigset_t all, old;
