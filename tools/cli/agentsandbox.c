@@ -86,12 +86,17 @@ static asb_cancel *g_cancel;
    left running (run's delete of its claim) stops waiting, as kubectl
    and docker stop at a second Ctrl-C. */
 static asb_cancel *g_cancel_again;
+/* Set once that cleanup has begun: only a signal that finds it set (and
+   one before it) stops the cleanup. Two quick Ctrl-Cs during the command
+   used to trigger g_cancel_again before the delete began, so the delete
+   was refused before a byte went out. */
+static volatile sig_atomic_t g_cleanup;
 /* The process's umask, read once in main (umask(2) only reads by
    writing: done there, before any thread exists). */
 static mode_t g_umask;
 
 static void on_signal(int sig) {
-    if (g_signal) asb_cancel_trigger(g_cancel_again);
+    if (g_signal && g_cleanup) asb_cancel_trigger(g_cancel_again);
     g_signal = sig;
     asb_cancel_trigger(g_cancel); /* one write(2): async-signal-safe */
 }
@@ -2313,6 +2318,7 @@ static int cmd_run(cli *c) {
                         "waiting\n", safe(asb_sandbox_claim_name(sb)), safe(asb_sandbox_namespace(sb)));
     memset(&co, 0, sizeof co);
     co.cancel = g_cancel_again;
+    g_cleanup = 1;
     r = asb_sandbox_terminate_opts(sb, &co, &e);
     if (r == ASB_ERR_CANCELLED) {
         fprintf(stderr, "agentsandbox: stopped waiting for the delete: claim %s in namespace %s "
