@@ -2312,7 +2312,8 @@ typedef struct asb_kube_client asb_kube_client;
    that is down shows up at the first call.
    Errors: those of asb_kubeconfig_load / asb_kube_config_in_cluster,
    ASB_ERR_CREDENTIALS (a legacy auth-provider, refused with advice),
-   ASB_ERR_TLS_CONFIG (the config's CA, certificate or key).
+   ASB_ERR_TLS_CONFIG (the config's CA, certificate or key),
+   ASB_ERR_INVALID_ARGUMENT (a server URL with a query or fragment).
    Ownership: *out is the caller's; free with asb_kube_client_free. */
 ASB_API asb_result asb_kube_client_create(const asb_kube_client_desc *desc,
                                           asb_kube_client **out, asb_error *err);
@@ -14116,6 +14117,17 @@ ASB_API asb_result asb_kube_client_create(const asb_kube_client_desc *desc,
         kc->basic = b.ptr;
     }
     if (kc->cfg.token) asb_buf_append(&kc->bearer, kc->cfg.token, strlen(kc->cfg.token));
+    if (strpbrk(kc->cfg.server, "?#")) {
+        /* every path is appended to the server: after a '?' it would be
+           a query, after a '#' never sent (GET /base went out for every
+           call, with the token, and errors named paths never asked) */
+        char q[120];
+        asb__quote(q, sizeof q, kc->cfg.server, strlen(kc->cfg.server), 80);
+        asb_kube_client_free(kc);
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
+                         "kubeconfig: the cluster's server \"%s\" has a query or fragment "
+                         "('?' or '#'): give the scheme, host, port and path only", q);
+    }
     n = strlen(kc->cfg.server);
     while (n && kc->cfg.server[n - 1] == '/') n--;
     kc->base = (char *)a.alloc_fn(n + 1, a.user_data);

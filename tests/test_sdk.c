@@ -2101,6 +2101,37 @@ ASBT_TEST(a_token_in_kubectl_output_is_masked_in_the_calls_error_and_log) {
     unsetenv("ASB_FAKE_KUBECTL_TOKEN");
 }
 
+/* A kubeconfig server with a fragment sent every call to its base path
+   (the URL parser cuts at '#'), with the token, and the errors named
+   paths never sent; a query would take every path into it. Both are
+   refused when the client is made, before anything is sent. */
+ASBT_TEST(a_kubeconfig_server_with_a_query_or_fragment_is_refused) {
+    static const char *servers[] = {"http://127.0.0.1:1/base#frag", "http://127.0.0.1:1/?x=1",
+                                    "https://127.0.0.1:1#"};
+    size_t i;
+    for (i = 0; i < sizeof servers / sizeof servers[0]; i++) {
+        asb_kube_client_desc d;
+        asb_kube_client *kc = NULL;
+        asb_error err;
+        FILE *f;
+        snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-test-sdk-%d.kubeconfig", (int)getpid());
+        f = fopen(unit_cfg, "w");
+        ASBT_CHECK(f != NULL);
+        fprintf(f,
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+                "    server: \"%s\"\ncontexts:\n- name: c\n  context: {cluster: c, "
+                "user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: abcd}\n",
+                servers[i]);
+        ASBT_CHECK(fclose(f) == 0);
+        memset(&d, 0, sizeof d);
+        d.kubeconfig.path = unit_cfg;
+        ASBT_EQ_RES(asb_kube_client_create(&d, &kc, &err), ASB_ERR_INVALID_ARGUMENT);
+        unlink(unit_cfg);
+        ASBT_CHECK(kc == NULL);
+        ASBT_CONTAINS(err.message, "has a query or fragment");
+    }
+}
+
 /* A Sandbox the controller has not given a Ready condition yet reads as
    the reference reads it: not ready, "Unknown message". */
 ASBT_TEST(status_without_a_ready_condition_is_not_ready_unknown_message) {
@@ -2832,6 +2863,7 @@ ASBT_LIST(
     ASBT_CASE(a_token_in_a_claim_condition_message_is_masked_in_the_error)
     ASBT_CASE(a_token_in_a_refused_gateway_address_is_masked_in_the_log)
     ASBT_CASE(a_token_in_kubectl_output_is_masked_in_the_calls_error_and_log)
+    ASBT_CASE(a_kubeconfig_server_with_a_query_or_fragment_is_refused)
     ASBT_CASE(a_pod_name_too_long_for_the_native_pod_tunnel_says_so)
     ASBT_CASE(claim_env_values_are_wiped_before_their_memory_is_freed)
     ASBT_CASE(a_null_namespace_is_the_context_s_and_claims_list_with_details)
