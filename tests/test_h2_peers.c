@@ -1767,8 +1767,14 @@ ASBT_TEST(sandboxd_second_init_event_fails_the_process_and_keeps_the_first_id) {
     j.p = p;
     pthread_mutex_init(&j.mu, NULL);
     ASBT_CHECK(pthread_create(&t, NULL, wait_run, &j) == 0);
-    /* the write makes the server send its second init event */
-    ASBT_EQ_RES(asb_process_write_stdin(p, "x", 1, &err), ASB_OK);
+    /* the write makes the server send its second init event, beside its
+       answer: the waiting thread may judge the process over before the
+       answer is read, and then the write ends as NOT_FOUND (R64) */
+    {
+        asb_result wr = asb_process_write_stdin(p, "x", 1, &err);
+        if (wr != ASB_OK && wr != ASB_ERR_NOT_FOUND) fprintf(stderr, "    %s\n", err.message);
+        ASBT_CHECK(wr == ASB_OK || wr == ASB_ERR_NOT_FOUND);
+    }
     for (i = 0; i < 2000 && !done; i++) {
         asb_process_resize(p, 24, 80, &err); /* reads the id beside the wait */
         if (asb_process_id(p) != 46) moved = 1;
