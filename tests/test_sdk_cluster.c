@@ -379,6 +379,23 @@ static int make_template(asb_client *c, const char *name, const char *extra, int
 static void drop_template(asb_client *c, const char *name);
 static const char *target(const char *name, asb_create_opts *o);
 
+/* The controller judges a claim by the templates and pools it has seen,
+   and one made a moment ago may not be among them yet: the claim is then
+   TemplateNotFound (WarmPoolNotFound), which the client rightly reports
+   at once (and deletes the claim). A test's template exists: create
+   again until the controller has seen it. */
+static asb_result create_on_new_template(asb_client *c, const char *tpl, const asb_create_opts *o,
+                                         asb_sandbox **sb, asb_error *err) {
+    asb_result r = ASB_ERR_TEMPLATE_NOT_FOUND;
+    int i;
+    for (i = 0; i < 60; i++) {
+        r = asb_client_create_sandbox(c, tpl, o, sb, err);
+        if (r != ASB_ERR_TEMPLATE_NOT_FOUND && r != ASB_ERR_WARMPOOL_NOT_FOUND) break;
+        asb__sleep_ms(500);
+    }
+    return r;
+}
+
 /* A claim whose pod is never Ready (its probe looks at a port nothing
    serves): the outcome cannot hinge on how fast a busy machine makes a
    sandbox Ready (with a 1 ms timeout on the stock template, one that was
@@ -395,7 +412,7 @@ MADE_TEST(a_ready_timeout_deletes_the_claim) {
     ASBT_CHECK(make_template(c, "asb-unready-rt", NULL, 8899));
     tpl = target("asb-unready-rt", &o);
     o.ready_timeout_ms = 300;
-    ASBT_EQ_RES(asb_client_create_sandbox(c, tpl, &o, &sb, &err), ASB_ERR_TIMEOUT);
+    ASBT_EQ_RES(create_on_new_template(c, tpl, &o, &sb, &err), ASB_ERR_TIMEOUT);
     ASBT_CHECK(sb == NULL);
     ASBT_CONTAINS(err.message, "not ready within 300 ms");
     ASBT_CHECK(sscanf(err.message, "sandbox claim %63s", claim) == 1);
@@ -3108,7 +3125,7 @@ MADE_TEST(v1beta1_options_reach_the_sandbox_and_its_pod) {
     o.volume_claim_templates = vct;
     o.volume_claim_template_count = 1;
     o.ready_timeout_ms = 120000;
-    if (asb_client_create_sandbox(c, tpl, &o, &sb, &err) != ASB_OK)
+    if (create_on_new_template(c, tpl, &o, &sb, &err) != ASB_OK)
         fprintf(stderr, "    %s\n", err.message);
     ASBT_CHECK(sb != NULL);
     if (sb) {
@@ -3216,7 +3233,7 @@ MADE_TEST(v1beta1_claim_env_values_in_apiserver_answers_are_wiped_before_their_m
         o.env = env;
         o.env_count = 1;
         o.ready_timeout_ms = 120000;
-        if (asb_client_create_sandbox(sc, tpl, &o, &sb, &err) != ASB_OK)
+        if (create_on_new_template(sc, tpl, &o, &sb, &err) != ASB_OK)
             fprintf(stderr, "    create: %s\n", err.message);
         ASBT_CHECK(sb != NULL);
     }
@@ -3559,6 +3576,12 @@ MADE_TEST(a_batch_ends_unready_creates_at_their_deadline_and_on_cancel) {
     tpl = target("asb-unready-batch", &o);
     o.labels = &label;
     o.label_count = 1;
+    {   /* once the controller has seen the new template (see
+           create_on_new_template), every create of the batch is judged */
+        asb_sandbox *sb = NULL;
+        o.ready_timeout_ms = 300;
+        ASBT_EQ_RES(create_on_new_template(c, tpl, &o, &sb, &err), ASB_ERR_TIMEOUT);
+    }
     o.ready_timeout_ms = 1500;
     /* two at a time: the last two are posted as the first two end */
     if (asb_client_create_sandboxes(c, tpl, &o, 4, 2, res, &err) != ASB_ERR_TIMEOUT)
