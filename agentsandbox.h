@@ -3053,8 +3053,19 @@ typedef struct asb_create_opts {
                                       Ready (or probes the runtime): it
                                       returns ASB_ERR_CANCELLED at once, the
                                       claim it made deleted (that delete is
-                                      not cancelled). The POST itself is
+                                      not cancelled by this token: see
+                                      cleanup_cancel). The POST itself is
                                       bounded by the client's timeouts */
+    const asb_cancel *cleanup_cancel; /* default NULL: a create that fails
+                                      or is cancelled after its claim was
+                                      made deletes it, waiting for the
+                                      apiserver's answer as long as the
+                                      client's timeouts allow. A token:
+                                      triggering it (before or during that
+                                      delete) stops the wait; the error
+                                      then says the claim may be left
+                                      behind and names it (a second Ctrl-C,
+                                      say, when the apiserver has gone) */
 } asb_create_opts;
 
 /* Creates a SandboxClaim for `template_name` (v1alpha1) or for
@@ -3394,6 +3405,15 @@ ASB_API void asb_claim_list_free(asb_claim_list *list);
    the transport codes. */
 ASB_API asb_result asb_client_delete_sandbox(asb_client *client, const char *claim_name,
                                              const char *ns, asb_error *err);
+/* The same with a deadline and a cancel token (opts NULL: as above;
+   env, cwd and file_mode unused). ASB_ERR_CANCELLED or ASB_ERR_TIMEOUT
+   leave it unknown whether the apiserver took the delete: the claim may
+   still be there (a handle for it stays active).
+   Threads: as asb_client_delete_sandbox; the token may be triggered from
+   any thread or a signal handler. */
+ASB_API asb_result asb_client_delete_sandbox_opts(asb_client *client, const char *claim_name,
+                                                  const char *ns, const asb_call_opts *opts,
+                                                  asb_error *err);
 
 /* Terminates every handle whose claim the client still tracks (closed
    ones too: asb_sandbox_close_connection keeps the claim), trying them
@@ -22691,7 +22711,8 @@ static asb_result asb__create_begin(asb_client *c, asb__create_job *j, asb_error
                may have stored the claim. The name is ours (made above),
                so delete it by name; a 404 means it never landed */
             asb_error derr;
-            asb_result dr = asb_kube_delete(c->kube, &j->res, j->ns, j->claim, &derr);
+            asb_result dr = asb__kube_delete_uid_opts(c->kube, &j->res, j->ns, j->claim, NULL,
+                                                      j->opts->cleanup_cancel, 0, &derr);
             if (dr != ASB_OK && dr != ASB_ERR_NOT_FOUND) {
                 size_t l = strlen(cerr.message);
                 snprintf(cerr.message + l, sizeof cerr.message - l,
@@ -22778,6 +22799,29 @@ static asb_result asb__create_begin(asb_client *c, asb__create_job *j, asb_error
 
 /* After the wait (r: its outcome, gap: the object was found missing by a
    list): the waiter leaves the shared watch, then the claim is judged. */
+/* A failed create deletes the claim it made (only while it is still
+   ours: the UID is the precondition) and says in the error how that
+   went: deleted, already gone, or left behind, with the name, when the
+   delete failed or the caller's cleanup_cancel stopped it. */
+static void asb__create_cleanup(asb_client *c, asb__create_job *j, asb_error *err) {
+    asb_error derr;
+    asb_result d = asb__kube_delete_uid_opts(c->kube, &j->res, j->ns, j->claim, j->cw.uid,
+                                             j->opts->cleanup_cancel, 0, &derr);
+    size_t l;
+    if (!err) return;
+    l = strlen(err->message);
+    if (d == ASB_OK || d == ASB_ERR_NOT_FOUND || derr.http_status == 409)
+        snprintf(err->message + l, sizeof err->message - l, "; the claim is deleted");
+    else if (d == ASB_ERR_CANCELLED)
+        snprintf(err->message + l, sizeof err->message - l,
+                 "; the delete of claim %s in namespace %s was stopped: it may be left behind",
+                 j->claim, j->ns);
+    else
+        snprintf(err->message + l, sizeof err->message - l,
+                 "; deleting claim %s in namespace %s failed, it may be left behind: %.150s",
+                 j->claim, j->ns, derr.message);
+}
+
 static asb_result asb__create_finish(asb_client *c, asb__create_job *j, asb_result r, int gap,
                                      asb_sandbox **out, asb_error *err) {
     asb_sandbox *sb, *dup = NULL;
@@ -22806,7 +22850,6 @@ static asb_result asb__create_finish(asb_client *c, asb__create_job *j, asb_resu
     if (r != ASB_OK) {
         /* no orphan, ever: the claim we made goes before the error returns
            (only while it is still ours: the UID is the precondition) */
-        asb_error derr;
         if (r == ASB_ERR_TEMPLATE_NOT_FOUND || r == ASB_ERR_WARMPOOL_NOT_FOUND ||
             r == ASB_ERR_CLAIM_FAILED || r == ASB_ERR_METADATA || r == ASB_ERR_NOT_FOUND)
             asb__fail(err, r, "sandbox claim %s: %s%s%s", j->claim, j->cw.reason,
@@ -22815,24 +22858,18 @@ static asb_result asb__create_finish(asb_client *c, asb__create_job *j, asb_resu
             asb__fail(err, r, "sandbox claim %s not ready within %d ms%s%s", j->claim,
                       j->wo.deadline_ms, j->cw.reason[0] ? "; last reason: " : "", j->cw.reason);
         else if (r == ASB_ERR_CANCELLED)
-            asb__fail(err, r, "sandbox claim %s: cancelled while waiting for Ready%s", j->claim,
-                      j->created ? "; the claim is deleted" : "");
+            asb__fail(err, r, "sandbox claim %s: cancelled while waiting for Ready", j->claim);
         asb__client_mask_error(c, err); /* a condition's message is the server's text */
-        if (j->created &&
-            asb_kube_delete_uid(c->kube, &j->res, j->ns, j->claim, j->cw.uid, &derr) != ASB_OK &&
-            derr.code != ASB_ERR_NOT_FOUND && derr.http_status != 409 && err) {
-            size_t l = strlen(err->message);
-            snprintf(err->message + l, sizeof err->message - l,
-                     " (and deleting the claim failed: %.150s)", derr.message);
-        }
+        if (j->created) asb__create_cleanup(c, j, err);
         asb__log(&c->log, ASB_LOG_ERROR, "sandbox.create", "%s",
                  err ? err->message : asb_result_str(r));
         return r;
     }
     sb = asb__new_handle(c, j->claim, j->cw.sandbox, j->ns);
     if (!sb) {
-        if (j->created) asb_kube_delete_uid(c->kube, &j->res, j->ns, j->claim, j->cw.uid, NULL);
-        return asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "create: out of memory");
+        asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "create: out of memory");
+        if (j->created) asb__create_cleanup(c, j, err);
+        return ASB_ERR_OUT_OF_MEMORY;
     }
     snprintf(sb->uid, sizeof sb->uid, "%s", j->cw.uid);
     sb->named = j->opts->claim_name != NULL;
@@ -22841,7 +22878,7 @@ static asb_result asb__create_finish(asb_client *c, asb__create_job *j, asb_resu
                             !j->opts->probe_runtime, err)
             : ASB_OK;
     if (r != ASB_OK) {
-        if (j->created) asb_kube_delete_uid(c->kube, &j->res, j->ns, j->claim, j->cw.uid, NULL); /* no orphan */
+        if (j->created) asb__create_cleanup(c, j, err); /* no orphan */
         asb__handle_free(sb);
         asb__log(&c->log, ASB_LOG_ERROR, "sandbox.create", "claim %s %s: %s", j->claim,
                  j->created ? "deleted" : "left as it was", err ? err->message : asb_result_str(r));
@@ -24139,6 +24176,12 @@ ASB_API asb_result asb_client_list_all(asb_client *c, const char *ns, const char
 
 ASB_API asb_result asb_client_delete_sandbox(asb_client *c, const char *claim, const char *ns,
                                              asb_error *err) {
+    return asb_client_delete_sandbox_opts(c, claim, ns, NULL, err);
+}
+
+ASB_API asb_result asb_client_delete_sandbox_opts(asb_client *c, const char *claim,
+                                                  const char *ns, const asb_call_opts *opts,
+                                                  asb_error *err) {
     asb__span span;
     asb_kube_resource res;
     asb_sandbox *s;
@@ -24156,7 +24199,10 @@ ASB_API asb_result asb_client_delete_sandbox(asb_client *c, const char *claim, c
         span.t = NULL;
     }
     asb__span_str(&span, "sandbox.claim.name", claim);
-    if (r == ASB_OK) r = asb_kube_delete(c->kube, asb__claims(c, &res), ns, claim, err);
+    if (r == ASB_OK)
+        r = asb__kube_delete_uid_opts(c->kube, asb__claims(c, &res), ns, claim, NULL,
+                                      opts ? opts->cancel : NULL, opts ? opts->timeout_ms : 0,
+                                      err);
     asb__span_end(&span, r, err);
     if (r == ASB_OK || r == ASB_ERR_NOT_FOUND) {
         /* gone either way: a handle for it ends */

@@ -83,20 +83,26 @@ typedef struct cli {
 static volatile sig_atomic_t g_signal;
 static asb_cancel *g_cancel;
 /* Triggered by a second SIGINT or SIGTERM: the cleanup the first one
-   left running (run's delete of its claim) stops waiting, as kubectl
-   and docker stop at a second Ctrl-C. */
+   left running (run's delete of its claim, or the delete of the claim a
+   cancelled create made) stops waiting, as kubectl and docker stop at a
+   second Ctrl-C. */
 static asb_cancel *g_cancel_again;
 /* Set once that cleanup has begun: only a signal that finds it set (and
    one before it) stops the cleanup. Two quick Ctrl-Cs during the command
    used to trigger g_cancel_again before the delete began, so the delete
    was refused before a byte went out. */
 static volatile sig_atomic_t g_cleanup;
+/* Set while a create runs: a cancelled create deletes its claim inside
+   the library (asb_create_opts.cleanup_cancel), where the tool cannot
+   see the delete begin, so any second signal during it stops the delete.
+   Two signals at once then leave the claim, which the tool names. */
+static volatile sig_atomic_t g_creating;
 /* The process's umask, read once in main (umask(2) only reads by
    writing: done there, before any thread exists). */
 static mode_t g_umask;
 
 static void on_signal(int sig) {
-    if (g_signal && g_cleanup) asb_cancel_trigger(g_cancel_again);
+    if (g_signal && (g_cleanup || g_creating)) asb_cancel_trigger(g_cancel_again);
     g_signal = sig;
     asb_cancel_trigger(g_cancel); /* one write(2): async-signal-safe */
 }
@@ -160,6 +166,8 @@ static const cmd_help HELPS[] = {
      "Usage: agentsandbox create TEMPLATE [flags]\n"
      "       agentsandbox create --warm-pool POOL [flags]   (agent-sandbox v0.5+)\n"
      "Creates a SandboxClaim, waits until its sandbox is Ready, prints the claim name.\n"
+     "SIGINT or SIGTERM while waiting deletes the claim (exit 130); a second one\n"
+     "stops waiting for that delete, naming the claim that may be left.\n"
      "  --name NAME          the claim's name (default sandbox-claim-XXXXXXXX)\n"
      "  --label K=V          a label on the claim (repeatable)\n"
      "  --env K=V            an environment variable in the sandbox (repeatable;\n"
@@ -187,6 +195,8 @@ static const cmd_help HELPS[] = {
      "Usage: agentsandbox rm CLAIM... | -l SELECTOR | --all\n"
      "Deletes claims (their sandboxes go with them), printing each one deleted.\n"
      "A missing claim is reported (exit 3); the others are still deleted.\n"
+     "SIGINT or SIGTERM stops at the claim being deleted (exit 130), naming it\n"
+     "and every claim not tried.\n"
      "  -l, --selector SEL   every claim matching the selector\n"
      "  --all                every claim in the namespace\n"},
     {"exec",
@@ -1170,7 +1180,18 @@ static int cmd_ls(cli *c) {
 
 static int delete_one(cli *c, const char *ns, const char *name) {
     asb_error e;
-    asb_result r = asb_client_delete_sandbox(c->client, name, ns, &e);
+    asb_call_opts co;
+    asb_result r;
+    if (!ns) ns = asb_client_namespace(c->client);
+    memset(&co, 0, sizeof co);
+    co.cancel = c->cancel; /* Ctrl-C stops the wait; the apiserver may have taken it */
+    co.timeout_ms = c->timeout_ms;
+    r = asb_client_delete_sandbox_opts(c->client, name, ns, &co, &e);
+    if (r == ASB_ERR_CANCELLED) {
+        fprintf(stderr, "agentsandbox: rm cancelled at claim %s in namespace %s (it may be deleted "
+                        "or not)\n", safe(name), safe(ns));
+        return EXIT_CANCELLED;
+    }
     if (r == ASB_ERR_NOT_FOUND) {
         fprintf(stderr, "agentsandbox: claim %s not found in namespace %s\n", safe(name), safe(ns));
         return EXIT_NOTFOUND;
@@ -1193,6 +1214,11 @@ static int cmd_rm(cli *c) {
     if ((rc = open_client(c)) != 0) return rc;
     for (i = 0; i < c->npos; i++) {
         int one = delete_one(c, c->ns, c->pos[i]);
+        if (one == EXIT_CANCELLED) { /* the rest are not tried: say which */
+            for (i++; i < c->npos; i++)
+                fprintf(stderr, "agentsandbox: claim %s not deleted (cancelled)\n", safe(c->pos[i]));
+            return EXIT_CANCELLED;
+        }
         if (one && !worst) worst = one;
     }
     if (c->selector || c->all) {
@@ -1219,6 +1245,14 @@ static int cmd_rm(cli *c) {
                 continue;
             }
             one = delete_one(c, ci->namespace_name, ci->name);
+            if (one == EXIT_CANCELLED) {
+                for (k++; k < l.count; k++)
+                    fprintf(stderr, "agentsandbox: claim %s in namespace %s not deleted "
+                                    "(cancelled)\n", safe(l.items[k].name),
+                            safe(l.items[k].namespace_name));
+                worst = EXIT_CANCELLED;
+                break;
+            }
             /* gone meanwhile is what we wanted */
             if (one && one != EXIT_NOTFOUND && !worst) worst = one;
         }
@@ -2249,13 +2283,23 @@ static int create_on(cli *c, const char *tpl, asb_sandbox **sb) {
     o.shutdown_after_seconds = c->ttl_s;
     o.claim_name = c->name;
     o.cancel = c->cancel;
+    o.cleanup_cancel = g_cancel_again;
     /* run: --timeout is the command's; create: the wait for Ready */
     if (strcmp(c->sub, "create") == 0) o.ready_timeout_ms = c->timeout_ms;
     if (c->warm_pool && tpl) o.warmpool = c->warm_pool; /* v1alpha1 policy */
     else if (c->warm_pool) o.warm_pool = c->warm_pool;  /* v1beta1 pool ref */
+    g_creating = 1;
     r = asb_client_create_sandbox(c->client, tpl, &o, sb, &e);
+    g_creating = 0;
     if (r == ASB_ERR_CANCELLED) {
-        fprintf(stderr, "agentsandbox: create cancelled; the claim it made was deleted\n");
+        /* the library's message says whether the claim it made is gone or
+           names the one its delete was stopped on (a second signal) */
+        fprintf(stderr, "agentsandbox: create cancelled: %s\n", safe(e.message));
+        if (asb_cancel_is_triggered(g_cancel_again)) {
+            const char *ns = safe(c->ns ? c->ns : asb_client_namespace(c->client));
+            fprintf(stderr, "  hint: `agentsandbox ls -n %s` lists the claims there; `agentsandbox "
+                            "rm -n %s CLAIM` deletes one\n", ns, ns);
+        }
         return EXIT_CANCELLED;
     }
     if (r != ASB_OK)
@@ -2403,6 +2447,7 @@ int main(int argc, char **argv) {
     cli c;
     asb_error e;
     struct sigaction sa;
+    asb_cancel *again_tok = NULL;
     int rc;
     g_umask = umask(077);
     umask(g_umask);
@@ -2439,10 +2484,11 @@ int main(int argc, char **argv) {
         rc = fail(&c, e.code, &e, "cannot set up cancellation");
         goto out;
     }
-    if (asb_cancel_create(NULL, &g_cancel_again, &e) != ASB_OK) {
+    if (asb_cancel_create(NULL, &again_tok, &e) != ASB_OK) {
         rc = fail(&c, e.code, &e, "cannot set up cancellation");
         goto out;
     }
+    g_cancel_again = again_tok;
     g_cancel = c.cancel;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -2466,13 +2512,20 @@ int main(int argc, char **argv) {
 out:
     fflush(stdout);
     asb_client_free(c.client); /* stops the tunnel; sandboxes keep running */
+    /* The work is done and no library thread is left: a late signal is
+       ignored rather than run a handler on a token being freed (setting
+       the pointers to NULL first was not enough: the compiler may sink
+       the store past an inlined free, and a handler may have loaded the
+       pointer already). */
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_IGN;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     g_cancel = NULL;
+    g_cancel_again = NULL;
     asb_cancel_free(c.cancel);
-    {
-        asb_cancel *again = g_cancel_again;
-        g_cancel_again = NULL; /* the handlers stay: a late signal finds none */
-        asb_cancel_free(again);
-    }
+    asb_cancel_free(again_tok);
     free(c.pos);
     return rc;
 }

@@ -40,8 +40,9 @@ AUTHORIZATION" to STATEDIR/requests, and serves until killed.
 
 Namespace "hang": an apiserver whose deletes never answer (one that went
 away mid-run; a real one will not do that on demand). A claim POSTed
-there is stored and Ready at once (bound to a Sandbox of its name); the
-list and watch of the namespace show it; a DELETE there (or a POST
+there is stored and Ready at once (bound to a Sandbox of its name), or
+never Ready when its template is "never-ready"; the list and watch of
+the namespace show it; a DELETE there (or a POST
 /execute whose command holds "hang-here") is recorded, then held
 without an answer until the client goes.
 """
@@ -70,13 +71,14 @@ hang_claims = {}
 hang_cond = threading.Condition()
 
 
-def ready_claim(name):
+def ready_claim(name, ready=True):
     return {"apiVersion": "extensions.agents.x-k8s.io/v1alpha1", "kind": "SandboxClaim",
             "metadata": {"name": name, "namespace": "hang", "uid": "u-" + name,
                          "resourceVersion": "11"},
             "spec": {"sandboxTemplateRef": {"name": "tpl"}},
             "status": {"sandbox": {"name": name},
-                       "conditions": [{"type": "Ready", "status": "True"}]}}
+                       "conditions": [{"type": "Ready", "status": "True" if ready else "False",
+                                       "reason": "" if ready else "Pending"}]}}
 
 
 def claim(name, ns):
@@ -134,7 +136,7 @@ class Handler(BaseHTTPRequestHandler):
     def hang_get(self, path, query):
         if "watch=true" not in query:
             with hang_cond:
-                items = [ready_claim(n) for n in hang_claims]
+                items = [ready_claim(n, r) for n, r in hang_claims.items()]
             self.send_json(200, {"kind": "SandboxClaimList", "apiVersion":
                                  "extensions.agents.x-k8s.io/v1alpha1",
                                  "metadata": {"resourceVersion": "10"}, "items": items})
@@ -151,7 +153,8 @@ class Handler(BaseHTTPRequestHandler):
                 if not names:
                     hang_cond.wait(0.2)
             for n in names:
-                line = json.dumps({"type": "ADDED", "object": ready_claim(n)}).encode() + b"\n"
+                line = json.dumps({"type": "ADDED",
+                                   "object": ready_claim(n, hang_claims[n])}).encode() + b"\n"
                 try:
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
                     self.wfile.flush()
@@ -231,11 +234,14 @@ class Handler(BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length", "0"))
         body = self.rfile.read(n)
         if self.path.split("?")[0].endswith(HANG):
-            name = json.loads(body)["metadata"]["name"]
+            obj = json.loads(body)
+            name = obj["metadata"]["name"]
+            # template "never-ready": a claim that never becomes Ready
+            ready = obj.get("spec", {}).get("sandboxTemplateRef", {}).get("name") != "never-ready"
             with hang_cond:
-                hang_claims[name] = True
+                hang_claims[name] = ready
                 hang_cond.notify_all()
-            self.send_json(201, ready_claim(name))
+            self.send_json(201, ready_claim(name, ready))
         elif self.path.split("?")[0] == "/execute" and b"hang-here" in body:
             self.hold()
         elif self.path.split("?")[0] == "/upload":

@@ -458,6 +458,47 @@ kill $wdog 2>/dev/null
 ok run-two-signals-at-once-exit-130 eval "[ $rc = 130 ] || { echo \"exit $rc\"; false; }"
 ok run-two-signals-at-once-left-behind-said has_err "may be left behind"
 
+# create, and Ctrl-C twice: the first while it waits for a claim that is
+# never Ready (template "never-ready" in the peer's namespace "hang"),
+# which starts the delete of the claim it made; that delete hangs, and
+# the second stops waiting for it: exit 130, the claim named as maybe
+# left behind, with how to find it. The old code did not pass the second
+# signal on: it waited out the delete and said the claim was deleted.
+: >"$OUT/hostile/requests"
+"$B" --kubeconfig "$OUT/hkc" -n hang --connect "direct=http://127.0.0.1:$hport" \
+    create never-ready >"$OUT/o" 2>"$OUT/e" & rpid=$!
+(sleep 60; kill -KILL $rpid 2>/dev/null) >/dev/null 2>&1 & wdog=$!
+ok create-cancelled-twice-watching peer_saw '^GET .*/namespaces/hang/sandboxclaims?.*watch=true'
+ok create-cancelled-twice-posted peer_saw '^POST .*/namespaces/hang/sandboxclaims'
+kill -INT $rpid
+ok create-cancelled-twice-delete-sent peer_saw '^DELETE .*/namespaces/hang/sandboxclaims/'
+kill -INT $rpid
+wait $rpid
+rc=$?
+kill $wdog 2>/dev/null
+claim=$(sed -n 's|^DELETE .*/namespaces/hang/sandboxclaims/\([a-z0-9-]*\) .*|\1|p' "$OUT/hostile/requests" | head -1)
+ok create-cancelled-twice-exit-130 eval "[ $rc = 130 ] || { echo \"exit $rc\"; false; }"
+ok create-cancelled-twice-names-the-claim has_err "the delete of claim $claim in namespace hang was stopped: it may be left behind"
+ok create-cancelled-twice-says-how-to-find has_err "\`agentsandbox ls -n hang\` lists the claims there"
+ok create-cancelled-twice-prints-no-name eval "[ ! -s '$OUT/o' ]"
+
+# rm of three claims, and Ctrl-C while the first one's delete hangs: it
+# stops there (exit 130), saying the first may or may not be deleted and
+# naming the two not tried, which the peer never sees. The old code
+# waited out the delete, then went on to the next (the watchdog: 137).
+: >"$OUT/hostile/requests"
+"$B" --kubeconfig "$OUT/hkc" -n hang rm first second third >"$OUT/o" 2>"$OUT/e" & rpid=$!
+(sleep 60; kill -KILL $rpid 2>/dev/null) >/dev/null 2>&1 & wdog=$!
+ok rm-cancelled-delete-sent peer_saw '^DELETE .*/namespaces/hang/sandboxclaims/first '
+kill -INT $rpid
+wait $rpid
+rc=$?
+kill $wdog 2>/dev/null
+ok rm-cancelled-exit-130 eval "[ $rc = 130 ] || { echo \"exit $rc\"; false; }"
+ok rm-cancelled-names-the-one has_err "rm cancelled at claim first in namespace hang (it may be deleted or not)"
+ok rm-cancelled-names-the-rest eval "grep -q 'claim second not deleted (cancelled)' '$OUT/e' && grep -q 'claim third not deleted (cancelled)' '$OUT/e'"
+ok rm-cancelled-rest-not-sent eval "! grep -q 'sandboxclaims/second\\|sandboxclaims/third' '$OUT/hostile/requests'"
+
 # Completion: sourced into bash, registered (complete -p) and run as bash
 # runs it; claim names come from the cluster (the hostile peer's, escaped).
 # zsh (installed by make deps) runs the same function behind bashcompinit:
