@@ -415,23 +415,30 @@ done
 # waited out the delete's timeouts and retries: the watchdog ends it
 # after 60 s (exit 137). Each signal goes once the peer has seen the
 # request it is about (order, not timing).
-: >"$OUT/hostile/requests"
-"$B" --kubeconfig "$OUT/hkc" -n hang --connect "direct=http://127.0.0.1:$hport" \
-    run tpl -- sh -c hang-here >"$OUT/o" 2>"$OUT/e" & rpid=$!
-(sleep 60; kill -KILL $rpid 2>/dev/null) >/dev/null 2>&1 & wdog=$!
 peer_saw() { # peer_saw PATTERN: waits (up to 60 s) for a request the peer recorded
     local i
     for i in $(seq 1 600); do grep -q -- "$1" "$OUT/hostile/requests" && return 0; sleep 0.1; done
     return 1
 }
+hang_start() { # hang_start ARGS...: the tool against the peer's namespace "hang", in the
+    # background (rpid), with a 60 s watchdog (wdog), the peer's record cleared
+    : >"$OUT/hostile/requests"
+    "$B" --kubeconfig "$OUT/hkc" -n hang --connect "direct=http://127.0.0.1:$hport" "$@" \
+        >"$OUT/o" 2>"$OUT/e" & rpid=$!
+    (sleep 60; kill -KILL $rpid 2>/dev/null) >/dev/null 2>&1 & wdog=$!
+}
+hang_wait() { # hang_wait: its exit code (rc) and the claim it sent a DELETE for (claim)
+    wait $rpid
+    rc=$?
+    kill $wdog 2>/dev/null
+    claim=$(sed -n 's|^DELETE .*/namespaces/hang/sandboxclaims/\([a-z0-9-]*\) .*|\1|p' "$OUT/hostile/requests" | head -1)
+}
+hang_start run tpl -- sh -c hang-here
 ok run-cancelled-twice-command-ran peer_saw '^POST /execute'
 kill -INT $rpid
 ok run-cancelled-twice-delete-sent peer_saw '^DELETE .*/namespaces/hang/sandboxclaims/'
 kill -INT $rpid
-wait $rpid
-rc=$?
-kill $wdog 2>/dev/null
-claim=$(sed -n 's|^DELETE .*/namespaces/hang/sandboxclaims/\([a-z0-9-]*\) .*|\1|p' "$OUT/hostile/requests" | head -1)
+hang_wait
 ok run-cancelled-twice-exit-130 eval "[ $rc = 130 ] || { echo \"exit $rc\"; false; }"
 ok run-cancelled-twice-deleting-said has_err "deleting claim $claim (namespace hang); Ctrl-C again to stop waiting"
 ok run-cancelled-twice-names-the-claim has_err "claim $claim in namespace hang may be left behind"
@@ -442,19 +449,19 @@ ok run-cancelled-twice-in-order eval "grep -n . '$OUT/e' | grep -A9 'deleting cl
 # one kind could merge into one) stop the command, not the delete: it is
 # still sent; only a signal during it stops the wait (review of R65: the
 # second signal armed the delete's token before it began, and the delete
-# was refused before a byte went out).
-: >"$OUT/hostile/requests"
-"$B" --kubeconfig "$OUT/hkc" -n hang --connect "direct=http://127.0.0.1:$hport" \
-    run tpl -- sh -c hang-here >"$OUT/o" 2>"$OUT/e" & rpid=$!
-(sleep 60; kill -KILL $rpid 2>/dev/null) >/dev/null 2>&1 & wdog=$!
+# was refused before a byte went out). "At once" for sure: both are sent
+# while the tool is stopped, and arrive together when it continues (sent
+# one after the other, the tool could print its "Ctrl-C again" line in
+# between, and the second is then rightly the one that stops the wait).
+hang_start run tpl -- sh -c hang-here
 ok run-two-signals-at-once-command-ran peer_saw '^POST /execute'
+kill -STOP $rpid
 kill -INT $rpid
 kill -TERM $rpid
+kill -CONT $rpid
 ok run-two-signals-at-once-delete-still-sent peer_saw '^DELETE .*/namespaces/hang/sandboxclaims/'
 kill -INT $rpid
-wait $rpid
-rc=$?
-kill $wdog 2>/dev/null
+hang_wait
 ok run-two-signals-at-once-exit-130 eval "[ $rc = 130 ] || { echo \"exit $rc\"; false; }"
 ok run-two-signals-at-once-left-behind-said has_err "may be left behind"
 
@@ -464,19 +471,13 @@ ok run-two-signals-at-once-left-behind-said has_err "may be left behind"
 # the second stops waiting for it: exit 130, the claim named as maybe
 # left behind, with how to find it. The old code did not pass the second
 # signal on: it waited out the delete and said the claim was deleted.
-: >"$OUT/hostile/requests"
-"$B" --kubeconfig "$OUT/hkc" -n hang --connect "direct=http://127.0.0.1:$hport" \
-    create never-ready >"$OUT/o" 2>"$OUT/e" & rpid=$!
-(sleep 60; kill -KILL $rpid 2>/dev/null) >/dev/null 2>&1 & wdog=$!
+hang_start create never-ready
 ok create-cancelled-twice-watching peer_saw '^GET .*/namespaces/hang/sandboxclaims?.*watch=true'
 ok create-cancelled-twice-posted peer_saw '^POST .*/namespaces/hang/sandboxclaims'
 kill -INT $rpid
 ok create-cancelled-twice-delete-sent peer_saw '^DELETE .*/namespaces/hang/sandboxclaims/'
 kill -INT $rpid
-wait $rpid
-rc=$?
-kill $wdog 2>/dev/null
-claim=$(sed -n 's|^DELETE .*/namespaces/hang/sandboxclaims/\([a-z0-9-]*\) .*|\1|p' "$OUT/hostile/requests" | head -1)
+hang_wait
 ok create-cancelled-twice-exit-130 eval "[ $rc = 130 ] || { echo \"exit $rc\"; false; }"
 ok create-cancelled-twice-names-the-claim has_err "the delete of claim $claim in namespace hang was stopped: it may be left behind"
 ok create-cancelled-twice-says-how-to-find has_err "\`agentsandbox ls -n hang\` lists the claims there"
@@ -486,14 +487,10 @@ ok create-cancelled-twice-prints-no-name eval "[ ! -s '$OUT/o' ]"
 # stops there (exit 130), saying the first may or may not be deleted and
 # naming the two not tried, which the peer never sees. The old code
 # waited out the delete, then went on to the next (the watchdog: 137).
-: >"$OUT/hostile/requests"
-"$B" --kubeconfig "$OUT/hkc" -n hang rm first second third >"$OUT/o" 2>"$OUT/e" & rpid=$!
-(sleep 60; kill -KILL $rpid 2>/dev/null) >/dev/null 2>&1 & wdog=$!
+hang_start rm first second third
 ok rm-cancelled-delete-sent peer_saw '^DELETE .*/namespaces/hang/sandboxclaims/first '
 kill -INT $rpid
-wait $rpid
-rc=$?
-kill $wdog 2>/dev/null
+hang_wait
 ok rm-cancelled-exit-130 eval "[ $rc = 130 ] || { echo \"exit $rc\"; false; }"
 ok rm-cancelled-names-the-one has_err "rm cancelled at claim first in namespace hang (it may be deleted or not)"
 ok rm-cancelled-names-the-rest eval "grep -q 'claim second not deleted (cancelled)' '$OUT/e' && grep -q 'claim third not deleted (cancelled)' '$OUT/e'"
