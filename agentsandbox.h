@@ -3467,7 +3467,10 @@ ASB_API asb_result asb_sandbox_read_to_fd_opts(asb_sandbox *sb, const char *path
                                                const asb_call_opts *opts, asb_error *err);
 
 typedef struct asb_file_entry {
-    char *name;
+    char *name;      /* as the sandbox sent it (never holds a NUL: an entry
+                        whose name does is dropped); it may be "", ".",
+                        "..", hold '/' or control bytes: check it before
+                        joining it to a path or printing it */
     uint64_t size;
     int is_dir;      /* "directory" vs "file" */
     double mod_time; /* POSIX seconds */
@@ -20188,8 +20191,23 @@ static asb_result asb__exists_answer_decode(const char *body, size_t len, const 
     return r;
 }
 
+/* An entry's "name" as a C string in *name: 0 when it is no string, or
+   holds a NUL (a JSON "\u0000"). No file name has one, and the entry's
+   char * would end there: "a\u0000/../x" would read as "a", another file
+   than the runtime listed. Such an entry is skipped like one without a
+   name. */
+static int asb__list_entry_name(const asb_json_doc *d, int item, asb_buf *name) {
+    if (asb_json_append_string(d, asb_json_member(d, item, "name", 4), name) != ASB_OK ||
+        (name->len && memchr(name->ptr, 0, name->len))) {
+        asb_buf_free(name);
+        return 0;
+    }
+    return 1;
+}
+
 /* [{"name": s, "size": n, "mod_time": x, "type": "directory"|...}, ...];
-   an entry without a string name is skipped. out->alloc_ is set. */
+   an entry without a string name, or with a NUL in it, is skipped.
+   out->alloc_ is set. */
 static asb_result asb__list_answer_decode(const char *body, size_t len, asb_file_list *out) {
     asb_json_doc d;
     asb_json_iter it;
@@ -20211,10 +20229,7 @@ static asb_result asb__list_answer_decode(const char *body, size_t len, asb_file
         int64_t size = 0;
         memset(e, 0, sizeof *e);
         asb_buf_init(&name, &out->alloc_);
-        if (asb_json_append_string(&d, asb_json_member(&d, item, "name", 4), &name) != ASB_OK) {
-            asb_buf_free(&name);
-            continue; /* an entry without a name is skipped */
-        }
+        if (!asb__list_entry_name(&d, item, &name)) continue; /* skipped */
         e->name = name.ptr;
         asb_json_get_int64(&d, asb_json_member(&d, item, "size", 4), &size);
         e->size = size > 0 ? (uint64_t)size : 0;
@@ -21031,7 +21046,7 @@ static asb_result asb__sd_read_file(asb_sandbox *sb, const char *path, asb_buf *
 
 /* DirectoryListing {"path", "entries": [{name, size, type, modified_at,
    mode}]}; entries of other types (a symlink) are skipped, as 1.0.8
-   does. out->alloc_ is set. */
+   does, and so are those the legacy decoder skips. out->alloc_ is set. */
 static asb_result asb__sd_list_decode(const char *body, size_t len, asb_file_list *out) {
     asb_json_doc d;
     asb_json_iter it;
@@ -21061,10 +21076,7 @@ static asb_result asb__sd_list_decode(const char *body, size_t len, asb_file_lis
         if (!dir && !asb_json_string_eq(&d, type, "file", 4)) continue;
         memset(e, 0, sizeof *e);
         asb_buf_init(&name, &out->alloc_);
-        if (asb_json_append_string(&d, asb_json_member(&d, item, "name", 4), &name) != ASB_OK) {
-            asb_buf_free(&name);
-            continue; /* an entry without a name is skipped */
-        }
+        if (!asb__list_entry_name(&d, item, &name)) continue; /* skipped */
         e->name = name.ptr;
         asb_json_get_int64(&d, asb_json_member(&d, item, "size", 4), &size);
         e->size = size > 0 ? (uint64_t)size : 0;

@@ -496,6 +496,68 @@ ASBT_TEST(file_paths_are_normalised_and_percent_encoded_on_the_wire) {
     recorder_stop(rec);
 }
 
+/* R69: a listed name with a NUL in it ("\u0000" in the JSON) was cut
+   there by the entry's char *: "a\u0000/../../x" read as "a", another
+   file than the one the runtime listed, and "..\u0000" as "..". Such an
+   entry is skipped, as one without a name; on both runtimes. */
+ASBT_TEST(a_listed_name_with_a_nul_is_skipped_not_cut) {
+    static const char legacy[] =
+        "[{\"name\":\"ok\",\"type\":\"file\",\"size\":1},"
+        "{\"name\":\"a\\u0000/../../x\",\"type\":\"file\",\"size\":2},"
+        "{\"name\":\"..\\u0000\",\"type\":\"directory\"},"
+        "{\"name\":\"\\u0000\",\"type\":\"file\"},"
+        "{\"name\":\"sub\",\"type\":\"directory\"}]";
+    static const char sandboxd[] =
+        "{\"path\":\"d\",\"entries\":[{\"name\":\"ok\",\"type\":\"file\",\"size\":1},"
+        "{\"name\":\"a\\u0000/../../x\",\"type\":\"file\",\"size\":2},"
+        "{\"name\":\"..\\u0000\",\"type\":\"directory\"},"
+        "{\"name\":\"sub\",\"type\":\"directory\"}]}";
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client *c;
+    asb_sandbox *sb;
+    asb_client_desc d;
+    asb_error err;
+    asb_file_list fl;
+    char url[64], addr[64];
+    int round;
+    ASBT_CHECK(rec != NULL);
+    for (round = 0; round < 2; round++) {
+        if (round == 0) { /* the legacy runtime, behind a router */
+            recorder_url(rec, url, sizeof url);
+            c = router_client(url, NULL, NULL, &err);
+            ASBT_CHECK(c != NULL);
+            sb = handle_without_cluster(c, "sb-1");
+            recorder_reply(rec, 200, legacy);
+        } else { /* sandboxd's REST port, in the pod */
+            memset(&d, 0, sizeof d);
+            snprintf(addr, sizeof addr, "127.0.0.1:%d", rec->port);
+            d.mode = ASB_CONNECT_IN_POD;
+            d.sandboxd_rest_addr = addr;
+            d.sandboxd_grpc_addr = addr;
+            d.kube.http.retry.max_attempts = 1;
+            c = NULL;
+            sb = NULL;
+            ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+            ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
+            recorder_reply(rec, 200, sandboxd);
+        }
+        ASBT_CHECK(sb != NULL);
+        memset(&fl, 0, sizeof fl);
+        ASBT_EQ_RES(asb_sandbox_list(sb, "d", &fl, &err), ASB_OK);
+        ASBT_EQ_INT((int)fl.count, 2);
+        if (fl.count == 2) {
+            ASBT_EQ_STR(fl.entries[0].name, "ok");
+            ASBT_EQ_INT((int)fl.entries[0].size, 1);
+            ASBT_EQ_STR(fl.entries[1].name, "sub");
+            ASBT_EQ_INT(fl.entries[1].is_dir, 1);
+        }
+        asb_file_list_free(&fl);
+        asb_client_free(c);
+    }
+    ASBT_EQ_INT(recorder_count(rec), 2);
+    recorder_stop(rec);
+}
+
 /* R51: list and exists send their path as given (the runtime confines
    it), through a 4096-byte buffer: a longer path was cut to its first
    4095 bytes, another path, and that one was listed. Refused instead,
@@ -2878,6 +2940,7 @@ ASBT_LIST(
     ASBT_CASE(router_token_and_header_keys_are_wiped_before_their_memory_is_freed)
     ASBT_CASE(file_paths_are_normalised_and_percent_encoded_on_the_wire)
     ASBT_CASE(a_list_or_exists_path_longer_than_the_cap_is_refused_not_cut)
+    ASBT_CASE(a_listed_name_with_a_nul_is_skipped_not_cut)
     ASBT_CASE(router_token_goes_to_the_router_and_never_into_errors_or_the_log)
     ASBT_CASE(keys_in_extra_headers_are_masked_in_echoed_error_bodies)
     ASBT_CASE(a_long_error_body_keeps_its_first_512_bytes_in_err)
