@@ -3,8 +3,11 @@
 
        refused_port()            a loopback port bound but never listening:
                                  connects to it are refused at once
-       write_unit_kubeconfig()   unit_cfg: a kubeconfig whose server is that
-                                 port (the caller unlinks it)
+       write_token_kubeconfig()  unit_cfg: a kubeconfig whose server is a
+                                 loopback port, with or without a token (the
+                                 caller unlinks it)
+       write_unit_kubeconfig()   the same, no token, whose server is that
+                                 refused port
        handle_without_cluster()  a handle made by the library's own
                                  constructor, registered with the client as
                                  create/get do (asb_client_free frees it)
@@ -37,7 +40,11 @@ ASBT_UNUSED static int refused_port(void) {
     return ntohs(a.sin_port);
 }
 
-ASBT_UNUSED static int write_unit_kubeconfig(void) {
+/* unit_cfg: a kubeconfig whose apiserver is http://127.0.0.1:port, whose
+   user sends `token` (NULL: a user with no credentials) and whose
+   context's namespace is ctx_ns (NULL: none). The token is quoted so a
+   test's token reads back byte for byte. 0 when it cannot be written. */
+ASBT_UNUSED static int write_token_kubeconfig(int port, const char *token, const char *ctx_ns) {
     FILE *f;
     snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-unit-%d.kubeconfig", (int)getpid());
     f = fopen(unit_cfg, "w");
@@ -45,9 +52,14 @@ ASBT_UNUSED static int write_unit_kubeconfig(void) {
     fprintf(f,
             "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
             "    server: http://127.0.0.1:%d\ncontexts:\n- name: c\n  context: {cluster: c, "
-            "user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n",
-            refused_port());
+            "user: u%s%s}\ncurrent-context: c\nusers:\n- name: u\n  user: {%s%s%s}\n",
+            port, ctx_ns ? ", namespace: " : "", ctx_ns ? ctx_ns : "", token ? "token: '" : "",
+            token ? token : "", token ? "'" : "");
     return fclose(f) == 0;
+}
+
+ASBT_UNUSED static int write_unit_kubeconfig(void) {
+    return write_token_kubeconfig(refused_port(), NULL, NULL);
 }
 
 ASBT_UNUSED static asb_sandbox *handle_without_cluster(asb_client *c, const char *name) {

@@ -348,18 +348,9 @@ ASBT_TEST(dot_and_dot_dot_object_names_never_reach_the_api_server) {
     asb_kube_resource res;
     asb_error err;
     asb_buf out;
-    FILE *f;
     size_t i;
     ASBT_CHECK(rec != NULL);
-    snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-test-sdk-%d.kubeconfig", (int)getpid());
-    f = fopen(unit_cfg, "w");
-    ASBT_CHECK(f != NULL);
-    fprintf(f,
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
-            "    server: http://127.0.0.1:%d\ncontexts:\n- name: c\n  context: {cluster: c, "
-            "user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n",
-            rec->port);
-    ASBT_CHECK(fclose(f) == 0);
+    ASBT_CHECK(write_token_kubeconfig(rec->port, NULL, NULL));
     memset(&d, 0, sizeof d);
     d.kubeconfig.path = unit_cfg;
     d.http.retry.max_attempts = 1;
@@ -991,16 +982,7 @@ static asb_client *apiserver_client_traced(recorder *rec, const asb_tracer_desc 
                                            asb_error *err) {
     asb_client_desc d;
     asb_client *c = NULL;
-    FILE *f;
-    snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-test-sdk-api-%d.kubeconfig", (int)getpid());
-    f = fopen(unit_cfg, "w");
-    if (!f) return NULL;
-    fprintf(f,
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
-            "    server: http://127.0.0.1:%d\ncontexts:\n- name: c\n  context: {cluster: c, "
-            "user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n",
-            rec->port);
-    if (fclose(f) != 0) return NULL;
+    if (!write_token_kubeconfig(rec->port, NULL, NULL)) return NULL;
     memset(&d, 0, sizeof d);
     d.kube.kubeconfig.path = unit_cfg;
     d.kube.http.retry.max_attempts = 1;
@@ -1704,21 +1686,12 @@ ASBT_TEST(the_claim_api_version_is_discovered_safely_from_many_threads) {
     asb_client_desc d;
     asb_client *c = NULL;
     asb_error err;
-    FILE *f;
     int i, deletes = 0, discoveries = 0;
     ASBT_CHECK(rec != NULL);
     recorder_reply(rec, 200,
                    "{\"kind\":\"APIGroup\",\"preferredVersion\":{\"groupVersion\":"
                    "\"extensions.agents.x-k8s.io/v1beta1\",\"version\":\"v1beta1\"}}");
-    snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-test-sdk-%d.kubeconfig", (int)getpid());
-    f = fopen(unit_cfg, "w");
-    ASBT_CHECK(f != NULL);
-    fprintf(f,
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
-            "    server: http://127.0.0.1:%d\ncontexts:\n- name: c\n  context: {cluster: c, "
-            "user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n",
-            rec->port);
-    fclose(f);
+    ASBT_CHECK(write_token_kubeconfig(rec->port, NULL, NULL));
     memset(&d, 0, sizeof d);
     d.kube.kubeconfig.path = unit_cfg;
     d.kube.http.retry.max_attempts = 1;
@@ -1840,27 +1813,11 @@ ASBT_TEST(handles_end_under_the_client_lock_from_many_threads) {
    namespace for a NULL namespace, a list with details in one namespace or
    all, and a delete that tells "not there" apart. The recorder plays the
    apiserver (its one reply is a claim list, then a 404 Status). */
-/* unit_cfg: a kubeconfig whose apiserver is the recorder (plain http,
-   no credentials), with ctx_ns as the context's namespace (NULL: none).
-   0 when it cannot be written. */
-static int write_recorder_kubeconfig(recorder *rec, const char *ctx_ns) {
-    FILE *f;
-    snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-test-sdk-%d.kubeconfig", (int)getpid());
-    f = fopen(unit_cfg, "w");
-    if (!f) return 0;
-    fprintf(f,
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
-            "    server: http://127.0.0.1:%d\ncontexts:\n- name: c\n  context: {cluster: c, "
-            "user: u%s%s}\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n",
-            rec->port, ctx_ns ? ", namespace: " : "", ctx_ns ? ctx_ns : "");
-    return fclose(f) == 0;
-}
-
 static asb_client *client_for_recorder(recorder *rec, const char *ctx_ns) {
     asb_client_desc d;
     asb_client *c = NULL;
     asb_error err;
-    if (!write_recorder_kubeconfig(rec, ctx_ns)) return NULL;
+    if (!write_token_kubeconfig(rec->port, NULL, ctx_ns)) return NULL;
     memset(&d, 0, sizeof d);
     d.kube.kubeconfig.path = unit_cfg;
     d.kube.http.retry.max_attempts = 1;
@@ -2125,19 +2082,10 @@ ASBT_TEST(a_token_in_kubectl_output_is_masked_in_the_calls_error_and_log) {
     asb_run_result rr;
     asb_error err;
     asbt_log lg;
-    FILE *f;
     ASBT_CHECK(fake_kubectl_write(&k));
     setenv("ASB_FAKE_KUBECTL", "token", 1);
     setenv("ASB_FAKE_KUBECTL_TOKEN", tok, 1);
-    snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-test-sdk-%d.kubeconfig", (int)getpid());
-    f = fopen(unit_cfg, "w");
-    ASBT_CHECK(f != NULL);
-    fprintf(f,
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
-            "    server: http://127.0.0.1:%d\ncontexts:\n- name: c\n  context: {cluster: c, "
-            "user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: %s}\n",
-            refused_port(), tok);
-    ASBT_CHECK(fclose(f) == 0);
+    ASBT_CHECK(write_token_kubeconfig(refused_port(), tok, NULL));
     memset(&d, 0, sizeof d);
     asbt_log_open(&lg, &d.log, ASB_LOG_DEBUG);
     d.kube.kubeconfig.path = unit_cfg;
@@ -2648,7 +2596,7 @@ ASBT_TEST(a_hostile_pod_name_is_quoted_in_the_error_that_refuses_it) {
                    "\"agents.x-k8s.io/pod-name\":\"x\\u001b]0;pwned\\u0007\"}},"
                    "\"status\":{\"sandbox\":{\"name\":\"sb-1\"},\"conditions\":[{\"type\":"
                    "\"Ready\",\"status\":\"True\"}]}}");
-    ASBT_CHECK(write_recorder_kubeconfig(rec, NULL));
+    ASBT_CHECK(write_token_kubeconfig(rec->port, NULL, NULL));
     memset(&d, 0, sizeof d);
     d.kube.kubeconfig.path = unit_cfg;
     d.kube.http.retry.max_attempts = 1;
@@ -2686,7 +2634,6 @@ ASBT_TEST(a_token_in_a_claim_condition_message_is_masked_in_the_error) {
     asb_error err;
     char reply[1024];
     size_t i;
-    FILE *f;
     ASBT_CHECK(rec != NULL);
     snprintf(reply, sizeof reply,
              "{\"metadata\":{\"name\":\"c1\",\"uid\":\"u1\"},\"status\":{\"conditions\":[{"
@@ -2694,15 +2641,7 @@ ASBT_TEST(a_token_in_a_claim_condition_message_is_masked_in_the_error) {
              "\"message\":\"no template for Bearer %s\"}]}}",
              tok);
     recorder_reply(rec, 200, reply);
-    snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-test-sdk-%d.kubeconfig", (int)getpid());
-    f = fopen(unit_cfg, "w");
-    ASBT_CHECK(f != NULL);
-    fprintf(f,
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
-            "    server: http://127.0.0.1:%d\ncontexts:\n- name: c\n  context: {cluster: c, "
-            "user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: %s}\n",
-            rec->port, tok);
-    ASBT_CHECK(fclose(f) == 0);
+    ASBT_CHECK(write_token_kubeconfig(rec->port, tok, NULL));
     memset(&d, 0, sizeof d);
     d.kube.kubeconfig.path = unit_cfg;
     d.kube.http.retry.max_attempts = 1;
@@ -2741,22 +2680,13 @@ ASBT_TEST(a_token_in_a_refused_gateway_address_is_masked_in_the_log) {
     asbt_log lg;
     char reply[512];
     size_t i;
-    FILE *f;
     ASBT_CHECK(rec != NULL);
     snprintf(reply, sizeof reply,
              "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"gw\"},\"status\":{"
              "\"addresses\":[{\"value\":\"x/%s\\u001b[2J\"}]}}}\n",
              tok);
     recorder_reply(rec, 200, reply);
-    snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-test-sdk-%d.kubeconfig", (int)getpid());
-    f = fopen(unit_cfg, "w");
-    ASBT_CHECK(f != NULL);
-    fprintf(f,
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
-            "    server: http://127.0.0.1:%d\ncontexts:\n- name: c\n  context: {cluster: c, "
-            "user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: %s}\n",
-            rec->port, tok);
-    ASBT_CHECK(fclose(f) == 0);
+    ASBT_CHECK(write_token_kubeconfig(rec->port, tok, NULL));
     memset(&d, 0, sizeof d);
     asbt_log_open(&lg, &d.log, ASB_LOG_DEBUG);
     d.kube.kubeconfig.path = unit_cfg;
@@ -2809,7 +2739,7 @@ ASBT_TEST(a_pod_name_too_long_for_the_native_pod_tunnel_says_so) {
              "\"Ready\",\"status\":\"True\"}]}}",
              pod);
     recorder_reply(rec, 200, reply);
-    ASBT_CHECK(write_recorder_kubeconfig(rec, NULL));
+    ASBT_CHECK(write_token_kubeconfig(rec->port, NULL, NULL));
     memset(&d, 0, sizeof d);
     d.kube.kubeconfig.path = unit_cfg;
     d.kube.http.retry.max_attempts = 1;
@@ -2865,7 +2795,7 @@ ASBT_TEST(claim_env_values_are_wiped_before_their_memory_is_freed) {
     secret[sizeof secret - 1] = 0;
     scanalloc_init(&sa);
     scanalloc_secret(&sa, "scan-env-secret-5c1d");
-    ASBT_CHECK(write_recorder_kubeconfig(rec, NULL));
+    ASBT_CHECK(write_token_kubeconfig(rec->port, NULL, NULL));
     memset(&d, 0, sizeof d);
     d.kube.kubeconfig.path = unit_cfg;
     d.kube.http.retry.max_attempts = 1;

@@ -9,6 +9,7 @@
 #include "recorder.h"
 #include "scanalloc.h"
 #include "logsink.h"
+#include "nocluster.h"
 
 #include <poll.h>
 
@@ -260,33 +261,35 @@ ASBT_TEST(send_refuses_what_a_client_may_not_send) {
     ASBT_EQ_RES(asb_ws_close(&ws, 1000, "\xff", &err), ASB_ERR_INVALID_ARGUMENT);
 }
 
+/* A kube client for http://127.0.0.1:port whose kubeconfig user sends
+   `token` (from a file gone once the client has read it), logging to log
+   (NULL: nowhere); *out stays NULL when a step fails (the check says
+   which). */
+static void kube_client_at(int port, const char *token, const asb_logger *log,
+                           asb_kube_client **out) {
+    asb_kube_client_desc kd;
+    asb_error err;
+    *out = NULL;
+    ASBT_CHECK(write_token_kubeconfig(port, token, NULL));
+    memset(&kd, 0, sizeof kd);
+    kd.kubeconfig.path = unit_cfg;
+    if (log) kd.http.log = *log;
+    ASBT_EQ_RES(asb_kube_client_create(&kd, out, &err), ASB_OK);
+    unlink(unit_cfg);
+}
+
 /* A lying apiserver's target port outside 1-65535 (2^32 + 8080 would wrap
    to 8080 in an int) is refused, not forwarded to. */
 ASBT_TEST(a_service_target_port_outside_the_port_range_is_refused) {
     static const char *const bad[] = {"4294975376", "0", "65536", "-1"};
     asb_kube_client *kc = NULL;
-    asb_kube_client_desc kd;
     asb_portforward_target t;
     asb_error err;
-    char path[] = "/tmp/asb-test-ws-XXXXXX", kcfg[512];
     size_t i;
-    int fd;
     recorder *r = recorder_start("127.0.0.1");
     ASBT_CHECK(r != NULL);
-    snprintf(kcfg, sizeof kcfg,
-             "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n"
-             "- name: k\n  cluster: {server: 'http://127.0.0.1:%d'}\n"
-             "users:\n- name: u\n  user: {token: abcd}\ncontexts:\n"
-             "- name: c\n  context: {cluster: k, user: u}\n",
-             r->port);
-    fd = mkstemp(path);
-    ASBT_CHECK(fd >= 0);
-    ASBT_CHECK(write(fd, kcfg, strlen(kcfg)) == (ssize_t)strlen(kcfg));
-    close(fd);
-    memset(&kd, 0, sizeof kd);
-    kd.kubeconfig.path = path;
-    ASBT_EQ_RES(asb_kube_client_create(&kd, &kc, &err), ASB_OK);
-    unlink(path);
+    kube_client_at(r->port, "abcd", NULL, &kc);
+    ASBT_CHECK(kc != NULL);
     for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         pthread_mutex_lock(&r->lock);
         snprintf(r->reply, sizeof r->reply,
@@ -309,19 +312,11 @@ ASBT_TEST(portforward_create_checks_its_description) {
     asb_portforward *pf = NULL;
     asb_error err;
     asb_kube_client_desc kd;
-    char path[] = "/tmp/asb-test-ws-XXXXXX";
-    int fd = mkstemp(path);
-    const char *kcfg = "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n"
-                       "- name: k\n  cluster: {server: 'https://127.0.0.1:1'}\n"
-                       "users:\n- name: u\n  user: {token: abcd}\ncontexts:\n"
-                       "- name: c\n  context: {cluster: k, user: u, namespace: team}\n";
-    ASBT_CHECK(fd >= 0);
-    ASBT_CHECK(write(fd, kcfg, strlen(kcfg)) == (ssize_t)strlen(kcfg));
-    close(fd);
+    ASBT_CHECK(write_token_kubeconfig(1, "abcd", "team")); /* never dialled */
     memset(&kd, 0, sizeof kd);
-    kd.kubeconfig.path = path;
+    kd.kubeconfig.path = unit_cfg;
     ASBT_EQ_RES(asb_kube_client_create(&kd, &kc, &err), ASB_OK);
-    unlink(path);
+    unlink(unit_cfg);
     memset(&d, 0, sizeof d);
     d.port = "8080";
     ASBT_EQ_RES(asb_portforward_create(kc, &d, &pf, &err), ASB_ERR_INVALID_ARGUMENT);
@@ -350,34 +345,6 @@ ASBT_TEST(portforward_create_checks_its_description) {
     ASBT_EQ_STR(pf->ns, "team"); /* the context's namespace */
     asb_portforward_free(pf);
     asb_kube_client_free(kc);
-}
-
-/* A kube client for http://127.0.0.1:port whose kubeconfig user sends
-   `token` (from a file gone once the client has read it), logging to log
-   (NULL: nowhere); *out stays NULL when a step fails (the check says
-   which). */
-static void kube_client_at(int port, const char *token, const asb_logger *log,
-                           asb_kube_client **out) {
-    asb_kube_client_desc kd;
-    asb_error err;
-    char path[] = "/tmp/asb-test-ws-XXXXXX", kcfg[1024];
-    int fd;
-    snprintf(kcfg, sizeof kcfg,
-             "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n"
-             "- name: k\n  cluster: {server: 'http://127.0.0.1:%d'}\n"
-             "users:\n- name: u\n  user: {token: '%s'}\ncontexts:\n"
-             "- name: c\n  context: {cluster: k, user: u}\n",
-             port, token);
-    fd = mkstemp(path);
-    ASBT_CHECK(fd >= 0);
-    ASBT_CHECK(write(fd, kcfg, strlen(kcfg)) == (ssize_t)strlen(kcfg));
-    close(fd);
-    memset(&kd, 0, sizeof kd);
-    kd.kubeconfig.path = path;
-    if (log) kd.http.log = *log;
-    *out = NULL;
-    ASBT_EQ_RES(asb_kube_client_create(&kd, out, &err), ASB_OK);
-    unlink(path);
 }
 
 /* R60: the upgrade copied its request target into 4096 bytes: a longer
@@ -613,27 +580,18 @@ ASBT_TEST(a_token_in_a_watch_resource_version_is_masked_after_410) {
    apiserver, from a file gone once the client has read it; *out stays
    NULL when a step fails (the check says which). */
 static void direct_client(int apiserver_port, asb_client **out) {
-    char path[] = "/tmp/asb-test-ws-XXXXXX", cfg[512];
     asb_client_desc cd;
     asb_error err;
     asb_result r;
-    int fd;
-    snprintf(cfg, sizeof cfg,
-             "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n"
-             "- name: k\n  cluster: {server: 'http://127.0.0.1:%d'}\n"
-             "users:\n- name: u\n  user: {}\ncontexts:\n"
-             "- name: c\n  context: {cluster: k, user: u}\n", apiserver_port);
-    fd = mkstemp(path);
-    ASBT_CHECK(fd >= 0);
-    ASBT_CHECK(write(fd, cfg, strlen(cfg)) == (ssize_t)strlen(cfg));
-    close(fd);
+    *out = NULL;
+    ASBT_CHECK(write_token_kubeconfig(apiserver_port, NULL, NULL));
     memset(&cd, 0, sizeof cd);
-    cd.kube.kubeconfig.path = path;
+    cd.kube.kubeconfig.path = unit_cfg;
     cd.mode = ASB_CONNECT_DIRECT;
     cd.direct_url = "http://127.0.0.1:1";
     cd.claim_api_version = "v1alpha1";
     r = asb_client_create(&cd, out, &err);
-    unlink(path);
+    unlink(unit_cfg);
     ASBT_EQ_RES(r, ASB_OK);
 }
 
