@@ -578,6 +578,37 @@ static asb_result unary(asb_h2_conn *h, const char *method, asb_buf *req, asb_er
     return r;
 }
 
+/* Runs a START call for req (30 s) on j->h into j->e, made empty first
+   (no exit seen: -1), while `beside` runs with j on a thread of its own:
+   what a client does to a process while its stream is open. The thread
+   is joined before this returns the call's result. */
+static asb_result run_start_beside(stdin_job *j, const asb_buf *req, void *(*beside)(void *)) {
+    asb_grpc_call_desc cd;
+    asb_grpc_call *call;
+    asb_grpc_handlers hd;
+    asb_result r;
+    pthread_t t;
+    int started;
+    memset(j->e, 0, sizeof *j->e);
+    asb_buf_init(&j->e->out, NULL);
+    j->e->order_ok = 1;
+    j->e->exit_code = -1;
+    j->ok = 0;
+    memset(&cd, 0, sizeof cd);
+    cd.method = START;
+    cd.timeout_ms = 30000;
+    r = asb_grpc_call_start(j->h, &cd, req->ptr, req->len, &call, NULL);
+    if (r != ASB_OK) return r;
+    started = pthread_create(&t, NULL, beside, j) == 0; /* if not, j->ok stays 0 */
+    hd.on_message = on_event;
+    hd.on_done = on_done;
+    hd.user_data = j->e;
+    r = asb_grpc_call_run(call, &hd, NULL);
+    if (started) pthread_join(t, NULL);
+    asb_grpc_call_free(call);
+    return r;
+}
+
 static void *write_stdin(void *arg) {
     stdin_job *j = (stdin_job *)arg;
     asb_buf req;
@@ -615,32 +646,16 @@ ASBT_TEST(grpc_start_stream_stays_open_while_stdin_and_signal_calls_run_beside_i
     asb_h2_conn *h = connect_to("ASB_GRPC_PORT", 0);
     static const char *const argv[] = {"cat"};
     stdin_job j;
-    pthread_t t;
     events e;
-    asb_grpc_call_desc cd;
-    asb_grpc_call *call;
-    asb_grpc_handlers hd;
     asb_buf req;
+    asb_result r;
     ASBT_CHECK(h != NULL);
-    memset(&e, 0, sizeof e);
-    asb_buf_init(&e.out, NULL);
-    e.order_ok = 1;
-    memset(&cd, 0, sizeof cd);
-    cd.method = START;
-    cd.timeout_ms = 30000;
     command_req(&req, argv, 1);
-    ASBT_EQ_RES(asb_grpc_call_start(h, &cd, req.ptr, req.len, &call, NULL), ASB_OK);
-    asb_buf_free(&req);
     j.h = h;
     j.e = &e;
-    j.ok = 0;
-    pthread_create(&t, NULL, write_stdin, &j);
-    hd.on_message = on_event;
-    hd.on_done = on_done;
-    hd.user_data = &e;
-    ASBT_EQ_RES(asb_grpc_call_run(call, &hd, NULL), ASB_OK);
-    pthread_join(t, NULL);
-    asb_grpc_call_free(call);
+    r = run_start_beside(&j, &req, write_stdin);
+    asb_buf_free(&req);
+    ASBT_EQ_RES(r, ASB_OK);
     ASBT_CHECK(j.ok);
     ASBT_EQ_MEM(e.out.ptr, e.out.len, "w0;w1;w2;", 9);
     ASBT_EQ_INT(e.exit_code, 143);
@@ -1132,38 +1147,21 @@ ASBT_TEST(process_v1_stdin_eof_ends_the_start_stream_with_exit_zero) {
     asb_h2_conn *h = connect_to("ASB_GRPC_PORT", 0);
     static const char *const argv[] = {"cat"};
     stdin_job j;
-    pthread_t t;
     events e;
     asb__pv1_config c;
-    asb_grpc_call_desc cd;
-    asb_grpc_call *call;
-    asb_grpc_handlers hd;
     asb_buf req;
+    asb_result r;
     ASBT_CHECK(h != NULL);
-    memset(&e, 0, sizeof e);
-    asb_buf_init(&e.out, NULL);
-    e.order_ok = 1;
-    e.exit_code = -1;
     memset(&c, 0, sizeof c);
     c.argv = argv;
     c.argc = 1;
     asb_buf_init(&req, NULL);
     asb__pv1_start_request(&req, &c, 0, 0, 0);
-    memset(&cd, 0, sizeof cd);
-    cd.method = START;
-    cd.timeout_ms = 30000;
-    ASBT_EQ_RES(asb_grpc_call_start(h, &cd, req.ptr, req.len, &call, NULL), ASB_OK);
-    asb_buf_free(&req);
     j.h = h;
     j.e = &e;
-    j.ok = 0;
-    pthread_create(&t, NULL, write_then_eof, &j);
-    hd.on_message = on_event;
-    hd.on_done = on_done;
-    hd.user_data = &e;
-    ASBT_EQ_RES(asb_grpc_call_run(call, &hd, NULL), ASB_OK);
-    pthread_join(t, NULL);
-    asb_grpc_call_free(call);
+    r = run_start_beside(&j, &req, write_then_eof);
+    asb_buf_free(&req);
+    ASBT_EQ_RES(r, ASB_OK);
     ASBT_CHECK(j.ok);
     ASBT_EQ_MEM(e.out.ptr, e.out.len, "line\n", 5);
     ASBT_EQ_INT(e.exits, 1);
