@@ -405,6 +405,55 @@ static void *relay_run(void *arg) {
     return asb__pf_relay(((relay_job *)arg)->st);
 }
 
+/* A forward's stream to pod-x:8080 as the forwarder hands it to its relay
+   thread, with no network: the WebSocket to the "apiserver" is one
+   socketpair (wsp[1] plays the apiserver), the program's local end is
+   another (lsp[1] plays the program). The forward's buffers come from
+   alloc, or from kc's allocator when alloc is NULL (the WebSocket's then
+   from the default). Nothing in it may move once made; 0 when a socket
+   could not be made. relay_rig_free undoes it. */
+typedef struct relay_rig {
+    asb_portforward pf;
+    asb__pf_stream st;
+    asb_ws ws;
+    asb__conn c;
+    relay_job j;
+    int wsp[2], lsp[2];
+} relay_rig;
+
+static int relay_rig_init(relay_rig *g, asb_kube_client *kc, const asb_allocator *alloc) {
+    g->wsp[0] = g->wsp[1] = g->lsp[0] = g->lsp[1] = -1;
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, g->wsp) != 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM, 0, g->lsp) != 0 ||
+        asb__set_cloexec_nonblock(g->wsp[0]) != 0 || asb__set_cloexec_nonblock(g->lsp[0]) != 0)
+        return 0;
+    memset(&g->pf, 0, sizeof g->pf);
+    g->pf.kc = kc;
+    if (alloc) g->pf.alloc = *alloc;
+    else if (kc) g->pf.alloc = kc->alloc;
+    pthread_mutex_init(&g->pf.lock, NULL);
+    g->pf.live = 1;
+    ws_on_fd(&g->ws, &g->c, g->wsp[0], alloc);
+    memset(&g->st, 0, sizeof g->st);
+    g->st.pf = &g->pf;
+    g->st.ws = &g->ws;
+    g->st.sp = g->lsp[0];
+    snprintf(g->st.pod, sizeof g->st.pod, "pod-x");
+    g->st.port = 8080;
+    g->j.st = &g->st;
+    return 1;
+}
+
+static void relay_rig_free(relay_rig *g) {
+    int i;
+    ws_free(&g->ws);
+    for (i = 0; i < 2; i++) {
+        if (g->lsp[i] >= 0) close(g->lsp[i]);
+        if (g->wsp[i] >= 0) close(g->wsp[i]);
+    }
+    pthread_mutex_destroy(&g->pf.lock);
+}
+
 static int watch_count_event(void *user, const asb_watch_event *ev) {
     (void)user;
     (void)ev;
@@ -470,18 +519,13 @@ ASBT_TEST(a_token_in_a_websocket_close_reason_is_masked) {
    relay thread as the forwarder runs it (see the test above). */
 ASBT_TEST(a_token_in_a_port_forward_error_channel_is_masked_in_the_error_and_the_log) {
     asb_kube_client *kc = NULL;
-    asb_portforward pf;
-    asb__pf_stream st;
-    asb_ws ws;
-    asb__conn c;
-    relay_job j;
+    relay_rig g;
     pthread_t t;
     asbt_log lg;
     asb_error err;
     unsigned char f[160];
     char text[140];
     size_t tl;
-    int wsp[2], lsp[2];
     kube_client_at(1, r59_token, NULL, &kc); /* never dialled */
     ASBT_CHECK(kc != NULL);
     tl = (size_t)snprintf(text, sizeof text,
@@ -493,27 +537,12 @@ ASBT_TEST(a_token_in_a_port_forward_error_channel_is_masked_in_the_error_and_the
     f[3 + tl] = 2;
     f[4 + tl] = 0x03;
     f[5 + tl] = 0xe8;
-    ASBT_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, wsp) == 0);
-    ASBT_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, lsp) == 0);
-    ASBT_CHECK(asb__set_cloexec_nonblock(wsp[0]) == 0 && asb__set_cloexec_nonblock(lsp[0]) == 0);
-    memset(&pf, 0, sizeof pf);
-    pf.kc = kc;
-    pf.alloc = kc->alloc;
-    asbt_log_open(&lg, &pf.log, ASB_LOG_DEBUG);
-    pthread_mutex_init(&pf.lock, NULL);
-    pf.live = 1;
-    ws_on_fd(&ws, &c, wsp[0], NULL);
-    memset(&st, 0, sizeof st);
-    st.pf = &pf;
-    st.ws = &ws;
-    st.sp = lsp[0];
-    snprintf(st.pod, sizeof st.pod, "pod-x");
-    st.port = 8080;
-    j.st = &st;
-    ASBT_CHECK(write(wsp[1], f, 6 + tl) == (ssize_t)(6 + tl));
-    ASBT_CHECK(pthread_create(&t, NULL, relay_run, &j) == 0);
+    ASBT_CHECK(relay_rig_init(&g, kc, NULL));
+    asbt_log_open(&lg, &g.pf.log, ASB_LOG_DEBUG);
+    ASBT_CHECK(write(g.wsp[1], f, 6 + tl) == (ssize_t)(6 + tl));
+    ASBT_CHECK(pthread_create(&t, NULL, relay_run, &g.j) == 0);
     pthread_join(t, NULL); /* the server's close ends it */
-    ASBT_EQ_INT(asb_portforward_take_error(&pf, &err), 1);
+    ASBT_EQ_INT(asb_portforward_take_error(&g.pf, &err), 1);
     ASBT_EQ_RES(err.code, ASB_ERR_PORT_FORWARD);
     ASBT_CONTAINS(err.message, "to pod pod-x: ****");
     ASBT_CHECK(!holds_token_run(err.message));
@@ -521,12 +550,7 @@ ASBT_TEST(a_token_in_a_port_forward_error_channel_is_masked_in_the_error_and_the
     ASBT_CONTAINS(lg.text.ptr, "portforward.stream.failed");
     ASBT_CHECK(!holds_token_run(lg.text.ptr));
     asbt_log_close(&lg);
-    ws_free(&ws);
-    close(lsp[0]);
-    close(lsp[1]);
-    close(wsp[0]);
-    close(wsp[1]);
-    pthread_mutex_destroy(&pf.lock);
+    relay_rig_free(&g);
     asb_kube_client_free(kc);
 }
 
@@ -665,57 +689,35 @@ ASBT_TEST(a_pod_forward_released_during_another_handles_dial_is_freed_after_it) 
 ASBT_TEST(bytes_relayed_to_a_forward_are_wiped_from_freed_memory) {
     static const char req[] = "GET / HTTP/1.1\r\nAuthorization: Bearer scan-pf-token-3f9a1c\r\n\r\n";
     scanalloc sa;
-    asb_portforward pf;
-    asb__pf_stream st;
-    asb_ws ws;
-    asb__conn c;
-    relay_job j;
+    relay_rig g;
     pthread_t t;
-    int wsp[2], lsp[2];
     unsigned char got[256];
     size_t have = 0, want = 2 + 4 + 1 + (sizeof req - 1);
     scanalloc_init(&sa);
     scanalloc_secret(&sa, "scan-pf-token-3f9a1c");
-    ASBT_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, wsp) == 0);
-    ASBT_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, lsp) == 0);
-    ASBT_CHECK(asb__set_cloexec_nonblock(wsp[0]) == 0 && asb__set_cloexec_nonblock(lsp[0]) == 0);
-    memset(&pf, 0, sizeof pf);
-    pf.alloc = sa.a;
-    pthread_mutex_init(&pf.lock, NULL);
-    pf.live = 1;
-    ws_on_fd(&ws, &c, wsp[0], &sa.a);
-    memset(&st, 0, sizeof st);
-    st.pf = &pf;
-    st.ws = &ws;
-    st.sp = lsp[0];
-    snprintf(st.pod, sizeof st.pod, "pod-x");
-    st.port = 8080;
-    j.st = &st;
-    ASBT_CHECK(pthread_create(&t, NULL, relay_run, &j) == 0);
+    ASBT_CHECK(relay_rig_init(&g, NULL, &sa.a));
+    ASBT_CHECK(pthread_create(&t, NULL, relay_run, &g.j) == 0);
     /* after a pause the relay sends the first byte alone: either way the
        request arrives as channel-0 frames; wait for all of its bytes */
-    ASBT_CHECK(write(lsp[1], req, sizeof req - 1) == (ssize_t)(sizeof req - 1));
+    ASBT_CHECK(write(g.lsp[1], req, sizeof req - 1) == (ssize_t)(sizeof req - 1));
     while (have < want) {
         struct pollfd p;
         ssize_t n;
-        p.fd = wsp[1];
+        p.fd = g.wsp[1];
         p.events = POLLIN;
         p.revents = 0;
         if (poll(&p, 1, 10000) != 1) break;
-        n = recv(wsp[1], got + have, sizeof got - have, 0);
+        n = recv(g.wsp[1], got + have, sizeof got - have, 0);
         if (n <= 0) break;
         have += (size_t)n;
         if (have >= want || have == sizeof got) break;
     }
     ASBT_CHECK(have >= want - 7); /* (one or two frames' headers) */
-    close(lsp[1]); /* the program is done: the relay ends */
+    close(g.lsp[1]); /* the program is done: the relay ends */
+    g.lsp[1] = -1;
     pthread_join(t, NULL);
-    ASBT_EQ_INT((int)pf.live, 0);
-    ws_free(&ws);
-    close(lsp[0]);
-    close(wsp[0]);
-    close(wsp[1]);
-    pthread_mutex_destroy(&pf.lock);
+    ASBT_EQ_INT((int)g.pf.live, 0);
+    relay_rig_free(&g);
     ASBT_CHECK(sa.frees > 0);
     ASBT_EQ_INT(sa.hits, 0);
     scanalloc_fini(&sa);
