@@ -1407,23 +1407,37 @@ static int open_fds(void) {
    hostile one may do it after every call) is replaced at the next call;
    the one replaced, with no stream left on it, must be freed then, not
    kept with its socket and wake pipe until the handle goes. */
-ASBT_TEST(sandboxd_handle_frees_the_grpc_connections_the_server_ended) {
-    const char *port = getenv("ASB_GRPC_AGED_PORT");
+/* An in-pod client whose sandboxd, REST and gRPC, is 127.0.0.1 on the
+   port named by the environment variable port_env, its HTTP buffers from
+   alloc (NULL: libc), and its handle; *sb stays NULL when a step fails
+   (the check says which). */
+static void in_pod_client(const char *port_env, const asb_allocator *alloc, asb_client **c,
+                          asb_sandbox **sb) {
+    const char *port = getenv(port_env);
     asb_client_desc cd;
-    asb_client *c = NULL;
-    asb_sandbox *sb = NULL;
-    asb_run_result rr;
     asb_error err;
     char addr[64];
-    int i, before, after;
+    *c = NULL;
+    *sb = NULL;
     ASBT_CHECK(port != NULL);
     snprintf(addr, sizeof addr, "127.0.0.1:%s", port);
     memset(&cd, 0, sizeof cd);
     cd.mode = ASB_CONNECT_IN_POD;
-    cd.sandboxd_rest_addr = addr; /* unused: only gRPC calls here */
+    cd.sandboxd_rest_addr = addr; /* the peer serves gRPC only: no case here calls REST */
     cd.sandboxd_grpc_addr = addr;
-    ASBT_EQ_RES(asb_client_create(&cd, &c, &err), ASB_OK);
-    ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
+    cd.kube.http.allocator = alloc;
+    ASBT_EQ_RES(asb_client_create(&cd, c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_sandbox_in_pod(*c, sb, &err), ASB_OK);
+}
+
+ASBT_TEST(sandboxd_handle_frees_the_grpc_connections_the_server_ended) {
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_run_result rr;
+    asb_error err;
+    int i, before, after;
+    in_pod_client("ASB_GRPC_AGED_PORT", NULL, &c, &sb);
+    ASBT_CHECK(sb != NULL);
     ASBT_EQ_RES(asb_sandbox_run(sb, "echo", 20000, &rr, &err), ASB_OK);
     asb_run_result_free(&rr);
     before = open_fds(); /* one connection: its socket and wake pipe */
@@ -1659,9 +1673,7 @@ ASBT_TEST(sandboxd_process_start_without_a_stream_window_ends_at_its_timeout_ms)
    only command[0], "/bin/sh"; "slow" answers init and waits). */
 ASBT_TEST(sandboxd_env_values_and_stdin_are_wiped_from_freed_memory) {
     static const char *const slow[] = {"slow"};
-    const char *port = getenv("ASB_GRPC_PORT");
     scanalloc sa;
-    asb_client_desc cd;
     asb_client *c = NULL;
     asb_sandbox *sb = NULL;
     asb_run_result rr;
@@ -1670,19 +1682,11 @@ ASBT_TEST(sandboxd_env_values_and_stdin_are_wiped_from_freed_memory) {
     asb_process *p = NULL;
     asb_env_var env[1];
     asb_error err;
-    char addr[64];
-    ASBT_CHECK(port != NULL);
-    snprintf(addr, sizeof addr, "127.0.0.1:%s", port);
     scanalloc_init(&sa);
     scanalloc_secret(&sa, "scan-sd-env-9d41e7");
     scanalloc_secret(&sa, "scan-sd-stdin-52b0aa");
-    memset(&cd, 0, sizeof cd);
-    cd.mode = ASB_CONNECT_IN_POD;
-    cd.sandboxd_rest_addr = addr;
-    cd.sandboxd_grpc_addr = addr;
-    cd.kube.http.allocator = &sa.a;
-    ASBT_EQ_RES(asb_client_create(&cd, &c, &err), ASB_OK);
-    ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
+    in_pod_client("ASB_GRPC_PORT", &sa.a, &c, &sb);
+    ASBT_CHECK(sb != NULL);
     env[0].name = "API_KEY";
     env[0].value = "scan-sd-env-9d41e7";
     env[0].container_name = NULL;
@@ -1737,8 +1741,6 @@ static void *wait_run(void *arg) {
 
 ASBT_TEST(sandboxd_second_init_event_fails_the_process_and_keeps_the_first_id) {
     static const char *const reinit[] = {"reinit"};
-    const char *port = getenv("ASB_GRPC_PORT");
-    asb_client_desc cd;
     asb_client *c = NULL;
     asb_sandbox *sb = NULL;
     asb_process_opts po;
@@ -1746,16 +1748,9 @@ ASBT_TEST(sandboxd_second_init_event_fails_the_process_and_keeps_the_first_id) {
     asb_error err;
     wait_job j;
     pthread_t t;
-    char addr[64];
     int i, done = 0, moved = 0;
-    ASBT_CHECK(port != NULL);
-    snprintf(addr, sizeof addr, "127.0.0.1:%s", port);
-    memset(&cd, 0, sizeof cd);
-    cd.mode = ASB_CONNECT_IN_POD;
-    cd.sandboxd_rest_addr = addr;
-    cd.sandboxd_grpc_addr = addr;
-    ASBT_EQ_RES(asb_client_create(&cd, &c, &err), ASB_OK);
-    ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
+    in_pod_client("ASB_GRPC_PORT", NULL, &c, &sb);
+    ASBT_CHECK(sb != NULL);
     memset(&po, 0, sizeof po);
     po.argv = reinit;
     po.argc = 1;
@@ -1798,22 +1793,13 @@ ASBT_TEST(sandboxd_second_init_event_fails_the_process_and_keeps_the_first_id) {
    init. The start fails clearly; no handle is given out. */
 ASBT_TEST(sandboxd_init_event_without_a_process_id_fails_the_start) {
     static const char *const ids[] = {"0", "-1", "-2147483648"};
-    const char *port = getenv("ASB_GRPC_PORT");
-    asb_client_desc cd;
     asb_client *c = NULL;
     asb_sandbox *sb = NULL;
     asb_process_opts po;
     asb_error err;
-    char addr[64];
     size_t i;
-    ASBT_CHECK(port != NULL);
-    snprintf(addr, sizeof addr, "127.0.0.1:%s", port);
-    memset(&cd, 0, sizeof cd);
-    cd.mode = ASB_CONNECT_IN_POD;
-    cd.sandboxd_rest_addr = addr;
-    cd.sandboxd_grpc_addr = addr;
-    ASBT_EQ_RES(asb_client_create(&cd, &c, &err), ASB_OK);
-    ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
+    in_pod_client("ASB_GRPC_PORT", NULL, &c, &sb);
+    ASBT_CHECK(sb != NULL);
     for (i = 0; i < sizeof ids / sizeof ids[0]; i++) {
         const char *argv[2];
         asb_process *p = NULL;
