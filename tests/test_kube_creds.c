@@ -24,15 +24,32 @@ static void setup(void) {
     snprintf(logpath, sizeof logpath, "%s/plugin.log", dir);
 }
 
-/* Writes a kubeconfig whose user is `user_yaml` (indented 4). */
-static void write_cfg(const char *user_yaml) {
+/* Writes cfgpath: a kubeconfig whose server is the fault server with
+   `path` after its port ("" or "/<scenario>/<key>...": every request goes
+   under it) and whose user is `user_yaml` (indented 4). 0 when it cannot
+   be written. */
+static int write_cfg_under(const char *path, const char *user_yaml) {
     FILE *f = fopen(cfgpath, "w");
+    if (!f) return 0;
     fprintf(f,
             "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
-            "    server: http://127.0.0.1:%s\ncontexts:\n- name: c\n  context: {cluster: c, "
+            "    server: http://127.0.0.1:%s%s\ncontexts:\n- name: c\n  context: {cluster: c, "
             "user: u}\ncurrent-context: c\nusers:\n- name: u\n  user:\n%s",
-            getenv("ASB_PEER_FAULT_PORT"), user_yaml);
-    fclose(f);
+            getenv("ASB_PEER_FAULT_PORT"), path, user_yaml);
+    return fclose(f) == 0;
+}
+
+/* Writes a kubeconfig for the fault server's root whose user is `user_yaml`. */
+static void write_cfg(const char *user_yaml) {
+    write_cfg_under("", user_yaml);
+}
+
+/* cfgpath for the fault server's scenario `mode` under `key` (so each
+   case's counters are its own), the user a static token. */
+static int write_scenario_cfg(const char *mode, const char *key) {
+    char path[256];
+    snprintf(path, sizeof path, "/%s/%s", mode, key);
+    return write_cfg_under(path, "    token: t\n");
 }
 
 static void write_plugin_cfg(const char *mode, const char *api, const char *extra) {
@@ -452,14 +469,7 @@ static int64_t watch_against(const char *mode, const char *key, int deadline_ms,
     asb_kube_resource r;
     asb_watch_opts wo;
     asb_error err;
-    FILE *f = fopen(cfgpath, "w");
-    if (!f) return -1;
-    fprintf(f,
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
-            "    server: http://127.0.0.1:%s/%s/%s\ncontexts:\n- name: c\n  context: "
-            "{cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: t}\n",
-            getenv("ASB_PEER_FAULT_PORT"), mode, key);
-    fclose(f);
+    if (!write_scenario_cfg(mode, key)) return -1;
     memset(&d, 0, sizeof d);
     d.kubeconfig.path = cfgpath;
     if (asb_kube_client_create(&d, &kc, &err) != ASB_OK) return -1;
@@ -523,14 +533,7 @@ static asb_kube_client *client_at(const char *mode, const char *key) {
     asb_kube_client_desc d;
     asb_kube_client *kc = NULL;
     asb_error err;
-    FILE *f = fopen(cfgpath, "w");
-    if (!f) return NULL;
-    fprintf(f,
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
-            "    server: http://127.0.0.1:%s/%s/%s\ncontexts:\n- name: c\n  context: "
-            "{cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: t}\n",
-            getenv("ASB_PEER_FAULT_PORT"), mode, key);
-    fclose(f);
+    if (!write_scenario_cfg(mode, key)) return NULL;
     memset(&d, 0, sizeof d);
     d.kubeconfig.path = cfgpath;
     if (asb_kube_client_create(&d, &kc, &err) != ASB_OK) return NULL;
@@ -1438,14 +1441,9 @@ ASBT_TEST(client_certificates_rotate_20_times_under_concurrent_watches) {
    server's /list-continue does. Each paged list (claims, names, the
    shared watch's list) stops with ASB_ERR_KUBE_API instead of looping. */
 static void write_list_cfg(const char *key, const char *mode) {
-    FILE *f = fopen(cfgpath, "w");
-    fprintf(f,
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
-            "    server: http://127.0.0.1:%s/list-continue/%s/%s\ncontexts:\n- name: c\n  "
-            "context: {cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: "
-            "{token: t}\n",
-            getenv("ASB_PEER_FAULT_PORT"), key, mode);
-    fclose(f);
+    char tail[256];
+    snprintf(tail, sizeof tail, "%s/%s", key, mode);
+    write_scenario_cfg("list-continue", tail);
 }
 
 static int informer_event_ignored(void *user, const asb_watch_event *ev) {
