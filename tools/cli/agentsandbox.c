@@ -1683,11 +1683,38 @@ static void call_opts(const cli *c, asb_call_opts *co) {
    planted link where the copy goes, an entry that changed while being
    copied, a name with control characters) is named on stderr and the
    copy goes on with the rest, as GNU cp does; the exit code is then 1.
-   Everything else that fails stops the copy. */
+   So is an entry that could not be read, on either side: gone since its
+   directory was listed, or refused (cp_entry_failed); its exit code is
+   that failure's (3 when not found). Everything else that fails stops
+   the copy: it would fail every entry after it too. */
 typedef struct cp_walk {
     uint64_t entries; /* down: what the listings held so far (CP_MAX_ENTRIES) */
     int skipped;      /* an entry was left out (and named): exit 1 at the end */
+    int failed;       /* the highest exit code of an entry not copied, or 0 */
 } cp_walk;
+
+/* A sandbox's failure that concerns one path, not the copy: the runtime
+   cannot find it (removed since the listing, or a name its listing
+   mangled: the legacy runtime shows bytes that are not UTF-8 as U+FFFD,
+   a name that then 404s) or will not let us read it (403). A claim or a
+   connection gone, a deadline, a 5xx from the router, a cancel: every
+   entry after would fail the same way, so those stop the copy. */
+static int cp_entry_failed(asb_result r, const asb_error *e) {
+    if (r == ASB_ERR_NOT_FOUND || r == ASB_ERR_PERMISSION_DENIED) return 1;
+    return r == ASB_ERR_HTTP_STATUS && (e->http_status == 404 || e->http_status == 403);
+}
+
+static void cp_note_failed(cp_walk *w, int code) {
+    if (code > w->failed) w->failed = code;
+}
+
+/* The exit code of a whole cp -r: what stopped it, else the worst entry
+   left out. */
+static int cp_walk_exit(int rc, const cp_walk *w) {
+    if (rc) return rc;
+    if (w->failed) return w->failed;
+    return w->skipped ? EXIT_FAIL : 0;
+}
 
 /* Uploads the open file fd (closed here), named local in messages. */
 static int upload_fd(cli *c, asb_sandbox *sb, int fd, const char *local, const char *remote) {
@@ -1835,6 +1862,11 @@ static int download_file(cli *c, asb_sandbox *sb, const char *remote, int dfd, c
     }
     if (r != ASB_OK) {
         unlinkat(dfd, tmp, 0);
+        if (tree && cp_entry_failed(r, &e)) { /* named; the rest of the tree still comes */
+            cp_note_failed(tree, fail(c, r, &e, "cp %s:%s to %s, not copied",
+                                      nz(asb_sandbox_claim_name(sb)), remote, shown));
+            return 0;
+        }
         return fail(c, r, &e, "cp %s:%s to %s", nz(asb_sandbox_claim_name(sb)), remote, shown);
     }
     return 0;
@@ -1954,7 +1986,7 @@ static int upload_tree(cli *c, asb_sandbox *sb, const char *local, const char *r
     }
     memset(&w, 0, sizeof w);
     rc = upload_dir(c, sb, dfd, local, remote, 0, &w);
-    return rc ? rc : w.skipped ? EXIT_FAIL : 0;
+    return cp_walk_exit(rc, &w);
 }
 
 /* cp -r down: `remote` becomes the directory `name` below the directory
@@ -1982,6 +2014,11 @@ static int download_tree(cli *c, asb_sandbox *sb, const char *remote, int pfd, c
     call_opts(c, &co);
     c->file_op = 1;
     r = asb_sandbox_list_opts(sb, remote, &fl, &co, &e);
+    if (r != ASB_OK && depth && cp_entry_failed(r, &e)) { /* as a file gone or refused */
+        cp_note_failed(w, fail(c, r, &e, "cp: list %s:%s, not copied",
+                               nz(asb_sandbox_claim_name(sb)), remote));
+        return 0;
+    }
     if (r != ASB_OK)
         return fail(c, r, &e, "cp: list %s:%s", nz(asb_sandbox_claim_name(sb)), remote);
     w->entries += fl.count;
@@ -2097,7 +2134,7 @@ static int cmd_cp(cli *c) {
             if (strcmp(dst, "-") == 0) return usage_error(c, "cp -r cannot write to stdout");
             memset(&w, 0, sizeof w);
             rc = download_tree(c, sb, rpath, AT_FDCWD, dst, dst, 0, &w);
-            return rc ? rc : w.skipped ? EXIT_FAIL : 0;
+            return cp_walk_exit(rc, &w);
         }
         if (strcmp(dst, "-") != 0 && stat(dst, &st) == 0 && S_ISDIR(st.st_mode)) {
             const char *base = strrchr(rpath, '/');

@@ -27,6 +27,11 @@ AUTHORIZATION" to STATEDIR/requests, and serves until killed.
   GET  /list/q, /list/q/sub                       the same, "sub" also holding
                                                   a name with a control byte
   GET  /download/{p,q}/g, /download/{p,q}/sub/f   "from-the-sandbox\n"
+  GET  /list/v                                    "gone" (its download 404s,
+                                                  a file removed since the
+                                                  listing), "locked" (403),
+                                                  then "kept"
+  GET  /download/v/kept                           "kept-by-the-copy\n"
   GET  /list/t                                    files whose mod_time is no
                                                   time: 1e300, -1e300, year
                                                   10000; and 0, the epoch
@@ -212,6 +217,15 @@ class Handler(BaseHTTPRequestHandler):
                                  {"name": "g", "type": "file", "size": 17}]
                            if path in ("/list/p", "/list/q") else
                            bad + [{"name": "f", "type": "file", "size": 17}])
+        elif path == "/list/v":
+            # a tree some of whose files cannot be fetched, listed before
+            # the one that can: the copy must go on past them
+            self.send_json(200, [{"name": n, "type": "file", "size": 17}
+                                 for n in ("gone", "locked", "kept")])
+        elif path == "/download/v/locked":
+            self.status(403, "Forbidden")
+        elif path == "/download/v/kept":
+            self.send_raw(200, b"kept-by-the-copy\n")
         elif path == "/list/t":
             # a double far outside time_t's range was converted to it
             # (undefined behaviour: UBSan stops the tool on it)

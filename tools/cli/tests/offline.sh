@@ -227,6 +227,19 @@ t 1 cp-down-skips-a-bad-name-below "$B" --kubeconfig "$OUT/hkc" \
 ok cp-down-bad-name-below-named has_err 'skipping the entry "bad\\x01name" of q/sub'
 ok cp-down-bad-name-below-rest-copied eval "grep -qx from-the-sandbox '$OUT/down-q/sub/f' && grep -qx from-the-sandbox '$OUT/down-q/g'"
 rm -rf "$OUT/down" "$OUT/down-q" "$OUT/planted" "$OUT/planted-link" "$OUT/elsewhere" "$OUT/victim"
+# cp -r down from a tree whose first file 404s (removed since the
+# listing, or a name the runtime mangled), whose second is refused (403):
+# each is named (escaped, as all server text is),
+# the third is copied, exit 3 (the worst: not found). Before, the copy
+# stopped at the first, exit 3, "kept" never fetched.
+t 3 cp-down-goes-on-past-a-file-it-cannot-fetch "$B" --kubeconfig "$OUT/hkc" \
+    --connect "direct=http://127.0.0.1:$hport" cp -r deep:v "$OUT/down-v"
+ok cp-down-past-unfetchable-good-file-copied grep -qx kept-by-the-copy "$OUT/down-v/kept"
+ok cp-down-past-unfetchable-404-named has_err "cp deep:v/gone to .*down-v/gone, not copied: .*status 404"
+ok cp-down-past-unfetchable-403-named has_err "cp deep:v/locked to .*down-v/locked, not copied: .*status 403"
+ok cp-down-past-unfetchable-no-raw-controls raw_free "$OUT/e"
+ok cp-down-past-unfetchable-no-half-files eval "[ \"\$(ls -A '$OUT/down-v')\" = kept ]"
+rm -rf "$OUT/down-v"
 # cp -r up from a tree another local user can write to: they swap a file
 # for a symlink to one of ours between the listing and the open
 # (swap_on_open.c, preloaded, does it just before the open). The link is
