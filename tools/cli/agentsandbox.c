@@ -1927,7 +1927,20 @@ static int upload_dir(cli *c, asb_sandbox *sb, int dfd, const char *local, const
             rc = usage_error(c, "cp: a path below %s is too long", local);
             break;
         }
-        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue; /* gone meanwhile */
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            en = errno;
+            if (en != ENOENT && en != EACCES) {
+                fprintf(stderr, "agentsandbox: cp: cannot stat %s: %s\n", safe(lp), strerror(en));
+                rc = EXIT_FAIL;
+                break;
+            }
+            /* gone since the listing, or not ours to look at: as down, it
+               is named, the rest goes up, and the exit code says so */
+            fprintf(stderr, "agentsandbox: cp: cannot stat %s: %s: not copied\n", safe(lp),
+                    strerror(en));
+            cp_note_failed(w, en == ENOENT ? EXIT_NOTFOUND : EXIT_FAIL);
+            continue;
+        }
         isdir = S_ISDIR(st.st_mode);
         if (!isdir && !S_ISREG(st.st_mode)) { /* a symlink, a device, a fifo */
             fprintf(stderr, "agentsandbox: cp: skipping %s (not a file or directory)\n", safe(lp));
@@ -1950,10 +1963,16 @@ static int upload_dir(cli *c, asb_sandbox *sb, int dfd, const char *local, const
                     "%s when opened): not copied\n", safe(lp), kind_of(st.st_mode),
                     kind_of(now.st_mode));
             w->skipped = 1;
-        } else if (en == ELOOP || en == ENOTDIR || en == ENOENT || en == ENXIO) {
-            /* it changed since the listing (swapped for a link, gone) */
+        } else if (en == ELOOP || en == ENOTDIR || en == ENXIO) {
+            /* it changed since the listing (swapped for a link) */
             fprintf(stderr, "agentsandbox: cp: skipping %s (not a file or directory)\n", safe(lp));
-        } else if (fd < 0) { /* unreadable, out of descriptors...: never a silent gap */
+        } else if (en == ENOENT || en == EACCES || en == EPERM) {
+            /* one file gone since the listing, or not ours to read: as a
+               404 or 403 down, named, not copied, the rest goes up */
+            fprintf(stderr, "agentsandbox: cp: cannot open %s: %s: not copied\n", safe(lp),
+                    strerror(en));
+            cp_note_failed(w, en == ENOENT ? EXIT_NOTFOUND : EXIT_FAIL);
+        } else if (fd < 0) { /* out of descriptors...: the rest would fail too */
             fprintf(stderr, "agentsandbox: cp: cannot open %s: %s\n", safe(lp), strerror(en));
             rc = EXIT_FAIL;
         } else if (fstat(fd, &now) != 0) {

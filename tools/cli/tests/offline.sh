@@ -287,6 +287,21 @@ ok cp-up-dir-became-a-file-says-so has_err "up/sub/swapme changed while being co
 ok cp-up-dir-became-a-file-rest-went-up grep -q plain-file-body "$OUT/hostile/uploads"
 ok cp-up-dir-became-a-file-not-copied eval "! grep -q swapped-in-body '$OUT/hostile/uploads'"
 rm -rf "$OUT/up"
+# ... or delete a file between the listing and the open: it is named, not
+# copied, the rest goes up, exit 3 (not found), as a file gone in the
+# sandbox does down (before: "skipping ... (not a file or directory)",
+# exit 0: a file missing from the copy with a success)
+mkdir -p "$OUT/up/sub"
+echo "plain-file-body" >"$OUT/up/sub/a.txt"
+echo "to-be-swapped" >"$OUT/up/sub/swapme"
+: >"$OUT/hostile/uploads"
+t 3 cp-up-file-gone-mid-copy env LD_PRELOAD="$OUT/swap.so" SWAP_KIND=gone \
+    "$B" --kubeconfig "$OUT/hkc" --connect "direct=http://127.0.0.1:$hport" \
+    cp -r "$OUT/up" deep:/up
+ok cp-up-file-gone-mid-copy-removed eval "[ ! -e '$OUT/up/sub/swapme' ]"
+ok cp-up-file-gone-mid-copy-named has_err "cannot open .*up/sub/swapme: No such file or directory: not copied"
+ok cp-up-file-gone-mid-copy-rest-went-up grep -q plain-file-body "$OUT/hostile/uploads"
+rm -rf "$OUT/up"
 # a plain cp of a file that is a directory by the time it is opened
 mkdir -p "$OUT/up"
 echo "to-be-swapped" >"$OUT/up/swapme"

@@ -4,8 +4,9 @@
    last component is "swapme" replaces that entry, then opens as asked:
    by default (SWAP_KIND unset) a file becomes a symlink to $SWAP_TARGET;
    SWAP_KIND=dir: a file becomes a directory holding a file "inner";
-   SWAP_KIND=file: an empty directory becomes a file. The swapped-in
-   file's body is "swapped-in-body". */
+   SWAP_KIND=file: an empty directory becomes a file; SWAP_KIND=gone: the
+   file is removed (deleted between the listing and the open). The
+   swapped-in file's body is "swapped-in-body". */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -41,6 +42,10 @@ static void swap_if_due(int dirfd, const char *path) {
         if (unlinkat(dirfd, path, 0) == 0 && mkdirat(dirfd, path, 0755) == 0 &&
             snprintf(inner, sizeof inner, "%s/inner", path) < (int)sizeof inner)
             plant_file(dirfd, inner);
+    } else if (kind && strcmp(kind, "gone") == 0) {
+        swapped = 1;
+        if (unlinkat(dirfd, path, 0) != 0) {
+        }
     } else if (kind && strcmp(kind, "file") == 0) {
         swapped = 1;
         if (unlinkat(dirfd, path, AT_REMOVEDIR) == 0) plant_file(dirfd, path);
