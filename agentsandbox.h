@@ -22809,8 +22809,6 @@ static asb_result asb__create_begin(asb_client *c, asb__create_job *j, asb_error
     return ASB_OK;
 }
 
-/* After the wait (r: its outcome, gap: the object was found missing by a
-   list): the waiter leaves the shared watch, then the claim is judged. */
 /* A failed create deletes the claim it made (only while it is still
    ours: the UID is the precondition) and says in the error how that
    went: deleted, already gone, or left behind, with the name, when the
@@ -22834,6 +22832,8 @@ static void asb__create_cleanup(asb_client *c, asb__create_job *j, asb_error *er
                  j->claim, j->ns, derr.message);
 }
 
+/* After the wait (r: its outcome, gap: the object was found missing by a
+   list): the waiter leaves the shared watch, then the claim is judged. */
 static asb_result asb__create_finish(asb_client *c, asb__create_job *j, asb_result r, int gap,
                                      asb_sandbox **out, asb_error *err) {
     asb_sandbox *sb, *dup = NULL;
