@@ -649,10 +649,19 @@ MADE_TEST(another_local_user_cannot_take_over_the_tunnel) {
 
 MADE_TEST(killed_kubectl_is_replaced_on_the_next_call) {
     asb_error err;
-    asb_client *c = m->c[0] = new_client_traced(&err, 1);
+    asb_client_desc d;
+    asb_client *c;
     asb_sandbox *sb = NULL;
     pid_t first, second;
-    ASBT_CHECK(c != NULL);
+    memset(&d, 0, sizeof d);
+    d.mode = client_mode;
+    d.kube.kubeconfig.path = kubeconfig;
+    d.tracer.enable = 1;
+    d.tracer.otlp = -1;
+    asbt_log_open(&m->log, &d.log, ASB_LOG_DEBUG);
+    m->log_open = 1;
+    ASBT_EQ_RES(asb_client_create(&d, &m->c[0], &err), ASB_OK);
+    c = m->c[0];
     ASBT_EQ_RES(asb_client_create_sandbox(c, "python-sandbox-template", NULL, &sb, &err), ASB_OK);
     ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &m->rr, &err), ASB_OK);
     asb_run_result_free(&m->rr);
@@ -665,6 +674,13 @@ MADE_TEST(killed_kubectl_is_replaced_on_the_next_call) {
     ASBT_CHECK(c->tunnel.pid > 0 && c->tunnel.pid != first);
     /* the new kubectl's start is timed in the discovery histogram too */
     ASBT_EQ_INT((int)tunnel_starts(c), 2);
+    /* and the death was told, once, as a warning naming the old kubectl:
+       found reaped ("exited (signal 9)", or the supervisor's status) or,
+       before its supervisor was reaped, by the refused connection */
+    ASBT_EQ_INT(asbt_log_count(&m->log, "2 tunnel.exited: kubectl port-forward (pid "), 1);
+    ASBT_EQ_INT(asbt_log_count(&m->log, ") exited (") +
+                    asbt_log_count(&m->log, ") refused a connection on its port "), 1);
+    ASBT_EQ_INT(asbt_log_count(&m->log, "1 tunnel.start: "), 2);
     second = c->tunnel.pid;
     ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
     free_client(&m->c[0]);
