@@ -20495,7 +20495,10 @@ static asb_result asb__sd_rest_error(asb_result r, const char *what, const char 
                                      asb_error *e) {
     asb_json_doc d;
     char code[64] = "", msg[300] = "", q[160];
-    if (r == ASB_OK || e->http_status < 400) return r;
+    /* e->reason set: the apiserver answered (a native tunnel's dial: the
+       pod or its port-forward gone or refused), not sandboxd; kept as it
+       is, so no caller takes "pods x not found" for a missing file */
+    if (r == ASB_OK || e->http_status < 400 || e->reason[0]) return r;
     if (e->body_len && asb_json_doc_parse(&d, e->body, e->body_len, NULL, NULL) == ASB_OK) {
         asb_json_get_string(&d, asb_json_find(&d, 0, "code"), code, sizeof code, NULL);
         asb_json_get_string(&d, asb_json_find(&d, 0, "message"), msg, sizeof msg, NULL);

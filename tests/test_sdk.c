@@ -487,6 +487,35 @@ ASBT_TEST(file_paths_are_normalised_and_percent_encoded_on_the_wire) {
     recorder_stop(rec);
 }
 
+/* A sandboxd REST call over the native tunnel whose dial the apiserver
+   refused (the pod gone: 404 with its Status, reason "NotFound") keeps
+   the apiserver's error: it used to be relabelled "sandboxd answered 404
+   NOT_FOUND" with sandboxd's code, so a caller (agentsandbox cp -r)
+   took a gone pod for one missing file and went on through the tree.
+   sandboxd's own 404 is still read as sandboxd's. */
+ASBT_TEST(a_sandboxd_call_keeps_the_apiservers_404_as_the_apiservers) {
+    static const char body[] = "{\"code\":\"NOT_FOUND\",\"message\":\"no such file\"}";
+    asb_error e;
+    memset(&e, 0, sizeof e);
+    e.code = ASB_ERR_NOT_FOUND;
+    e.http_status = 404;
+    snprintf(e.reason, sizeof e.reason, "NotFound");
+    snprintf(e.message, sizeof e.message, "GET pods/sb-0/portforward: 404 NotFound: pods \"sb-0\" not found");
+    ASBT_EQ_RES(asb__sd_rest_error(ASB_ERR_NOT_FOUND, "read", "a.txt", &e), ASB_ERR_NOT_FOUND);
+    ASBT_EQ_STR(e.reason, "NotFound");
+    ASBT_CONTAINS(e.message, "pods \"sb-0\" not found");
+    ASBT_CHECK(strstr(e.message, "sandboxd answered") == NULL);
+    /* sandboxd's own answer: its code and message */
+    memset(&e, 0, sizeof e);
+    e.code = ASB_ERR_HTTP_STATUS;
+    e.http_status = 404;
+    memcpy(e.body, body, sizeof body - 1);
+    e.body_len = sizeof body - 1;
+    ASBT_EQ_RES(asb__sd_rest_error(ASB_ERR_HTTP_STATUS, "read", "a.txt", &e), ASB_ERR_NOT_FOUND);
+    ASBT_EQ_STR(e.reason, "NOT_FOUND");
+    ASBT_CONTAINS(e.message, "sandboxd answered 404 NOT_FOUND: no such file");
+}
+
 /* R69: a listed name with a NUL in it ("\u0000" in the JSON) was cut
    there by the entry's char *: "a\u0000/../../x" read as "a", another
    file than the one the runtime listed, and "..\u0000" as "..". Such an
@@ -2871,6 +2900,7 @@ ASBT_LIST(
     ASBT_CASE(file_paths_are_normalised_and_percent_encoded_on_the_wire)
     ASBT_CASE(a_list_or_exists_path_longer_than_the_cap_is_refused_not_cut)
     ASBT_CASE(a_listed_name_with_a_nul_is_skipped_not_cut)
+    ASBT_CASE(a_sandboxd_call_keeps_the_apiservers_404_as_the_apiservers)
     ASBT_CASE(router_token_goes_to_the_router_and_never_into_errors_or_the_log)
     ASBT_CASE(keys_in_extra_headers_are_masked_in_echoed_error_bodies)
     ASBT_CASE(a_long_error_body_keeps_its_first_512_bytes_in_err)

@@ -1706,6 +1706,13 @@ typedef struct cp_walk {
    connection gone, a deadline, a 5xx from the router, a cancel: every
    entry after would fail the same way, so those stop the copy. */
 static int cp_entry_failed(asb_result r, const asb_error *e) {
+    /* a Kubernetes Status reason ("NotFound", "Forbidden"): the apiserver
+       answered the tunnel's dial, the pod or the router is gone or barred,
+       and every entry after would meet it too. sandboxd's own codes are
+       NOT_FOUND / PERMISSION_DENIED; the legacy runtime sets none */
+    if (e->reason[0] && strcmp(e->reason, "NOT_FOUND") != 0 &&
+        strcmp(e->reason, "PERMISSION_DENIED") != 0)
+        return 0;
     if (r == ASB_ERR_NOT_FOUND || r == ASB_ERR_PERMISSION_DENIED) return 1;
     return r == ASB_ERR_HTTP_STATUS && (e->http_status == 404 || e->http_status == 403);
 }
