@@ -22895,8 +22895,9 @@ static asb_result asb__create_finish(asb_client *c, asb__create_job *j, asb_resu
     if (r != ASB_OK) {
         if (j->created) asb__create_cleanup(c, j, err); /* no orphan */
         asb__handle_free(sb);
-        asb__log(&c->log, ASB_LOG_ERROR, "sandbox.create", "claim %s %s: %s", j->claim,
-                 j->created ? "deleted" : "left as it was", err ? err->message : asb_result_str(r));
+        /* the message says whether the claim went (asb__create_cleanup) */
+        asb__log(&c->log, ASB_LOG_ERROR, "sandbox.create", "claim %s%s: %s", j->claim,
+                 j->created ? "" : " left as it was", err ? err->message : asb_result_str(r));
         return r;
     }
     asb__log(&c->log, ASB_LOG_INFO, "sandbox.create",
