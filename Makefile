@@ -33,10 +33,13 @@ include $(sort $(wildcard tests/rules.mk tests/*/rules.mk tools/*/rules.mk examp
 all: $(ALL_TARGETS)
 
 # make test: every tier, in order; any failure fails the run.
+# Each tier's wall time is printed after it and summed at the end: CI gives
+# the whole run 90 minutes, and the slow tiers are where to look first.
 test: deps
-	@set -e; for t in $(TEST_TIERS); do \
-	  echo "=== $$t"; $(MAKE) --no-print-directory $$t; \
-	done; echo "=== all test tiers passed: $(TEST_TIERS)"
+	@set -e; start=$$(date +%s); times=""; for t in $(TEST_TIERS); do \
+	  echo "=== $$t"; t0=$$(date +%s); $(MAKE) --no-print-directory $$t; \
+	  s=$$(( $$(date +%s) - t0 )); echo "=== $$t: $${s} s"; times="$$times $$t=$${s}s"; \
+	done; echo "=== all test tiers passed in $$(( $$(date +%s) - start )) s:$$times"
 
 bench: deps
 	@set -e; for t in $(BENCH_TIERS); do $(MAKE) --no-print-directory $$t; done
