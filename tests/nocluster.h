@@ -19,6 +19,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -46,9 +47,17 @@ ASBT_UNUSED static int refused_port(void) {
    test's token reads back byte for byte. 0 when it cannot be written. */
 ASBT_UNUSED static int write_token_kubeconfig(int port, const char *token, const char *ctx_ns) {
     FILE *f;
-    snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-unit-%d.kubeconfig", (int)getpid());
-    f = fopen(unit_cfg, "w");
-    if (!f) return 0;
+    int fd;
+    /* mkstemp, not a name from the pid: another user could plant a link at
+       a predictable /tmp path and have the token written through it. */
+    snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-unit-XXXXXX");
+    fd = mkstemp(unit_cfg);
+    if (fd < 0) return 0;
+    f = fdopen(fd, "w");
+    if (!f) {
+        close(fd);
+        return 0;
+    }
     fprintf(f,
             "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
             "    server: http://127.0.0.1:%d\ncontexts:\n- name: c\n  context: {cluster: c, "

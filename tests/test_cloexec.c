@@ -171,8 +171,8 @@ ASBT_TEST(the_exec_plugins_pipes_are_close_on_exec_from_their_first_instant) {
     int status = -1;
     FILE *f;
     ASBT_CHECK(getcwd(cwd, sizeof cwd) != NULL);
-    snprintf(dir, sizeof dir, "/tmp/asb-cloexec-%d", (int)getpid());
-    mkdir(dir, 0700);
+    snprintf(dir, sizeof dir, "/tmp/asb-cloexec-XXXXXX"); /* not the pid: see nocluster.h */
+    ASBT_CHECK(mkdtemp(dir) != NULL);
     snprintf(cfg, sizeof cfg, "%s/config", dir);
     snprintf(log, sizeof log, "%s/plugin.log", dir);
     f = fopen(cfg, "w");

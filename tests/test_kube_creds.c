@@ -18,8 +18,12 @@ static char logpath[512];
 static char start_path[8192], start_cwd[1024];
 
 static void setup(void) {
-    snprintf(dir, sizeof dir, "/tmp/asb-kube-creds-%d", (int)getpid());
-    mkdir(dir, 0700);
+    /* mkdtemp: a name from the pid could be planted by another user */
+    snprintf(dir, sizeof dir, "/tmp/asb-kube-creds-XXXXXX");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
     snprintf(cfgpath, sizeof cfgpath, "%s/config", dir);
     snprintf(logpath, sizeof logpath, "%s/plugin.log", dir);
 }
@@ -39,9 +43,14 @@ static int write_cfg_under(const char *path, const char *user_yaml) {
     return fclose(f) == 0;
 }
 
-/* Writes a kubeconfig for the fault server's root whose user is `user_yaml`. */
+/* Writes a kubeconfig for the fault server's root whose user is `user_yaml`.
+   A file that cannot be written ends the run: every check after it would
+   read the previous case's kubeconfig and pass or fail for that reason. */
 static void write_cfg(const char *user_yaml) {
-    write_cfg_under("", user_yaml);
+    if (!write_cfg_under("", user_yaml)) {
+        perror(cfgpath);
+        exit(1);
+    }
 }
 
 /* cfgpath for the fault server's scenario `mode` under `key` (so each
@@ -54,7 +63,10 @@ static int write_scenario_cfg(const char *mode, const char *key) {
 
 static void write_plugin_cfg(const char *mode, const char *api, const char *extra) {
     char user[2048], cwd[1024];
-    if (!getcwd(cwd, sizeof cwd)) cwd[0] = 0;
+    if (!getcwd(cwd, sizeof cwd)) {
+        perror("getcwd");
+        exit(1);
+    }
     snprintf(user, sizeof user,
              "    exec:\n      apiVersion: %s\n      command: %s/tests/kube/plugin.sh\n"
              "      installHint: install the test plugin\n%s"

@@ -1653,10 +1653,10 @@ ASBT_TEST(kubectl_is_never_run_from_the_working_directory) {
     FILE *f;
     size_t i;
     ASBT_CHECK(getcwd(cwd, sizeof cwd) != NULL);
-    snprintf(work, sizeof work, "/tmp/asb-test-sdk-kubectl-%d", (int)getpid());
+    snprintf(work, sizeof work, "/tmp/asb-test-sdk-kubectl-XXXXXX");
+    ASBT_CHECK(mkdtemp(work) != NULL);
     snprintf(planted, sizeof planted, "%s/asb-kubectl-planted", work);
     snprintf(marker, sizeof marker, "%s/planted-ran", work);
-    mkdir(work, 0700);
     f = fopen(planted, "w");
     ASBT_CHECK(f != NULL);
     fprintf(f, "#!/bin/sh\ntouch %s\n", marker);
@@ -2003,19 +2003,29 @@ static const char fake_kubectl_script[] =
     "exec sleep 30\n";
 
 typedef struct fake_kubectl {
-    char path[128], args[128];
+    char dir[64], path[128], args[128];
 } fake_kubectl;
 
+/* In a directory of its own (mkdtemp): a program at a name from the pid
+   could be planted by another user and run. fake_kubectl_remove undoes it. */
 static int fake_kubectl_write(fake_kubectl *k) {
     FILE *f;
-    snprintf(k->path, sizeof k->path, "/tmp/asb-fake-kubectl-%d", (int)getpid());
-    snprintf(k->args, sizeof k->args, "/tmp/asb-fake-kubectl-%d.args", (int)getpid());
+    snprintf(k->dir, sizeof k->dir, "/tmp/asb-fake-kubectl-XXXXXX");
+    if (!mkdtemp(k->dir)) return 0;
+    snprintf(k->path, sizeof k->path, "%s/kubectl", k->dir);
+    snprintf(k->args, sizeof k->args, "%s/args", k->dir);
     f = fopen(k->path, "w");
     if (!f) return 0;
     fputs(fake_kubectl_script, f);
     if (fclose(f) != 0 || chmod(k->path, 0700) != 0) return 0;
     setenv("ASB_FAKE_KUBECTL_ARGS", k->args, 1);
     return 1;
+}
+
+static void fake_kubectl_remove(fake_kubectl *k) {
+    unlink(k->args);
+    unlink(k->path);
+    rmdir(k->dir);
 }
 
 /* A tunnel client (the default mode) whose kubectl is the script. */
@@ -2093,8 +2103,7 @@ ASBT_TEST(the_tunnel_port_is_the_one_kubectl_announces_and_odd_output_is_refused
     snprintf(want, sizeof want, "%d", port);
     ASBT_CHECK(strstr(args, want) == NULL);
     asb_client_free(c);
-    unlink(k.args);
-    unlink(k.path);
+    fake_kubectl_remove(&k);
     unsetenv("ASB_FAKE_KUBECTL");
 }
 
@@ -2134,8 +2143,7 @@ ASBT_TEST(a_token_in_kubectl_output_is_masked_in_the_calls_error_and_log) {
     ASBT_CONTAINS(lg.text.ptr, "Unauthorized");
     ASBT_CHECK(strstr(lg.text.ptr, tok + 4) == NULL);
     asbt_log_close(&lg);
-    unlink(k.args);
-    unlink(k.path);
+    fake_kubectl_remove(&k);
     unsetenv("ASB_FAKE_KUBECTL");
     unsetenv("ASB_FAKE_KUBECTL_TOKEN");
 }
@@ -2153,8 +2161,11 @@ ASBT_TEST(a_kubeconfig_server_with_a_query_or_fragment_is_refused) {
         asb_kube_client *kc = NULL;
         asb_error err;
         FILE *f;
-        snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-test-sdk-%d.kubeconfig", (int)getpid());
-        f = fopen(unit_cfg, "w");
+        int fd;
+        snprintf(unit_cfg, sizeof unit_cfg, "/tmp/asb-test-sdk-XXXXXX");
+        fd = mkstemp(unit_cfg); /* not the pid: see nocluster.h */
+        ASBT_CHECK(fd >= 0);
+        f = fdopen(fd, "w");
         ASBT_CHECK(f != NULL);
         fprintf(f,
                 "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"

@@ -23,8 +23,11 @@ static int setup(void) {
     asb_client_desc d;
     asb_error err;
     FILE *f;
-    snprintf(cfg, sizeof cfg, "/tmp/asb-names-%d.kubeconfig", (int)getpid());
-    f = fopen(cfg, "w");
+    int fd;
+    snprintf(cfg, sizeof cfg, "/tmp/asb-names-XXXXXX");
+    fd = mkstemp(cfg); /* not the pid: another user could plant the name */
+    if (fd < 0) return 0;
+    f = fdopen(fd, "w");
     if (!f) return 0;
     /* never dialled: the handle is made here, not looked up */
     fprintf(f, "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
