@@ -158,10 +158,18 @@ $(TB)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_main.h $(HDR) $(ORACLE_
 	$(CLANG) -g -O1 -DASB_FUZZ_REPLAY $(SAN) $< $(FUZZ_EXTRA_$*) -o $@ $(LINK)
 ALL_TARGETS += $(FUZZ_TARGETS:%=$(TB)/fuzz/replay_%)
 
-# The committed seeds plus whatever the fuzzers found so far.
-test-fuzz-replay: $(FUZZ_TARGETS:%=$(TB)/fuzz/replay_%)
-	@$(foreach t,$(FUZZ_TARGETS),echo "--- replay $(t)" && \
-	  $(TB)/fuzz/replay_$(t) $(FUZZ_SEEDS_$(t)) $(wildcard $(TB)/fuzz/corpus_$(t)) &&) true
+# The committed seeds plus whatever the fuzzers found so far, each input
+# once, through the libFuzzer builds test-fuzz-short runs next (-runs=0: no
+# mutation, nothing written), so make test compiles each target once. One
+# replay build (no libFuzzer: what a gcc-only user runs) keeps that main
+# honest too.
+test-fuzz-replay: $(FUZZ_TARGETS:%=$(TB)/fuzz/fuzz_%) $(TB)/fuzz/replay_json
+	@echo "--- replay json (the libFuzzer-free replay main)"; \
+	  $(TB)/fuzz/replay_json $(FUZZ_SEEDS_json) $(wildcard $(TB)/fuzz/corpus_json)
+	@$(foreach t,$(FUZZ_TARGETS),log=$(TB)/fuzz/replay_$(t).log; \
+	  $(TB)/fuzz/fuzz_$(t) -runs=0 -timeout=10 -rss_limit_mb=2048 $(FUZZ_SEEDS_$(t)) \
+	    $(wildcard $(TB)/fuzz/corpus_$(t)) > $$log 2>&1 || { tail -n 40 $$log; exit 1; }; \
+	  echo "--- replay $(t): $$(sed -n 's/^Done \([0-9]*\) runs.*/\1 runs, none failed/p' $$log)" &&) true
 
 # Bounded runs in make test (FUZZ_SECONDS split over the targets by their
 # shares, which sum to 60 with tests/h2/rules.mk's); make fuzz runs each target for FUZZ_SECONDS.
