@@ -84,18 +84,24 @@ deps-locale:
 	    localedef -i de_DE -f UTF-8 de_DE.UTF-8; }
 
 # Every compiler, standard and TLS switch; the implementation alone and a
-# second translation unit using only the declarations; ASB_STATIC.
+# second translation unit using only the declarations; ASB_STATIC. The 48
+# compiles are independent, so they run TEST_JOBS at a time, each into its
+# own object; any failure names its command and fails the tier.
 MATRIX_CC := "gcc -std=c99" "gcc -std=c11" "clang -std=c99" "clang -std=c11" \
              "g++ -x c++ -std=c++11" "clang++ -x c++ -std=c++11"
 test-compile-matrix:
-	@mkdir -p $(TB)/matrix; \
+	@mkdir -p $(TB)/matrix; rm -f $(TB)/matrix/*.o $(TB)/matrix/failed; \
 	printf '#define AGENTSANDBOX_IMPLEMENTATION\n#include "agentsandbox.h"\n' > $(TB)/matrix/impl.c; \
 	printf '#include "agentsandbox.h"\nint use(void);\nint use(void) { return (int)asb_result_str(ASB_OK)[0]; }\n' > $(TB)/matrix/user.c; \
 	printf '#define ASB_STATIC\n#define AGENTSANDBOX_IMPLEMENTATION\n#include "agentsandbox.h"\n' > $(TB)/matrix/static.c; \
-	n=0; for cc in $(MATRIX_CC); do for tls in 0 1; do for tr in 1 0; do for f in impl user static; do \
-	  $$cc -DASB_TLS=$$tls -DASB_TRACING=$$tr -I. $(CFLAGS_WARN) -c $(TB)/matrix/$$f.c -o $(TB)/matrix/$$f.o || \
-	    { echo "compile-matrix: FAILED: $$cc ASB_TLS=$$tls ASB_TRACING=$$tr $$f.c"; exit 1; }; n=$$((n+1)); \
-	done; done; done; done; echo "compile-matrix: $$n builds clean"
+	i=0; for cc in $(MATRIX_CC); do for tls in 0 1; do for tr in 1 0; do for f in impl user static; do \
+	  i=$$((i+1)); echo "$$cc -DASB_TLS=$$tls -DASB_TRACING=$$tr -I. $(CFLAGS_WARN) -c $(TB)/matrix/$$f.c -o $(TB)/matrix/m$$i.o"; \
+	done; done; done; done > $(TB)/matrix/jobs; \
+	xargs -P $(TEST_JOBS) -I CMD sh -c 'CMD || echo "CMD" >> $(TB)/matrix/failed' < $(TB)/matrix/jobs; \
+	if [ -s $(TB)/matrix/failed ]; then sed 's/^/compile-matrix: FAILED: /' $(TB)/matrix/failed; exit 1; fi; \
+	n=$$(ls $(TB)/matrix/m*.o | wc -l); want=$$(wc -l < $(TB)/matrix/jobs); \
+	[ "$$n" = "$$want" ] || { echo "compile-matrix: $$n objects for $$want builds"; exit 1; }; \
+	echo "compile-matrix: $$n builds clean"
 
 # The implementation exports only asb_* symbols and, under ASB_STATIC, none.
 test-symbols:
