@@ -22637,8 +22637,11 @@ static void asb__create_job_init(asb__create_job *j, const char *tpl,
     j->wait_span.t = NULL;
 }
 
+static void asb__create_cleanup(asb_client *c, asb__create_job *j, asb_error *err);
+
 /* Everything up to the wait for Ready. On failure nothing is left: no
-   claim of ours, no waiter. err is not NULL. */
+   waiter, and no claim of ours unless its delete failed or was stopped,
+   which err then says. err is not NULL. */
 static asb_result asb__create_begin(asb_client *c, asb__create_job *j, asb_error *err) {
     asb__span span; /* create_claim */
     asb_buf body, resp;
@@ -22799,10 +22802,12 @@ static asb_result asb__create_begin(asb_client *c, asb__create_job *j, asb_error
         asb_result tr = prestart_conn->prestart(c, err);
         if (tr != ASB_OK) {
             asb__informer_leave(j->waiter);
-            if (j->created) asb_kube_delete_uid(c->kube, &j->res, j->ns, j->claim, j->cw.uid, NULL); /* no orphan */
-            asb__log(&c->log, ASB_LOG_ERROR, "sandbox.create", "claim %s %s: %s", j->claim,
-                     j->created ? "deleted" : "left as it was",
-                     err ? err->message : asb_result_str(tr));
+            /* no orphan, as after a failed wait: the caller's
+               cleanup_cancel stops the delete, and the message says
+               whether the claim went (R70) */
+            if (j->created) asb__create_cleanup(c, j, err);
+            asb__log(&c->log, ASB_LOG_ERROR, "sandbox.create", "claim %s%s: %s", j->claim,
+                     j->created ? "" : " left as it was", err ? err->message : asb_result_str(tr));
             return tr;
         }
     }

@@ -1145,6 +1145,57 @@ ASBT_TEST(a_create_waiting_for_ready_is_cancelled_and_deletes_its_claim) {
     recorder_stop(rec);
 }
 
+/* R70: a create whose connector could not start (here the local tunnel's
+   kubectl is missing) after its claim was made deletes that claim as
+   every other failed create does: the caller's cleanup_cancel stops the
+   delete, and the error and the log say whether the claim went. That
+   path used to delete without the token, say nothing in the error, and
+   log "claim ... deleted" whatever the delete did. The recorder plays the
+   apiserver: it takes the POST and holds the shared watch's list. */
+ASBT_TEST(a_create_whose_tunnel_cannot_start_says_whether_its_claim_went) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_create_opts o;
+    asb_cancel *stop = NULL;
+    asb_error err;
+    asbt_log lg;
+    recorder_request q;
+    int i, n;
+    ASBT_CHECK(rec != NULL);
+    recorder_reply(rec, 200, "{\"metadata\":{\"resourceVersion\":\"7\",\"uid\":\"u-1\"}}");
+    recorder_delay_after(rec, 1, 30000); /* the POST answers; the watch waits */
+    ASBT_CHECK(write_token_kubeconfig(rec->port, NULL, NULL));
+    memset(&d, 0, sizeof d);
+    asbt_log_open(&lg, &d.log, ASB_LOG_DEBUG);
+    d.kube.kubeconfig.path = unit_cfg;
+    d.kube.http.retry.max_attempts = 1;
+    d.claim_api_version = "v1alpha1";
+    d.kubectl_path = "/nonexistent/asb-kubectl"; /* the tunnel's start fails */
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    unlink(unit_cfg);
+    ASBT_EQ_RES(asb_cancel_create(NULL, &stop, &err), ASB_OK);
+    asb_cancel_trigger(stop); /* the caller stopped waiting for cleanups */
+    memset(&o, 0, sizeof o);
+    o.cleanup_cancel = stop;
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "tpl", &o, &sb, &err), ASB_ERR_KUBECTL_MISSING);
+    ASBT_CHECK(sb == NULL);
+    ASBT_CONTAINS(err.message, "cannot run \"/nonexistent/asb-kubectl\"");
+    ASBT_CONTAINS(err.message, "was stopped: it may be left behind");
+    asb_client_free(c);
+    n = recorder_count(rec);
+    for (i = 0; i < n; i++) { /* the delete was stopped before it went out */
+        ASBT_CHECK(recorder_get(rec, i, &q));
+        ASBT_CHECK(strncmp(q.head, "DELETE ", 7) != 0);
+    }
+    ASBT_CONTAINS(lg.text.ptr, "may be left behind");
+    ASBT_EQ_INT(asbt_log_count(&lg, " deleted"), 0);
+    asbt_log_close(&lg);
+    asb_cancel_free(stop);
+    recorder_stop(rec);
+}
+
 /* close_connection ends a handle's use of the connection, not its claim:
    delete_all deletes the claims of closed handles too. */
 ASBT_TEST(delete_all_deletes_the_claims_of_closed_handles_too) {
@@ -2886,6 +2937,7 @@ ASBT_LIST(
     ASBT_CASE(cancel_from_another_thread_ends_a_waiting_call_at_once)
     ASBT_CASE(cancel_ends_a_tls_handshake_that_gets_no_answer)
     ASBT_CASE(a_create_waiting_for_ready_is_cancelled_and_deletes_its_claim)
+    ASBT_CASE(a_create_whose_tunnel_cannot_start_says_whether_its_claim_went)
     ASBT_CASE(delete_all_deletes_the_claims_of_closed_handles_too)
     ASBT_CASE(the_claim_api_version_is_discovered_safely_from_many_threads)
     ASBT_CASE(handles_end_under_the_client_lock_from_many_threads)
