@@ -21143,7 +21143,11 @@ static asb_result asb__sd_stat(asb_sandbox *sb, const char *path, asb_file_stat 
     req.cancel = opts ? opts->cancel : NULL;
     r = asb__sd_rest(sb, &req, url.ptr, "stat", path, opts && opts->timeout_ms > 0 ? opts->timeout_ms : 0,
                      &resp, &e);
-    if (r == ASB_ERR_NOT_FOUND && e.http_status == 404) {
+    /* sandboxd's 404 (its code, or the status of a HEAD, is NOT_FOUND in
+       e.reason) is the answer "nothing there". The apiserver's (reason
+       NotFound: the native tunnel's dial, the pod gone) says nothing of the
+       file and stays an error (R72) */
+    if (r == ASB_ERR_NOT_FOUND && e.http_status == 404 && strcmp(e.reason, "NOT_FOUND") == 0) {
         r = ASB_OK; /* nothing there: an answer, not an error */
     } else if (r == ASB_OK) {
         const char *ctype = asb_http_response_header(&resp, "Content-Type");

@@ -516,6 +516,50 @@ ASBT_TEST(a_sandboxd_call_keeps_the_apiservers_404_as_the_apiservers) {
     ASBT_CONTAINS(e.message, "sandboxd answered 404 NOT_FOUND: no such file");
 }
 
+/* R72: stat and exists read sandboxd's 404 as "nothing there"; a 404
+   from the apiserver (the native pod tunnel's dial: the pod is gone) is
+   not an answer about the file and stays an error. It used to read as
+   exists 0 with ASB_OK: a caller checking that the agent wrote its output
+   was told the file was missing while the sandbox could not be reached.
+   The recorder plays the apiserver: the claim, then 404 NotFound. */
+ASBT_TEST(a_gone_pod_is_an_error_for_stat_not_a_missing_file) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_file_stat st;
+    asb_error err;
+    int exists = -1;
+    ASBT_CHECK(rec != NULL);
+    recorder_reply(rec, 200,
+                   "{\"metadata\":{\"name\":\"c1\",\"uid\":\"u1\",\"annotations\":{"
+                   "\"agents.x-k8s.io/pod-name\":\"sb-1-pod\"}},"
+                   "\"status\":{\"sandbox\":{\"name\":\"sb-1\"},\"conditions\":[{\"type\":"
+                   "\"Ready\",\"status\":\"True\"}]}}");
+    ASBT_CHECK(write_token_kubeconfig(rec->port, NULL, NULL));
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = unit_cfg;
+    d.kube.http.retry.max_attempts = 1;
+    d.claim_api_version = "v1alpha1";
+    d.mode = ASB_CONNECT_NATIVE_TUNNEL;
+    d.runtime = ASB_RUNTIME_SANDBOXD;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    unlink(unit_cfg);
+    ASBT_EQ_RES(asb_client_get_sandbox(c, "c1", "default", 5000, &sb, &err), ASB_OK);
+    recorder_reply(rec, 404,
+                   "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
+                   "\"message\":\"pods \\\"sb-1-pod\\\" not found\",\"reason\":\"NotFound\","
+                   "\"code\":404}");
+    memset(&st, 0, sizeof st);
+    ASBT_EQ_RES(asb_sandbox_stat(sb, "out.txt", &st, NULL, &err), ASB_ERR_NOT_FOUND);
+    ASBT_EQ_STR(err.reason, "NotFound");
+    ASBT_CONTAINS(err.message, "pods \"sb-1-pod\" not found");
+    ASBT_EQ_RES(asb_sandbox_exists(sb, "out.txt", &exists, &err), ASB_ERR_NOT_FOUND);
+    ASBT_EQ_INT(exists, 0);
+    asb_client_free(c);
+    recorder_stop(rec);
+}
+
 /* R69: a listed name with a NUL in it ("\u0000" in the JSON) was cut
    there by the entry's char *: "a\u0000/../../x" read as "a", another
    file than the one the runtime listed, and "..\u0000" as "..". Such an
@@ -2964,6 +3008,7 @@ ASBT_LIST(
     ASBT_CASE(a_list_or_exists_path_longer_than_the_cap_is_refused_not_cut)
     ASBT_CASE(a_listed_name_with_a_nul_is_skipped_not_cut)
     ASBT_CASE(a_sandboxd_call_keeps_the_apiservers_404_as_the_apiservers)
+    ASBT_CASE(a_gone_pod_is_an_error_for_stat_not_a_missing_file)
     ASBT_CASE(router_token_goes_to_the_router_and_never_into_errors_or_the_log)
     ASBT_CASE(keys_in_extra_headers_are_masked_in_echoed_error_bodies)
     ASBT_CASE(a_long_error_body_keeps_its_first_512_bytes_in_err)
