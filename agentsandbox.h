@@ -3524,9 +3524,11 @@ typedef struct asb_file_stat {
     double mod_time; /* POSIX seconds, from Last-Modified; 0: not given */
 } asb_file_stat;
 /* Stats a path relative to the sandbox root (HEAD /v1/files/<path>).
-   A missing path is *out with exists 0 and ASB_OK.
+   A missing path (sandboxd's own 404) is *out with exists 0 and ASB_OK.
    Errors: ASB_ERR_PERMISSION_DENIED (outside the root), the transport
-   codes, ASB_ERR_UNSUPPORTED (legacy). opts NULL: defaults. */
+   codes, ASB_ERR_UNSUPPORTED (legacy); ASB_ERR_NOT_FOUND with
+   err->reason "NotFound" when the apiserver refused the native tunnel's
+   dial (the pod gone): no answer about the path. opts NULL: defaults. */
 ASB_API asb_result asb_sandbox_stat(asb_sandbox *sb, const char *path, asb_file_stat *out,
                                     const asb_call_opts *opts, asb_error *err);
 /* Removes a file, or a directory with recursive 1 (all it holds too).
