@@ -1206,7 +1206,7 @@ ASBT_TEST(a_create_whose_tunnel_cannot_start_says_whether_its_claim_went) {
     asb_error err;
     asbt_log lg;
     recorder_request q;
-    int i, n;
+    int i, n, deletes;
     ASBT_CHECK(rec != NULL);
     recorder_reply(rec, 200, "{\"metadata\":{\"resourceVersion\":\"7\",\"uid\":\"u-1\"}}");
     recorder_delay_after(rec, 1, 30000); /* the POST answers; the watch waits */
@@ -1227,14 +1227,27 @@ ASBT_TEST(a_create_whose_tunnel_cannot_start_says_whether_its_claim_went) {
     ASBT_CHECK(sb == NULL);
     ASBT_CONTAINS(err.message, "cannot run \"/nonexistent/asb-kubectl\"");
     ASBT_CONTAINS(err.message, "was stopped: it may be left behind");
+    /* without the token the claim is deleted, and the error says so (the
+       README's no-kubectl quote) */
+    ASBT_EQ_RES(asb_client_create_sandbox(c, "tpl", NULL, &sb, &err), ASB_ERR_KUBECTL_MISSING);
+    {
+        static const char tail[] = "or use ASB_CONNECT_DIRECT with the router's URL; the claim "
+                                   "is deleted";
+        size_t l = strlen(err.message);
+        if (l < sizeof tail - 1 || strcmp(err.message + l - (sizeof tail - 1), tail) != 0)
+            fprintf(stderr, "    got: %s\n", err.message);
+        ASBT_CHECK(l >= sizeof tail - 1 && strcmp(err.message + l - (sizeof tail - 1), tail) == 0);
+    }
     asb_client_free(c);
     n = recorder_count(rec);
-    for (i = 0; i < n; i++) { /* the delete was stopped before it went out */
+    for (i = 0, deletes = 0; i < n; i++) {
         ASBT_CHECK(recorder_get(rec, i, &q));
-        ASBT_CHECK(strncmp(q.head, "DELETE ", 7) != 0);
+        deletes += strncmp(q.head, "DELETE ", 7) == 0;
     }
+    ASBT_EQ_INT(deletes, 1); /* the second create's: the first was stopped before it went out */
     ASBT_CONTAINS(lg.text.ptr, "may be left behind");
-    ASBT_EQ_INT(asbt_log_count(&lg, " deleted"), 0);
+    ASBT_EQ_INT(asbt_log_count(&lg, "; the claim is deleted"), 1);
+    ASBT_EQ_INT(asbt_log_count(&lg, " deleted:"), 0);
     asbt_log_close(&lg);
     asb_cancel_free(stop);
     recorder_stop(rec);
