@@ -223,6 +223,18 @@ static void recorder_url(recorder *r, char *url, size_t cap) {
     snprintf(url, cap, "http://127.0.0.1:%d", r->port);
 }
 
+/* The recorder as the router of a router_client, and a handle "sb-1" on
+   it: the setup of most router tests. The caller checks both, so a
+   failure still points at the test that needed them; no client, no
+   handle (NULL). */
+static asb_sandbox *router_handle(recorder *rec, const char *token, const asb_logger *log,
+                                  asb_client **c, asb_error *err) {
+    char url[64];
+    recorder_url(rec, url, sizeof url);
+    *c = router_client(url, token, log, err);
+    return *c ? handle_without_cluster(*c, "sb-1") : NULL;
+}
+
 static const char run_ok[] = "{\"stdout\":\"\",\"stderr\":\"\",\"exit_code\":0}";
 
 /* A command's deadline goes to the router in whole seconds, rounded up;
@@ -241,15 +253,13 @@ ASBT_TEST(router_timeout_header_is_whole_seconds_rounded_up_with_a_60_s_default)
     asb_client *c;
     asb_sandbox *sb;
     asb_error err;
-    char url[64], v[64];
+    char v[64];
     size_t i;
     ASBT_CHECK(rec != NULL);
-    recorder_url(rec, url, sizeof url);
     recorder_reply(rec, 200, run_ok);
-    c = router_client(url, NULL, NULL, &err);
+    sb = router_handle(rec, NULL, NULL, &c, &err);
     if (!c) fprintf(stderr, "    %s\n", err.message);
     ASBT_CHECK(c != NULL);
-    sb = handle_without_cluster(c, "sb-1");
     ASBT_CHECK(sb != NULL);
     for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         asb_run_result rr;
@@ -305,13 +315,10 @@ ASBT_TEST(unsafe_paths_and_names_never_reach_the_router) {
     asb_error err;
     asb_buf out;
     asb_run_result rr;
-    char url[64];
     size_t i;
     ASBT_CHECK(rec != NULL);
-    recorder_url(rec, url, sizeof url);
-    c = router_client(url, NULL, NULL, &err);
+    sb = router_handle(rec, NULL, NULL, &c, &err);
     ASBT_CHECK(c != NULL);
-    sb = handle_without_cluster(c, "sb-1");
     ASBT_CHECK(sb != NULL);
     asb_buf_init(&out, NULL);
     for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -448,12 +455,9 @@ ASBT_TEST(file_paths_are_normalised_and_percent_encoded_on_the_wire) {
     asb_file_list fl;
     recorder_request q;
     int ex = -1;
-    char url[64];
     ASBT_CHECK(rec != NULL);
-    recorder_url(rec, url, sizeof url);
-    c = router_client(url, NULL, NULL, &err);
+    sb = router_handle(rec, NULL, NULL, &c, &err);
     ASBT_CHECK(c != NULL);
-    sb = handle_without_cluster(c, "sb-1");
     ASBT_CHECK(sb != NULL);
     /* S2: the upload names the normalised path */
     recorder_reply(rec, 200, "{\"message\":\"ok\"}");
@@ -634,16 +638,13 @@ ASBT_TEST(a_list_or_exists_path_longer_than_the_cap_is_refused_not_cut) {
     asb_file_list fl;
     recorder_request q;
     int ex = -1;
-    char url[64];
     char *path = (char *)malloc(4101);
     ASBT_CHECK(rec != NULL && path != NULL);
     memset(path, 'a', 4100);
     memcpy(path + 4100 - 23, "/secret-dir-that-is-cut", 23);
     path[4100] = '\0';
-    recorder_url(rec, url, sizeof url);
-    c = router_client(url, NULL, NULL, &err);
+    sb = router_handle(rec, NULL, NULL, &c, &err);
     ASBT_CHECK(c != NULL);
-    sb = handle_without_cluster(c, "sb-1");
     ASBT_CHECK(sb != NULL);
     memset(&fl, 0, sizeof fl);
     ASBT_EQ_RES(asb_sandbox_list(sb, path, &fl, &err), ASB_ERR_INVALID_ARGUMENT);
@@ -680,10 +681,8 @@ ASBT_TEST(router_token_goes_to_the_router_and_never_into_errors_or_the_log) {
     char url[64], v[128];
     asbt_log_open(&logged, &log, ASB_LOG_DEBUG);
     ASBT_CHECK(rec != NULL);
-    recorder_url(rec, url, sizeof url);
-    c = router_client(url, token, &log, &err);
+    sb = router_handle(rec, token, &log, &c, &err);
     ASBT_CHECK(c != NULL);
-    sb = handle_without_cluster(c, "sb-1");
     ASBT_CHECK(sb != NULL);
     /* the router gets it, as a bearer token */
     recorder_reply(rec, 200, run_ok);
@@ -795,16 +794,14 @@ ASBT_TEST(a_long_error_body_keeps_its_first_512_bytes_in_err) {
     asb_sandbox *sb;
     asb_error err;
     asb_run_result rr;
-    char url[64], big[2001];
+    char big[2001];
     ASBT_CHECK(rec != NULL);
     memset(big, 'e', 2000);
     big[0] = '<';
     big[2000] = '\0';
-    recorder_url(rec, url, sizeof url);
     recorder_reply(rec, 500, big);
-    c = router_client(url, NULL, NULL, &err);
+    sb = router_handle(rec, NULL, NULL, &c, &err);
     ASBT_CHECK(c != NULL);
-    sb = handle_without_cluster(c, "sb-1");
     ASBT_CHECK(sb != NULL);
     ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_ERR_HTTP_STATUS);
     asb_run_result_free(&rr);
@@ -887,13 +884,10 @@ ASBT_TEST(a_command_past_its_deadline_is_a_timeout_that_names_it) {
     asb_sandbox *sb;
     asb_error err;
     asb_run_result rr;
-    char url[64];
     int64_t t0, took;
     ASBT_CHECK(rec != NULL);
-    recorder_url(rec, url, sizeof url);
-    c = router_client(url, NULL, NULL, &err);
+    sb = router_handle(rec, NULL, NULL, &c, &err);
     ASBT_CHECK(c != NULL);
-    sb = handle_without_cluster(c, "sb-1");
     ASBT_CHECK(sb != NULL);
     recorder_reply(rec, 200, run_ok);
     recorder_delay(rec, 20000);
@@ -943,14 +937,11 @@ ASBT_TEST(cancel_from_another_thread_ends_a_waiting_call_at_once) {
     asb_call_opts o;
     canceller k;
     pthread_t th;
-    char url[64];
     int64_t latency;
     int i, n;
     ASBT_CHECK(rec != NULL);
-    recorder_url(rec, url, sizeof url);
-    c = router_client(url, NULL, NULL, &err);
+    sb = router_handle(rec, NULL, NULL, &c, &err);
     ASBT_CHECK(c != NULL);
-    sb = handle_without_cluster(c, "sb-1");
     ASBT_CHECK(sb != NULL);
     memset(&o, 0, sizeof o);
     memset(&k, 0, sizeof k);
@@ -1635,14 +1626,12 @@ ASBT_TEST(errors_keep_retry_after_request_id_and_content_type) {
     asb_run_result rr;
     recorder_request q;
     asb_kube_resource res = {"agents.x-k8s.io", "v1alpha1", "sandboxes"};
-    char url[64], sent[128];
+    char sent[128];
     ASBT_CHECK(rec != NULL);
-    recorder_url(rec, url, sizeof url);
     recorder_reply(rec, 500, "{\"detail\":\"busy\"}");
     recorder_headers(rec, "Retry-After: 7\r\nX-Request-ID: rid-from-server\r\n");
-    c = router_client(url, NULL, NULL, &err);
+    sb = router_handle(rec, NULL, NULL, &c, &err);
     ASBT_CHECK(c != NULL);
-    sb = handle_without_cluster(c, "sb-1");
     ASBT_CHECK(sb != NULL);
     ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_ERR_HTTP_STATUS);
     asb_run_result_free(&rr);
