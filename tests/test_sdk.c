@@ -195,6 +195,27 @@ ASBT_TEST(gateway_status_skips_integers_non_objects_and_numeric_hosts) {
     asb_json_doc_free(&d);
 }
 
+/* --- clients of the kubeconfig at unit_cfg ----------------------------------
+   unit_desc: a desc that reads the kubeconfig just written to unit_cfg,
+   tries each request once (a refused or recorded answer is final) and
+   names the claim API version, so no discovery request reaches a
+   recorder ahead of the requests a test counts. A test sets the rest.
+   client_from_unit_cfg: asb_client_create, then the kubeconfig goes,
+   whatever the result: it has been read by then, and a failed test
+   leaves no file behind. The test checks the result. */
+static void unit_desc(asb_client_desc *d) {
+    memset(d, 0, sizeof *d);
+    d->kube.kubeconfig.path = unit_cfg;
+    d->kube.http.retry.max_attempts = 1;
+    d->claim_api_version = "v1alpha1";
+}
+
+static asb_result client_from_unit_cfg(const asb_client_desc *d, asb_client **c, asb_error *err) {
+    asb_result r = asb_client_create(d, c, err);
+    unlink(unit_cfg);
+    return r;
+}
+
 /* --- what reaches the router ------------------------------------------------
    A DIRECT-mode client whose router URL is a recorder on 127.0.0.1 and
    whose API server is a loopback port that refuses connections (only
@@ -206,16 +227,12 @@ static asb_client *router_client(const char *router_url, const char *token, cons
     asb_client_desc d;
     asb_client *c = NULL;
     if (!write_unit_kubeconfig()) return NULL;
-    memset(&d, 0, sizeof d);
-    d.kube.kubeconfig.path = unit_cfg;
-    d.kube.http.retry.max_attempts = 1;
+    unit_desc(&d);
     d.mode = ASB_CONNECT_DIRECT;
     d.direct_url = router_url;
     d.router_token = token;
-    d.claim_api_version = "v1alpha1";
     if (log) d.log = *log;
-    if (asb_client_create(&d, &c, err) != ASB_OK) c = NULL;
-    unlink(unit_cfg);
+    if (client_from_unit_cfg(&d, &c, err) != ASB_OK) c = NULL;
     return c;
 }
 
@@ -413,9 +430,7 @@ ASBT_TEST(router_token_and_header_keys_are_wiped_before_their_memory_is_freed) {
     scanalloc_secret(&sa, key);
     recorder_url(rec, url, sizeof url);
     ASBT_CHECK(write_unit_kubeconfig());
-    memset(&d, 0, sizeof d);
-    d.kube.kubeconfig.path = unit_cfg;
-    d.kube.http.retry.max_attempts = 1;
+    unit_desc(&d);
     d.kube.http.allocator = &sa.a;
     d.mode = ASB_CONNECT_DIRECT;
     d.direct_url = url;
@@ -424,9 +439,7 @@ ASBT_TEST(router_token_and_header_keys_are_wiped_before_their_memory_is_freed) {
     extra.value = key;
     d.extra_headers = &extra;
     d.extra_header_count = 1;
-    d.claim_api_version = "v1alpha1";
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
-    unlink(unit_cfg);
+    ASBT_EQ_RES(client_from_unit_cfg(&d, &c, &err), ASB_OK);
     sb = handle_without_cluster(c, "sb-1");
     ASBT_CHECK(sb != NULL);
     recorder_reply(rec, 200, run_ok);
@@ -541,14 +554,10 @@ ASBT_TEST(a_gone_pod_is_an_error_for_stat_not_a_missing_file) {
                    "\"status\":{\"sandbox\":{\"name\":\"sb-1\"},\"conditions\":[{\"type\":"
                    "\"Ready\",\"status\":\"True\"}]}}");
     ASBT_CHECK(write_token_kubeconfig(rec->port, NULL, NULL));
-    memset(&d, 0, sizeof d);
-    d.kube.kubeconfig.path = unit_cfg;
-    d.kube.http.retry.max_attempts = 1;
-    d.claim_api_version = "v1alpha1";
+    unit_desc(&d);
     d.mode = ASB_CONNECT_NATIVE_TUNNEL;
     d.runtime = ASB_RUNTIME_SANDBOXD;
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
-    unlink(unit_cfg);
+    ASBT_EQ_RES(client_from_unit_cfg(&d, &c, &err), ASB_OK);
     ASBT_EQ_RES(asb_client_get_sandbox(c, "c1", "default", 5000, &sb, &err), ASB_OK);
     recorder_reply(rec, 404,
                    "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
@@ -758,16 +767,12 @@ ASBT_TEST(keys_in_extra_headers_are_masked_in_echoed_error_bodies) {
     extra[0].value = key;
     extra[1].name = "X-Team";
     extra[1].value = "blue";
-    memset(&d, 0, sizeof d);
-    d.kube.kubeconfig.path = unit_cfg;
-    d.kube.http.retry.max_attempts = 1;
+    unit_desc(&d);
     d.mode = ASB_CONNECT_DIRECT;
     d.direct_url = url;
-    d.claim_api_version = "v1alpha1";
     d.extra_headers = extra;
     d.extra_header_count = 2;
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
-    unlink(unit_cfg);
+    ASBT_EQ_RES(client_from_unit_cfg(&d, &c, &err), ASB_OK);
     sb = handle_without_cluster(c, "sb-1");
     ASBT_CHECK(sb != NULL);
     recorder_reply(rec, 403,
@@ -844,8 +849,7 @@ ASBT_TEST(a_deadline_longer_than_the_read_timeout_waits_for_the_answer) {
     d.kube.http.read_timeout_ms = 300;
     d.mode = ASB_CONNECT_DIRECT;
     d.direct_url = url;
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
-    unlink(unit_cfg);
+    ASBT_EQ_RES(client_from_unit_cfg(&d, &c, &err), ASB_OK);
     sb = handle_without_cluster(c, "sb-1");
     ASBT_CHECK(sb != NULL);
     recorder_reply(rec, 200, run_ok);
@@ -1047,15 +1051,11 @@ static asb_client *apiserver_client_traced(recorder *rec, const asb_tracer_desc 
     asb_client_desc d;
     asb_client *c = NULL;
     if (!write_token_kubeconfig(rec->port, NULL, NULL)) return NULL;
-    memset(&d, 0, sizeof d);
-    d.kube.kubeconfig.path = unit_cfg;
-    d.kube.http.retry.max_attempts = 1;
+    unit_desc(&d);
     d.mode = ASB_CONNECT_DIRECT;
     d.direct_url = "http://127.0.0.1:1";
-    d.claim_api_version = "v1alpha1";
     if (tracer) d.tracer = *tracer;
-    if (asb_client_create(&d, &c, err) != ASB_OK) c = NULL;
-    unlink(unit_cfg);
+    if (client_from_unit_cfg(&d, &c, err) != ASB_OK) c = NULL;
     return c;
 }
 
@@ -1202,14 +1202,10 @@ ASBT_TEST(a_create_whose_tunnel_cannot_start_says_whether_its_claim_went) {
     recorder_reply(rec, 200, "{\"metadata\":{\"resourceVersion\":\"7\",\"uid\":\"u-1\"}}");
     recorder_delay_after(rec, 1, 30000); /* the POST answers; the watch waits */
     ASBT_CHECK(write_token_kubeconfig(rec->port, NULL, NULL));
-    memset(&d, 0, sizeof d);
+    unit_desc(&d);
     asbt_log_open(&lg, &d.log, ASB_LOG_DEBUG);
-    d.kube.kubeconfig.path = unit_cfg;
-    d.kube.http.retry.max_attempts = 1;
-    d.claim_api_version = "v1alpha1";
     d.kubectl_path = "/nonexistent/asb-kubectl"; /* the tunnel's start fails */
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
-    unlink(unit_cfg);
+    ASBT_EQ_RES(client_from_unit_cfg(&d, &c, &err), ASB_OK);
     ASBT_EQ_RES(asb_cancel_create(NULL, &stop, &err), ASB_OK);
     asb_cancel_trigger(stop); /* the caller stopped waiting for cleanups */
     memset(&o, 0, sizeof o);
@@ -1764,8 +1760,7 @@ ASBT_TEST(kubectl_is_never_run_from_the_working_directory) {
     d.kube.kubeconfig.path = unit_cfg;
     d.kubectl_path = "asb-kubectl-planted";
     d.port_forward_ready_timeout_ms = 3000;
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
-    unlink(unit_cfg);
+    ASBT_EQ_RES(client_from_unit_cfg(&d, &c, &err), ASB_OK);
     ASBT_CHECK(chdir(work) == 0);
     for (i = 0; i < sizeof paths / sizeof paths[0]; i++) {
         setenv("PATH", paths[i], 1);
@@ -1823,8 +1818,7 @@ ASBT_TEST(the_claim_api_version_is_discovered_safely_from_many_threads) {
     d.kube.http.retry.max_attempts = 1;
     d.mode = ASB_CONNECT_DIRECT;
     d.direct_url = "http://127.0.0.1:1"; /* no sandbox call is made */
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
-    unlink(unit_cfg);
+    ASBT_EQ_RES(client_from_unit_cfg(&d, &c, &err), ASB_OK);
     for (i = 0; i < 4; i++) {
         t[i].c = c;
         t[i].claim = claims[i];
@@ -1944,14 +1938,10 @@ static asb_client *client_for_recorder(recorder *rec, const char *ctx_ns) {
     asb_client *c = NULL;
     asb_error err;
     if (!write_token_kubeconfig(rec->port, NULL, ctx_ns)) return NULL;
-    memset(&d, 0, sizeof d);
-    d.kube.kubeconfig.path = unit_cfg;
-    d.kube.http.retry.max_attempts = 1;
-    d.claim_api_version = "v1alpha1"; /* no discovery: the reply is the list */
+    unit_desc(&d);
     d.mode = ASB_CONNECT_DIRECT;
     d.direct_url = "http://127.0.0.1:1"; /* no sandbox call is made */
-    if (asb_client_create(&d, &c, &err) != ASB_OK) c = NULL;
-    unlink(unit_cfg);
+    if (client_from_unit_cfg(&d, &c, &err) != ASB_OK) c = NULL;
     return c;
 }
 
@@ -2135,8 +2125,7 @@ static asb_client *fake_tunnel_client(const fake_kubectl *k, int ready_ms, asb_e
     d.kubectl_path = k->path;
     d.port_forward_ready_timeout_ms = ready_ms;
     d.claim_api_version = "v1alpha1";
-    if (asb_client_create(&d, &c, err) != ASB_OK) c = NULL;
-    unlink(unit_cfg);
+    if (client_from_unit_cfg(&d, &c, err) != ASB_OK) c = NULL;
     return c;
 }
 
@@ -2227,8 +2216,7 @@ ASBT_TEST(a_token_in_kubectl_output_is_masked_in_the_calls_error_and_log) {
     d.kubectl_path = k.path;
     d.port_forward_ready_timeout_ms = 30000;
     d.claim_api_version = "v1alpha1";
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
-    unlink(unit_cfg);
+    ASBT_EQ_RES(client_from_unit_cfg(&d, &c, &err), ASB_OK);
     sb = c ? handle_without_cluster(c, "sb-r66") : NULL;
     ASBT_CHECK(sb != NULL);
     memset(&rr, 0, sizeof rr);
@@ -2734,15 +2722,11 @@ ASBT_TEST(a_hostile_pod_name_is_quoted_in_the_error_that_refuses_it) {
                    "\"status\":{\"sandbox\":{\"name\":\"sb-1\"},\"conditions\":[{\"type\":"
                    "\"Ready\",\"status\":\"True\"}]}}");
     ASBT_CHECK(write_token_kubeconfig(rec->port, NULL, NULL));
-    memset(&d, 0, sizeof d);
-    d.kube.kubeconfig.path = unit_cfg;
-    d.kube.http.retry.max_attempts = 1;
-    d.claim_api_version = "v1alpha1";
+    unit_desc(&d);
     d.mode = ASB_CONNECT_LOCAL_TUNNEL; /* the pod tunnel: the pod name goes to kubectl */
     d.runtime = ASB_RUNTIME_SANDBOXD;
     d.kubectl_path = "/nonexistent/kubectl"; /* never reached */
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
-    unlink(unit_cfg);
+    ASBT_EQ_RES(client_from_unit_cfg(&d, &c, &err), ASB_OK);
     if (!c) {
         recorder_stop(rec);
         return;
@@ -2779,14 +2763,10 @@ ASBT_TEST(a_token_in_a_claim_condition_message_is_masked_in_the_error) {
              tok);
     recorder_reply(rec, 200, reply);
     ASBT_CHECK(write_token_kubeconfig(rec->port, tok, NULL));
-    memset(&d, 0, sizeof d);
-    d.kube.kubeconfig.path = unit_cfg;
-    d.kube.http.retry.max_attempts = 1;
-    d.claim_api_version = "v1alpha1";
+    unit_desc(&d);
     d.mode = ASB_CONNECT_DIRECT;
     d.direct_url = "http://127.0.0.1:1"; /* no sandbox call is made */
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
-    unlink(unit_cfg);
+    ASBT_EQ_RES(client_from_unit_cfg(&d, &c, &err), ASB_OK);
     if (!c) {
         recorder_stop(rec);
         return;
@@ -2824,16 +2804,12 @@ ASBT_TEST(a_token_in_a_refused_gateway_address_is_masked_in_the_log) {
              tok);
     recorder_reply(rec, 200, reply);
     ASBT_CHECK(write_token_kubeconfig(rec->port, tok, NULL));
-    memset(&d, 0, sizeof d);
+    unit_desc(&d);
     asbt_log_open(&lg, &d.log, ASB_LOG_DEBUG);
-    d.kube.kubeconfig.path = unit_cfg;
-    d.kube.http.retry.max_attempts = 1;
-    d.claim_api_version = "v1alpha1";
     d.mode = ASB_CONNECT_GATEWAY;
     d.gateway_name = "gw";
     d.gateway_ready_timeout_ms = 300;
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
-    unlink(unit_cfg);
+    ASBT_EQ_RES(client_from_unit_cfg(&d, &c, &err), ASB_OK);
     if (c) {
         ASBT_EQ_RES(asb__gateway_base(c, &err), ASB_ERR_TIMEOUT);
         asb_client_free(c);
@@ -2877,14 +2853,10 @@ ASBT_TEST(a_pod_name_too_long_for_the_native_pod_tunnel_says_so) {
              pod);
     recorder_reply(rec, 200, reply);
     ASBT_CHECK(write_token_kubeconfig(rec->port, NULL, NULL));
-    memset(&d, 0, sizeof d);
-    d.kube.kubeconfig.path = unit_cfg;
-    d.kube.http.retry.max_attempts = 1;
-    d.claim_api_version = "v1alpha1";
+    unit_desc(&d);
     d.mode = ASB_CONNECT_NATIVE_TUNNEL;
     d.runtime = ASB_RUNTIME_SANDBOXD;
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
-    unlink(unit_cfg);
+    ASBT_EQ_RES(client_from_unit_cfg(&d, &c, &err), ASB_OK);
     if (!c) {
         recorder_stop(rec);
         return;
@@ -2940,8 +2912,7 @@ ASBT_TEST(claim_env_values_are_wiped_before_their_memory_is_freed) {
     d.mode = ASB_CONNECT_DIRECT;
     d.direct_url = "http://127.0.0.1:1"; /* no sandbox call is made */
     d.claim_api_version = "v1beta1";
-    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
-    unlink(unit_cfg);
+    ASBT_EQ_RES(client_from_unit_cfg(&d, &c, &err), ASB_OK);
     if (!c) {
         recorder_stop(rec);
         scanalloc_fini(&sa);
