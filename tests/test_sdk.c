@@ -533,6 +533,20 @@ ASBT_TEST(a_sandboxd_call_keeps_the_apiservers_404_as_the_apiservers) {
     ASBT_CONTAINS(e.message, "sandboxd answered 404 NOT_FOUND: no such file");
 }
 
+/* The recorder as the apiserver answers every request with claim c1,
+   Ready, its Sandbox sb-1 on the pod pod_json (as the name stands in
+   JSON, escapes and all): where the pod tunnel tests start. */
+static void reply_claim_c1_on_pod(recorder *rec, const char *pod_json) {
+    char reply[1024];
+    snprintf(reply, sizeof reply,
+             "{\"metadata\":{\"name\":\"c1\",\"uid\":\"u1\",\"annotations\":{"
+             "\"agents.x-k8s.io/pod-name\":\"%s\"}},"
+             "\"status\":{\"sandbox\":{\"name\":\"sb-1\"},\"conditions\":[{\"type\":"
+             "\"Ready\",\"status\":\"True\"}]}}",
+             pod_json);
+    recorder_reply(rec, 200, reply);
+}
+
 /* R72: stat and exists read sandboxd's 404 as "nothing there"; a 404
    from the apiserver (the native pod tunnel's dial: the pod is gone) is
    not an answer about the file and stays an error. It used to read as
@@ -548,11 +562,7 @@ ASBT_TEST(a_gone_pod_is_an_error_for_stat_not_a_missing_file) {
     asb_error err;
     int exists = -1;
     ASBT_CHECK(rec != NULL);
-    recorder_reply(rec, 200,
-                   "{\"metadata\":{\"name\":\"c1\",\"uid\":\"u1\",\"annotations\":{"
-                   "\"agents.x-k8s.io/pod-name\":\"sb-1-pod\"}},"
-                   "\"status\":{\"sandbox\":{\"name\":\"sb-1\"},\"conditions\":[{\"type\":"
-                   "\"Ready\",\"status\":\"True\"}]}}");
+    reply_claim_c1_on_pod(rec, "sb-1-pod");
     ASBT_CHECK(write_token_kubeconfig(rec->port, NULL, NULL));
     unit_desc(&d);
     d.mode = ASB_CONNECT_NATIVE_TUNNEL;
@@ -2716,11 +2726,7 @@ ASBT_TEST(a_hostile_pod_name_is_quoted_in_the_error_that_refuses_it) {
     asb_error err;
     const char *m;
     ASBT_CHECK(rec != NULL);
-    recorder_reply(rec, 200,
-                   "{\"metadata\":{\"name\":\"c1\",\"uid\":\"u1\",\"annotations\":{"
-                   "\"agents.x-k8s.io/pod-name\":\"x\\u001b]0;pwned\\u0007\"}},"
-                   "\"status\":{\"sandbox\":{\"name\":\"sb-1\"},\"conditions\":[{\"type\":"
-                   "\"Ready\",\"status\":\"True\"}]}}");
+    reply_claim_c1_on_pod(rec, "x\\u001b]0;pwned\\u0007");
     ASBT_CHECK(write_token_kubeconfig(rec->port, NULL, NULL));
     unit_desc(&d);
     d.mode = ASB_CONNECT_LOCAL_TUNNEL; /* the pod tunnel: the pod name goes to kubectl */
@@ -2840,20 +2846,14 @@ ASBT_TEST(a_pod_name_too_long_for_the_native_pod_tunnel_says_so) {
     asb_sandbox *sb = NULL;
     asb_run_result rr;
     asb_error err;
-    char pod[240], reply[1024];
+    char pod[240];
     size_t i;
     ASBT_CHECK(rec != NULL);
     /* four labels of 59 and three dots: 239 bytes, a valid object name */
     for (i = 0; i < 239; i++) pod[i] = i % 60 == 59 ? '.' : 'p';
     pod[239] = '\0';
     ASBT_EQ_RES(asb_claim_name_validate(pod, strlen(pod), &err), ASB_OK);
-    snprintf(reply, sizeof reply,
-             "{\"metadata\":{\"name\":\"c1\",\"uid\":\"u1\",\"annotations\":{"
-             "\"agents.x-k8s.io/pod-name\":\"%s\"}},"
-             "\"status\":{\"sandbox\":{\"name\":\"sb-1\"},\"conditions\":[{\"type\":"
-             "\"Ready\",\"status\":\"True\"}]}}",
-             pod);
-    recorder_reply(rec, 200, reply);
+    reply_claim_c1_on_pod(rec, pod);
     ASBT_CHECK(write_token_kubeconfig(rec->port, NULL, NULL));
     unit_desc(&d);
     d.mode = ASB_CONNECT_NATIVE_TUNNEL;
