@@ -7,7 +7,7 @@ HDR := agentsandbox.h
 TEST_SRCS := tests/test_json.c tests/test_rules.c tests/test_http.c tests/test_yaml.c tests/test_sdk.c \
              tests/test_ws.c tests/test_trace.c
 TEST_DEPS := $(HDR) tests/asbtest.h tests/recorder.h tests/logsink.h tests/cluster.h \
-             tests/nocluster.h
+             tests/nocluster.h tests/cancel_later.h
 ORACLE_HDRS := tests/oracle/jsmn_oracle.h tests/oracle/json_ref.h \
                tests/oracle/json_contract.h tests/oracle/k8s_gen.h
 SAN := -fsanitize=address,undefined -fno-sanitize-recover=all

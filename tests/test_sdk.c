@@ -11,6 +11,7 @@
 #include "logsink.h"
 #include "scanalloc.h"
 #include "nocluster.h"
+#include "cancel_later.h"
 
 /* The router's base URL, from the client's connector as a call gets it
    (starting the tunnel when the connector has one). */
@@ -919,23 +920,6 @@ ASBT_TEST(a_command_past_its_deadline_is_a_timeout_that_names_it) {
     asb_run_result_free(&rr);
     asb_client_free(c);
     recorder_stop(rec);
-}
-
-typedef struct canceller {
-    asb_cancel *token;
-    int after_ms;
-    int64_t at; /* when it triggered (us) */
-} canceller;
-
-static void *cancel_later(void *arg) {
-    canceller *k = (canceller *)arg;
-    struct timespec ts;
-    ts.tv_sec = k->after_ms / 1000;
-    ts.tv_nsec = (long)(k->after_ms % 1000) * 1000000L;
-    nanosleep(&ts, NULL);
-    k->at = now_us();
-    asb_cancel_trigger(k->token);
-    return NULL;
 }
 
 /* A cancel from another thread ends a call waiting on a silent runtime at

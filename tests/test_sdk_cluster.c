@@ -11,6 +11,7 @@
 #include "recorder.h"
 #include "logsink.h"
 #include "scanalloc.h"
+#include "cancel_later.h"
 #include <sys/resource.h>
 #include <dirent.h>
 #include <sys/stat.h>
@@ -1992,23 +1993,6 @@ static void *run_long(void *arg) {
     return NULL;
 }
 
-typedef struct cancel_job {
-    asb_cancel *token;
-    int after_ms;
-    int64_t at;
-} cancel_job;
-
-static void *trigger_later(void *arg) {
-    cancel_job *k = (cancel_job *)arg;
-    struct timespec ts;
-    ts.tv_sec = k->after_ms / 1000;
-    ts.tv_nsec = (long)(k->after_ms % 1000) * 1000000L;
-    nanosleep(&ts, NULL);
-    k->at = mono_ms();
-    asb_cancel_trigger(k->token);
-    return NULL;
-}
-
 /* File names that need escaping in the multipart filename or the URL
    come back as written, through the router to agentsandbox-runtime. */
 static void names_round_trip(made *m, asb_sandbox *sb) {
@@ -2126,7 +2110,7 @@ MADE_TEST(long_commands_meet_their_deadlines_and_cancel_from_another_thread) {
     {
         asb_call_opts o;
         asb_run_result rr;
-        cancel_job *k = (cancel_job *)made_alloc(m, sizeof *k);
+        canceller *k = (canceller *)made_alloc(m, sizeof *k);
         asb_result r;
         int64_t latency;
         memset(&o, 0, sizeof o);
@@ -2135,9 +2119,9 @@ MADE_TEST(long_commands_meet_their_deadlines_and_cancel_from_another_thread) {
         k->after_ms = 1500;
         o.timeout_ms = 120000;
         o.cancel = k->token;
-        ASBT_CHECK(made_thread(m, trigger_later, k) == 0);
+        ASBT_CHECK(made_thread(m, cancel_later, k) == 0);
         r = asb_sandbox_run_opts(b, "sleep 60", &o, &rr, &err);
-        latency = mono_ms() - k->at;
+        latency = mono_ms() - k->at / 1000;
         made_join_last(m);
         asb_run_result_free(&rr);
         asb_cancel_free(m->cancel);
@@ -3577,7 +3561,7 @@ MADE_TEST(a_batch_ends_unready_creates_at_their_deadline_and_on_cancel) {
     asb_create_opts o;
     asb_label label;
     asb_name_list left;
-    cancel_job *k;
+    canceller *k;
     const char *tpl;
     char sel[64], selector[96];
     size_t i;
@@ -3610,12 +3594,12 @@ MADE_TEST(a_batch_ends_unready_creates_at_their_deadline_and_on_cancel) {
         ASBT_CONTAINS(res[i].error.message, "not ready within 1500 ms");
     }
     ASBT_EQ_RES(asb_cancel_create(NULL, &m->cancel, &err), ASB_OK);
-    k = (cancel_job *)made_alloc(m, sizeof *k);
+    k = (canceller *)made_alloc(m, sizeof *k);
     k->token = m->cancel;
     k->after_ms = 2000;
     o.cancel = m->cancel;
     o.ready_timeout_ms = 120000; /* a create that missed the token ends in TIMEOUT */
-    ASBT_CHECK(made_thread(m, trigger_later, k) == 0);
+    ASBT_CHECK(made_thread(m, cancel_later, k) == 0);
     ASBT_EQ_RES(asb_client_create_sandboxes(c, tpl, &o, 4, 4, res, &err), ASB_ERR_CANCELLED);
     made_join_last(m);
     for (i = 0; i < 4; i++) {
