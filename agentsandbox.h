@@ -3647,7 +3647,10 @@ ASB_API int asb_process_id(const asb_process *p);
    waited), ASB_ERR_CLOSED (stdin was closed), the transport codes. */
 ASB_API asb_result asb_process_write_stdin(asb_process *p, const void *data, size_t len,
                                            asb_error *err);
-/* Closes stdin (EOF); idempotent. Any thread. Errors: as write_stdin. */
+/* Closes stdin (EOF); idempotent. Any thread. A process that has ended,
+   before this call or while it waited (the EOF may be what ended it), has
+   no stdin left: ASB_OK. Errors: ASB_ERR_NOT_FOUND (sandboxd named no
+   process id), the transport codes. */
 ASB_API asb_result asb_process_close_stdin(asb_process *p, asb_error *err);
 /* Delivers SIGINT, SIGTERM or SIGKILL (the <signal.h> numbers) to the
    process's group. Any thread.
@@ -24597,11 +24600,22 @@ ASB_API asb_result asb_process_close_stdin(asb_process *p, asb_error *err) {
     asb_buf_init(&req, &p->sb->client->alloc);
     pthread_mutex_lock(&p->stdin_lock);
     if (!p->stdin_closed) {
+        asb_error e;
+        memset(&e, 0, sizeof e);
         if (asb__pv1_write_stdin_request(&req, p->pid, NULL, 0, 1) != ASB_OK)
-            r = asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "stdin: out of memory");
+            r = asb__fail(&e, ASB_ERR_OUT_OF_MEMORY, "stdin: out of memory");
         else
-            r = asb__proc_unary(p, ASB__SD_METHOD("WriteStdin"), &req, err);
+            r = asb__proc_unary(p, ASB__SD_METHOD("WriteStdin"), &req, &e);
+        /* A process that has ended has no stdin left to close: the goal
+           is met. The EOF is often what ends it (cat, a shell), and its
+           exit event can reach us before sandboxd's answer to this call,
+           or sandboxd can have forgotten it already (its NOT_FOUND): an
+           error there would be a race's, not the caller's. */
+        if (r == ASB_ERR_NOT_FOUND &&
+            (asb_cancel_is_triggered(p->over) || strcmp(e.reason, "NOT_FOUND") == 0))
+            r = ASB_OK;
         if (r == ASB_OK) p->stdin_closed = 1;
+        else if (err) *err = e;
     }
     pthread_mutex_unlock(&p->stdin_lock);
     asb_buf_free(&req);

@@ -55,8 +55,7 @@ static void *typist(void *arg) {
         if (poll(&pfd, 1, 100) <= 0) continue;
         n = read(0, buf, sizeof buf);
         if (n <= 0) { // our stdin ended: so does the shell's
-            if (asb_process_close_stdin(ts->sh, &err) != ASB_OK &&
-                err.code != ASB_ERR_NOT_FOUND)
+            if (asb_process_close_stdin(ts->sh, &err) != ASB_OK) // ASB_OK if it has exited
                 fprintf(stderr, "close stdin: %s\n", err.message);
             break;
         }

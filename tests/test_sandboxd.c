@@ -510,6 +510,48 @@ ASBT_TEST(stdin_typed_on_one_thread_comes_back_through_cat_on_another) {
     asb_client_free(c);
 }
 
+/* Closing stdin is done once the process is gone, whether it ended
+   before the call or, as cat does at the EOF, while the call waited for
+   sandboxd's answer: the exit event can come first (a cluster run's
+   feeder met NOT_FOUND from its close that way). A write after the end
+   is still refused: its bytes went nowhere. */
+ASBT_TEST(closing_stdin_of_a_process_that_ended_is_done) {
+    asb_error err;
+    asb_sandbox *sb;
+    asb_client *c = in_pod(&sb, &err);
+    asb_process_opts po;
+    asb_process *p = NULL;
+    lines l;
+    asb_result r;
+    int code = -2, i;
+    ASBT_CHECK(c != NULL);
+    collect_into(&po, "true", &l);
+    ASBT_EQ_RES(asb_sandbox_process_start(sb, &po, &p, &err), ASB_OK);
+    ASBT_EQ_RES(asb_process_wait(p, 0, &code, &err), ASB_OK);
+    ASBT_EQ_INT(code, 0);
+    ASBT_EQ_RES(asb_process_write_stdin(p, "x", 1, &err), ASB_ERR_NOT_FOUND);
+    ASBT_EQ_RES(asb_process_close_stdin(p, &err), ASB_OK);
+    ASBT_EQ_RES(asb_process_close_stdin(p, &err), ASB_OK);
+    ASBT_EQ_RES(asb_process_write_stdin(p, "x", 1, &err), ASB_ERR_CLOSED);
+    asb_process_free(p);
+    lines_free(&l);
+    /* the race itself, as often as a test can afford: cat ends at the EOF */
+    for (i = 0; i < 30; i++) {
+        collect_into(&po, "cat", &l);
+        ASBT_EQ_RES(asb_sandbox_process_start(sb, &po, &p, &err), ASB_OK);
+        ASBT_EQ_RES(asb_process_write_stdin(p, "x\n", 2, &err), ASB_OK);
+        r = asb_process_close_stdin(p, &err);
+        if (r != ASB_OK) fprintf(stderr, "    close %d: %s [%s]\n", i, err.message, err.reason);
+        ASBT_EQ_RES(r, ASB_OK);
+        ASBT_EQ_RES(asb_process_wait(p, 0, &code, &err), ASB_OK);
+        ASBT_EQ_INT(code, 0);
+        ASBT_EQ_MEM(l.out.ptr, l.out.len, "x\n", 2);
+        asb_process_free(p);
+        lines_free(&l);
+    }
+    asb_client_free(c);
+}
+
 ASBT_TEST(sigint_ends_a_sleep_that_a_short_wait_leaves_running) {
     asb_error err;
     asb_sandbox *sb;
@@ -857,6 +899,7 @@ ASBT_LIST(ASBT_CASE(handle_calls_work_on_sandboxd_as_on_the_legacy_runtime)
           ASBT_CASE(metadata_shows_the_orchestrators_variables_but_no_secret)
           ASBT_CASE(a_process_streaming_10000_lines_delivers_them_in_order_and_complete)
           ASBT_CASE(stdin_typed_on_one_thread_comes_back_through_cat_on_another)
+          ASBT_CASE(closing_stdin_of_a_process_that_ended_is_done)
           ASBT_CASE(sigint_ends_a_sleep_that_a_short_wait_leaves_running)
           ASBT_CASE(a_pty_process_sees_its_size_and_a_resize)
           ASBT_CASE(a_process_deadline_or_cancel_ends_it_and_bad_starts_say_why)
