@@ -368,8 +368,11 @@
                       exited (code)
      sandbox.runtime  WARN ASB_RUNTIME_AUTO found sandboxd in a pod spec that
                       the client's mode cannot reach: the legacy runtime
+     sandbox.reconnect  WARN a new sandboxd connection ended before
+                      sandboxd spoke (nothing of the call sent): once more
      tunnel.start     INFO kubectl port-forward ready (pid, port, ms)
-     tunnel.exited    WARN kubectl died (its stderr); a new one follows
+     tunnel.exited    WARN kubectl died (its stderr), or refused or dropped
+                      a new connection; a new one follows
      gateway.address  INFO the Gateway address chosen
      gateway.address_rejected  WARN an address that is not an IP or host
      kube.watch.reconnect  WARN a watch resumes after a drop or a 5xx/429
@@ -11232,6 +11235,7 @@ struct asb_h2_conn {
     int active;
     int goaway;             /* received: no new streams */
     uint32_t goaway_last;
+    int peer_preface;       /* the peer's first SETTINGS (its preface) came */
     asb_result dead;        /* connection-level failure (ASB_OK: alive) */
     char dead_msg[200];
     asb_h2_stream *streams;
@@ -11595,6 +11599,7 @@ static void asb__h2_apply_settings(asb_h2_conn *h, const unsigned char *p, size_
         /* 1 (header table size): our encoder never indexes; 6 (max header
            list size): advisory; others: unknown, ignored as required */
     }
+    h->peer_preface = 1;
     asb__h2_put_reply(h, ASB__H2_SETTINGS, ASB__H2_ACK, 0, NULL, 0);
     pthread_cond_broadcast(&h->cv);
 }
@@ -11962,6 +11967,42 @@ static int asb__h2_wait(asb_h2_conn *h, int64_t deadline, const asb_cancel *canc
     }
     pthread_cond_timedwait(&h->cv, &h->mu, &ts);
     return 0;
+}
+
+/* Waits, after asb_h2_connect, for the peer's connection preface (its
+   first SETTINGS; servers send it at once, gRPC servers before they read
+   ours). A connection that ends before it never reached a server that
+   read anything of ours but the preface, so the caller may open it again
+   and resend: ASB_ERR_CONNECT then, as for a refused connect. A relay
+   (kubectl port-forward, a port-forward stream) can accept a connection
+   and drop it before its far end is dialled; grpc-go waits the same way
+   before it sends a call. Errors: ASB_ERR_CONNECT, ASB_ERR_TIMEOUT (at
+   `until`, 0: none), ASB_ERR_CANCELLED. */
+static asb_result asb__h2_await_preface(asb_h2_conn *h, int64_t until, const asb_cancel *cancel,
+                                        asb_error *err) {
+    asb_result r = ASB_OK;
+    pthread_mutex_lock(&h->mu);
+    while (!h->peer_preface) {
+        if (h->dead) { /* closed or reset: CONNECT; a protocol error stays one */
+            const char *why = h->dead_msg;
+            if (strncmp(why, "http2: ", 7) == 0) why += 7;
+            r = asb__fail(err, h->dead == ASB_ERR_RECV ? ASB_ERR_CONNECT : h->dead,
+                          "http2: %s: %s before its SETTINGS", h->authority, why);
+            break;
+        }
+        if (cancel && asb_cancel_is_triggered(cancel)) {
+            r = asb__fail(err, ASB_ERR_CANCELLED, "http2: cancelled while %s was connecting",
+                          h->authority);
+            break;
+        }
+        if (asb__h2_wait(h, until, cancel) || (until && asb__now_ms() >= until)) {
+            r = asb__fail(err, ASB_ERR_TIMEOUT, "http2: %s sent no SETTINGS (its preface) in "
+                          "time", h->authority);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&h->mu);
+    return r;
 }
 
 /* -- socket I/O: one thread per connection owns the socket --------------------- */
@@ -18954,7 +18995,9 @@ static void asb__tunnel_stop_locked(asb__tunnel *t) {
 /* A connection to `failed_base` ("http://127.0.0.1:<port>") was refused:
    kubectl no longer serves that port. It died, but its supervisor may not
    be reaped yet, and the next ensure would hand back the same dead port:
-   stop it, so the next ensure starts afresh. Only while the tunnel still
+   stop it, so the next ensure starts afresh. The same when kubectl took
+   a new connection and dropped it before the far end spoke (it found no
+   way to the pod): a new kubectl dials afresh. Only while the tunnel still
    maps that port: another thread may have rebuilt it already. */
 static void asb__tunnel_refused_locked(asb__tunnel *t, const char *failed_base) {
     const char *colon = strrchr(failed_base, ':');
@@ -18963,8 +19006,8 @@ static void asb__tunnel_refused_locked(asb__tunnel *t, const char *failed_base) 
     for (i = 0; i < t->nports; i++) {
         if (t->local[i] != lport) continue;
         asb__log(t->log, ASB_LOG_WARN, "tunnel.exited",
-                 "kubectl port-forward (pid %d) refused a connection on its port %d; "
-                 "starting a new one",
+                 "kubectl port-forward (pid %d) refused or dropped a new connection on its "
+                 "port %d; starting a new one",
                  (int)t->pid, lport);
         asb__tunnel_stop_locked(t);
         return;
@@ -20595,7 +20638,34 @@ static int asb__h2_streamless(asb_h2_conn *h) {
     return none;
 }
 
-static asb_result asb__sd_h2(asb_sandbox *sb, asb_h2_conn **out, asb_error *err) {
+/* A new connection to sandboxd, ready for calls once sandboxd spoke
+   (asb__h2_await_preface), within the connect timeout or `until`. */
+static asb_result asb__sd_h2_open(const asb_h2_desc *d, int64_t until, const asb_cancel *cancel,
+                                  asb_h2_conn **out, asb_error *err) {
+    int ms = d->connect_timeout_ms > 0 ? d->connect_timeout_ms : 10000;
+    int64_t by = asb__now_ms() + ms;
+    asb_result r = asb_h2_connect(d, out, err);
+    if (r != ASB_OK) return r;
+    r = asb__h2_await_preface(*out, until && until < by ? until : by, cancel, err);
+    if (r == ASB_ERR_TIMEOUT && err) {
+        char hint[120];
+        if (until && until < by)
+            snprintf(hint, sizeof hint, ": the call's deadline passed while it connected");
+        else
+            snprintf(hint, sizeof hint,
+                     " (connect timeout %d ms): is it sandboxd's gRPC port?", ms);
+        asb__error_hint(err, hint);
+    }
+    if (r != ASB_OK) {
+        asb_h2_conn_free(*out);
+        *out = NULL;
+    }
+    return r;
+}
+
+/* until (0: none) and cancel bound the wait for a new connection. */
+static asb_result asb__sd_h2(asb_sandbox *sb, int64_t until, const asb_cancel *cancel,
+                             asb_h2_conn **out, asb_error *err) {
     asb_client *c = sb->client;
     asb_result r = ASB_OK;
     size_t i;
@@ -20636,24 +20706,29 @@ static asb_result asb__sd_h2(asb_sandbox *sb, asb_h2_conn **out, asb_error *err)
     }
     if (r == ASB_OK && !sb->h2) {
         asb__endpoint ep;
+        asb_h2_desc d = c->h2_desc;
+        int tries;
+        if (sb->conn->dial) { /* the connector makes the connection */
+            d.dial = asb__client_dial;
+            d.dial_user_data = c;
+        }
         r = sb->conn->endpoint(c, sb, c->sd_grpc_port, &ep, err);
-        if (r == ASB_OK) {
-            asb_h2_desc d = c->h2_desc;
+        /* Refused, or ended before sandboxd's SETTINGS (a kubectl that
+           accepts and then finds no way to the pod): nothing of the call
+           went out, so once more, on what the connector rebuilt (kubectl
+           died: a new one) or, with nothing to rebuild, the same way. */
+        for (tries = 0; r == ASB_OK; tries++) {
             d.url = ep.base;
-            if (sb->conn->dial) { /* the connector makes the connection */
-                d.dial = asb__client_dial;
-                d.dial_user_data = c;
-            }
-            r = asb_h2_connect(&d, &sb->h2, err);
-            if (r == ASB_ERR_CONNECT && sb->conn->reconnect) {
+            r = asb__sd_h2_open(&d, until, cancel, &sb->h2, err);
+            if (r != ASB_ERR_CONNECT || tries > 0) break;
+            if (sb->conn->reconnect) {
                 int again = 0;
                 r = sb->conn->reconnect(c, sb, c->sd_grpc_port, 1, &ep, &again, err);
-                if (r == ASB_OK && again) {
-                    d.url = ep.base;
-                    r = asb_h2_connect(&d, &sb->h2, err);
-                } else if (r == ASB_OK) {
-                    r = ASB_ERR_CONNECT;
-                }
+                if (r == ASB_OK && !again) r = ASB_ERR_CONNECT; /* err: the connect's */
+            } else {
+                asb__log(&c->log, ASB_LOG_WARN, "sandbox.reconnect", "%s; once more",
+                         err ? err->message : "sandboxd's connection ended at once");
+                r = ASB_OK;
             }
         }
     }
@@ -20768,8 +20843,9 @@ static asb_result asb__sd_unary(asb_sandbox *sb, const char *method, const asb_b
     asb_error e;
     int ended = 0;
     asb_result r;
+    int64_t until = timeout_ms > 0 ? asb__now_ms() + timeout_ms : 0;
     memset(&e, 0, sizeof e);
-    r = asb__sd_h2(sb, &h2, &e);
+    r = asb__sd_h2(sb, until, cancel, &h2, &e);
     memset(&cd, 0, sizeof cd);
     cd.method = method;
     cd.timeout_ms = timeout_ms;
@@ -20784,7 +20860,7 @@ static asb_result asb__sd_unary(asb_sandbox *sb, const char *method, const asb_b
     if (r == ASB_ERR_CLOSED) {
         /* the connection went away between the check and the open (a GOAWAY,
            a dead kubectl): once more on a fresh one; nothing was sent */
-        r = asb__sd_h2(sb, &h2, &e);
+        r = asb__sd_h2(sb, until, cancel, &h2, &e);
         if (r == ASB_OK) {
             r = asb_grpc_call_start(h2, &cd, req->ptr, req->len, &call, &e);
             asb__sd_h2_put(sb, h2);
@@ -21442,13 +21518,13 @@ static asb_result asb__sd_process_start(asb_sandbox *sb, const asb_process_opts 
        request went out */
     wait_ms = c->http ? c->http->read_timeout_ms : 30000;
     if (o->timeout_ms > 0 && o->timeout_ms < wait_ms) wait_ms = o->timeout_ms;
-    r = asb__sd_h2(sb, &h2, err);
+    r = asb__sd_h2(sb, asb__now_ms() + wait_ms, o->cancel, &h2, err);
     if (r == ASB_OK) {
         r = asb__grpc_call_open(h2, &cd, req.ptr, req.len, wait_ms, &p->call, err);
         asb__sd_h2_put(sb, h2);
     }
     if (r == ASB_ERR_CLOSED) {
-        r = asb__sd_h2(sb, &h2, err);
+        r = asb__sd_h2(sb, asb__now_ms() + wait_ms, o->cancel, &h2, err);
         if (r == ASB_OK) {
             r = asb__grpc_call_open(h2, &cd, req.ptr, req.len, wait_ms, &p->call, err);
             asb__sd_h2_put(sb, h2);

@@ -11,6 +11,8 @@
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <sys/wait.h>
+#include <poll.h>
+#include <stdint.h>
 
 static char root[256];   /* sandboxd's --root-dir */
 static pid_t sbd_pid;
@@ -700,6 +702,137 @@ ASBT_TEST(calls_recover_after_sandboxd_restarts) {
     asb_client_free(c);
 }
 
+/* A relay in front of sandboxd's gRPC port, as kubectl port-forward is
+   one: it accepts, and for the first `drop` connections closes at once
+   (kubectl does when it finds no way to the pod; seen under load after
+   a pod tunnel's kubectl was replaced), then relays to sandboxd. */
+typedef struct drop_relay {
+    int lfd, port, drop, accepted;
+    pthread_t thread;
+} drop_relay;
+
+static void relay_pipe(int a, int b) {
+    char buf[16384];
+    struct pollfd pf[2];
+    pf[0].fd = a;
+    pf[1].fd = b;
+    for (;;) {
+        int i;
+        pf[0].events = pf[1].events = POLLIN;
+        if (poll(pf, 2, -1) <= 0) return;
+        for (i = 0; i < 2; i++) {
+            ssize_t n;
+            if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            n = read(pf[i].fd, buf, sizeof buf);
+            if (n <= 0 || write(pf[1 - i].fd, buf, (size_t)n) != n) return;
+        }
+    }
+}
+
+static void *drop_relay_conn(void *arg) {
+    int fd = (int)(intptr_t)arg, up = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((unsigned short)grpc_port);
+    if (up >= 0 && connect(up, (struct sockaddr *)&a, sizeof a) == 0) relay_pipe(fd, up);
+    if (up >= 0) close(up);
+    close(fd);
+    return NULL;
+}
+
+static void *drop_relay_run(void *arg) {
+    drop_relay *r = (drop_relay *)arg;
+    for (;;) {
+        pthread_t t;
+        int fd = accept(r->lfd, NULL, NULL);
+        if (fd < 0) return NULL; /* the listener was shut down */
+        if (r->accepted++ < r->drop) {
+            close(fd);
+            continue;
+        }
+        if (pthread_create(&t, NULL, drop_relay_conn, (void *)(intptr_t)fd) == 0)
+            pthread_detach(t);
+        else
+            close(fd);
+    }
+}
+
+static int drop_relay_start(drop_relay *r, int drop) {
+    struct sockaddr_in a;
+    socklen_t n = sizeof a;
+    memset(r, 0, sizeof *r);
+    r->drop = drop;
+    r->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (r->lfd < 0 || bind(r->lfd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        listen(r->lfd, 16) != 0 || getsockname(r->lfd, (struct sockaddr *)&a, &n) != 0)
+        return 0;
+    r->port = ntohs(a.sin_port);
+    return pthread_create(&r->thread, NULL, drop_relay_run, r) == 0;
+}
+
+static void drop_relay_stop(drop_relay *r) {
+    shutdown(r->lfd, SHUT_RDWR);
+    pthread_join(r->thread, NULL);
+    close(r->lfd);
+}
+
+/* A new gRPC connection that ends before sandboxd's SETTINGS carried
+   nothing of the call: the call is made again on a new one, not failed
+   ("connection closed by the peer"). Both kinds of call that open the
+   connection: a unary run and a process's Start stream. */
+ASBT_TEST(a_grpc_connection_dropped_before_sandboxd_spoke_is_made_again) {
+    drop_relay relay;
+    asb_error err;
+    asb_sandbox *sb;
+    asb_client *c;
+    asb_run_result rr;
+    asb_process *p = NULL;
+    asb_process_opts po;
+    char addr[64], *saved = strdup(getenv("SANDBOXD_GRPC_ADDR"));
+    int i, code = -1;
+    ASBT_CHECK(saved != NULL);
+    ASBT_CHECK(drop_relay_start(&relay, 1));
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", relay.port);
+    setenv("SANDBOXD_GRPC_ADDR", addr, 1);
+    c = in_pod(&sb, &err);
+    ASBT_CHECK(c != NULL);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "echo through", 0, &rr, &err), ASB_OK);
+    ASBT_EQ_STR(rr.out.ptr, "through\n");
+    asb_run_result_free(&rr);
+    ASBT_EQ_INT(relay.accepted, 2); /* the dropped one, then the one that served */
+    asb_client_free(c);
+    /* a process start on a new handle, dropped once more first */
+    relay.drop = 3;
+    c = in_pod(&sb, &err);
+    ASBT_CHECK(c != NULL);
+    memset(&po, 0, sizeof po);
+    po.shell = "exit 7";
+    ASBT_EQ_RES(asb_sandbox_process_start(sb, &po, &p, &err), ASB_OK);
+    ASBT_EQ_RES(asb_process_wait(p, 0, &code, &err), ASB_OK);
+    ASBT_EQ_INT(code, 7);
+    asb_process_free(p);
+    ASBT_EQ_INT(relay.accepted, 4);
+    asb_client_free(c);
+    /* dropped every time: the call fails after one more try, saying so */
+    relay.drop = 1000;
+    c = in_pod(&sb, &err);
+    ASBT_CHECK(c != NULL);
+    i = relay.accepted;
+    ASBT_EQ_RES(asb_sandbox_run(sb, "echo never", 0, &rr, &err), ASB_ERR_CONNECT);
+    asb_run_result_free(&rr);
+    ASBT_CONTAINS(err.message, "before its SETTINGS");
+    ASBT_EQ_INT(relay.accepted - i, 2);
+    asb_client_free(c);
+    drop_relay_stop(&relay);
+    setenv("SANDBOXD_GRPC_ADDR", saved, 1);
+    free(saved);
+}
+
 ASBT_TEST(the_legacy_runtime_refuses_sandboxd_calls_before_sending_anything) {
     asb_error err;
     asb_sandbox *sb;
@@ -905,6 +1038,7 @@ ASBT_LIST(ASBT_CASE(handle_calls_work_on_sandboxd_as_on_the_legacy_runtime)
           ASBT_CASE(a_process_deadline_or_cancel_ends_it_and_bad_starts_say_why)
           ASBT_CASE(process_and_file_calls_are_spans_with_the_program_and_exit_code_only)
           ASBT_CASE(calls_recover_after_sandboxd_restarts)
+          ASBT_CASE(a_grpc_connection_dropped_before_sandboxd_spoke_is_made_again)
           ASBT_CASE(the_legacy_runtime_refuses_sandboxd_calls_before_sending_anything)
           ASBT_CASE(in_pod_needs_sandboxds_addresses_and_has_no_kubernetes_api))
 
