@@ -20639,14 +20639,17 @@ static int asb__h2_streamless(asb_h2_conn *h) {
 }
 
 /* A new connection to sandboxd, ready for calls once sandboxd spoke
-   (asb__h2_await_preface), within the connect timeout or `until`. */
+   (asb__h2_await_preface), within the connect timeout or `until`.
+   *dropped: it connected, and ended before sandboxd spoke. */
 static asb_result asb__sd_h2_open(const asb_h2_desc *d, int64_t until, const asb_cancel *cancel,
-                                  asb_h2_conn **out, asb_error *err) {
+                                  asb_h2_conn **out, int *dropped, asb_error *err) {
     int ms = d->connect_timeout_ms > 0 ? d->connect_timeout_ms : 10000;
     int64_t by = asb__now_ms() + ms;
     asb_result r = asb_h2_connect(d, out, err);
+    *dropped = 0;
     if (r != ASB_OK) return r;
     r = asb__h2_await_preface(*out, until && until < by ? until : by, cancel, err);
+    *dropped = r == ASB_ERR_CONNECT;
     if (r == ASB_ERR_TIMEOUT && err) {
         char hint[120];
         if (until && until < by)
@@ -20707,7 +20710,7 @@ static asb_result asb__sd_h2(asb_sandbox *sb, int64_t until, const asb_cancel *c
     if (r == ASB_OK && !sb->h2) {
         asb__endpoint ep;
         asb_h2_desc d = c->h2_desc;
-        int tries;
+        int tries, dropped;
         if (sb->conn->dial) { /* the connector makes the connection */
             d.dial = asb__client_dial;
             d.dial_user_data = c;
@@ -20716,11 +20719,13 @@ static asb_result asb__sd_h2(asb_sandbox *sb, int64_t until, const asb_cancel *c
         /* Refused, or ended before sandboxd's SETTINGS (a kubectl that
            accepts and then finds no way to the pod): nothing of the call
            went out, so once more, on what the connector rebuilt (kubectl
-           died: a new one) or, with nothing to rebuild, the same way. */
+           died: a new one) or, for a dropped connection with nothing to
+           rebuild, the same way. */
         for (tries = 0; r == ASB_OK; tries++) {
             d.url = ep.base;
-            r = asb__sd_h2_open(&d, until, cancel, &sb->h2, err);
+            r = asb__sd_h2_open(&d, until, cancel, &sb->h2, &dropped, err);
             if (r != ASB_ERR_CONNECT || tries > 0) break;
+            if (!sb->conn->reconnect && !dropped) break; /* refused: nobody there */
             if (sb->conn->reconnect) {
                 int again = 0;
                 r = sb->conn->reconnect(c, sb, c->sd_grpc_port, 1, &ep, &again, err);

@@ -2575,7 +2575,7 @@ static void *sd_call_until_closed(void *arg) {
     do {
         asb_h2_conn *h2 = NULL;
         asb_error e;
-        r = asb__sd_h2(t->sb, &h2, &e);
+        r = asb__sd_h2(t->sb, 0, NULL, &h2, &e);
         if (r == ASB_OK) asb__sd_h2_put(t->sb, h2);
         pthread_mutex_lock(&t->mu);
         t->attempts++;
