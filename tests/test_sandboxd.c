@@ -707,7 +707,9 @@ ASBT_TEST(calls_recover_after_sandboxd_restarts) {
    (kubectl does when it finds no way to the pod; seen under load after
    a pod tunnel's kubectl was replaced), then relays to sandboxd. */
 typedef struct drop_relay {
-    int lfd, port, drop, accepted;
+    int lfd, port;
+    pthread_mutex_t mu; /* drop and accepted: set and read by the test */
+    int drop, accepted;
     pthread_t thread;
 } drop_relay;
 
@@ -747,8 +749,12 @@ static void *drop_relay_run(void *arg) {
     for (;;) {
         pthread_t t;
         int fd = accept(r->lfd, NULL, NULL);
+        int dropping;
         if (fd < 0) return NULL; /* the listener was shut down */
-        if (r->accepted++ < r->drop) {
+        pthread_mutex_lock(&r->mu);
+        dropping = r->accepted++ < r->drop;
+        pthread_mutex_unlock(&r->mu);
+        if (dropping) {
             close(fd);
             continue;
         }
@@ -763,6 +769,7 @@ static int drop_relay_start(drop_relay *r, int drop) {
     struct sockaddr_in a;
     socklen_t n = sizeof a;
     memset(r, 0, sizeof *r);
+    pthread_mutex_init(&r->mu, NULL);
     r->drop = drop;
     r->lfd = socket(AF_INET, SOCK_STREAM, 0);
     memset(&a, 0, sizeof a);
@@ -775,10 +782,22 @@ static int drop_relay_start(drop_relay *r, int drop) {
     return pthread_create(&r->thread, NULL, drop_relay_run, r) == 0;
 }
 
+/* Connections accepted so far; from then on, the first `drop` of all
+   (counted from the start) are dropped. */
+static int drop_relay_accepted(drop_relay *r, int drop) {
+    int n;
+    pthread_mutex_lock(&r->mu);
+    n = r->accepted;
+    if (drop >= 0) r->drop = drop;
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
 static void drop_relay_stop(drop_relay *r) {
     shutdown(r->lfd, SHUT_RDWR);
     pthread_join(r->thread, NULL);
     close(r->lfd);
+    pthread_mutex_destroy(&r->mu);
 }
 
 /* A new gRPC connection that ends before sandboxd's SETTINGS carried
@@ -804,10 +823,10 @@ ASBT_TEST(a_grpc_connection_dropped_before_sandboxd_spoke_is_made_again) {
     ASBT_EQ_RES(asb_sandbox_run(sb, "echo through", 0, &rr, &err), ASB_OK);
     ASBT_EQ_STR(rr.out.ptr, "through\n");
     asb_run_result_free(&rr);
-    ASBT_EQ_INT(relay.accepted, 2); /* the dropped one, then the one that served */
+    /* the dropped one, then the one that served; the next is dropped too */
+    ASBT_EQ_INT(drop_relay_accepted(&relay, 3), 2);
     asb_client_free(c);
-    /* a process start on a new handle, dropped once more first */
-    relay.drop = 3;
+    /* a process start on a new handle, dropped once first */
     c = in_pod(&sb, &err);
     ASBT_CHECK(c != NULL);
     memset(&po, 0, sizeof po);
@@ -816,17 +835,16 @@ ASBT_TEST(a_grpc_connection_dropped_before_sandboxd_spoke_is_made_again) {
     ASBT_EQ_RES(asb_process_wait(p, 0, &code, &err), ASB_OK);
     ASBT_EQ_INT(code, 7);
     asb_process_free(p);
-    ASBT_EQ_INT(relay.accepted, 4);
+    /* dropped every time from here: the call fails after one more try */
+    ASBT_EQ_INT(drop_relay_accepted(&relay, 1000), 4);
     asb_client_free(c);
-    /* dropped every time: the call fails after one more try, saying so */
-    relay.drop = 1000;
     c = in_pod(&sb, &err);
     ASBT_CHECK(c != NULL);
-    i = relay.accepted;
+    i = drop_relay_accepted(&relay, -1);
     ASBT_EQ_RES(asb_sandbox_run(sb, "echo never", 0, &rr, &err), ASB_ERR_CONNECT);
     asb_run_result_free(&rr);
     ASBT_CONTAINS(err.message, "before its SETTINGS");
-    ASBT_EQ_INT(relay.accepted - i, 2);
+    ASBT_EQ_INT(drop_relay_accepted(&relay, -1) - i, 2);
     asb_client_free(c);
     drop_relay_stop(&relay);
     setenv("SANDBOXD_GRPC_ADDR", saved, 1);
