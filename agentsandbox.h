@@ -20520,9 +20520,12 @@ static const asb__runtime asb__runtime_legacy = {
    on sandboxd_rest_port (GET/HEAD/PUT/DELETE /v1/files/<path>, GET
    /v1/health, GET /v1/metadata), processes over gRPC on
    sandboxd_grpc_port (process.v1.ProcessService), on one HTTP/2
-   connection per handle (made on first use, again once it broke). run
-   wraps the command in /bin/sh -c, as the Python SDK 1.0.8 does, so a
-   command line means the same on both runtimes. */
+   connection per handle (made on first use, again once it broke). A new
+   connection carries calls only once sandboxd has sent its SETTINGS; one
+   that ends before (kubectl took it and found no way to the pod) is made
+   again, once, since nothing of the call went out. run wraps the command
+   in /bin/sh -c, as the Python SDK 1.0.8 does, so a command line means
+   the same on both runtimes. */
 
 #define ASB__SD_METHOD(m) "/process.v1.ProcessService/" m
 
