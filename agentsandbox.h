@@ -8409,6 +8409,23 @@ static int64_t asb__now_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Milliseconds from now until `until` (asb__now_ms), at least 1: a
+   deadline that passed still times out, at once. */
+static int asb__ms_left(int64_t until) {
+    int64_t left = until - asb__now_ms();
+    return left < 1 ? 1 : left > INT_MAX ? INT_MAX : (int)left;
+}
+
+/* A condition whose timed waits count on the monotonic clock, as
+   asb__now_ms does: a wall clock set back must not hold off a deadline. */
+static void asb__cond_init_monotonic(pthread_cond_t *cv) {
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
 static void asb__sleep_ms(int64_t ms) {
     struct timespec ts;
     if (ms <= 0) return;
@@ -11896,7 +11913,6 @@ static void asb__h2_on_bytes(asb_h2_conn *h, const void *bytes, size_t n) {
 static asb_result asb__h2_conn_new(const asb_h2_desc *d, const asb_allocator *a,
                                    asb_h2_conn **out) {
     asb_h2_conn *h = (asb_h2_conn *)a->alloc_fn(sizeof *h, a->user_data);
-    pthread_condattr_t ca;
     *out = NULL;
     if (!h) return ASB_ERR_OUT_OF_MEMORY;
     memset(h, 0, sizeof *h);
@@ -11920,10 +11936,7 @@ static asb_result asb__h2_conn_new(const asb_h2_desc *d, const asb_allocator *a,
     asb_buf_init(&h->in, a);
     asb_buf_init(&h->block, a);
     pthread_mutex_init(&h->mu, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&h->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    asb__cond_init_monotonic(&h->cv);
     if (asb__hpack_dec_init(&h->dec, a, 4096) != ASB_OK) {
         asb_h2_conn_free(h);
         return ASB_ERR_OUT_OF_MEMORY;
@@ -11982,7 +11995,8 @@ static asb_result asb__h2_await_preface(asb_h2_conn *h, int64_t until, const asb
                                         asb_error *err) {
     asb_result r = ASB_OK;
     pthread_mutex_lock(&h->mu);
-    while (!h->peer_preface) {
+    for (;;) {
+        if (h->peer_preface) break; /* also when it came with the last wait */
         if (h->dead) { /* closed or reset: CONNECT; a protocol error stays one */
             const char *why = h->dead_msg;
             if (strncmp(why, "http2: ", 7) == 0) why += 7;
@@ -11995,11 +12009,12 @@ static asb_result asb__h2_await_preface(asb_h2_conn *h, int64_t until, const asb
                           h->authority);
             break;
         }
-        if (asb__h2_wait(h, until, cancel) || (until && asb__now_ms() >= until)) {
+        if (until && asb__now_ms() >= until) {
             r = asb__fail(err, ASB_ERR_TIMEOUT, "http2: %s sent no SETTINGS (its preface) in "
                           "time", h->authority);
             break;
         }
+        asb__h2_wait(h, until, cancel);
     }
     pthread_mutex_unlock(&h->mu);
     return r;
@@ -18519,13 +18534,7 @@ static asb_result asb__tracer_create(const asb_tracer_desc *d, const asb_allocat
     t->alloc = *a;
     t->log = *log;
     pthread_mutex_init(&t->lock, NULL);
-    {
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&t->cv, &ca);
-        pthread_condattr_destroy(&ca);
-    }
+    asb__cond_init_monotonic(&t->cv);
     asb_buf_init(&t->queue, &t->alloc);
     snprintf(t->service, sizeof t->service, "%s", svc);
     if (d->parent_state) snprintf(t->state, sizeof t->state, "%s", d->parent_state);
@@ -18841,7 +18850,10 @@ struct asb_sandbox {
                                    held while kubectl comes up or a gRPC
                                    connection is made */
     asb__tunnel *tunnel;        /* sandboxd pod tunnel (NULL until used) */
-    pthread_mutex_t h2_lock;    /* h2 and h2_old; taken before conn_lock */
+    pthread_mutex_t h2_lock;    /* h2, h2_old and h2_connecting; never
+                                   held while a connection is made */
+    pthread_cond_t h2_cv;       /* h2_connecting went back to 0 */
+    int h2_connecting;          /* a caller makes h2: the others wait */
     asb_h2_conn *h2;            /* sandboxd's gRPC connection (lazily) */
     asb_h2_conn **h2_old;       /* connections that broke while processes
                                    still had streams on them: freed once
@@ -20669,23 +20681,91 @@ static asb_result asb__sd_h2_open(const asb_h2_desc *d, int64_t until, const asb
     return r;
 }
 
-/* until (0: none) and cancel bound the wait for a new connection. */
+/* Under the client's lock, as they are written (asb__handle_end): a
+   process call may run while another thread closes the handle. */
+static int asb__sd_live(asb_sandbox *sb) {
+    int live;
+    pthread_mutex_lock(&sb->client->lock);
+    live = sb->active && !sb->closed;
+    pthread_mutex_unlock(&sb->client->lock);
+    return live;
+}
+
+/* Makes the handle's new gRPC connection into *out; sb->h2_lock is not
+   held (the caller set sb->h2_connecting), so other callers wait with
+   their own deadline and cancel token, not behind a kubectl start or a
+   sandboxd that accepts and never speaks. Refused: what the connector
+   started may have died (kubectl), rebuilt once. Ended before sandboxd's
+   SETTINGS (a kubectl that took the connection and found no way to the
+   pod): dialled again once, then rebuilt if not yet. Either way nothing
+   of the call went out, and a handle closed meanwhile stops it. */
+static asb_result asb__sd_h2_make(asb_sandbox *sb, int64_t until, const asb_cancel *cancel,
+                                  asb_h2_conn **out, asb_error *err) {
+    asb_client *c = sb->client;
+    asb__endpoint ep;
+    asb_h2_desc d = c->h2_desc;
+    int dropped, redialled = 0, rebuilt = 0;
+    asb_result r;
+    if (sb->conn->dial) { /* the connector makes the connection */
+        d.dial = asb__client_dial;
+        d.dial_user_data = c;
+    }
+    r = sb->conn->endpoint(c, sb, c->sd_grpc_port, &ep, err);
+    while (r == ASB_OK) {
+        d.url = ep.base;
+        r = asb__sd_h2_open(&d, until, cancel, out, &dropped, err);
+        if (r != ASB_ERR_CONNECT) break;
+        if (!asb__sd_live(sb))
+            return asb__fail(err, ASB_ERR_CLOSED, "sandbox: the handle was terminated or closed");
+        if (cancel && asb_cancel_is_triggered(cancel))
+            return asb__fail(err, ASB_ERR_CANCELLED, "sandboxd: cancelled while connecting");
+        if (until && asb__now_ms() >= until) break; /* the connect's error says why */
+        if (dropped && !redialled) {
+            redialled = 1;
+            asb__log(&c->log, ASB_LOG_WARN, "sandbox.reconnect", "%s; once more",
+                     err ? err->message : "sandboxd's connection ended at once");
+            r = ASB_OK;
+        } else if (sb->conn->reconnect && !rebuilt) {
+            int again = 0;
+            rebuilt = 1;
+            r = sb->conn->reconnect(c, sb, c->sd_grpc_port, 1, &ep, &again, err);
+            if (r == ASB_OK && !again) r = ASB_ERR_CONNECT; /* err: the connect's */
+        }
+        /* else: refused with nothing to rebuild, or every try spent */
+    }
+    return r;
+}
+
+/* until (0: none) and cancel bound the wait for a new connection, made
+   by one caller while the others wait for it. */
 static asb_result asb__sd_h2(asb_sandbox *sb, int64_t until, const asb_cancel *cancel,
                              asb_h2_conn **out, asb_error *err) {
     asb_client *c = sb->client;
     asb_result r = ASB_OK;
     size_t i;
-    int live;
     *out = NULL;
-    /* under the client's lock, as they are written (asb__handle_end): a
-       process call may run while another thread closes the handle */
-    pthread_mutex_lock(&c->lock);
-    live = sb->active && !sb->closed;
-    pthread_mutex_unlock(&c->lock);
-    if (!live)
+    if (!asb__sd_live(sb))
         return asb__fail(err, ASB_ERR_CLOSED, "sandbox: the handle was terminated or closed");
     pthread_mutex_lock(&sb->h2_lock);
-    if (sb->h2 && !asb_h2_conn_usable(sb->h2)) {
+    while (sb->h2_connecting && r == ASB_OK) { /* another caller makes it */
+        struct timespec ts;
+        int64_t now = asb__now_ms(), slice = 50;
+        if (cancel && asb_cancel_is_triggered(cancel))
+            r = asb__fail(err, ASB_ERR_CANCELLED, "sandboxd: cancelled while connecting");
+        else if (until && now >= until)
+            r = asb__fail(err, ASB_ERR_TIMEOUT,
+                          "sandboxd: the call's deadline passed while it connected");
+        if (r != ASB_OK) break;
+        if (until && until - now < slice) slice = until - now;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += (long)slice * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&sb->h2_cv, &sb->h2_lock, &ts);
+    }
+    if (r == ASB_OK && sb->h2 && !asb_h2_conn_usable(sb->h2)) {
         asb_h2_conn **old = (asb_h2_conn **)c->alloc.realloc_fn(
             sb->h2_old, (sb->h2_old_count + 1) * sizeof *old, c->alloc.user_data);
         if (!old) {
@@ -20701,7 +20781,7 @@ static asb_result asb__sd_h2(asb_sandbox *sb, int64_t until, const asb_cancel *c
        that leaves it open after GOAWAY, its I/O thread): a sandboxd that
        ends connections by age, or one that sends GOAWAY after every call,
        made a long-lived handle leak three descriptors per connection. */
-    for (i = 0; i < sb->h2_old_count;) {
+    for (i = 0; r == ASB_OK && i < sb->h2_old_count;) {
         asb_h2_conn *o = sb->h2_old[i];
         if (o->sd_borrowers == 0 && asb__h2_streamless(o)) {
             asb_h2_conn_free(o);
@@ -20711,34 +20791,14 @@ static asb_result asb__sd_h2(asb_sandbox *sb, int64_t until, const asb_cancel *c
         }
     }
     if (r == ASB_OK && !sb->h2) {
-        asb__endpoint ep;
-        asb_h2_desc d = c->h2_desc;
-        int tries, dropped;
-        if (sb->conn->dial) { /* the connector makes the connection */
-            d.dial = asb__client_dial;
-            d.dial_user_data = c;
-        }
-        r = sb->conn->endpoint(c, sb, c->sd_grpc_port, &ep, err);
-        /* Refused, or ended before sandboxd's SETTINGS (a kubectl that
-           accepts and then finds no way to the pod): nothing of the call
-           went out, so once more, on what the connector rebuilt (kubectl
-           died: a new one) or, for a dropped connection with nothing to
-           rebuild, the same way. */
-        for (tries = 0; r == ASB_OK; tries++) {
-            d.url = ep.base;
-            r = asb__sd_h2_open(&d, until, cancel, &sb->h2, &dropped, err);
-            if (r != ASB_ERR_CONNECT || tries > 0) break;
-            if (!sb->conn->reconnect && !dropped) break; /* refused: nobody there */
-            if (sb->conn->reconnect) {
-                int again = 0;
-                r = sb->conn->reconnect(c, sb, c->sd_grpc_port, 1, &ep, &again, err);
-                if (r == ASB_OK && !again) r = ASB_ERR_CONNECT; /* err: the connect's */
-            } else {
-                asb__log(&c->log, ASB_LOG_WARN, "sandbox.reconnect", "%s; once more",
-                         err ? err->message : "sandboxd's connection ended at once");
-                r = ASB_OK;
-            }
-        }
+        asb_h2_conn *h = NULL;
+        sb->h2_connecting = 1;
+        pthread_mutex_unlock(&sb->h2_lock);
+        r = asb__sd_h2_make(sb, until, cancel, &h, err);
+        pthread_mutex_lock(&sb->h2_lock);
+        sb->h2_connecting = 0;
+        sb->h2 = h; /* NULL when it failed: the next caller tries afresh */
+        pthread_cond_broadcast(&sb->h2_cv);
     }
     if (r == ASB_OK) {
         *out = sb->h2;
@@ -20840,7 +20900,8 @@ static size_t asb__sd_trace_md(const asb__span *s, asb_h2_header md[2], char *tp
    may run on another thread than the handle's, pass NULL). */
 static asb_result asb__sd_unary(asb_sandbox *sb, const char *method, const asb_buf *req,
                                 int timeout_ms, const asb_cancel *cancel, size_t max,
-                                const asb__span *trace, asb_buf *resp, asb_error *err) {
+                                const asb__span *trace, asb_buf *resp, int *sent,
+                                asb_error *err) {
     asb_grpc_call_desc cd;
     asb_h2_header md[2];
     char tp[ASB_TRACEPARENT_SIZE];
@@ -20861,6 +20922,7 @@ static asb_result asb__sd_unary(asb_sandbox *sb, const char *method, const asb_b
     cd.metadata = md;
     cd.metadata_count = asb__sd_trace_md(trace, md, tp); /* traceparent, tracestate */
     cd.cancel = cancel; /* also while the request waits to open or send */
+    if (r == ASB_OK && until) cd.timeout_ms = asb__ms_left(until); /* connecting spent some */
     if (r == ASB_OK) {
         r = asb_grpc_call_start(h2, &cd, req->ptr, req->len, &call, &e);
         asb__sd_h2_put(sb, h2);
@@ -20874,6 +20936,7 @@ static asb_result asb__sd_unary(asb_sandbox *sb, const char *method, const asb_b
             asb__sd_h2_put(sb, h2);
         }
     }
+    if (sent) *sent = r == ASB_OK; /* its stream opened: sandboxd may have it */
     memset(&d, 0, sizeof d);
     d.max = cd.max_message_bytes ? cd.max_message_bytes : (size_t)4 << 20;
     asb_buf_init(&d.msg, &sb->client->alloc);
@@ -20966,6 +21029,7 @@ static asb_result asb__sd_run_ex(asb_sandbox *sb, const char *command, int timeo
     asb__pv1_exec_result x;
     asb_buf req, resp;
     asb_result r;
+    int sent = 0;
     argv[0] = "/bin/sh";
     argv[1] = "-c";
     argv[2] = command;
@@ -20988,7 +21052,7 @@ static asb_result asb__sd_run_ex(asb_sandbox *sb, const char *command, int timeo
     if (r == ASB_OK)
         r = asb__sd_unary(sb, ASB__SD_METHOD("Execute"), &req, timeout_ms,
                           opts ? opts->cancel : NULL, 2 * c->max_output + 64, sb->trace_cur,
-                          &resp, err);
+                          &resp, &sent, err);
     if (r == ASB_OK) r = asb__pv1_execute_response(resp.ptr, resp.len, &x, err);
     if (r == ASB_OK && x.out.len + x.errout.len > c->max_output)
         r = asb__fail(err, ASB_ERR_TOO_LARGE, "run: %zu bytes of output, above max_output_bytes %zu",
@@ -20996,7 +21060,10 @@ static asb_result asb__sd_run_ex(asb_sandbox *sb, const char *command, int timeo
     if (r == ASB_OK) r = asb_buf_append(&result->out, x.out.ptr ? x.out.ptr : "", x.out.len);
     if (r == ASB_OK) r = asb_buf_append(&result->err, x.errout.ptr ? x.errout.ptr : "", x.errout.len);
     if (r == ASB_OK) result->exit_code = x.exit_code;
-    if (r == ASB_ERR_TIMEOUT && err)
+    if (r == ASB_ERR_TIMEOUT && err && !sent)
+        asb__fail(err, r, "run: the %d ms deadline passed while connecting to sandboxd; the "
+                          "command was not sent", timeout_ms);
+    else if (r == ASB_ERR_TIMEOUT && err)
         asb__fail(err, r, "run: no answer within the %d ms deadline; the command may still be "
                           "running in the sandbox", timeout_ms);
     asb_buf_free(&req);
@@ -21458,6 +21525,7 @@ static asb_result asb__sd_process_start(asb_sandbox *sb, const asb_process_opts 
     asb_result r;
     size_t i;
     int wait_ms;
+    int64_t by;
     if ((o->argv && o->argc ? 1 : 0) + (o->shell ? 1 : 0) != 1)
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT,
                          "process: give argv (argc > 0) or shell, exactly one");
@@ -21526,15 +21594,17 @@ static asb_result asb__sd_process_start(asb_sandbox *sb, const asb_process_opts 
        request went out */
     wait_ms = c->http ? c->http->read_timeout_ms : 30000;
     if (o->timeout_ms > 0 && o->timeout_ms < wait_ms) wait_ms = o->timeout_ms;
-    r = asb__sd_h2(sb, asb__now_ms() + wait_ms, o->cancel, &h2, err);
+    by = asb__now_ms() + wait_ms; /* connecting spends of it too */
+    r = asb__sd_h2(sb, by, o->cancel, &h2, err);
     if (r == ASB_OK) {
-        r = asb__grpc_call_open(h2, &cd, req.ptr, req.len, wait_ms, &p->call, err);
+        r = asb__grpc_call_open(h2, &cd, req.ptr, req.len, asb__ms_left(by), &p->call, err);
         asb__sd_h2_put(sb, h2);
     }
     if (r == ASB_ERR_CLOSED) {
-        r = asb__sd_h2(sb, asb__now_ms() + wait_ms, o->cancel, &h2, err);
+        r = asb__sd_h2(sb, by, o->cancel, &h2, err);
         if (r == ASB_OK) {
-            r = asb__grpc_call_open(h2, &cd, req.ptr, req.len, wait_ms, &p->call, err);
+            r = asb__grpc_call_open(h2, &cd, req.ptr, req.len, asb__ms_left(by), &p->call,
+                                    err);
             asb__sd_h2_put(sb, h2);
         }
     }
@@ -21542,7 +21612,7 @@ static asb_result asb__sd_process_start(asb_sandbox *sb, const asb_process_opts 
     if (r == ASB_ERR_TIMEOUT && o->timeout_ms > 0 && wait_ms == o->timeout_ms)
         asb__error_hint(err, " (the process's timeout_ms passed before its request was sent)");
     if (r == ASB_OK) {
-        r = asb__proc_pump(p, 0, asb__now_ms() + wait_ms, err);
+        r = asb__proc_pump(p, 0, by, err);
         if (r == ASB_ERR_TIMEOUT && !(p->deadline && asb__now_ms() >= p->deadline))
             asb__fail(err, r, "sandboxd Start: no answer (init event) within %d ms; the "
                       "process may or may not have started (the stream is cancelled)",
@@ -21575,7 +21645,7 @@ static asb_result asb__proc_unary(asb_process *p, const char *method, asb_buf *r
         return asb__fail(err, ASB_ERR_NOT_FOUND, "sandboxd %s: process %d has ended", method,
                          (int)p->pid);
     asb_buf_init(&resp, &p->sb->client->alloc);
-    r = asb__sd_unary(p->sb, method, req, 30000, p->over, 4096, NULL, &resp, err);
+    r = asb__sd_unary(p->sb, method, req, 30000, p->over, 4096, NULL, &resp, NULL, err);
     asb_buf_free(&resp);
     if (r == ASB_ERR_CANCELLED) /* it ended while the call waited */
         r = asb__fail(err, ASB_ERR_NOT_FOUND, "sandboxd %s: process %d ended while the call "
@@ -22312,6 +22382,7 @@ static asb_sandbox *asb__new_handle(asb_client *c, const char *claim, const char
     sb->client = c;
     pthread_mutex_init(&sb->conn_lock, NULL);
     pthread_mutex_init(&sb->h2_lock, NULL);
+    asb__cond_init_monotonic(&sb->h2_cv);
     snprintf(sb->claim, sizeof sb->claim, "%s", claim);
     snprintf(sb->name, sizeof sb->name, "%s", name);
     snprintf(sb->ns, sizeof sb->ns, "%s", ns);
@@ -22347,6 +22418,7 @@ static void asb__handle_free(asb_sandbox *sb) {
     asb_h2_conn_free(sb->h2);
     for (i = 0; i < sb->h2_old_count; i++) asb_h2_conn_free(sb->h2_old[i]);
     if (sb->h2_old) a.free_fn(sb->h2_old, a.user_data);
+    pthread_cond_destroy(&sb->h2_cv);
     pthread_mutex_destroy(&sb->h2_lock);
     pthread_mutex_destroy(&sb->conn_lock);
     a.free_fn(sb, a.user_data);
@@ -23326,15 +23398,9 @@ ASB_API asb_result asb_client_create_sandboxes(asb_client *c, const char *tpl,
     b.count = count;
     pthread_mutex_init(&b.lock, NULL);
     pthread_mutex_init(&b.notify.mu, NULL);
-    {
-        /* the ticker's wait, on the monotonic clock: a wall clock set
-           back must not hold off the deadlines and the token */
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&b.notify.cv, &ca);
-        pthread_condattr_destroy(&ca);
-    }
+    /* the ticker's wait, on the monotonic clock: a wall clock set back
+       must not hold off the deadlines and the token */
+    asb__cond_init_monotonic(&b.notify.cv);
     if (nthreads > 1) {
         pthread_attr_t at;
         sigset_t all, old;
@@ -24561,6 +24627,7 @@ ASB_API asb_result asb_client_sandbox_in_pod(asb_client *c, asb_sandbox **out, a
             sb->named = 1; /* never a claim to delete */
             pthread_mutex_init(&sb->conn_lock, NULL);
             pthread_mutex_init(&sb->h2_lock, NULL);
+            asb__cond_init_monotonic(&sb->h2_cv);
             snprintf(sb->name, sizeof sb->name, "in-pod");
             snprintf(sb->ns, sizeof sb->ns, "default");
             snprintf(sb->pod, sizeof sb->pod, "in-pod");

@@ -7,6 +7,7 @@
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
 #include "asbtest.h"
+#include "cancel_later.h"
 #include <pthread.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
@@ -705,11 +706,13 @@ ASBT_TEST(calls_recover_after_sandboxd_restarts) {
 /* A relay in front of sandboxd's gRPC port, as kubectl port-forward is
    one: it accepts, and for the first `drop` connections closes at once
    (kubectl does when it finds no way to the pod; seen under load after
-   a pod tunnel's kubectl was replaced), then relays to sandboxd. */
+   a pod tunnel's kubectl was replaced); with `hold`, it keeps the next
+   ones open and silent (a peer that never speaks); else it relays to
+   sandboxd. */
 typedef struct drop_relay {
     int lfd, port;
-    pthread_mutex_t mu; /* drop and accepted: set and read by the test */
-    int drop, accepted;
+    pthread_mutex_t mu; /* what follows: set and read by the test too */
+    int drop, hold, accepted, held[8], nheld;
     pthread_t thread;
 } drop_relay;
 
@@ -748,16 +751,14 @@ static void *drop_relay_run(void *arg) {
     drop_relay *r = (drop_relay *)arg;
     for (;;) {
         pthread_t t;
-        int fd = accept(r->lfd, NULL, NULL);
-        int dropping;
+        int fd = accept(r->lfd, NULL, NULL), what; /* 0 relay, 1 drop, 2 held */
         if (fd < 0) return NULL; /* the listener was shut down */
         pthread_mutex_lock(&r->mu);
-        dropping = r->accepted++ < r->drop;
+        what = r->accepted++ < r->drop ? 1 : r->hold && r->nheld < 8 ? 2 : 0;
+        if (what == 2) r->held[r->nheld++] = fd;
         pthread_mutex_unlock(&r->mu);
-        if (dropping) {
-            close(fd);
-            continue;
-        }
+        if (what == 1) close(fd);
+        if (what) continue;
         if (pthread_create(&t, NULL, drop_relay_conn, (void *)(intptr_t)fd) == 0)
             pthread_detach(t);
         else
@@ -765,69 +766,121 @@ static void *drop_relay_run(void *arg) {
     }
 }
 
-static int drop_relay_start(drop_relay *r, int drop) {
+static int drop_relay_start(drop_relay *r) {
     struct sockaddr_in a;
     socklen_t n = sizeof a;
     memset(r, 0, sizeof *r);
     pthread_mutex_init(&r->mu, NULL);
-    r->drop = drop;
     r->lfd = socket(AF_INET, SOCK_STREAM, 0);
     memset(&a, 0, sizeof a);
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (r->lfd < 0 || bind(r->lfd, (struct sockaddr *)&a, sizeof a) != 0 ||
-        listen(r->lfd, 16) != 0 || getsockname(r->lfd, (struct sockaddr *)&a, &n) != 0)
-        return 0;
-    r->port = ntohs(a.sin_port);
-    return pthread_create(&r->thread, NULL, drop_relay_run, r) == 0;
+    if (r->lfd >= 0 && bind(r->lfd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        listen(r->lfd, 16) == 0 && getsockname(r->lfd, (struct sockaddr *)&a, &n) == 0 &&
+        pthread_create(&r->thread, NULL, drop_relay_run, r) == 0) {
+        r->port = ntohs(a.sin_port);
+        return 1;
+    }
+    if (r->lfd >= 0) close(r->lfd);
+    pthread_mutex_destroy(&r->mu);
+    return 0;
 }
 
-/* Connections accepted so far; from then on, the first `drop` of all
-   (counted from the start) are dropped. */
-static int drop_relay_accepted(drop_relay *r, int drop) {
-    int n;
+/* Connections accepted so far; then the first `drop` of all (counted
+   from the start) are dropped, and with hold 1 the next are held, with
+   hold 0 those held are closed (drop < 0, hold < 0: unchanged). */
+static int drop_relay_set(drop_relay *r, int drop, int hold) {
+    int n, i;
     pthread_mutex_lock(&r->mu);
     n = r->accepted;
     if (drop >= 0) r->drop = drop;
+    if (hold >= 0) r->hold = hold;
+    if (hold == 0) {
+        for (i = 0; i < r->nheld; i++) close(r->held[i]);
+        r->nheld = 0;
+    }
     pthread_mutex_unlock(&r->mu);
     return n;
 }
 
 static void drop_relay_stop(drop_relay *r) {
+    drop_relay_set(r, -1, 0);
     shutdown(r->lfd, SHUT_RDWR);
     pthread_join(r->thread, NULL);
     close(r->lfd);
     pthread_mutex_destroy(&r->mu);
 }
 
-/* A new gRPC connection that ends before sandboxd's SETTINGS carried
-   nothing of the call: the call is made again on a new one, not failed
-   ("connection closed by the peer"). Both kinds of call that open the
-   connection: a unary run and a process's Start stream. */
-ASBT_TEST(a_grpc_connection_dropped_before_sandboxd_spoke_is_made_again) {
-    drop_relay relay;
+/* An in-pod client whose gRPC address is the relay's (connect timeout
+   ms; 0: the default). */
+static asb_client *in_pod_via(drop_relay *r, int connect_ms, asb_sandbox **sb,
+                              asb_error *err) {
+    asb_client_desc d;
+    asb_client *c = NULL;
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", r->port);
+    memset(&d, 0, sizeof d);
+    d.mode = ASB_CONNECT_IN_POD;
+    d.sandboxd_rest_addr = getenv("SANDBOXD_REST_ADDR");
+    d.sandboxd_grpc_addr = addr;
+    d.kube.http.connect_timeout_ms = connect_ms;
+    if (asb_client_create(&d, &c, err) != ASB_OK) return NULL;
+    if (asb_client_sandbox_in_pod(c, sb, err) != ASB_OK) {
+        asb_client_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+typedef struct held_start {
+    asb_sandbox *sb;
+    asb_result r;
+    pthread_mutex_t mu;
+    int done;
+} held_start;
+
+static void *held_start_run(void *arg) {
+    held_start *h = (held_start *)arg;
+    asb_process_opts po;
+    asb_process *p = NULL;
+    asb_error err;
+    asb_result r;
+    memset(&po, 0, sizeof po);
+    po.shell = "true";
+    r = asb_sandbox_process_start(h->sb, &po, &p, &err);
+    asb_process_free(p);
+    pthread_mutex_lock(&h->mu);
+    h->r = r;
+    h->done = 1;
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+static void dropped_connection_cases(drop_relay *relay) {
     asb_error err;
     asb_sandbox *sb;
     asb_client *c;
     asb_run_result rr;
     asb_process *p = NULL;
     asb_process_opts po;
-    char addr[64], *saved = strdup(getenv("SANDBOXD_GRPC_ADDR"));
-    int i, code = -1;
-    ASBT_CHECK(saved != NULL);
-    ASBT_CHECK(drop_relay_start(&relay, 1));
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", relay.port);
-    setenv("SANDBOXD_GRPC_ADDR", addr, 1);
-    c = in_pod(&sb, &err);
+    asb_call_opts co;
+    asb_cancel *tok = NULL;
+    canceller k;
+    held_start hs;
+    pthread_t th;
+    int i, code = -1, done;
+    /* dropped once: the run goes out on the next connection */
+    drop_relay_set(relay, 1, -1);
+    c = in_pod_via(relay, 0, &sb, &err);
     ASBT_CHECK(c != NULL);
     ASBT_EQ_RES(asb_sandbox_run(sb, "echo through", 0, &rr, &err), ASB_OK);
     ASBT_EQ_STR(rr.out.ptr, "through\n");
     asb_run_result_free(&rr);
     /* the dropped one, then the one that served; the next is dropped too */
-    ASBT_EQ_INT(drop_relay_accepted(&relay, 3), 2);
+    ASBT_EQ_INT(drop_relay_set(relay, 3, -1), 2);
     asb_client_free(c);
     /* a process start on a new handle, dropped once first */
-    c = in_pod(&sb, &err);
+    c = in_pod_via(relay, 0, &sb, &err);
     ASBT_CHECK(c != NULL);
     memset(&po, 0, sizeof po);
     po.shell = "exit 7";
@@ -836,19 +889,66 @@ ASBT_TEST(a_grpc_connection_dropped_before_sandboxd_spoke_is_made_again) {
     ASBT_EQ_INT(code, 7);
     asb_process_free(p);
     /* dropped every time from here: the call fails after one more try */
-    ASBT_EQ_INT(drop_relay_accepted(&relay, 1000), 4);
+    ASBT_EQ_INT(drop_relay_set(relay, 1000, -1), 4);
     asb_client_free(c);
-    c = in_pod(&sb, &err);
+    c = in_pod_via(relay, 0, &sb, &err);
     ASBT_CHECK(c != NULL);
-    i = drop_relay_accepted(&relay, -1);
+    i = drop_relay_set(relay, -1, -1);
     ASBT_EQ_RES(asb_sandbox_run(sb, "echo never", 0, &rr, &err), ASB_ERR_CONNECT);
     asb_run_result_free(&rr);
     ASBT_CONTAINS(err.message, "before its SETTINGS");
-    ASBT_EQ_INT(drop_relay_accepted(&relay, -1) - i, 2);
+    ASBT_EQ_INT(drop_relay_set(relay, -1, -1) - i, 2);
     asb_client_free(c);
+    /* A peer that takes the connection and never speaks: the call's
+       deadline ends the wait for it, saying so */
+    i = drop_relay_set(relay, 0, 1);
+    c = in_pod_via(relay, 60000, &sb, &err);
+    ASBT_CHECK(c != NULL);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "echo never", 1500, &rr, &err), ASB_ERR_TIMEOUT);
+    asb_run_result_free(&rr);
+    ASBT_CONTAINS(err.message, "deadline passed while connecting to sandboxd; the command was not sent");
+    /* while one caller waits for it (no deadline but the minute's connect
+       timeout), another on the handle is not held behind it: its cancel
+       token ends its wait */
+    memset(&hs, 0, sizeof hs);
+    hs.sb = sb;
+    pthread_mutex_init(&hs.mu, NULL);
+    ASBT_EQ_INT(pthread_create(&th, NULL, held_start_run, &hs), 0);
+    while (drop_relay_set(relay, -1, -1) < i + 2) asb__sleep_ms(10); /* it connected */
+    ASBT_EQ_RES(asb_cancel_create(NULL, &tok, &err), ASB_OK);
+    k.token = tok;
+    k.after_ms = 300;
+    {
+        pthread_t kt;
+        ASBT_EQ_INT(pthread_create(&kt, NULL, cancel_later, &k), 0);
+        memset(&co, 0, sizeof co);
+        co.cancel = tok;
+        ASBT_EQ_RES(asb_sandbox_run_opts(sb, "echo never", &co, &rr, &err), ASB_ERR_CANCELLED);
+        asb_run_result_free(&rr);
+        pthread_join(kt, NULL);
+    }
+    pthread_mutex_lock(&hs.mu);
+    done = hs.done;
+    pthread_mutex_unlock(&hs.mu);
+    ASBT_EQ_INT(done, 0); /* still waiting: only closing the relay's side ends it */
+    drop_relay_set(relay, 1000, 0); /* its connection closes, a new one is dropped */
+    pthread_join(th, NULL);
+    ASBT_EQ_RES(hs.r, ASB_ERR_CONNECT);
+    pthread_mutex_destroy(&hs.mu);
+    asb_cancel_free(tok);
+    asb_client_free(c);
+}
+
+/* A new gRPC connection that ends before sandboxd's SETTINGS carried
+   nothing of the call: the call is made again on a new one, not failed
+   ("connection closed by the peer"). Both kinds of call that open the
+   connection: a unary run and a process's Start stream. And the wait for
+   SETTINGS keeps the call's deadline and holds no other caller. */
+ASBT_TEST(a_grpc_connection_dropped_before_sandboxd_spoke_is_made_again) {
+    drop_relay relay;
+    ASBT_CHECK(drop_relay_start(&relay));
+    dropped_connection_cases(&relay); /* returns at its first failed check */
     drop_relay_stop(&relay);
-    setenv("SANDBOXD_GRPC_ADDR", saved, 1);
-    free(saved);
 }
 
 ASBT_TEST(the_legacy_runtime_refuses_sandboxd_calls_before_sending_anything) {
