@@ -19007,10 +19007,11 @@ static void asb__tunnel_stop_locked(asb__tunnel *t) {
 /* A connection to `failed_base` ("http://127.0.0.1:<port>") was refused:
    kubectl no longer serves that port. It died, but its supervisor may not
    be reaped yet, and the next ensure would hand back the same dead port:
-   stop it, so the next ensure starts afresh. The same when kubectl took
-   a new connection and dropped it before the far end spoke (it found no
-   way to the pod): a new kubectl dials afresh. Only while the tunnel still
-   maps that port: another thread may have rebuilt it already. */
+   stop it, so the next ensure starts afresh. The same when a new
+   connection was taken and dropped twice before the far end spoke (a
+   kubectl that found no way to the pod): a new kubectl dials afresh.
+   Only while the tunnel still maps that port: another thread may have
+   rebuilt it already. */
 static void asb__tunnel_refused_locked(asb__tunnel *t, const char *failed_base) {
     const char *colon = strrchr(failed_base, ':');
     int i, lport = colon ? atoi(colon + 1) : 0;
@@ -20534,8 +20535,9 @@ static const asb__runtime asb__runtime_legacy = {
    sandboxd_grpc_port (process.v1.ProcessService), on one HTTP/2
    connection per handle (made on first use, again once it broke). A new
    connection carries calls only once sandboxd has sent its SETTINGS; one
-   that ends before (kubectl took it and found no way to the pod) is made
-   again, once, since nothing of the call went out. run wraps the command
+   that ends before is made again, since nothing of the call went out (a
+   kubectl killed a moment before still completes connects to its port,
+   then resets them, while the kernel tears it down). run wraps the command
    in /bin/sh -c, as the Python SDK 1.0.8 does, so a command line means
    the same on both runtimes. */
 
@@ -20696,9 +20698,10 @@ static int asb__sd_live(asb_sandbox *sb) {
    their own deadline and cancel token, not behind a kubectl start or a
    sandboxd that accepts and never speaks. Refused: what the connector
    started may have died (kubectl), rebuilt once. Ended before sandboxd's
-   SETTINGS (a kubectl that took the connection and found no way to the
-   pod): dialled again once, then rebuilt if not yet. Either way nothing
-   of the call went out, and a handle closed meanwhile stops it. */
+   SETTINGS (a kubectl being killed, whose listening socket the kernel
+   still completes connects on; or one that found no way to the pod):
+   dialled again once, then rebuilt if not yet. Either way nothing of the
+   call went out, and a handle closed meanwhile stops it. */
 static asb_result asb__sd_h2_make(asb_sandbox *sb, int64_t until, const asb_cancel *cancel,
                                   asb_h2_conn **out, asb_error *err) {
     asb_client *c = sb->client;

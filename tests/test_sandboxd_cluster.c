@@ -822,8 +822,10 @@ ASBT_TEST(a_killed_pod_tunnel_kubectl_mid_call_is_replaced_by_the_next_call) {
         waitpid(killer, NULL, 0);
     }
     /* ... the next one, at once, gets a new kubectl and succeeds (its
-       connect to the dead port is refused before kubectl's supervisor is
-       reaped: the refusal stops that tunnel, then a new one starts) */
+       connect to the dead port, before kubectl's supervisor is reaped, is
+       refused, or completed by the kernel and reset while kubectl is torn
+       down: dialled again, refused, that tunnel stops and a new one
+       starts) */
     ASBT_CHECK(echo_ok(sb, "again", 0));
     ASBT_EQ_INT(pod_tunnels(after, 4), 1);
     ASBT_CHECK(after[0] != before[0]);
