@@ -18846,9 +18846,9 @@ struct asb_sandbox {
                                    mode pairs with */
     const asb__runtime *rt;     /* what serves this sandbox */
     int in_pod;                 /* asb_client_sandbox_in_pod's: no claim */
-    pthread_mutex_t conn_lock;  /* the handle's own connection state below,
-                                   held while kubectl comes up or a gRPC
-                                   connection is made */
+    pthread_mutex_t conn_lock;  /* the handle's own connection state below
+                                   (the pod tunnel), held while kubectl
+                                   comes up */
     asb__tunnel *tunnel;        /* sandboxd pod tunnel (NULL until used) */
     pthread_mutex_t h2_lock;    /* h2, h2_old and h2_connecting; never
                                    held while a connection is made */
