@@ -72,7 +72,7 @@ ASBT_UNUSED static int write_unit_kubeconfig(void) {
 }
 
 ASBT_UNUSED static asb_sandbox *handle_without_cluster(asb_client *c, const char *name) {
-    asb_sandbox *sb = asb__new_handle(c, "sandbox-claim-0000beef", name, "default");
+    asb_sandbox *sb = asb__new_handle(c, "sandbox-claim-0000beef", name, "default", NULL);
     if (sb) {
         sb->next = c->handles;
         c->handles = sb;

@@ -1245,8 +1245,8 @@ ASBT_TEST(delete_all_deletes_the_claims_of_closed_handles_too) {
     ASBT_CHECK(rec != NULL);
     c = apiserver_client(rec, &err);
     ASBT_CHECK(c != NULL);
-    a = asb__new_handle(c, "sandbox-claim-0000000a", "sb-a", "default");
-    b = asb__new_handle(c, "sandbox-claim-0000000b", "sb-b", "default");
+    a = asb__new_handle(c, "sandbox-claim-0000000a", "sb-a", "default", NULL);
+    b = asb__new_handle(c, "sandbox-claim-0000000b", "sb-b", "default", NULL);
     ASBT_CHECK(a != NULL && b != NULL);
     a->next = b;
     b->next = c->handles;
@@ -1703,7 +1703,7 @@ ASBT_TEST(terminate_is_pinned_to_the_claims_uid) {
     ASBT_CHECK(rec != NULL);
     c = apiserver_client(rec, &err);
     ASBT_CHECK(c != NULL);
-    sb = asb__new_handle(c, "named.claim", "sb-x", "default");
+    sb = asb__new_handle(c, "named.claim", "sb-x", "default", NULL);
     ASBT_CHECK(sb != NULL);
     snprintf(sb->uid, sizeof sb->uid, "0b7e0c2e-uid");
     sb->next = c->handles;
@@ -1891,7 +1891,7 @@ ASBT_TEST(handles_end_under_the_client_lock_from_many_threads) {
         char claim[32], name[32];
         snprintf(claim, sizeof claim, "sandbox-claim-%d", i);
         snprintf(name, sizeof name, "sb-%d", i);
-        t[i].sb = asb__new_handle(c, claim, name, "default");
+        t[i].sb = asb__new_handle(c, claim, name, "default", NULL);
         ASBT_CHECK(t[i].sb != NULL);
         t[i].sb->next = c->handles;
         c->handles = t[i].sb;
@@ -2273,7 +2273,7 @@ ASBT_TEST(status_without_a_ready_condition_is_not_ready_unknown_message) {
     ASBT_CHECK(rec != NULL);
     c = apiserver_client(rec, &err);
     ASBT_CHECK(c != NULL);
-    sb = asb__new_handle(c, "sandbox-claim-00000001", "sb-1", "default");
+    sb = asb__new_handle(c, "sandbox-claim-00000001", "sb-1", "default", NULL);
     ASBT_CHECK(sb != NULL);
     sb->next = c->handles;
     c->handles = sb;
@@ -2527,7 +2527,7 @@ ASBT_TEST(a_lifecycle_span_ends_once_from_many_threads) {
         asb_sandbox *sb;
         snprintf(claim, sizeof claim, "sandbox-claim-l%d", i);
         snprintf(name, sizeof name, "sb-l%d", i);
-        sb = asb__new_handle(c, claim, name, "default");
+        sb = asb__new_handle(c, claim, name, "default", NULL);
         ASBT_CHECK(sb != NULL);
         asb__span_start(c->tracer, &sb->life, "lifecycle", ASB_LATENCY_KIND_COUNT, NULL);
         pthread_mutex_lock(&c->lock);

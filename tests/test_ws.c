@@ -664,7 +664,7 @@ ASBT_TEST(a_pod_forward_released_during_another_handles_dial_is_freed_after_it) 
     if (poll(&p, 1, 20000) == 1) cfd = accept(lfd, NULL, NULL);
     if (cfd >= 0) {
         /* the dial waits for its answer: the other handle goes */
-        sb = asb__new_handle(c, "claim-a", "pod-x", "default");
+        sb = asb__new_handle(c, "claim-a", "pod-x", "default", NULL);
         if (sb) {
             snprintf(sb->pod, sizeof sb->pod, "pod-x");
             asb__npt_release(sb);
