@@ -8900,9 +8900,10 @@ typedef struct asb__tls {
     char *server_name;
     /* Sessions from verified connections, resumed by the next connection
        to the same endpoint: an abbreviated handshake skips the key
-       exchange and the signature checks, which cost ~6 ms of CPU with
-       mbedTLS 2.28's bignum code (measured against the apiserver: 12 ms
-       per new connection). Every watch opens one. */
+       exchange and the signature checks, which cost about 6 ms of CPU
+       with mbedTLS 2.28's bignum code (measured against the apiserver:
+       two ECDSA verifications, an x25519 exchange and a signature with
+       the client key). Every watch opens one. */
     pthread_mutex_t sess_lock;
     asb__tls_session sess[ASB__TLS_SESSIONS];
 #if !ASB__MBEDTLS3 && defined(MBEDTLS_ECP_C)
