@@ -4090,6 +4090,45 @@ static void asb__log(const asb_logger *lg, asb_log_level level, const char *id,
     lg->fn(lg->user_data, &rec);
 }
 
+/* Text a server chose, on its way into an error message or a log, made
+   safe to print in place: a C0 control or DEL (a newline forging a log
+   line, ESC starting a terminal sequence), a C1 control U+0080-U+009F
+   (CSI and OSC to a UTF-8 terminal, as ESC [ and ESC ] are) and every byte
+   that is not part of well-formed UTF-8 (a lone 0x9B is CSI to a Latin-1
+   terminal) become '?', byte for byte; the rest, UTF-8 included, stays
+   readable. */
+static void asb__scrub_text(char *s, size_t n) {
+    size_t i = 0, k, len;
+    while (i < n) {
+        unsigned char c = (unsigned char)s[i];
+        unsigned char lo = 0x80, hi = 0xBF; /* the second byte's range */
+        if (c < 0x80) {
+            if (c < 0x20 || c == 0x7f) s[i] = '?';
+            i++;
+            continue;
+        }
+        len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        if (c == 0xE0) lo = 0xA0;      /* no overlong forms, */
+        else if (c == 0xED) hi = 0x9F; /* no surrogates, */
+        else if (c == 0xF0) lo = 0x90;
+        else if (c == 0xF4) hi = 0x8F; /* nothing above U+10FFFF */
+        for (k = 1; len && k < len; k++) {
+            unsigned char t = i + k < n ? (unsigned char)s[i + k] : 0;
+            if (t < (k == 1 ? lo : 0x80) || t > (k == 1 ? hi : 0xBF)) len = 0;
+        }
+        if (len == 2 && c == 0xC2 && (unsigned char)s[i + 1] <= 0x9F) len = 0; /* C1 */
+        if (!len) {
+            s[i++] = '?';
+            if (c == 0xC2 && i < n && (unsigned char)s[i] >= 0x80 && (unsigned char)s[i] <= 0x9F)
+                s[i++] = '?'; /* both bytes of a C1 control */
+            continue;
+        }
+        i += len;
+    }
+}
+
+static void asb__scrub_controls(char *s) { asb__scrub_text(s, strlen(s)); }
+
 /* Quotes untrusted bytes for an error message: printable ASCII kept, the
    rest as \xNN, cut at `max` input bytes with "..." so a message stays
    readable and bounded whatever it quotes. */
@@ -10499,9 +10538,9 @@ static void asb__error_header(char *dst, const asb_http_response *resp, const ch
     size_t i;
     dst[0] = '\0';
     if (!v) return;
-    for (i = 0; v[i] && i + 1 < ASB_ERROR_HEADER_SIZE; i++)
-        dst[i] = (unsigned char)v[i] < 0x20 || v[i] == 0x7f ? '?' : v[i];
+    for (i = 0; v[i] && i + 1 < ASB_ERROR_HEADER_SIZE; i++) dst[i] = v[i];
     dst[i] = '\0';
+    asb__scrub_text(dst, i);
 }
 
 /* The headers asb_error keeps (Retry-After, X-Request-ID, Content-Type). */
@@ -12920,7 +12959,8 @@ ASB_API asb_result asb_grpc_call_start(asb_h2_conn *conn, const asb_grpc_call_de
     return asb__grpc_call_open(conn, desc, req, req_len, 0, out, err);
 }
 
-/* percent-decoding of grpc-message; a bad escape stays as it is */
+/* percent-decoding of grpc-message (a bad escape stays as it is), then
+   scrubbed as any server's text for a message */
 static void asb__grpc_message(char *out, size_t cap, const char *v, size_t n) {
     size_t i, o = 0;
     for (i = 0; i < n && o + 1 < cap; i++) {
@@ -12931,9 +12971,10 @@ static void asb__grpc_message(char *out, size_t cap, const char *v, size_t n) {
                                 asb__hexval((unsigned char)v[i + 2]));
             i += 2;
         }
-        out[o++] = (char)(c < 0x20 || c == 0x7f ? '?' : c);
+        out[o++] = (char)c;
     }
     out[o] = '\0';
+    asb__scrub_text(out, o); /* what the escapes decoded to is the server's text too */
 }
 
 typedef struct asb__grpc_run {
@@ -14284,14 +14325,6 @@ ASB_API void asb_kube_client_free(asb_kube_client *kc) {
     if (kc->base) kc->alloc.free_fn(kc->base, kc->alloc.user_data);
     pthread_mutex_destroy(&kc->lock);
     kc->alloc.free_fn(kc, kc->alloc.user_data);
-}
-
-/* Text a server chose, on its way into an error message or a log: a
-   control byte (a newline forging a log line, an escape sequence for the
-   terminal) becomes '?'; the rest, UTF-8 included, stays readable. */
-static void asb__scrub_controls(char *s) {
-    for (; *s; s++)
-        if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
 }
 
 /* Masks the credential the client sends (a bearer token, its own or a
@@ -20917,16 +20950,18 @@ static asb_result asb__sd_read(asb_grpc_call *call, asb__grpc_deframer *d, asb__
 typedef struct asb__sd_unary_ctx {
     asb_buf *out;
     int count;
+    int oom; /* the one message did not fit in memory */
 } asb__sd_unary_ctx;
 
+/* Refuses (ends the call) at a second message or when out of memory;
+   asb__sd_unary says which, as the read that saw it cannot. */
 static int asb__sd_unary_sink(void *ctx, const char *msg, size_t len) {
     asb__sd_unary_ctx *u = (asb__sd_unary_ctx *)ctx;
-    u->count++;
-    return u->count == 1 ? asb_buf_append(u->out, msg, len) != ASB_OK : 1;
+    if (++u->count > 1) return 1;
+    u->oom = asb_buf_append(u->out, msg, len) != ASB_OK;
+    return u->oom;
 }
 
-/* A unary call on the handle's gRPC connection, with a deadline and a
-   cancel token; the one response message appended to *resp. */
 /* A call's trace context as gRPC metadata, as REST calls send it as
    headers (asb__trace_headers); tp must outlive the call. */
 static size_t asb__sd_trace_md(const asb__span *s, asb_h2_header md[2], char *tp) {
@@ -20939,8 +20974,10 @@ static size_t asb__sd_trace_md(const asb__span *s, asb_h2_header md[2], char *tp
     return n;
 }
 
-/* trace: the span the call is in (NULL: none; the process calls, which
-   may run on another thread than the handle's, pass NULL). */
+/* A unary call on the handle's gRPC connection, with a deadline and a
+   cancel token; the one response message appended to *resp. trace: the
+   span the call is in (NULL: none; the process calls, which may run on
+   another thread than the handle's, pass NULL). */
 static asb_result asb__sd_unary(asb_sandbox *sb, const char *method, const asb_buf *req,
                                 int timeout_ms, const asb_cancel *cancel, size_t max,
                                 const asb__span *trace, asb_buf *resp, int *sent,
@@ -20987,7 +21024,14 @@ static asb_result asb__sd_unary(asb_sandbox *sb, const char *method, const asb_b
     u.count = 0;
     while (r == ASB_OK && !ended)
         r = asb__sd_read(call, &d, asb__sd_unary_sink, &u, 0, cancel, &ended, &e);
-    if (r == ASB_OK && u.count != 1)
+    /* the sink's refusals first: the read's own err says nothing of them */
+    if (u.oom)
+        r = asb__fail(&e, ASB_ERR_OUT_OF_MEMORY, "sandboxd %s: out of memory for the answer",
+                      method);
+    else if (u.count > 1)
+        r = asb__fail(&e, ASB_ERR_HTTP_PROTOCOL, "sandboxd %s: more than one response "
+                      "message to a unary call", method);
+    else if (r == ASB_OK && u.count != 1)
         r = asb__fail(&e, ASB_ERR_HTTP_PROTOCOL, "sandboxd %s: %d response messages, not 1",
                       method, u.count);
     asb_buf_free(&d.msg);

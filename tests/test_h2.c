@@ -485,6 +485,40 @@ ASBT_TEST(grpc_message_is_percent_decoded_and_bad_escapes_kept) {
     ASBT_EQ_STR(out, "caf\xc3\xa9 50% %zz %4");
     asb__grpc_message(out, sizeof out, "a%0Ab", 5);
     ASBT_EQ_STR(out, "a?b"); /* control characters never reach a message */
+    /* nor C1 controls, escaped or not: U+009B is CSI to a UTF-8 terminal */
+    {
+        static const char c1[] = "x%C2%9B2J\xc2\x9d" "0;t\xc2\x9c%1B[m";
+        asb__grpc_message(out, sizeof out, c1, sizeof c1 - 1);
+    }
+    ASBT_EQ_STR(out, "x??2J??0;t???[m");
+}
+
+/* Server text on its way into a message: C0, DEL, C1 and every byte
+   outside well-formed UTF-8 become '?', one for one; UTF-8 stays. */
+ASBT_TEST(scrub_text_keeps_utf8_and_replaces_controls_and_malformed_bytes) {
+    static const struct {
+        const char *in, *want;
+    } cases[] = {
+        {"plain text", "plain text"},
+        {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xc2\xa0", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xc2\xa0"},
+        {"a\nb\tc\x1b[2Jd\x7f", "a?b?c?[2Jd?"},
+        {"\xc2\x80\xc2\x9f", "????"},                  /* C1, first and last */
+        {"\x9b" "31m", "?31m"},                             /* a lone C1 byte (Latin-1 CSI) */
+        {"\xc0\x80 \xc1\xbf", "?? ??"},                /* overlong */
+        {"\xe0\x80\x80", "???"},                        /* overlong, 3 bytes */
+        {"\xed\xa0\x80", "???"},                        /* a surrogate */
+        {"\xf4\x90\x80\x80 \xf5\x80", "???? ??"},    /* above U+10FFFF */
+        {"ok\xe2\x82", "ok??"},                          /* cut short at the end */
+        {"\xe2(\xa1", "?(?"},                            /* a lead without its tail */
+    };
+    size_t i;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[32];
+        size_t n = strlen(cases[i].in);
+        memcpy(buf, cases[i].in, n + 1);
+        asb__scrub_text(buf, n);
+        ASBT_EQ_STR(buf, cases[i].want);
+    }
 }
 
 /* -- frames into a connection without a socket --------------------------------- */
@@ -832,6 +866,7 @@ ASBT_LIST(ASBT_CASE(hpack_decodes_rfc7541_c3_requests_without_huffman)
           ASBT_CASE(grpc_compressed_or_oversized_messages_are_refused)
           ASBT_CASE(grpc_declared_length_is_not_allocated_before_its_bytes_arrive)
           ASBT_CASE(grpc_message_is_percent_decoded_and_bad_escapes_kept)
+          ASBT_CASE(scrub_text_keeps_utf8_and_replaces_controls_and_malformed_bytes)
           ASBT_CASE(h2_settings_and_ping_are_acknowledged)
           ASBT_CASE(h2_headers_across_continuation_with_padding_then_padded_data)
           ASBT_CASE(h2_reading_gives_the_stream_window_back_in_halves)

@@ -777,6 +777,40 @@ static int md_calls(asb_sandbox *sb, asb_buf *exec_out, asb_buf *start_out) {
     return ok;
 }
 
+/* A server that lies: two answers to the unary Execute fail the run with a
+   message that says so (not a stale one from an earlier read), and an
+   error whose grpc-message carries C1 controls (CSI, OSC, ST to a UTF-8
+   terminal) and an ESC reaches err.message with each of their bytes as
+   '?', its other UTF-8 kept. The handle works on after both. */
+ASBT_TEST(sandboxd_run_refuses_two_answers_and_scrubs_the_servers_message) {
+    asb_sandbox *sb = NULL;
+    asb_client *c = md_client(0, NULL, &sb);
+    asb_run_result rr;
+    asb_error err;
+    size_t i;
+    ASBT_CHECK(c != NULL);
+    memset(&rr, 0, sizeof rr);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "two-answers", 30000, &rr, &err), ASB_ERR_HTTP_PROTOCOL);
+    ASBT_EQ_INT(err.code, ASB_ERR_HTTP_PROTOCOL);
+    ASBT_CONTAINS(err.message, "Execute: more than one response message to a unary call");
+    asb_run_result_free(&rr);
+    memset(&rr, 0, sizeof rr);
+    ASBT_CHECK(asb_sandbox_run(sb, "c1-error", 30000, &rr, &err) != ASB_OK);
+    ASBT_CONTAINS(err.message, "boom ??2J ??0;owned?? ?[31m red \xc3\xa9\xe2\x82\xac");
+    for (i = 0; err.message[i]; i++) {
+        unsigned char ch = (unsigned char)err.message[i];
+        ASBT_CHECK(ch >= 0x20 && ch != 0x7f);
+        ASBT_CHECK(!(ch == 0xc2 && (unsigned char)err.message[i + 1] <= 0x9f));
+    }
+    asb_run_result_free(&rr);
+    memset(&rr, 0, sizeof rr);
+    ASBT_EQ_RES(asb_sandbox_run(sb, "echo", 30000, &rr, &err), ASB_OK);
+    ASBT_EQ_INT(rr.exit_code, 13); /* the server's answer: "/bin/sh" "-c" "echo", 7 + 2 + 4 bytes */
+    ASBT_EQ_MEM(rr.out.ptr, rr.out.len, "/bin/sh", 7);
+    asb_run_result_free(&rr);
+    asb_client_free(c);
+}
+
 /* The traceparent sent as the Execute and Start calls' metadata is the
    context of the span each call ran in (run, process_start), as the
    tracer exported it, child of the parent's trace; the tracestate goes
@@ -1866,6 +1900,7 @@ ASBT_LIST(ASBT_CASE(nghttpd_big_download_through_a_small_window_arrives_intact)
           ASBT_CASE(grpc_message_above_the_cap_fails_too_large)
           ASBT_CASE(grpc_start_stream_stays_open_while_stdin_and_signal_calls_run_beside_it)
           ASBT_CASE(sandboxd_runtime_sends_each_calls_span_as_traceparent_metadata)
+          ASBT_CASE(sandboxd_run_refuses_two_answers_and_scrubs_the_servers_message)
           ASBT_CASE(grpc_unknown_method_is_unimplemented)
           ASBT_CASE(h2_connect_to_a_closed_port_is_a_connect_error)
           ASBT_CASE(grpc_slow_consumer_holds_at_most_one_stream_window)

@@ -16,7 +16,13 @@ Not a process runner: command[0] picks a behaviour the C tests check.
          reinit        init(46); at the first WriteStdin(46) a second
                        init(47) (a protocol violation), then exit(0)
          badpid N      init(N) (N < 1: no process), then exit(0)
-  Execute              exit_code = total length of the command strings,
+  Execute              served as a server stream, so that it can lie:
+                       a command whose last string is "two-answers": two
+                       ExecuteResponses (a unary call gets one); "c1-error":
+                       aborts INTERNAL with C1 controls (U+009B CSI, U+009D
+                       OSC, U+009C) and an ESC in its message; else one
+                       answer, as a unary server sends it:
+                       exit_code = total length of the command strings,
                        stdout = the first 64 bytes of command[0];
                        "stats": stdout = "cancelled=N" (Start streams the
                        client cancelled); "describe": stdout as above,
@@ -170,6 +176,20 @@ class Service(pbg.ProcessServiceServicer):
         return pb.ResizeTTYResponse()
 
 
+def execute_stream(svc):
+    def handler(req, ctx):
+        cmd = list(req.config.command)
+        if cmd and cmd[-1] == "two-answers":
+            yield pb.ExecuteResponse(exit_code=1, stdout=b"first")
+            yield pb.ExecuteResponse(exit_code=2, stdout=b"second")
+            return
+        if cmd and cmd[-1] == "c1-error":
+            ctx.abort(grpc.StatusCode.INTERNAL,
+                      "boom \u009b2J \u009d0;owned\u009c \x1b[31m red \u00e9\u20ac")
+        yield svc.Execute(req, ctx)
+    return handler
+
+
 def main():
     opts = [("grpc.max_receive_message_length", 64 << 20),
             ("grpc.max_send_message_length", 64 << 20)]
@@ -177,7 +197,24 @@ def main():
         opts += [("grpc.max_connection_age_ms", int(sys.argv[2])),
                  ("grpc.max_connection_age_grace_ms", 20000)]
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), options=opts)
-    pbg.add_ProcessServiceServicer_to_server(Service(), server)
+    svc = Service()
+    # The generated registration, with Execute as a server stream (above).
+    handlers = {
+        "Start": grpc.unary_stream_rpc_method_handler(
+            svc.Start, request_deserializer=pb.StartRequest.FromString,
+            response_serializer=pb.StartResponse.SerializeToString),
+        "Execute": grpc.unary_stream_rpc_method_handler(
+            execute_stream(svc), request_deserializer=pb.ExecuteRequest.FromString,
+            response_serializer=pb.ExecuteResponse.SerializeToString),
+    }
+    for name, req, resp in (("WriteStdin", pb.WriteStdinRequest, pb.WriteStdinResponse),
+                            ("SendSignal", pb.SendSignalRequest, pb.SendSignalResponse),
+                            ("ResizeTTY", pb.ResizeTTYRequest, pb.ResizeTTYResponse)):
+        handlers[name] = grpc.unary_unary_rpc_method_handler(
+            getattr(svc, name), request_deserializer=req.FromString,
+            response_serializer=resp.SerializeToString)
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("process.v1.ProcessService", handlers),))
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     print("port %d" % port, flush=True)
