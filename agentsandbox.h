@@ -17861,6 +17861,9 @@ typedef struct asb__tracer {
     int drop_logged;          /* the first drop of a run of them was logged */
     int fail_logged;          /* an export failed and was logged; a success re-arms */
     int stop;
+    int64_t flush_until;      /* set with stop: when the flush at free ends */
+    int done;                 /* the exporter thread is through */
+    asb_cancel *cancel;       /* triggered at flush_until: ends a post in flight */
     int thread_started;
     pthread_cond_t cv;
     pthread_t thread;
@@ -18232,8 +18235,22 @@ static void asb__trace_annotation(const asb__span *s, asb_json_writer *w) {
 /* -- the OTLP/HTTP exporter ---------------------------------------------------- */
 
 /* One POST; failures are the caller's to log (once). */
+/* How long the next post may take: otlp_timeout_ms, or once free has
+   begun what is left of the flush; 0: nothing is left (the post is
+   skipped and its batch dropped). */
+static int asb__otlp_budget(asb__tracer *t) {
+    int64_t until, left;
+    pthread_mutex_lock(&t->lock);
+    until = t->stop ? t->flush_until : 0;
+    pthread_mutex_unlock(&t->lock);
+    if (!until) return t->timeout_ms;
+    left = until - asb__now_ms();
+    return left <= 0 ? 0 : left < t->timeout_ms ? (int)left : t->timeout_ms;
+}
+
 static asb_result asb__otlp_post(asb__tracer *t, const char *url, const asb_buf *body,
                                  asb_error *err) {
+    int budget = asb__otlp_budget(t);
     asb_http_request req;
     asb_http_response resp;
     asb_http_header h[ASB__OTLP_MAX_HEADERS + 1];
@@ -18254,8 +18271,12 @@ static asb_result asb__otlp_post(asb__tracer *t, const char *url, const asb_buf 
     req.body = body->ptr;
     req.body_len = body->len;
     req.retry = &once;
-    req.timeout_ms = t->timeout_ms;
-    req.read_timeout_ms = t->timeout_ms;
+    req.timeout_ms = budget;
+    req.read_timeout_ms = budget;
+    req.cancel = t->cancel; /* free's flush ran out of time */
+    if (!budget)
+        return asb__fail(err, ASB_ERR_TIMEOUT, "the flush at asb_client_free used up its "
+                         "otlp_timeout_ms before this export");
     r = asb_http_do(t->http, &req, &resp, err);
     asb_http_response_free(&resp);
     if (r != ASB_OK)
@@ -18460,6 +18481,8 @@ static void *asb__otlp_thread(void *arg) {
         if (stop) break;
         if (spans) t->drop_logged = 0; /* the queue drained: log the next overflow */
     }
+    t->done = 1;
+    pthread_cond_broadcast(&t->cv); /* free waits for it */
     pthread_mutex_unlock(&t->lock);
     asb_buf_free(&batch);
     asb_buf_free(&body);
@@ -18555,16 +18578,30 @@ static asb_result asb__otlp_headers(asb__tracer *t, const char *s, asb_error *er
 static void asb__tracer_free(asb__tracer *t) {
     if (!t) return;
     if (t->thread_started) {
+        /* The last batch gets otlp_timeout_ms in all, whatever the thread
+           is doing: a post in flight when free begins and the flush after
+           it share that time, and what still runs at its end is cancelled
+           (a dead or silent collector must not hold a program's exit). */
+        struct timespec ts;
         pthread_mutex_lock(&t->lock);
         t->stop = 1;
-        pthread_cond_signal(&t->cv);
+        t->flush_until = asb__now_ms() + t->timeout_ms;
+        ts.tv_sec = (time_t)(t->flush_until / 1000);
+        ts.tv_nsec = (long)(t->flush_until % 1000) * 1000000L;
+        pthread_cond_broadcast(&t->cv);
+        while (!t->done)
+            if (pthread_cond_timedwait(&t->cv, &t->lock, &ts) == ETIMEDOUT && !t->done) {
+                asb_cancel_trigger(t->cancel);
+                break;
+            }
         pthread_mutex_unlock(&t->lock);
-        pthread_join(t->thread, NULL); /* the last batch: at most otlp_timeout_ms */
+        pthread_join(t->thread, NULL); /* a cancelled post returns at once */
     }
     if (t->dropped)
         asb__log(&t->log, ASB_LOG_WARN, "otel.drop", "%llu span%s dropped in all",
                  (unsigned long long)t->dropped, t->dropped == 1 ? " was" : "s were");
     asb_http_client_free(t->http);
+    asb_cancel_free(t->cancel);
     if (t->header_mem) {
         asb__wipe(t->header_mem, t->header_mem_len); /* may hold an API key */
         t->alloc.free_fn(t->header_mem, t->alloc.user_data);
@@ -18666,6 +18703,7 @@ static asb_result asb__tracer_create(const asb_tracer_desc *d, const asb_allocat
             hd.max_idle_connections = 1;
             r = asb_http_client_create(&hd, &t->http, err);
         }
+        if (r == ASB_OK) r = asb_cancel_create(&t->alloc, &t->cancel, err);
         if (r == ASB_OK) {
             t->exporting = 1;
             if (pthread_create(&t->thread, NULL, asb__otlp_thread, t) != 0)
@@ -23850,7 +23888,9 @@ static asb_result asb__sb_call(asb_sandbox *sb, asb_http_request *req, const cha
 
 /* What a log may say about a command: its executable's base name, nothing
    else. Leading VAR=value assignments are skipped, so the secrets people
-   pass that way never reach a log; "" for an empty command. */
+   pass that way never reach a log; a first word that still holds a '=' is
+   cut there (only what stands before it may show); "" for an empty
+   command. */
 static void asb__command_executable(const char *cmd, char *out, size_t cap) {
     const char *p = cmd, *start, *base;
     size_t n;
@@ -23886,19 +23926,22 @@ static void asb__command_executable(const char *cmd, char *out, size_t cap) {
         n = (size_t)(t - p);
         break;
     }
-    /* drop quotes around the word; then the part after the last '/' */
+    /* drop quotes around the word */
     if (n >= 2 && (start[0] == '\'' || start[0] == '"') && start[n - 1] == start[0]) {
         start++;
         n -= 2;
     }
+    {
+        /* a word that still holds '=' ("API_KEY=x" quoted, API-KEY=x,
+           "(TOKEN=x"): never its value, so cut there before anything
+           else; the base name of what follows would be the tail of a
+           value with a '/' in it (a URL, base64) */
+        const char *eq = (const char *)memchr(start, '=', n);
+        if (eq) n = (size_t)(eq - start);
+    }
+    /* then the part after the last '/' */
     for (base = start + n; base > start && base[-1] != '/'; base--) {}
     n -= (size_t)(base - start);
-    {
-        /* a word that still holds '=' ("API_KEY=x" quoted, API-KEY=x):
-           never its value */
-        const char *eq = (const char *)memchr(base, '=', n);
-        if (eq) n = (size_t)(eq - base);
-    }
     if (cap == 0) return;
     if (n >= cap) n = cap - 1;
     memcpy(out, base, n);

@@ -71,6 +71,14 @@ ASBT_TEST(a_logged_command_is_its_executable_base_name_only) {
     ASBT_EQ_STR(exe("\"API_KEY=secret\" prog"), "API_KEY"); /* quoted: never the value */
     ASBT_EQ_STR(exe("API-KEY=secret prog"), "API-KEY");
     ASBT_EQ_STR(exe("bin/"), "");
+    /* a value with a '/' in a word that is not an assignment: the cut at
+       '=' comes before the base name, so no tail of it shows */
+    ASBT_EQ_STR(exe("\"API_KEY=s3cr/etTAIL\" prog"), "API_KEY");
+    ASBT_EQ_STR(exe("(TOKEN=ghp_x/SECRETTAIL exec prog)"), "(TOKEN");
+    ASBT_EQ_STR(exe("'DB_URL=postgres://u:pw@h/prod' psql"), "DB_URL");
+    ASBT_EQ_STR(exe("API-KEY=a/b/SECRET prog"), "API-KEY");
+    ASBT_EQ_STR(exe("9X=ab/cd/SECRET prog"), "9X");
+    ASBT_EQ_STR(exe("KEY\\=ab/SECRET prog"), "KEY\\");
     {
         char small[4];
         asb__command_executable("/usr/bin/python3", small, sizeof small);

@@ -490,6 +490,52 @@ ASBT_TEST(a_dead_or_stalled_collector_never_fails_a_call_and_is_logged_once) {
     }
 }
 
+/* A stalled collector while an export is in flight and more spans and
+   histograms wait: asb_client_free gives the last batch otlp_timeout_ms
+   in all (the post in flight, then the flush), not otlp_timeout_ms for
+   each of the up to four posts it used to wait for (about 4x). The bound
+   asserted is loose (the timeout plus 2.5 s): the old code took ~8 s. */
+ASBT_TEST(free_with_a_stalled_collector_waits_one_otlp_timeout_in_all) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_tracer_desc td;
+    asb_client *c;
+    asb_sandbox *sb;
+    asb_error err;
+    asb_run_result rr;
+    char ep[64];
+    int i, sfd = -1, port;
+    int64_t t0, took;
+    ASBT_CHECK(rec != NULL);
+    port = stalled_port(&sfd);
+    ASBT_CHECK(port > 0);
+    snprintf(ep, sizeof ep, "http://127.0.0.1:%d", port);
+    memset(&td, 0, sizeof td);
+    td.enable = 1;
+    td.otlp_endpoint = ep;
+    td.otlp_timeout_ms = 2000;
+    td.export_interval_ms = 20;
+    c = traced_client(rec, &td, NULL, &err);
+    ASBT_CHECK(c != NULL);
+    sb = traced_handle(c, "sb-1");
+    recorder_reply(rec, 200, run_ok);
+    for (i = 0; i < 4; i++) {
+        ASBT_EQ_RES(asb_sandbox_run(sb, "true", 5000, &rr, &err), ASB_OK);
+        asb_run_result_free(&rr);
+    }
+    usleep(300000); /* the exporter took them: its post now waits on the collector */
+    for (i = 0; i < 4; i++) { /* more spans, and the histograms changed */
+        ASBT_EQ_RES(asb_sandbox_run(sb, "true", 5000, &rr, &err), ASB_OK);
+        asb_run_result_free(&rr);
+    }
+    t0 = asb__now_ms();
+    asb_client_free(c);
+    took = asb__now_ms() - t0;
+    if (took >= 4500) fprintf(stderr, "    asb_client_free took %lld ms\n", (long long)took);
+    ASBT_CHECK(took < 4500);
+    close(sfd);
+    recorder_stop(rec);
+}
+
 /* R45: a collector that answers with a redirect whose Location carries
    the API key the exporter sent (x-api-key, configured in otlp_headers):
    the export failure is logged once, and the log holds no run of 16 bytes
@@ -909,6 +955,7 @@ ASBT_LIST(
     ASBT_CASE(sandboxd_rest_calls_carry_their_spans_traceparent)
     ASBT_CASE(the_otlp_exporter_posts_spans_and_histograms_flushed_at_free)
     ASBT_CASE(a_dead_or_stalled_collector_never_fails_a_call_and_is_logged_once)
+          ASBT_CASE(free_with_a_stalled_collector_waits_one_otlp_timeout_in_all)
     ASBT_CASE(an_otlp_header_value_echoed_by_the_collector_never_reaches_the_log)
     ASBT_CASE(threads_of_one_traced_client_each_record_their_own_spans)
     ASBT_CASE(exported_attributes_are_bounded_and_always_valid_json)
