@@ -2080,6 +2080,7 @@ static const char fake_kubectl_script[] =
     "silent) echo 'a wrapper says hello'; echo 'Handling connection for 8080' ;;\n"
     "exit) echo 'error: services \"sandbox-router-svc\" not found' >&2; exit 1 ;;\n"
     "token) echo \"error: Unauthorized (sent Bearer $ASB_FAKE_KUBECTL_TOKEN)\" >&2; exit 1 ;;\n"
+    "fds) ls /proc/$$/fd > \"$ASB_FAKE_KUBECTL_ARGS.fds\"; echo 'error: listed' >&2; exit 1 ;;\n"
     "listen) exec python3 -c '\n"
     "import socket, sys\n"
     "s = socket.socket(); s.bind((\"127.0.0.1\", 0)); s.listen(8)\n"
@@ -2193,6 +2194,58 @@ ASBT_TEST(the_tunnel_port_is_the_one_kubectl_announces_and_odd_output_is_refused
     asb_client_free(c);
     fake_kubectl_remove(&k);
     unsetenv("ASB_FAKE_KUBECTL");
+}
+
+/* kubectl gets none of the program's descriptors, whatever their number:
+   the tunnel's supervisor closed them one by one up to the soft limit on
+   descriptors (at most 65536), so one above it reached kubectl, and a
+   connection the program held stayed open in it. Above 65536 needs a
+   hard limit this machine may not allow; a soft limit lowered after the
+   descriptor was made (allowed: it stays open) shows the same bound. A
+   descriptor without close-on-exec, as a program may hold (the library's
+   own are close-on-exec from the start). */
+ASBT_TEST(kubectl_inherits_no_descriptor_of_the_program_above_the_fd_limit) {
+    fake_kubectl k;
+    asb_client *c;
+    asb_error err;
+    struct rlimit old, low;
+    char base[128], path[160], fds[512] = "", num[16];
+    int high = -1, want;
+    FILE *f;
+    ASBT_CHECK(getrlimit(RLIMIT_NOFILE, &old) == 0);
+    want = old.rlim_cur == RLIM_INFINITY || old.rlim_cur > 65536 ? 65536 : (int)old.rlim_cur;
+    ASBT_CHECK(want >= 2048);
+    high = fcntl(0, F_DUPFD, want - 10); /* no FD_CLOEXEC */
+    ASBT_CHECK(high >= want - 10);
+    snprintf(num, sizeof num, "\n%d\n", high);
+    ASBT_CHECK(fake_kubectl_write(&k));
+    setenv("ASB_FAKE_KUBECTL", "fds", 1);
+    c = fake_tunnel_client(&k, 30000, &err);
+    ASBT_CHECK(c != NULL);
+    low = old;
+    low.rlim_cur = 1024;
+    ASBT_CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+    ASBT_EQ_RES(router_base(c, base, sizeof base, &err), ASB_ERR_PORT_FORWARD);
+    setrlimit(RLIMIT_NOFILE, &old);
+    ASBT_CONTAINS(err.message, "error: listed");
+    asb_client_free(c);
+    snprintf(path, sizeof path, "%s.fds", k.args);
+    f = fopen(path, "r");
+    ASBT_CHECK(f != NULL);
+    if (f) {
+        fds[0] = '\n';
+        fds[fread(fds + 1, 1, sizeof fds - 2, f) + 1] = '\0';
+        fclose(f);
+    }
+    unlink(path);
+    close(high);
+    fake_kubectl_remove(&k);
+    unsetenv("ASB_FAKE_KUBECTL");
+    ASBT_CONTAINS(fds, "\n0\n"); /* the shell's own (ls sorts as text), never ours */
+    ASBT_CONTAINS(fds, "\n1\n");
+    ASBT_CONTAINS(fds, "\n2\n");
+    if (strstr(fds, num)) fprintf(stderr, "    kubectl's descriptors:%s", fds);
+    ASBT_CHECK(strstr(fds, num) == NULL);
 }
 
 /* R66: a kubectl that fails with the kube credential in its stderr (a
@@ -2992,6 +3045,7 @@ ASBT_LIST(
     ASBT_CASE(a_named_claim_whose_answer_was_lost_is_never_deleted_blind)
     ASBT_CASE(terminate_is_pinned_to_the_claims_uid)
     ASBT_CASE(the_tunnel_port_is_the_one_kubectl_announces_and_odd_output_is_refused)
+          ASBT_CASE(kubectl_inherits_no_descriptor_of_the_program_above_the_fd_limit)
     ASBT_CASE(status_without_a_ready_condition_is_not_ready_unknown_message)
 )
 ASBT_MAIN()
