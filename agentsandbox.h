@@ -3957,6 +3957,17 @@ static int asb__socket_cloexec(int domain, int type, int protocol) {
     return fd;
 }
 
+static int asb__socketpair_cloexec(int sv[2]) {
+#if defined(SOCK_CLOEXEC)
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0) return 0;
+    if (errno != EINVAL) return -1; /* EINVAL: a kernel without it */
+#endif
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return -1;
+    (void)fcntl(sv[0], F_SETFD, FD_CLOEXEC);
+    (void)fcntl(sv[1], F_SETFD, FD_CLOEXEC);
+    return 0;
+}
+
 /* A pause of ms/2 + random(0, ms/2]: retries of many clients spread out
    instead of arriving together. ms up to INT_MAX/2. */
 static int asb__jitter_ms(int ms) {
@@ -17413,7 +17424,11 @@ static void *asb__pf_relay(void *arg) {
                 break;
             }
         }
-        if (ws_ended && pend.len == pend_pos) goto lost; /* all of it handed on */
+        if (ws_ended && pend.len == pend_pos) { /* all of it handed on */
+            if (data_fin && error_fin) goto out; /* the kubelet ended both: a clean end,
+                                                    or its error text (etext) says why */
+            goto lost;
+        }
         if (pend.len > pend_pos) { /* to the local side, as far as it takes */
 #ifdef MSG_NOSIGNAL
             ssize_t w = send(st->sp, pend.ptr + pend_pos, pend.len - pend_pos, MSG_NOSIGNAL);
@@ -17717,7 +17732,7 @@ static asb_result asb__pf_dial(asb_portforward *pf, int *fd, asb_error *err) {
         asb_buf_free(&sin);
         return r;
     }
-    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+    if (asb__socketpair_cloexec(sv) != 0) {
         asb_buf_free(&sin);
         asb_ws_free(ws);
         return asb__fail(err, ASB_ERR_IO, "portforward: socketpair: %s", strerror(errno));

@@ -6,8 +6,8 @@
    reader from ever seeing EOF.
 
    The race is made certain here: the implementation is compiled behind
-   macros that wrap the calls creating descriptors (socket, pipe, and
-   syscall for pipe2), and right after each returns, the wrapper does what
+   macros that wrap the calls creating descriptors (socket, socketpair,
+   pipe, and syscall for pipe2), and right after each returns, the wrapper does what
    that other thread would do at that instant, a posix_spawn of a
    long-lived child, and looks at what the child inherited in
    /proc/PID/fd. Nothing of the library's may be there. */
@@ -83,6 +83,15 @@ static int asbt_pipe(int fds[2]) {
     return r;
 }
 
+static int asbt_socketpair(int domain, int type, int protocol, int sv[2]) {
+    int r = socketpair(domain, type, protocol, sv);
+    if (r == 0 && cx_armed) {
+        cx_created += 2;
+        concurrent_spawn();
+    }
+    return r;
+}
+
 /* The two system calls the library makes directly. */
 static long asbt_syscall(long n, ...) {
     va_list ap;
@@ -110,11 +119,13 @@ static long asbt_syscall(long n, ...) {
 }
 
 #define socket asbt_socket
+#define socketpair asbt_socketpair
 #define pipe asbt_pipe
 #define syscall asbt_syscall
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
 #undef socket
+#undef socketpair
 #undef pipe
 #undef syscall
 #include "asbtest.h"
@@ -235,8 +246,24 @@ ASBT_TEST(an_http2_connections_wake_pipe_is_close_on_exec_from_its_first_instant
     close(lfd);
 }
 
+/* The pair a port-forward stream hands the HTTP client (asb__pf_dial's
+   one end each for the relay and the caller): SOCK_CLOEXEC, not a
+   socketpair and then fcntl. */
+ASBT_TEST(a_port_forward_streams_socketpair_is_close_on_exec_from_its_first_instant) {
+    int sv[2] = {-1, -1};
+    arm();
+    ASBT_EQ_INT(asb__socketpair_cloexec(sv), 0);
+    cx_armed = 0;
+    ASBT_EQ_INT(cx_created, 2);
+    ASBT_EQ_INT(cx_spawned, 1);
+    ASBT_EQ_STR(cx_leak_what, "");
+    close(sv[0]);
+    close(sv[1]);
+}
+
 ASBT_LIST(
     ASBT_CASE(a_cancel_tokens_pipe_is_close_on_exec_from_its_first_instant)
+    ASBT_CASE(a_port_forward_streams_socketpair_is_close_on_exec_from_its_first_instant)
     ASBT_CASE(a_connections_socket_is_close_on_exec_from_its_first_instant)
     ASBT_CASE(the_exec_plugins_pipes_are_close_on_exec_from_their_first_instant)
     ASBT_CASE(an_http2_connections_wake_pipe_is_close_on_exec_from_its_first_instant)

@@ -447,6 +447,7 @@ static int relay_rig_init(relay_rig *g, asb_kube_client *kc, const asb_allocator
 static void relay_rig_free(relay_rig *g) {
     int i;
     ws_free(&g->ws);
+    asb_buf_free(&g->st.sin); /* SPDY's input, as asb__pf_reap frees it */
     for (i = 0; i < 2; i++) {
         if (g->lsp[i] >= 0) close(g->lsp[i]);
         if (g->wsp[i] >= 0) close(g->wsp[i]);
@@ -552,6 +553,74 @@ ASBT_TEST(a_token_in_a_port_forward_error_channel_is_masked_in_the_error_and_the
     asbt_log_close(&lg);
     relay_rig_free(&g);
     asb_kube_client_free(kc);
+}
+
+/* One server WebSocket frame (FIN, BINARY, unmasked) holding one SPDY
+   DATA frame on `stream` with `flags`, appended at f; its length. */
+static size_t spdy_ws_data(unsigned char *f, unsigned stream, int flags, const char *p, size_t n) {
+    f[0] = 0x82;
+    f[1] = (unsigned char)(8 + n); /* under 126 here */
+    f[2] = (unsigned char)(stream >> 24);
+    f[3] = (unsigned char)(stream >> 16);
+    f[4] = (unsigned char)(stream >> 8);
+    f[5] = (unsigned char)stream;
+    f[6] = (unsigned char)flags;
+    f[7] = (unsigned char)(n >> 16);
+    f[8] = (unsigned char)(n >> 8);
+    f[9] = (unsigned char)n;
+    memcpy(f + 10, p, n);
+    return 10 + n;
+}
+
+/* The SPDY tunnel's normal end: the kubelet ends the data stream (FIN)
+   and then the error stream with no text. The program gets the bytes
+   and the end, and nothing is an error: no last error, no WARN (the
+   relay took it for "the connection to the apiserver dropped", and so
+   dropped the cached pod). With error text, the text is the error. */
+ASBT_TEST(a_spdy_stream_ended_by_the_kubelet_is_a_clean_end_unless_it_says_why) {
+    int with_text;
+    for (with_text = 0; with_text < 2; with_text++) {
+        asb_kube_client *kc = NULL;
+        relay_rig g;
+        pthread_t t;
+        asbt_log lg;
+        asb_error err;
+        unsigned char f[256];
+        char got[16];
+        size_t n = 0, k = 0;
+        static const char why[] = "error forwarding port 8080: connection refused";
+        kube_client_at(1, "abcd", NULL, &kc); /* never dialled */
+        ASBT_CHECK(kc != NULL);
+        n += spdy_ws_data(f + n, ASB__SPDY_DATA_STREAM, 1, "hello", 5);
+        if (with_text) n += spdy_ws_data(f + n, ASB__SPDY_ERROR_STREAM, 0, why, sizeof why - 1);
+        n += spdy_ws_data(f + n, ASB__SPDY_ERROR_STREAM, 1, "", 0);
+        ASBT_CHECK(relay_rig_init(&g, kc, NULL));
+        g.st.spdy = 1;
+        snprintf(g.pf.service, sizeof g.pf.service, "svc");
+        snprintf(g.pf.cached.pod, sizeof g.pf.cached.pod, "pod-x");
+        asbt_log_open(&lg, &g.pf.log, ASB_LOG_DEBUG);
+        ASBT_CHECK(write(g.wsp[1], f, n) == (ssize_t)n);
+        ASBT_CHECK(pthread_create(&t, NULL, relay_run, &g.j) == 0);
+        for (;;) { /* the program's side: the bytes, then the end */
+            ssize_t r = read(g.lsp[1], got + k, sizeof got - 1 - k);
+            if (r <= 0) break;
+            k += (size_t)r;
+        }
+        pthread_join(t, NULL);
+        ASBT_EQ_MEM(got, k, "hello", 5);
+        if (!with_text) {
+            ASBT_EQ_INT(asb_portforward_take_error(&g.pf, &err), 0);
+            ASBT_CHECK(strstr(lg.text.ptr ? lg.text.ptr : "", "portforward.stream.failed") == NULL);
+            ASBT_EQ_STR(g.pf.cached.pod, "pod-x"); /* the next dial needs no new lookup */
+        } else {
+            ASBT_EQ_INT(asb_portforward_take_error(&g.pf, &err), 1);
+            ASBT_CONTAINS(err.message, "connection refused");
+            ASBT_CONTAINS(lg.text.ptr, "portforward.stream.failed");
+        }
+        asbt_log_close(&lg);
+        relay_rig_free(&g);
+        asb_kube_client_free(kc);
+    }
 }
 
 /* R59: a watch event's resourceVersion is the server's text: after a 410
@@ -991,5 +1060,6 @@ ASBT_LIST(ASBT_CASE(accept_key_matches_the_rfc_example)
           ASBT_CASE(spdy_open_times_out_under_a_flood_of_frames_that_are_not_its_reply)
           ASBT_CASE(a_pod_forward_of_a_dotted_pod_name_forwards_to_that_pod)
           ASBT_CASE(spdy_syn_stream_sends_the_port_forward_headers_in_stored_zlib_blocks)
-          ASBT_CASE(spdy_server_frames_are_parsed_and_broken_ones_refused))
+          ASBT_CASE(spdy_server_frames_are_parsed_and_broken_ones_refused)
+          ASBT_CASE(a_spdy_stream_ended_by_the_kubelet_is_a_clean_end_unless_it_says_why))
 ASBT_MAIN()
