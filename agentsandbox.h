@@ -2595,8 +2595,11 @@ typedef struct asb_portforward_desc {
     const char *port;         /* required: the Service's port (number or
                                  name) with `service`, else the pod's port
                                  number */
-    int timeout_ms;           /* resolve plus upgrade, per dial; default
-                                 30000 */
+    int timeout_ms;           /* per dial, default 30000: each lookup of
+                                 the Service's pod, and then the upgrade,
+                                 the server's first messages and every
+                                 write on the way, all within one such
+                                 deadline */
     const asb_logger *log;    /* default NULL: none. Ids "portforward.*" */
     int v4_only;              /* default 0: offer the apiserver's SPDY
                                  tunnel (SPDY/3.1+portforward.k8s.io,
@@ -2631,7 +2634,10 @@ ASB_API int asb_portforward_take_error(asb_portforward *pf, asb_error *err);
 ASB_API void asb_portforward_counts(asb_portforward *pf, unsigned long *opened,
                                     unsigned long *live);
 /* Ends every stream (their sockets see the end), waits for the relay
-   threads and frees. NULL is harmless. Threads: no dial may be running. */
+   threads and frees. A relay still writing 2 s later (an apiserver that
+   stopped reading) has its connection shut down: free waits about 3 s at
+   most, whatever the server does. NULL is harmless. Threads: no dial may
+   be running. */
 ASB_API void asb_portforward_free(asb_portforward *pf);
 
 /* ==========================================================================
@@ -17522,8 +17528,37 @@ out:
     return NULL;
 }
 
-/* Joins and frees finished streams (called with the lock released). */
+/* Ends every stream for the forwarder's free: each relay sees its local
+   side end and closes its WebSocket politely (a close frame, 1 s at
+   most); one still running 2 s later is stuck writing to an apiserver
+   that stopped reading (its send would wait 30 s), and its connection is
+   shut down under it. Free never waits on the server longer than that. */
+static void asb__pf_end_all(asb_portforward *pf) {
+    asb__pf_stream *st;
+    int64_t until = asb__now_ms() + 2000;
+    int live;
+    pthread_mutex_lock(&pf->lock);
+    for (st = pf->streams; st; st = st->next)
+        if (!st->done) shutdown(st->sp, SHUT_RDWR);
+    pthread_mutex_unlock(&pf->lock);
+    for (;;) {
+        pthread_mutex_lock(&pf->lock);
+        for (live = 0, st = pf->streams; st; st = st->next) live += !st->done;
+        pthread_mutex_unlock(&pf->lock);
+        if (!live || asb__now_ms() >= until) break;
+        asb__sleep_ms(5);
+    }
+    if (!live) return;
+    pthread_mutex_lock(&pf->lock);
+    for (st = pf->streams; st; st = st->next)
+        if (!st->done) shutdown(st->ws->c->fd, SHUT_RDWR); /* its fd stays open until the join */
+    pthread_mutex_unlock(&pf->lock);
+}
+
+/* Joins and frees finished streams (all: every stream, ended first;
+   called with the lock released). */
 static void asb__pf_reap(asb_portforward *pf, int all) {
+    if (all) asb__pf_end_all(pf);
     for (;;) {
         asb__pf_stream **pp, *st = NULL;
         pthread_mutex_lock(&pf->lock);
@@ -17535,7 +17570,6 @@ static void asb__pf_reap(asb_portforward *pf, int all) {
             }
         pthread_mutex_unlock(&pf->lock);
         if (!st) return;
-        if (all) shutdown(st->sp, SHUT_RDWR);
         pthread_join(st->thread, NULL);
         close(st->sp);
         asb_ws_free(st->ws);
@@ -17665,6 +17699,9 @@ static asb_result asb__pf_dial(asb_portforward *pf, int *fd, asb_error *err) {
     char path[512];
     asb_buf sin;
     size_t sin_pos = 0;
+    int64_t until; /* the dial's one deadline (timeout_ms): the upgrade, the
+                      port messages or SPDY replies, and every write on the
+                      way (a pong to a flood of pings), all within it */
     if (!pf || !fd) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "portforward: NULL argument");
     *fd = -1;
     asb__pf_reap(pf, 0);
@@ -17687,23 +17724,28 @@ static asb_result asb__pf_dial(asb_portforward *pf, int *fd, asb_error *err) {
         }
         snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/portforward?ports=%d", pf->ns,
                  t.pod, t.port);
+        until = asb__now_ms() + pf->timeout_ms; /* the lookup above has its own */
         memset(&wd, 0, sizeof wd);
         wd.path = path;
         /* the SPDY tunnel where the apiserver translates it, else v4 */
         wd.protocol = pf->v4_only ? "v4.channel.k8s.io" : ASB__SPDY_TUNNEL ", v4.channel.k8s.io";
         wd.timeout_ms = pf->timeout_ms;
+        wd.write_timeout_ms = pf->timeout_ms;
         wd.max_message_bytes = 1u << 20;
         r = asb_kube_ws_connect(pf->kc, &wd, &ws, err);
         if (r == ASB_OK) {
             spdy = strcmp(asb_ws_protocol(ws), ASB__SPDY_TUNNEL) == 0;
             sin.len = sin_pos = 0;
+            ws->write_timeout_ms = asb__ms_left(until);
             if (spdy) {
-                r = asb__pf_spdy_open(ws, &sin, &sin_pos, t.port, t.pod, pf->timeout_ms, err);
+                r = asb__pf_spdy_open(ws, &sin, &sin_pos, t.port, t.pod, asb__ms_left(until), err);
             } else {
-                r = asb__pf_expect_port(ws, 0, t.port, t.pod, pf->timeout_ms, err);
+                r = asb__pf_expect_port(ws, 0, t.port, t.pod, asb__ms_left(until), err);
+                ws->write_timeout_ms = asb__ms_left(until);
                 if (r == ASB_OK)
-                    r = asb__pf_expect_port(ws, 1, t.port, t.pod, pf->timeout_ms, err);
+                    r = asb__pf_expect_port(ws, 1, t.port, t.pod, asb__ms_left(until), err);
             }
+            ws->write_timeout_ms = 30000; /* relaying: a send blocked this long fails */
             if (r != ASB_OK) {
                 asb_ws_free(ws);
                 ws = NULL;

@@ -1039,6 +1039,190 @@ ASBT_TEST(spdy_server_frames_are_parsed_and_broken_ones_refused) {
     ASBT_EQ_INT(asb__spdy_next(short_rst, sizeof short_rst - 1, &f), -1);
 }
 
+/* -- a scripted apiserver for a forward's deadlines ----------------------------
+   Accepts one connection, answers the WebSocket upgrade (v4), then plays
+   `mode`: the faults a real apiserver does not produce on demand. */
+
+typedef struct slow_api {
+    int lfd, port, mode; /* 0: the ports 700 ms apart; 1: a flood of pings,
+                            never reading; 2: the ports, then never reads */
+    volatile int stop;
+    pthread_t th;
+} slow_api;
+
+static int slow_api_send(int fd, const void *p, size_t n) {
+    const char *c = (const char *)p;
+    while (n) {
+        ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
+        if (w <= 0) return -1;
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static void *slow_api_run(void *arg) {
+    slow_api *a = (slow_api *)arg;
+    char req[8192], key[64] = "", acc[29], resp[400];
+    static const unsigned char port0[] = {0x82, 3, 0, 8080 & 255, 8080 >> 8};
+    static const unsigned char port1[] = {0x82, 3, 1, 8080 & 255, 8080 >> 8};
+    size_t n = 0;
+    int cfd = accept(a->lfd, NULL, NULL), small = 4096;
+    char *k;
+    req[0] = 0;
+    if (cfd < 0) return NULL;
+    setsockopt(cfd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    while (n < sizeof req - 1 && !strstr(req, "\r\n\r\n")) {
+        ssize_t r = recv(cfd, req + n, sizeof req - 1 - n, 0);
+        if (r <= 0) break;
+        n += (size_t)r;
+        req[n] = 0;
+    }
+    k = strstr(req, "Sec-WebSocket-Key: ");
+    if (k) sscanf(k + 19, "%63[^\r]", key);
+    asb__ws_accept_for(key, acc);
+    snprintf(resp, sizeof resp,
+             "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+             "Sec-WebSocket-Accept: %s\r\nSec-WebSocket-Protocol: v4.channel.k8s.io\r\n\r\n",
+             acc);
+    slow_api_send(cfd, resp, strlen(resp));
+    if (a->mode == 0) {
+        usleep(700000);
+        slow_api_send(cfd, port0, sizeof port0);
+        usleep(700000);
+        slow_api_send(cfd, port1, sizeof port1);
+    } else if (a->mode == 1) {
+        static const unsigned char ping[] = {0x89, 4, 'p', 'i', 'n', 'g'};
+        fcntl(cfd, F_SETFL, O_NONBLOCK);
+        while (!a->stop) /* as fast as the client takes them; it never reads again */
+            if (send(cfd, ping, sizeof ping, MSG_NOSIGNAL) < 0 && errno != EAGAIN) break;
+    } else {
+        slow_api_send(cfd, port0, sizeof port0);
+        slow_api_send(cfd, port1, sizeof port1);
+    }
+    while (!a->stop) usleep(20000); /* and never reads */
+    close(cfd);
+    return NULL;
+}
+
+static int slow_api_start(slow_api *a, int mode) {
+    struct sockaddr_in sa;
+    socklen_t al = sizeof sa;
+    memset(a, 0, sizeof *a);
+    a->mode = mode;
+    a->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (a->lfd < 0 || bind(a->lfd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+        listen(a->lfd, 4) != 0 || getsockname(a->lfd, (struct sockaddr *)&sa, &al) != 0)
+        return 0;
+    a->port = ntohs(sa.sin_port);
+    return pthread_create(&a->th, NULL, slow_api_run, a) == 0;
+}
+
+static void slow_api_stop(slow_api *a) {
+    a->stop = 1;
+    shutdown(a->lfd, SHUT_RDWR);
+    pthread_join(a->th, NULL);
+    close(a->lfd);
+}
+
+static asb_portforward *slow_forward(slow_api *a, int timeout_ms, asb_kube_client **kc) {
+    asb_portforward_desc d;
+    asb_portforward *pf = NULL;
+    asb_error err;
+    kube_client_at(a->port, "abcd", NULL, kc);
+    if (!*kc) return NULL;
+    memset(&d, 0, sizeof d);
+    d.ns = "default";
+    d.pod = "pod-x";
+    d.port = "8080";
+    d.timeout_ms = timeout_ms;
+    d.v4_only = 1;
+    if (asb_portforward_create(*kc, &d, &pf, &err) != ASB_OK) return NULL;
+    return pf;
+}
+
+/* timeout_ms is the dial's one deadline: a server that sends each port
+   message 700 ms after the last misses a 1000 ms dial (each step got the
+   whole timeout_ms: the dial succeeded after 1.4 s). */
+ASBT_TEST(a_forward_dial_keeps_one_deadline_across_its_steps) {
+    slow_api a;
+    asb_kube_client *kc = NULL;
+    asb_portforward *pf;
+    asb_error err;
+    int fd = -1;
+    ASBT_CHECK(slow_api_start(&a, 0));
+    pf = slow_forward(&a, 1000, &kc);
+    ASBT_CHECK(pf != NULL);
+    ASBT_EQ_RES(asb_portforward_dial(pf, &fd, &err), ASB_ERR_PORT_FORWARD);
+    ASBT_EQ_INT(fd, -1);
+    asb_portforward_free(pf);
+    slow_api_stop(&a);
+    asb_kube_client_free(kc);
+}
+
+/* A server that floods pings and never reads: the pongs' writes block,
+   and the dial ends near its deadline (2000 ms), not after the
+   WebSocket's 30 s write timeout (the old dial: 31 s). The bound checked
+   is loose: a loaded machine must not fail it. */
+ASBT_TEST(a_forward_dial_under_a_ping_flood_from_a_server_that_never_reads_keeps_its_deadline) {
+    slow_api a;
+    asb_kube_client *kc = NULL;
+    asb_portforward *pf;
+    asb_error err;
+    int fd = -1;
+    int64_t t0, took;
+    ASBT_CHECK(slow_api_start(&a, 1));
+    pf = slow_forward(&a, 2000, &kc);
+    ASBT_CHECK(pf != NULL);
+    t0 = asb__now_ms();
+    ASBT_CHECK(asb_portforward_dial(pf, &fd, &err) != ASB_OK);
+    took = asb__now_ms() - t0;
+    if (took >= 12000) fprintf(stderr, "    the dial took %lld ms\n", (long long)took);
+    ASBT_CHECK(took < 12000);
+    asb_portforward_free(pf);
+    slow_api_stop(&a);
+    asb_kube_client_free(kc);
+}
+
+/* A forward whose apiserver stops reading while the program writes: the
+   relay blocks in a WebSocket send (30 s timeout); free shuts that
+   connection down after 2 s instead of waiting it out (the old free:
+   28 s). Loose bound, as above. */
+ASBT_TEST(freeing_a_forward_whose_server_stopped_reading_does_not_wait_out_the_write) {
+    slow_api a;
+    asb_kube_client *kc = NULL;
+    asb_portforward *pf;
+    asb_error err;
+    int fd = -1, i;
+    static char chunk[65536];
+    int64_t t0, took;
+    ASBT_CHECK(slow_api_start(&a, 2));
+    pf = slow_forward(&a, 10000, &kc);
+    ASBT_CHECK(pf != NULL);
+    if (asb_portforward_dial(pf, &fd, &err) != ASB_OK) fprintf(stderr, "    dial: %s\n", err.message);
+    ASBT_CHECK(fd >= 0);
+    for (i = 0; i < 400; i++) { /* until the relay is stuck and the pair is full */
+        struct pollfd p;
+        p.fd = fd;
+        p.events = POLLOUT;
+        p.revents = 0;
+        if (poll(&p, 1, 1000) != 1) break;
+        if (send(fd, chunk, sizeof chunk, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN)
+            break;
+    }
+    t0 = asb__now_ms();
+    asb_portforward_free(pf);
+    took = asb__now_ms() - t0;
+    if (took >= 12000) fprintf(stderr, "    free took %lld ms\n", (long long)took);
+    ASBT_CHECK(took < 12000);
+    close(fd);
+    slow_api_stop(&a);
+    asb_kube_client_free(kc);
+}
+
 ASBT_LIST(ASBT_CASE(accept_key_matches_the_rfc_example)
           ASBT_CASE(sha1_matches_fips_vectors_across_block_boundaries)
           ASBT_CASE(single_frame_message_is_handed_over_whole)
@@ -1061,5 +1245,8 @@ ASBT_LIST(ASBT_CASE(accept_key_matches_the_rfc_example)
           ASBT_CASE(a_pod_forward_of_a_dotted_pod_name_forwards_to_that_pod)
           ASBT_CASE(spdy_syn_stream_sends_the_port_forward_headers_in_stored_zlib_blocks)
           ASBT_CASE(spdy_server_frames_are_parsed_and_broken_ones_refused)
-          ASBT_CASE(a_spdy_stream_ended_by_the_kubelet_is_a_clean_end_unless_it_says_why))
+          ASBT_CASE(a_spdy_stream_ended_by_the_kubelet_is_a_clean_end_unless_it_says_why)
+          ASBT_CASE(a_forward_dial_keeps_one_deadline_across_its_steps)
+          ASBT_CASE(a_forward_dial_under_a_ping_flood_from_a_server_that_never_reads_keeps_its_deadline)
+          ASBT_CASE(freeing_a_forward_whose_server_stopped_reading_does_not_wait_out_the_write))
 ASBT_MAIN()
