@@ -35,7 +35,7 @@ enum {
     EXIT_NOTFOUND = 3,   /* claim, template, warm pool or file missing */
     EXIT_TIMEOUT = 4,    /* a deadline (--timeout) passed */
     EXIT_CONNECT = 5,    /* apiserver, kubeconfig, kubectl or router unreachable */
-    EXIT_CANCELLED = 130 /* SIGINT or SIGTERM; whatever run created is deleted */
+    EXIT_CANCELLED = 130 /* SIGINT, SIGTERM, SIGHUP or SIGQUIT; whatever run created is deleted */
 };
 
 #define MAX_LIST 64
@@ -124,7 +124,7 @@ static const char *const USAGE =
     "  cat CLAIM PATH...    print files from the sandbox\n"
     "  ls-files CLAIM [DIR] list a directory in the sandbox\n"
     "  stat CLAIM PATH      one file's type, size and time\n"
-    "  run TEMPLATE -- CMD  create, exec, delete (deleted on Ctrl-C and SIGTERM too)\n"
+    "  run TEMPLATE -- CMD  create, exec, delete (deleted on Ctrl-C, SIGTERM, SIGHUP too)\n"
     "  version              print the version of the tool and the library\n"
     "  completion bash|zsh  print a shell completion script\n"
     "\n"
@@ -152,7 +152,8 @@ static const char *const USAGE =
     "  3    not found: claim, template, warm pool or file\n"
     "  4    timeout: a deadline (--timeout) passed\n"
     "  5    connection: kubeconfig, apiserver, kubectl or router unreachable\n"
-    "  130  cancelled by SIGINT or SIGTERM (run: a second one stops waiting for\n"
+    "  130  cancelled by SIGINT, SIGTERM, SIGHUP or SIGQUIT (run: a second one\n"
+    "       stops waiting for\n"
     "       the claim's delete and names the claim that may be left)\n"
     "  exec and run exit with the remote command's own code once it ran.\n";
 
@@ -256,7 +257,8 @@ static const cmd_help HELPS[] = {
     {"run",
      "Usage: agentsandbox run TEMPLATE [create flags] -- CMD [ARG...]\n"
      "Creates a sandbox, runs CMD, deletes the sandbox, exits with CMD's code.\n"
-     "The claim is deleted on SIGINT and SIGTERM too (exit 130). A second\n"
+     "The claim is deleted on SIGINT, SIGTERM, SIGHUP (the terminal closed) and\n"
+     "SIGQUIT too (exit 130), unless they were ignored when it started. A second\n"
      "SIGINT or SIGTERM stops waiting for that delete (an apiserver that does\n"
      "not answer): the claim that may be left is named with the command that\n"
      "deletes it, exit 130.\n"
@@ -1684,6 +1686,13 @@ static void call_opts(const cli *c, asb_call_opts *co) {
    are empty 255 levels down) asks for more directories than there are
    atoms. A million is far above a checkout or a dataset of files. */
 #define CP_MAX_ENTRIES 1000000
+/* The names of directories listed and not yet copied, in bytes, across
+   every level of one cp -r down. A level frees its listing (up to the
+   library's 16 MiB a body) before it descends and keeps only these
+   names, each at most NAME_MAX bytes (a longer one cannot be made here:
+   skipped): a sandbox listing wide directories at every level cannot
+   make the copy hold more than this. */
+#define CP_MAX_PENDING_NAMES (64u << 20)
 
 /* One cp -r, either way. An entry it leaves out for its own reason (a
    planted link where the copy goes, an entry that changed while being
@@ -1695,6 +1704,7 @@ static void call_opts(const cli *c, asb_call_opts *co) {
    the copy: it would fail every entry after it too. */
 typedef struct cp_walk {
     uint64_t entries; /* down: what the listings held so far (CP_MAX_ENTRIES) */
+    size_t pending;   /* down: bytes of directory names waiting (CP_MAX_PENDING_NAMES) */
     int skipped;      /* an entry was left out (and named): exit 1 at the end */
     int failed;       /* the highest exit code of an entry not copied, or 0 */
 } cp_walk;
@@ -2036,7 +2046,8 @@ static int download_tree(cli *c, asb_sandbox *sb, const char *remote, int pfd, c
     asb_call_opts co;
     asb_error e;
     asb_result r;
-    size_t i;
+    size_t i, at, dlen = 0, dcap = 0;
+    char *dirs = NULL; /* the directories' names, each NUL-terminated */
     int rc = 0, dfd;
     if (depth > CP_MAX_DEPTH) {
         fprintf(stderr, "agentsandbox: cp: %s is more than %d directories below the source: "
@@ -2081,32 +2092,75 @@ static int download_tree(cli *c, asb_sandbox *sb, const char *remote, int pfd, c
                 strerror(en));
         return EXIT_FAIL;
     }
+    /* The files first, with the listing held; the directories' names
+       kept apart (compactly) and the listing freed before descending. */
     for (i = 0; !rc && i < fl.count; i++) {
         char lp[4096], rp[4096];
         const char *nm = fl.entries[i].name;
         const char *p;
         int ctl = 0;
+        size_t nl;
         for (p = nm; p && *p; p++) ctl |= (unsigned char)*p < 0x20 || *p == 0x7f;
         if (!nm || !*nm || strchr(nm, '/') || strcmp(nm, ".") == 0 || strcmp(nm, "..") == 0 ||
-            ctl) {
+            ctl || strlen(nm) > NAME_MAX) {
             /* never let a listing write outside the target; a name with
                control bytes cannot be asked for (the library refuses such
-               paths): the rest is copied, and the exit code says 1 */
+               paths), nor one longer than a file name may be made here:
+               the rest is copied, and the exit code says 1 */
             fprintf(stderr, "agentsandbox: cp: skipping the entry \"%s\" of %s%s\n", safe(nm),
-                    safe(remote), ctl ? " (control characters in its name)" : "");
+                    safe(remote), ctl                    ? " (control characters in its name)"
+                                  : nm && strlen(nm) > NAME_MAX ? " (a name longer than NAME_MAX)"
+                                                                 : "");
             w->skipped = 1;
+            continue;
+        }
+        if (fl.entries[i].is_dir) {
+            char *grown;
+            nl = strlen(nm) + 1;
+            if (w->pending + nl > CP_MAX_PENDING_NAMES) {
+                fprintf(stderr, "agentsandbox: cp: stopped at %s: more than %u MiB of directory "
+                        "names wait to be copied (a tree without end?)\n", safe(remote),
+                        CP_MAX_PENDING_NAMES >> 20);
+                rc = EXIT_FAIL;
+                break;
+            }
+            if (dlen + nl > dcap) {
+                size_t nc = dcap ? dcap * 2 : 256;
+                while (nc < dlen + nl) nc *= 2;
+                grown = (char *)realloc(dirs, nc);
+                if (!grown) {
+                    rc = fail(c, ASB_ERR_OUT_OF_MEMORY, NULL, "cp: out of memory");
+                    break;
+                }
+                dirs = grown;
+                dcap = nc;
+            }
+            memcpy(dirs + dlen, nm, nl);
+            dlen += nl;
+            w->pending += nl;
             continue;
         }
         if (join_path(lp, sizeof lp, local, nm) || join_path(rp, sizeof rp, remote, nm)) {
             rc = usage_error(c, "cp: a path below %s is too long", remote);
             break;
         }
-        rc = fl.entries[i].is_dir ? download_tree(c, sb, rp, dfd, nm, lp, depth + 1, w)
-                                  : download_file(c, sb, rp, dfd, nm, lp, fl.entries[i].size, w);
+        rc = download_file(c, sb, rp, dfd, nm, lp, fl.entries[i].size, w);
         if (g_signal) rc = EXIT_CANCELLED;
     }
-    close(dfd);
     asb_file_list_free(&fl);
+    for (at = 0; !rc && at < dlen; at += strlen(dirs + at) + 1) {
+        char lp[4096], rp[4096];
+        const char *nm = dirs + at;
+        if (join_path(lp, sizeof lp, local, nm) || join_path(rp, sizeof rp, remote, nm)) {
+            rc = usage_error(c, "cp: a path below %s is too long", remote);
+            break;
+        }
+        rc = download_tree(c, sb, rp, dfd, nm, lp, depth + 1, w);
+        if (g_signal) rc = EXIT_CANCELLED;
+    }
+    w->pending -= dlen;
+    free(dirs);
+    close(dfd);
     return rc;
 }
 
@@ -2564,6 +2618,20 @@ int main(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    /* A closed terminal or a dropped ssh session (SIGHUP), and SIGQUIT,
+       end the tool as SIGINT does, so run still deletes its claim (their
+       default action killed it first). Not where they were ignored when
+       the tool started (nohup): that stays. With no terminal left, what
+       is written to it fails quietly (SIGPIPE is ignored). */
+    {
+        static const int more[] = {SIGHUP, SIGQUIT};
+        size_t i;
+        for (i = 0; i < 2; i++) {
+            struct sigaction old;
+            if (sigaction(more[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+                sigaction(more[i], &sa, NULL);
+        }
+    }
     signal(SIGPIPE, SIG_IGN);
 
     if (strcmp(c.sub, "version") == 0) rc = cmd_version(&c);
@@ -2591,6 +2659,8 @@ out:
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    sigaction(SIGQUIT, &sa, NULL);
     g_cancel = NULL;
     g_cancel_again = NULL;
     asb_cancel_free(c.cancel);

@@ -23,6 +23,8 @@ AUTHORIZATION" to STATEDIR/requests, and serves until killed.
   GET  /list/w...                                as the legacy runtime behind
                                                   --connect direct=URL: 10,000
                                                   directories in each, 200 deep
+  GET  /list/f...                                 "a/" and eight files with 1 MiB names,
+                                                  40 deep
   GET  /list/p, /list/p/sub                       "sub/" and "g"; "sub/f"
   GET  /list/q, /list/q/sub                       the same, "sub" also holding
                                                   a name with a control byte
@@ -69,6 +71,13 @@ CLAIMS = "/apis/extensions.agents.x-k8s.io/v1alpha1"
 # million entries, long before its depth cap
 WIDE_LISTING = json.dumps([{"name": "d%d" % i, "type": "directory", "size": 0}
                            for i in range(10000)]).encode()
+
+
+# a directory "a", then eight files whose names are 1 MiB each: 8 MiB a
+# listing, which cp -r held at every level it descended through
+FAT_LISTING = json.dumps([{"name": "a", "type": "directory", "size": 0}] +
+                         [{"name": chr(98 + i) * (1 << 20), "type": "file", "size": 1}
+                          for i in range(8)]).encode()
 
 
 HANG = "/namespaces/hang/sandboxclaims"
@@ -209,6 +218,10 @@ class Handler(BaseHTTPRequestHandler):
             # down to 200 levels (under cp's depth cap), empty below
             depth = path.count("/") - 2
             self.send_raw(200, WIDE_LISTING if depth < 200 else b"[]")
+        elif path.startswith("/list/f"):
+            # FAT_LISTING in each directory down to 40 levels, empty below
+            depth = path.count("/") - 2
+            self.send_raw(200, FAT_LISTING if depth < 40 else b"[]")
         elif path in ("/list/p", "/list/p/sub", "/list/q", "/list/q/sub"):
             # an ordinary tree for a destination with links planted in it;
             # q's "sub" also names a file cp cannot ask for, before "f"

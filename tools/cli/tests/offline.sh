@@ -182,6 +182,21 @@ t 1 hostile-cp-too-wide-tree timeout 300 "$B" --kubeconfig "$OUT/hkc" \
 ok hostile-cp-too-wide-tree-says-why has_err 'listed more than 1000000 files and directories'
 ok hostile-cp-too-wide-tree-stopped-at-the-cap eval "[ -d '$OUT/wide$(printf '/d0%.0s' $(seq 99))' ] && [ ! -e '$OUT/wide$(printf '/d0%.0s' $(seq 100))' ]"
 rm -rf "$OUT/wide"
+# ... and one whose listings hold a directory and eight files with 1 MiB
+# names at each of 40 levels: the names are skipped (no file system takes
+# them), and each level frees its listing before it descends, so the
+# tool's peak RSS stays near one listing's. Before, every level held its
+# 8 MiB listing (and its parse) while the levels below were copied: over
+# 600 MiB here, 4 GB with 256 levels of 15 such names.
+t 1 hostile-cp-fat-listings python3 -c 'import resource, subprocess, sys
+rc = subprocess.call(sys.argv[2:])
+open(sys.argv[1], "w").write("%d\n" % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+sys.exit(rc)' "$OUT/rss" "$B" --kubeconfig "$OUT/hkc" --connect "direct=http://127.0.0.1:$hport" \
+    cp -r deep:f "$OUT/fat"
+ok hostile-cp-fat-listings-skips-the-names has_err 'a name longer than NAME_MAX'
+ok hostile-cp-fat-listings-went-down eval "[ -d '$OUT/fat$(printf '/a%.0s' $(seq 40))' ]"
+ok hostile-cp-fat-listings-peak-rss-bounded eval "[ \$(cat '$OUT/rss') -lt 204800 ] || { echo \"peak RSS \$(cat '$OUT/rss') KiB\"; false; }"
+rm -rf "$OUT/fat"
 # cp -r down into a directory others can write to (/tmp): one of them
 # plants symlinks where the copy will make a directory or a file. The
 # copy refuses to write through them, naming the link, skips that entry,
@@ -451,7 +466,8 @@ peer_saw() { # peer_saw PATTERN: waits (up to 60 s) for a request the peer recor
 hang_start() { # hang_start ARGS...: the tool against the peer's namespace "hang", in the
     # background (rpid), with a 60 s watchdog (wdog), the peer's record cleared
     : >"$OUT/hostile/requests"
-    "$B" --kubeconfig "$OUT/hkc" -n hang --connect "direct=http://127.0.0.1:$hport" "$@" \
+    # shellcheck disable=SC2086 # HS_PRE: words, or nothing
+    ${HS_PRE:-} "$B" --kubeconfig "$OUT/hkc" -n hang --connect "direct=http://127.0.0.1:$hport" "$@" \
         >"$OUT/o" 2>"$OUT/e" & rpid=$!
     (sleep 60; kill -KILL $rpid 2>/dev/null) >/dev/null 2>&1 & wdog=$!
 }
@@ -472,6 +488,24 @@ ok run-cancelled-twice-deleting-said has_err "deleting claim $claim (namespace h
 ok run-cancelled-twice-names-the-claim has_err "claim $claim in namespace hang may be left behind"
 ok run-cancelled-twice-says-how-to-delete has_err "delete it with \`agentsandbox rm -n hang $claim\`"
 ok run-cancelled-twice-in-order eval "grep -n . '$OUT/e' | grep -A9 'deleting claim' | grep -q 'may be left behind'"
+
+# SIGHUP (the terminal closed, an ssh session dropped) and SIGQUIT while
+# the command runs: run deletes its claim as for SIGINT, exit 130. Their
+# default action killed the tool before the delete (exit 129 / 131, no
+# DELETE sent). The delete hangs here ("hang"): a second SIGINT ends it.
+# A background job of a script starts with SIGQUIT ignored, which the
+# tool keeps (as after nohup): QUIT's test gives it the default first.
+for sig in HUP QUIT; do
+    HS_PRE=; [ $sig = QUIT ] && HS_PRE="env --default-signal=QUIT"
+    hang_start run tpl -- sh -c hang-here
+    HS_PRE=
+    ok "run-sig$sig-command-ran" peer_saw '^POST /execute'
+    kill -$sig $rpid
+    ok "run-sig$sig-delete-sent" peer_saw '^DELETE .*/namespaces/hang/sandboxclaims/'
+    kill -INT $rpid
+    hang_wait
+    ok "run-sig$sig-exit-130" eval "[ $rc = 130 ] || { echo \"exit $rc\"; false; }"
+done
 
 # Two signals at once while the command runs (SIGINT and SIGTERM: two of
 # one kind could merge into one) stop the command, not the delete: it is
