@@ -2038,8 +2038,16 @@ enum {
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cond;          /* monotonic clock; signalled on child exit and connection end */
 static struct rt_conn *g_conns;
-static int g_active;                   /* connection threads, shed ones included */
-static int g_shed_pending;             /* shed connections whose threads have not ended */
+static int g_active;                   /* listed connections, shed ones included */
+static int g_shed_pending;             /* shed connections still listed */
+static int g_threads;                  /* connection threads alive, closing ones included */
+
+/* Connection threads past --max-connections: those of shed connections and
+   those in a lingering close (up to 2 s) after their slot was freed. A
+   flood makes both faster than a loaded machine may end them, so the
+   accept loop waits while this many are alive: threads (256 KiB of stack
+   each) stay under max_connections + this, however hard the flood. */
+#define RT_CLOSING_THREADS() (g_cfg.max_connections / 16 > 16 ? g_cfg.max_connections / 16 : 16)
 static atomic_int g_stopping;
 static int g_stop_pipe[2] = {-1, -1};
 
@@ -3590,6 +3598,10 @@ static void *rt_conn_main(void *arg)
         close(c->fd);
     free(c->buf);
     free(c);
+    pthread_mutex_lock(&g_lock);
+    g_threads--;
+    pthread_cond_broadcast(&g_cond);
+    pthread_mutex_unlock(&g_lock);
     return NULL;
 }
 
@@ -3898,6 +3910,15 @@ int main(int argc, char **argv)
             last_sweep = now;
         }
         rt_shed_log(now);
+        if (ready > 0 && (pf[0].revents & POLLIN) && g_threads >= g_cfg.max_connections + RT_CLOSING_THREADS()) {
+            /* Too many threads still ending: the next connection waits in
+               the backlog until one has (shed ones were shut down, closing
+               ones take 2 s at most, so this is short). */
+            struct timespec ts = rt_abs_time(rt_now() + 0.1);
+            pthread_cond_timedwait(&g_cond, &g_lock, &ts);
+            pthread_mutex_unlock(&g_lock);
+            continue;
+        }
         pthread_mutex_unlock(&g_lock);
         if (ready <= 0 || !(pf[0].revents & POLLIN))
             continue;
@@ -3952,6 +3973,7 @@ int main(int argc, char **argv)
             continue;
         }
         g_active++;
+        g_threads++;
         c->waiting = RT_WAIT_NEW;
         c->wait_since = now;
         c->next = g_conns;
@@ -3965,6 +3987,7 @@ int main(int argc, char **argv)
                 c->next->prev = NULL;
             g_conns = c->next;
             g_active--;
+            g_threads--;
             pthread_mutex_unlock(&g_lock);
             close(fd);
             free(c->buf);

@@ -1054,9 +1054,10 @@ def test_idle_and_slowloris_clients_cannot_starve_others():
         assert mine.poll(120), "the attacker did not connect"
         ready = mine.recv()
         assert ready[0] == "ready" and ready[1] + ready[2] > 512, ready
-        worst, answered, reconnects = 0.0, 0, 0
+        worst, answered, reconnects, threads = 0.0, 0, 0, 0
         session = requests.Session()
         for i in range(30):
+            threads = max(threads, srv.status_field("Threads"))
             t = time.time()
             # A fresh connection each time. One whose request has not
             # arrived when max_connections newer ones have (the attacker
@@ -1075,15 +1076,16 @@ def test_idle_and_slowloris_clients_cannot_starve_others():
             worst = max(worst, time.time() - t)
             answered += 2
             time.sleep(0.1)
-        threads = srv.status_field("Threads")
+        threads = max(threads, srv.status_field("Threads"))
         stop.set()
         assert mine.poll(60), "the attacker did not stop"
         stats = mine.recv()[1]
         attacker.join(timeout=10)
         shed_lines = [l for l in srv.log if "load: closed" in l]
         assert shed_lines and stats["idle_closed"] > 0, (stats, srv.log[-5:])
-        # Shedding kept the threads (a 256 KiB stack each) near the limit.
-        assert threads <= 512 + 64, threads
+        # Threads (a 256 KiB stack each) stay under the documented bound
+        # however fast shed ones end: 512 slots, 32 ending, main, reaper.
+        assert threads <= 512 + 32 + 2, threads
         return "%d requests answered (%d fresh connections shed before their request came), worst %.2fs; " \
                "attacker: %s; server threads %d; %s" % (
                    answered, reconnects, worst, stats, threads, shed_lines[-1].strip()[:260])
