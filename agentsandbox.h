@@ -1808,6 +1808,13 @@ typedef struct asb_http_client_desc {
     asb_result (*dial)(void *user_data, const char *host, int port, int *fd,
                        asb_error *err);
     void *dial_user_data;
+    /* default 0. 1: a TCP connection to a loopback address (127.0.0.0/8,
+       ::1) is closed before a byte is sent, ASB_ERR_CONNECT, unless the
+       socket listening there, and the one that accepted it, belong to
+       this process's effective user (asked of the kernel: sock_diag,
+       Linux; not checked elsewhere). The SDK turns it on for its kubectl
+       tunnels: a port kubectl has left can be bound by any local user. */
+    int loopback_same_user;
 } asb_http_client_desc;
 
 /* Owns the connection pool and the TLS state. Thread safety: requests may
@@ -1969,6 +1976,7 @@ typedef struct asb_h2_desc {
     asb_result (*dial)(void *user_data, const char *host, int port, int *fd,
                        asb_error *err);
     void *dial_user_data;
+    int loopback_same_user;      /* as asb_http_client_desc's */
 } asb_h2_desc;
 
 /* A request header: NUL-terminated name (lowercase, as HTTP/2 requires)
@@ -8834,6 +8842,253 @@ static int asb__resolve(asb__conn *c, const char *host, const char *port,
     return *timed_out ? EAI_AGAIN : rc;
 }
 
+/* Who is at the other end of a loopback connection (loopback_same_user).
+   A kubectl tunnel's port is kubectl's only while kubectl lives: when it
+   dies, any local user may bind the port before we notice (the supervisor
+   reports the death a moment later, and a call may already be past its
+   check), and whatever connects next hands that user the router token,
+   the commands and the files. The kernel says who owns a socket
+   (sock_diag, NETLINK_SOCK_DIAG): the listener at the peer's address
+   must be ours, and so must the peer's own socket once accepted (its
+   owner shows only then: before accept() the kernel reports root). Asked
+   after connect and before the first byte. The message layouts are the
+   kernel's stable ABI (linux/inet_diag.h, linux/netlink.h), declared here
+   because musl and cross sysroots often lack those headers. */
+#ifdef __linux__
+typedef struct asb__diag_sockid {
+    uint16_t sport, dport;           /* network order */
+    uint32_t src[4], dst[4];         /* network order; IPv4 in [0] */
+    uint32_t ifindex;
+    uint32_t cookie[2];
+} asb__diag_sockid;
+
+typedef struct asb__diag_req {
+    uint32_t nl_len;                 /* struct nlmsghdr */
+    uint16_t nl_type, nl_flags;
+    uint32_t nl_seq, nl_pid;
+    uint8_t family, protocol, ext, pad; /* struct inet_diag_req_v2 */
+    uint32_t states;
+    asb__diag_sockid id;
+} asb__diag_req;
+
+typedef struct asb__diag_msg {
+    uint8_t family, state, timer, retrans; /* struct inet_diag_msg */
+    asb__diag_sockid id;
+    uint32_t expires, rqueue, wqueue, uid, inode;
+} asb__diag_msg;
+
+#define ASB__NETLINK_SOCK_DIAG 4
+#define ASB__SOCK_DIAG_BY_FAMILY 20
+#define ASB__NLM_F_REQUEST 1
+#define ASB__NLMSG_ERROR 2
+
+/* Tests set it to take the /proc/net path where sock_diag works. */
+static int asb__diag_use_proc;
+
+/* An address as /proc/net/tcp[6] prints it: each 32-bit word of the
+   network-order bytes in the kernel's byte order, %08X. swap: the other
+   order (under qemu-user the kernel is the host's, whose order may not
+   be the program's). */
+static void asb__proc_net_addr(char *out, const void *addr, size_t alen, int swap) {
+    size_t i;
+    for (i = 0; i < alen / 4; i++) {
+        uint32_t w;
+        memcpy(&w, (const unsigned char *)addr + 4 * i, 4);
+        if (swap)
+            w = w >> 24 | (w >> 8 & 0xff00u) | (w << 8 & 0xff0000u) | w << 24;
+        snprintf(out + 8 * i, 9, "%08X", (unsigned)w);
+    }
+}
+
+/* asb__diag_lookup from /proc/net/tcp or tcp6, where sock_diag is missing
+   (qemu-user refuses the netlink protocol; a seccomp policy may too).
+   The listener may also be a wildcard one (0.0.0.0, ::; a dual-stack
+   :: one takes IPv4 too). Lines that do not parse are skipped. */
+static int asb__proc_net_lookup(int family, const void *addr, uint16_t port, const void *raddr,
+                                uint16_t rport, asb__diag_msg *m) {
+    static const unsigned char zero[16] = {0};
+    size_t alen = family == AF_INET ? 4 : 16;
+    char want[2][40], any[40], rwant[2][40] = {"", ""};
+    int pass, opened = 0, o;
+    for (o = 0; o < 2; o++) {
+        asb__proc_net_addr(want[o], addr, alen, o);
+        if (raddr) asb__proc_net_addr(rwant[o], raddr, alen, o);
+    }
+    asb__proc_net_addr(any, zero, alen, 0);
+    /* the exact address in the program's byte order, then in the other
+       (only when the first is missing: a listener another user put on
+       the reversed address, freebind, can then refuse us, never pass
+       us), then a wildcard of the family, then (IPv4) a dual-stack
+       wildcard in tcp6 */
+    for (pass = 0; pass < (raddr ? 2 : family == AF_INET ? 4 : 3); pass++) {
+        const char *file = family == AF_INET6 || pass == 3 ? "/proc/net/tcp6" : "/proc/net/tcp";
+        const char *la_want = pass < 2 ? want[pass] : pass == 2 ? any : "00000000000000000000000000000000";
+        char line[512];
+        FILE *f = fopen(file, "re");
+        if (!f) continue;
+        opened = 1;
+        while (fgets(line, sizeof line, f)) {
+            char la[40], ra[40];
+            unsigned lp, rp, st, uid;
+            unsigned long inode;
+            if (sscanf(line, " %*u: %39[0-9A-F]:%x %39[0-9A-F]:%x %x %*s %*s %*s %u %*d %lu", la,
+                       &lp, ra, &rp, &st, &uid, &inode) != 7 ||
+                lp != ntohs(port) || strcmp(la, la_want) != 0)
+                continue;
+            if (raddr ? strcmp(ra, rwant[pass]) != 0 || rp != ntohs(rport) : st != 0x0A) continue;
+            memset(m, 0, sizeof *m);
+            m->state = (uint8_t)st;
+            m->uid = uid;
+            m->inode = (uint32_t)inode;
+            fclose(f);
+            return 0;
+        }
+        fclose(f);
+    }
+    return opened ? ENOENT : errno ? errno : ENOENT;
+}
+
+/* One exact lookup: the socket whose local end is (addr, port) and, with
+   raddr, remote end (raddr, rport); raddr NULL: the listener there.
+   0 and *m filled; else an errno (ENOENT: no such socket). */
+static int asb__diag_lookup(int family, const void *addr, uint16_t port, const void *raddr,
+                            uint16_t rport, asb__diag_msg *m) {
+    asb__diag_req q;
+    union {
+        uint32_t align;
+        unsigned char b[1024];
+    } a;
+    size_t alen = family == AF_INET ? 4 : 16;
+    ssize_t n;
+    int fd, e = EIO;
+    struct timeval tv = {2, 0};
+    memset(&q, 0, sizeof q);
+    q.nl_len = (uint32_t)sizeof q;
+    q.nl_type = ASB__SOCK_DIAG_BY_FAMILY;
+    q.nl_flags = ASB__NLM_F_REQUEST;
+    q.nl_seq = 1;
+    q.family = (uint8_t)family;
+    q.protocol = IPPROTO_TCP;
+    q.states = ~0u;
+    q.id.sport = port;
+    q.id.dport = rport;
+    memcpy(q.id.src, addr, alen);
+    if (raddr) memcpy(q.id.dst, raddr, alen);
+    q.id.cookie[0] = q.id.cookie[1] = ~0u; /* INET_DIAG_NOCOOKIE */
+    fd = asb__diag_use_proc ? -1 : asb__socket_cloexec(AF_NETLINK, SOCK_DGRAM, ASB__NETLINK_SOCK_DIAG);
+    if (fd < 0) return asb__proc_net_lookup(family, addr, port, raddr, rport, m);
+    /* the kernel answers at once; a bound on the wait all the same */
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (send(fd, &q, sizeof q, 0) != (ssize_t)sizeof q) {
+        e = errno ? errno : EIO;
+        close(fd);
+        return e;
+    }
+    do n = recv(fd, a.b, sizeof a.b, 0);
+    while (n < 0 && errno == EINTR);
+    if (n < 0) e = errno ? errno : EIO;
+    close(fd);
+    if (n < 16) return e;
+    {
+        uint32_t len;
+        uint16_t type;
+        memcpy(&len, a.b, 4);
+        memcpy(&type, a.b + 4, 2);
+        if (len > (uint32_t)n || len < 16) return EIO;
+        if (type == ASB__NLMSG_ERROR) {
+            int32_t code;
+            if (len < 20) return EIO;
+            memcpy(&code, a.b + 16, 4);
+            /* ENOENT is also the kernel's word for "no TCP diag module":
+               /proc/net says which */
+            if (code == -ENOENT) return asb__proc_net_lookup(family, addr, port, raddr, rport, m);
+            return code < 0 && code > -4096 ? -code : EIO;
+        }
+        if (type != ASB__SOCK_DIAG_BY_FAMILY || len < 16 + sizeof *m) return EIO;
+        memcpy(m, a.b + 16, sizeof *m);
+    }
+    return 0;
+}
+#endif
+
+/* ASB_OK when fd's peer is not on loopback, or when the sockets at its end
+   belong to this process's effective user; else ASB_ERR_CONNECT, naming
+   the owner. */
+static asb_result asb__loopback_peer_check(int fd, const char *host, int port, asb_error *err) {
+#ifdef __linux__
+    char hq[96];
+    struct sockaddr_storage me, peer;
+    socklen_t ml = sizeof me, pl = sizeof peer;
+    const void *pa, *ma;
+    uint16_t pp, mp;
+    asb__diag_msg lm, cm;
+    int family, e;
+    uid_t uid = geteuid();
+    asb__quote(hq, sizeof hq, host, strlen(host), 80);
+    if (getsockname(fd, (struct sockaddr *)&me, &ml) != 0 ||
+        getpeername(fd, (struct sockaddr *)&peer, &pl) != 0)
+        return asb__fail(err, ASB_ERR_CONNECT, "connect to %s port %d: %s", hq, port,
+                         strerror(errno));
+    family = peer.ss_family;
+    if (family == AF_INET) {
+        const struct sockaddr_in *p4 = (const struct sockaddr_in *)&peer;
+        if ((ntohl(p4->sin_addr.s_addr) >> 24) != 127) return ASB_OK;
+        pa = &p4->sin_addr;
+        pp = p4->sin_port;
+        ma = &((const struct sockaddr_in *)&me)->sin_addr;
+        mp = ((const struct sockaddr_in *)&me)->sin_port;
+    } else if (family == AF_INET6) {
+        const struct sockaddr_in6 *p6 = (const struct sockaddr_in6 *)&peer;
+        static const unsigned char lo6[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+        static const unsigned char v4m[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        if (memcmp(&p6->sin6_addr, lo6, 16) != 0 &&
+            !(memcmp(&p6->sin6_addr, v4m, 12) == 0 && p6->sin6_addr.s6_addr[12] == 127))
+            return ASB_OK;
+        pa = &p6->sin6_addr;
+        pp = p6->sin6_port;
+        ma = &((const struct sockaddr_in6 *)&me)->sin6_addr;
+        mp = ((const struct sockaddr_in6 *)&me)->sin6_port;
+    } else {
+        return ASB_OK; /* not TCP/IP: no port anyone could take */
+    }
+    e = asb__diag_lookup(family, pa, pp, NULL, 0, &lm);
+    if (e == ENOENT)
+        return asb__fail(err, ASB_ERR_CONNECT,
+                         "connect to %s port %d: nobody listens there any more (the socket "
+                         "that took the connection is gone: not sent to it)", hq, port);
+    if (e)
+        return asb__fail(err, ASB_ERR_CONNECT,
+                         "connect to %s port %d: cannot tell whose socket listens there "
+                         "(sock_diag: %s), so nothing is sent to it", hq, port, strerror(e));
+    if (lm.uid != (uint32_t)uid)
+        return asb__fail(err, ASB_ERR_CONNECT,
+                         "connect to %s port %d: the socket listening there belongs to user "
+                         "%u, not to this process's user %u; nothing was sent to it (another "
+                         "local user may have taken a tunnel's port after its kubectl ended)",
+                         hq, port, (unsigned)lm.uid, (unsigned)uid);
+    /* the peer's own socket: its owner is known once it is accepted
+       (inode set); one still queued belongs to the listener just seen */
+    e = asb__diag_lookup(family, pa, pp, ma, mp, &cm);
+    if (e && e != ENOENT) /* ENOENT: closed already; our first read says so */
+        return asb__fail(err, ASB_ERR_CONNECT,
+                         "connect to %s port %d: cannot tell whose socket accepted the "
+                         "connection (sock_diag: %s), so nothing is sent to it",
+                         hq, port, strerror(e));
+    if (!e && cm.inode && cm.uid != (uint32_t)uid)
+        return asb__fail(err, ASB_ERR_CONNECT,
+                         "connect to %s port %d: the connection was accepted by user %u, "
+                         "not by this process's user %u; nothing was sent to it",
+                         hq, port, (unsigned)cm.uid, (unsigned)uid);
+    return ASB_OK;
+#else
+    (void)fd;
+    (void)host;
+    (void)port;
+    (void)err;
+    return ASB_OK; /* sock_diag is Linux's; documented as not checked */
+#endif
+}
+
 /* Resolves and connects, trying each address in turn within the timeout.
    The socket is non-blocking and close-on-exec. */
 static asb_result asb__tcp_connect(asb__conn *c, const char *host, int port,
@@ -9601,6 +9856,7 @@ struct asb_http_client {
     asb_logger log;
     asb_result (*dial)(void *, const char *, int, int *, asb_error *); /* NULL: TCP */
     void *dial_user;
+    int loopback_same_user;  /* see asb_http_client_desc */
     pthread_mutex_t lock;    /* guards the pool */
     asb__conn *idle[ASB__MAX_POOL];
     int idle_count;
@@ -9769,6 +10025,7 @@ ASB_API asb_result asb_http_client_create(const asb_http_client_desc *desc,
     cl->log = desc->log;
     cl->dial = desc->dial;
     cl->dial_user = desc->dial_user_data;
+    cl->loopback_same_user = desc->loopback_same_user;
     pthread_mutex_init(&cl->lock, NULL);
     /* defaults, in one place */
     cl->connect_timeout_ms = desc->connect_timeout_ms > 0 ? desc->connect_timeout_ms : 10000;
@@ -10105,6 +10362,8 @@ static asb_result asb__conn_open(asb_http_client *cl, const asb_url *u, const ch
 #endif
     } else {
         r = asb__tcp_connect(c, host, u->port, cl->connect_timeout_ms, err);
+        if (r == ASB_OK && cl->loopback_same_user)
+            r = asb__loopback_peer_check(c->fd, host, u->port, err);
         if (r != ASB_OK) {
             asb__conn_close(cl, c);
             return r;
@@ -12359,6 +12618,8 @@ ASB_API asb_result asb_h2_connect(const asb_h2_desc *desc, asb_h2_conn **out, as
             r = asb__fail(err, ASB_ERR_CONNECT, "http2: the dial callback gave no usable socket");
     } else {
         r = asb__tcp_connect(h->c, host, u.port, timeout, err);
+        if (r == ASB_OK && desc->loopback_same_user)
+            r = asb__loopback_peer_check(h->c->fd, host, u.port, err);
     }
     if (r == ASB_OK && u.is_https) {
 #if ASB_TLS
@@ -19111,7 +19372,12 @@ struct asb_client {
    here and written into an argv every local user can read, and no
    listener is taken for the tunnel because it accepts a connection (an
    attacker who bound the port first would get the router token, the
-   commands and the files, and could answer with any output). */
+   commands and the files, and could answer with any output). The port
+   stays kubectl's only while kubectl lives, so every connection to it
+   is checked before a byte goes (loopback_same_user, set on the
+   client's HTTP and gRPC connections in the tunnel mode): the socket
+   listening there must be this user's; another user's is a refused
+   connect, and the tunnel is rebuilt. */
 
 static char *asb__cdup(asb_client *c, const char *s) {
     size_t n;
@@ -22215,6 +22481,10 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
     hd.tls = desc->sandbox_tls;
     hd.proxy_url = NULL; /* the kubeconfig's proxy is for the apiserver */
     hd.proxy_from_environment = 0;
+    /* a kubectl tunnel's port is ours only while kubectl lives: every
+       loopback connection checks who listens before a byte is sent */
+    if ((conn && conn->uses_kubectl) || (c->sd_conn && c->sd_conn->uses_kubectl))
+        hd.loopback_same_user = 1;
     hd.allocator = &c->alloc;
     hd.log = c->log;
     if (!hd.max_body_bytes) hd.max_body_bytes = c->max_output;
@@ -22246,6 +22516,7 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
     c->h2_desc.allocator = &c->alloc;
     c->h2_desc.log = c->log;
     c->h2_desc.connect_timeout_ms = desc->kube.http.connect_timeout_ms;
+    c->h2_desc.loopback_same_user = hd.loopback_same_user;
     {
         /* the local tunnel's, stopped until the first claim */
         int rp = c->router_port;

@@ -2081,6 +2081,7 @@ static const char fake_kubectl_script[] =
     "exit) echo 'error: services \"sandbox-router-svc\" not found' >&2; exit 1 ;;\n"
     "token) echo \"error: Unauthorized (sent Bearer $ASB_FAKE_KUBECTL_TOKEN)\" >&2; exit 1 ;;\n"
     "fds) ls /proc/$$/fd > \"$ASB_FAKE_KUBECTL_ARGS.fds\"; echo 'error: listed' >&2; exit 1 ;;\n"
+    "foreign) echo \"Forwarding from 127.0.0.1:$ASB_FAKE_KUBECTL_PORT -> 8080\" ;;\n"
     "listen) exec python3 -c '\n"
     "import socket, sys\n"
     "s = socket.socket(); s.bind((\"127.0.0.1\", 0)); s.listen(8)\n"
@@ -2194,6 +2195,199 @@ ASBT_TEST(the_tunnel_port_is_the_one_kubectl_announces_and_odd_output_is_refused
     asb_client_free(c);
     fake_kubectl_remove(&k);
     unsetenv("ASB_FAKE_KUBECTL");
+}
+
+/* A listener on 127.0.0.1 of another local user (nobody: the tests run
+   as root), as one who bound a tunnel's port after its kubectl ended.
+   Each connection it takes: the bytes it got reported on *rep ("GOT n"),
+   then a 200 answer with "pwned". */
+static pid_t foreign_listener(int *port, int *rep) {
+    int p[2];
+    pid_t pid;
+    char line[32];
+    ssize_t n;
+    *port = 0;
+    if (pipe(p) != 0) return -1;
+    pid = fork();
+    if (pid == 0) {
+        struct sockaddr_in a;
+        socklen_t al = sizeof a;
+        int l;
+        close(p[0]);
+        if (setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
+        l = socket(AF_INET, SOCK_STREAM, 0);
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 8) != 0 ||
+            getsockname(l, (struct sockaddr *)&a, &al) != 0)
+            _exit(3);
+        n = snprintf(line, sizeof line, "PORT %d\n", ntohs(a.sin_port));
+        if (write(p[1], line, (size_t)n) != n) _exit(3);
+        for (;;) {
+            static const char ans[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\npwned";
+            char buf[4096];
+            struct pollfd pf;
+            int cfd = accept(l, NULL, NULL);
+            if (cfd < 0) _exit(3);
+            pf.fd = cfd;
+            pf.events = POLLIN;
+            n = poll(&pf, 1, 2000) == 1 ? read(cfd, buf, sizeof buf) : 0;
+            if (n > 0 && write(cfd, ans, sizeof ans - 1) < 0) {}
+            n = snprintf(line, sizeof line, "GOT %d\n", (int)(n > 0 ? n : 0));
+            if (write(p[1], line, (size_t)n) != n) _exit(3);
+            close(cfd);
+        }
+    }
+    close(p[1]);
+    *rep = p[0];
+    if (pid > 0) {
+        n = read(p[0], line, sizeof line - 1);
+        line[n > 0 ? n : 0] = '\0';
+        if (sscanf(line, "PORT %d", port) != 1) *port = 0;
+    }
+    return pid;
+}
+
+/* One "GOT n" line from the foreign listener: n, or -1 within 5 s none. */
+static int foreign_got(int rep) {
+    char line[32];
+    size_t n = 0;
+    int got = -1;
+    struct pollfd pf;
+    pf.fd = rep;
+    pf.events = POLLIN;
+    while (n < sizeof line - 1 && poll(&pf, 1, 5000) == 1 && read(rep, line + n, 1) == 1)
+        if (line[n++] == '\n') break;
+    line[n] = '\0';
+    return sscanf(line, "GOT %d", &got) == 1 ? got : -1;
+}
+
+/* asb_http_client_desc.loopback_same_user (and asb_h2_desc's): a loopback
+   port held by another user's socket gets the connection closed before a
+   byte is sent, through sock_diag and through /proc/net alike; our own
+   listener is used as always. Without the option the same listener gets
+   the request and answers it, so the setup can show a leak. */
+ASBT_TEST(a_loopback_port_another_user_holds_gets_no_byte_from_a_checking_client) {
+    int pass;
+    if (geteuid() != 0) fprintf(stderr, "    needs root: the listener runs as user 65534\n");
+    ASBT_CHECK(geteuid() == 0);
+    for (pass = 0; pass < 2; pass++) {
+        asb_http_client_desc hd;
+        asb_http_client *on = NULL, *off = NULL;
+        asb_http_request rq;
+        asb_http_response rs;
+        asb_h2_desc d2;
+        asb_h2_conn *h2 = NULL;
+        asb_error err;
+        char url[64];
+        int port, rep = -1, own, got, st;
+        pid_t pid = foreign_listener(&port, &rep);
+        asb__diag_use_proc = pass;
+        ASBT_CHECK(pid > 0 && port > 0);
+        snprintf(url, sizeof url, "http://127.0.0.1:%d/", port);
+        memset(&hd, 0, sizeof hd);
+        hd.retry.max_attempts = 1;
+        hd.loopback_same_user = 1;
+        ASBT_EQ_RES(asb_http_client_create(&hd, &on, &err), ASB_OK);
+        hd.loopback_same_user = 0;
+        ASBT_EQ_RES(asb_http_client_create(&hd, &off, &err), ASB_OK);
+        memset(&rq, 0, sizeof rq);
+        rq.url = url;
+        ASBT_EQ_RES(asb_http_do(on, &rq, &rs, &err), ASB_ERR_CONNECT);
+        asb_http_response_free(&rs);
+        ASBT_CONTAINS(err.message, "the socket listening there belongs to user 65534, not to "
+                                   "this process's user 0; nothing was sent to it");
+        ASBT_EQ_INT(foreign_got(rep), 0); /* it accepted, and got nothing */
+        memset(&d2, 0, sizeof d2);
+        d2.url = url;
+        d2.loopback_same_user = 1;
+        ASBT_EQ_RES(asb_h2_connect(&d2, &h2, &err), ASB_ERR_CONNECT);
+        ASBT_CONTAINS(err.message, "belongs to user 65534");
+        ASBT_EQ_INT(foreign_got(rep), 0); /* not even the preface */
+        /* unchecked, it gets the request and its answer is taken */
+        ASBT_EQ_RES(asb_http_do(off, &rq, &rs, &err), ASB_OK);
+        ASBT_EQ_INT(rs.body.len, 5);
+        asb_http_response_free(&rs);
+        got = foreign_got(rep);
+        ASBT_CHECK(got > 0);
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        close(rep);
+        /* our own listener: connected and sent as always (nobody answers) */
+        own = socket(AF_INET, SOCK_STREAM, 0);
+        {
+            struct sockaddr_in a;
+            socklen_t al = sizeof a;
+            memset(&a, 0, sizeof a);
+            a.sin_family = AF_INET;
+            a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            ASBT_CHECK(bind(own, (struct sockaddr *)&a, sizeof a) == 0 && listen(own, 4) == 0 &&
+                       getsockname(own, (struct sockaddr *)&a, &al) == 0);
+            snprintf(url, sizeof url, "http://127.0.0.1:%d/", ntohs(a.sin_port));
+        }
+        rq.timeout_ms = 300;
+        ASBT_EQ_RES(asb_http_do(on, &rq, &rs, &err), ASB_ERR_TIMEOUT);
+        asb_http_response_free(&rs);
+        {
+            char buf[256];
+            int cfd = accept(own, NULL, NULL);
+            ssize_t n = cfd >= 0 ? recv(cfd, buf, sizeof buf, MSG_DONTWAIT) : -1;
+            ASBT_CHECK(n > 0 && memcmp(buf, "GET / HTTP/1.1", 14) == 0);
+            if (cfd >= 0) close(cfd);
+        }
+        close(own);
+        asb_http_client_free(on);
+        asb_http_client_free(off);
+    }
+    asb__diag_use_proc = 0;
+}
+
+/* The local tunnel's port held by another user (kubectl ended and someone
+   bound its port first; here a kubectl that announces a port another
+   user's listener holds): the router token, the command and the answer
+   never cross. The call fails with the owner named, after one rebuild of
+   the tunnel; the listener got no byte on any connection. */
+ASBT_TEST(a_tunnel_port_another_user_holds_never_gets_the_call) {
+    fake_kubectl k;
+    asb_client *c;
+    asb_sandbox *sb;
+    asb_run_result rr;
+    asb_error err;
+    char num[16];
+    int port, rep = -1, st, got, conns = 0;
+    pid_t pid;
+    ASBT_CHECK(geteuid() == 0);
+    pid = foreign_listener(&port, &rep);
+    ASBT_CHECK(pid > 0 && port > 0);
+    snprintf(num, sizeof num, "%d", port);
+    ASBT_CHECK(fake_kubectl_write(&k));
+    setenv("ASB_FAKE_KUBECTL", "foreign", 1);
+    setenv("ASB_FAKE_KUBECTL_PORT", num, 1);
+    c = fake_tunnel_client(&k, 30000, &err);
+    ASBT_CHECK(c != NULL);
+    sb = c ? handle_without_cluster(c, "sb-foreign") : NULL;
+    ASBT_CHECK(sb != NULL);
+    memset(&rr, 0, sizeof rr);
+    if (asb_sandbox_run(sb, "echo hello", 30000, &rr, &err) != ASB_ERR_CONNECT)
+        fprintf(stderr, "    %s\n", err.message);
+    ASBT_EQ_INT(err.code, ASB_ERR_CONNECT);
+    ASBT_EQ_INT(rr.out.len, 0); /* nothing of the listener's answer */
+    asb_run_result_free(&rr);
+    ASBT_CONTAINS(err.message, "belongs to user 65534");
+    ASBT_CHECK(c->tunnel.spawns >= 2); /* rebuilt once on the refusal */
+    asb_client_free(c);
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    while ((got = foreign_got(rep)) >= 0) {
+        conns++;
+        ASBT_EQ_INT(got, 0);
+    }
+    ASBT_CHECK(conns >= 1); /* it was reached, and got nothing */
+    close(rep);
+    fake_kubectl_remove(&k);
+    unsetenv("ASB_FAKE_KUBECTL");
+    unsetenv("ASB_FAKE_KUBECTL_PORT");
 }
 
 /* kubectl gets none of the program's descriptors, whatever their number:
@@ -3045,7 +3239,9 @@ ASBT_LIST(
     ASBT_CASE(a_named_claim_whose_answer_was_lost_is_never_deleted_blind)
     ASBT_CASE(terminate_is_pinned_to_the_claims_uid)
     ASBT_CASE(the_tunnel_port_is_the_one_kubectl_announces_and_odd_output_is_refused)
-          ASBT_CASE(kubectl_inherits_no_descriptor_of_the_program_above_the_fd_limit)
+    ASBT_CASE(a_loopback_port_another_user_holds_gets_no_byte_from_a_checking_client)
+    ASBT_CASE(a_tunnel_port_another_user_holds_never_gets_the_call)
+    ASBT_CASE(kubectl_inherits_no_descriptor_of_the_program_above_the_fd_limit)
     ASBT_CASE(status_without_a_ready_condition_is_not_ready_unknown_message)
 )
 ASBT_MAIN()
