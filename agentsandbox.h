@@ -12572,7 +12572,18 @@ static void asb__h2_close_socket(asb_h2_conn *h) {
     h->c = NULL;
 }
 
+/* asb_h2_connect bounded by a call's own deadline too (until, 0: none) and
+   its cancel token (NULL: none), for a call that makes the connection it
+   runs on: its deadline is often shorter than the connect timeout. */
+static asb_result asb__h2_connect(const asb_h2_desc *desc, int64_t until, const asb_cancel *cancel,
+                                  asb_h2_conn **out, asb_error *err);
+
 ASB_API asb_result asb_h2_connect(const asb_h2_desc *desc, asb_h2_conn **out, asb_error *err) {
+    return asb__h2_connect(desc, 0, NULL, out, err);
+}
+
+static asb_result asb__h2_connect(const asb_h2_desc *desc, int64_t until, const asb_cancel *cancel,
+                                  asb_h2_conn **out, asb_error *err) {
     asb_allocator a;
     asb_h2_conn *h;
     asb_url u;
@@ -12611,7 +12622,12 @@ ASB_API asb_result asb_h2_connect(const asb_h2_desc *desc, asb_h2_conn **out, as
     asb__set_cloexec_nonblock(h->wake[1]);
     timeout = desc->connect_timeout_ms > 0 ? desc->connect_timeout_ms : 10000;
     h->c->deadline = asb__now_ms() + timeout;
+    if (until && until < h->c->deadline) {
+        h->c->deadline = until;
+        timeout = until > asb__now_ms() ? (int)(until - asb__now_ms()) : 1;
+    }
     h->c->read_timeout_ms = timeout;
+    h->c->cancel = cancel;
     if (desc->dial) {
         r = desc->dial(desc->dial_user_data, host, u.port, &h->c->fd, err);
         if (r == ASB_OK && (h->c->fd < 0 || asb__set_cloexec_nonblock(h->c->fd) != 0))
@@ -12658,6 +12674,7 @@ ASB_API asb_result asb_h2_connect(const asb_h2_desc *desc, asb_h2_conn **out, as
         return r;
     }
     h->c->deadline = 0;
+    h->c->cancel = NULL; /* the call's, not the connection's */
     pthread_mutex_lock(&h->mu);
     asb__h2_start(h);
     pthread_mutex_unlock(&h->mu);
@@ -21106,11 +21123,12 @@ static asb_result asb__sd_h2_open(const asb_h2_desc *d, int64_t until, const asb
                                   asb_h2_conn **out, int *dropped, asb_error *err) {
     int ms = d->connect_timeout_ms > 0 ? d->connect_timeout_ms : 10000;
     int64_t by = asb__now_ms() + ms;
-    asb_result r = asb_h2_connect(d, out, err);
+    asb_result r = asb__h2_connect(d, until, cancel, out, err);
     *dropped = 0;
-    if (r != ASB_OK) return r;
-    r = asb__h2_await_preface(*out, until && until < by ? until : by, cancel, err);
-    *dropped = r == ASB_ERR_CONNECT;
+    if (r == ASB_OK) {
+        r = asb__h2_await_preface(*out, until && until < by ? until : by, cancel, err);
+        *dropped = r == ASB_ERR_CONNECT;
+    }
     if (r == ASB_ERR_TIMEOUT && err) {
         char hint[120];
         if (until && until < by)

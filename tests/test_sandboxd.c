@@ -703,6 +703,64 @@ ASBT_TEST(calls_recover_after_sandboxd_restarts) {
     asb_client_free(c);
 }
 
+/* A gRPC port whose connects never complete (a full backlog: the kernel
+   drops the SYNs, as for a pod IP that went away): the call's deadline
+   ends the connect, not the client's connect timeout (10 minutes here),
+   and a cancel token ends it too. The connect used the timeout alone.
+   The bound on how long each took is loose (30 s for 300 ms). */
+ASBT_TEST(a_connect_that_never_completes_ends_at_the_calls_deadline_or_cancel) {
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_error err;
+    asb_run_result rr;
+    asb_call_opts o;
+    asb_cancel *tok = NULL;
+    canceller k;
+    pthread_t th;
+    struct sockaddr_in a;
+    socklen_t al = sizeof a;
+    char addr[64];
+    int64_t t0;
+    int l = socket(AF_INET, SOCK_STREAM, 0), q = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASBT_CHECK(bind(l, (struct sockaddr *)&a, sizeof a) == 0 && listen(l, 0) == 0 &&
+               getsockname(l, (struct sockaddr *)&a, &al) == 0);
+    ASBT_CHECK(connect(q, (struct sockaddr *)&a, sizeof a) == 0); /* the one the backlog takes */
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", ntohs(a.sin_port));
+    memset(&d, 0, sizeof d);
+    d.mode = ASB_CONNECT_IN_POD;
+    d.sandboxd_grpc_addr = addr;
+    d.kube.http.connect_timeout_ms = 600000;
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
+    memset(&rr, 0, sizeof rr);
+    t0 = asb__now_ms();
+    ASBT_EQ_RES(asb_sandbox_run(sb, "echo never", 300, &rr, &err), ASB_ERR_TIMEOUT);
+    ASBT_CHECK(asb__now_ms() - t0 < 30000);
+    asb_run_result_free(&rr);
+    ASBT_CONTAINS(err.message, "the 300 ms deadline passed while connecting to sandboxd; the "
+                               "command was not sent");
+    ASBT_EQ_RES(asb_cancel_create(NULL, &tok, &err), ASB_OK);
+    memset(&o, 0, sizeof o);
+    o.timeout_ms = 120000;
+    o.cancel = tok;
+    k.token = tok;
+    k.after_ms = 300;
+    ASBT_CHECK(pthread_create(&th, NULL, cancel_later, &k) == 0);
+    t0 = asb__now_ms();
+    ASBT_EQ_RES(asb_sandbox_run_opts(sb, "echo never", &o, &rr, &err), ASB_ERR_CANCELLED);
+    ASBT_CHECK(asb__now_ms() - t0 < 30000);
+    pthread_join(th, NULL);
+    asb_run_result_free(&rr);
+    asb_client_free(c);
+    asb_cancel_free(tok);
+    close(q);
+    close(l);
+}
+
 /* A relay in front of sandboxd's gRPC port, as kubectl port-forward is
    one: it accepts, and for the first `drop` connections closes at once
    (kubectl does when it finds no way to the pod; seen under load after
@@ -1156,6 +1214,7 @@ ASBT_LIST(ASBT_CASE(handle_calls_work_on_sandboxd_as_on_the_legacy_runtime)
           ASBT_CASE(a_process_deadline_or_cancel_ends_it_and_bad_starts_say_why)
           ASBT_CASE(process_and_file_calls_are_spans_with_the_program_and_exit_code_only)
           ASBT_CASE(calls_recover_after_sandboxd_restarts)
+          ASBT_CASE(a_connect_that_never_completes_ends_at_the_calls_deadline_or_cancel)
           ASBT_CASE(a_grpc_connection_dropped_before_sandboxd_spoke_is_made_again)
           ASBT_CASE(the_legacy_runtime_refuses_sandboxd_calls_before_sending_anything)
           ASBT_CASE(in_pod_needs_sandboxds_addresses_and_has_no_kubernetes_api))
