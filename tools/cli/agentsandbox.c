@@ -155,7 +155,8 @@ static const char *const USAGE =
     "  130  cancelled by SIGINT, SIGTERM, SIGHUP or SIGQUIT (run: a second one\n"
     "       stops waiting for\n"
     "       the claim's delete and names the claim that may be left)\n"
-    "  exec and run exit with the remote command's own code once it ran.\n";
+    "  exec and run exit with the remote command's own code once it ran\n"
+    "  (minus a signal number: 128 + it, as a shell; outside 0-255: 255).\n";
 
 typedef struct cmd_help {
     const char *name;
@@ -407,6 +408,16 @@ static int usage_error(const cli *c, const char *fmt, ...) {
     va_end(ap);
     fprintf(stderr, "\nTry 'agentsandbox %s%s--help'.\n", c->sub ? c->sub : "", c->sub ? " " : "");
     return EXIT_USAGE;
+}
+
+/* The remote command's exit code as ours: 0-255 as it is; minus a signal
+   number (the legacy runtime's Python reports a signal so) as a shell
+   reports one, 128 + the signal; anything else 255. Never 0 for a code
+   that is not: `& 0xff` made a runtime's 256 a success. */
+static int remote_exit_code(int code) {
+    if (code >= 0 && code <= 255) return code;
+    if (code < 0 && code >= -127) return 128 - code;
+    return 255;
 }
 
 static int exit_code_for(asb_result r, const asb_error *e) {
@@ -1516,7 +1527,7 @@ static int exec_stream(cli *c, asb_sandbox *sb) {
         rc = output_lost(asb_sandbox_claim_name(sb), g_out_errno);
     } else {
         /* sandboxd tells a signal death without its number: 255 */
-        rc = code < 0 ? 255 : code & 0xff;
+        rc = code < 0 ? 255 : remote_exit_code(code);
     }
     asb_process_free(p);
     return rc;
@@ -1561,7 +1572,7 @@ static int run_on(cli *c, asb_sandbox *sb) {
             write_all(2, res.err.ptr, res.err.len) != 0)
             rc = errno == EPIPE ? EXIT_FAIL
                                 : output_lost(asb_sandbox_claim_name(sb), errno ? errno : EIO);
-        else rc = res.exit_code & 0xff;
+        else rc = remote_exit_code(res.exit_code);
     }
     asb_run_result_free(&res);
     return rc;

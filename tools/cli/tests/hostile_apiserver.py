@@ -54,6 +54,7 @@ the namespace show it; a DELETE there (or a POST
 without an answer until the client goes.
 """
 import json
+import re
 import os
 import socket
 import sys
@@ -275,6 +276,11 @@ class Handler(BaseHTTPRequestHandler):
             with open(os.path.join(sys.argv[1], "uploads"), "ab") as f:
                 f.write(body)
             self.send_json(200, {"message": "ok"})
+        elif self.path.split("?")[0] == "/execute" and b"exit-code=" in body:
+            # a runtime that reports the code the command names (256: no
+            # process exits so, a lying runtime may say it)
+            code = int(re.search(rb"exit-code=(-?[0-9]+)", body).group(1))
+            self.send_json(200, {"stdout": "", "stderr": "", "exit_code": code})
         elif self.path.split("?")[0] == "/execute":
             self.send_json(200, {"stdout": "out-of-the-sandbox\n", "stderr": "", "exit_code": 0})
         else:

@@ -441,6 +441,12 @@ ok exec-output-lost-says-so has_err 'exec in claim deep: its output could not be
 t 0 exec-output-written "$B" --kubeconfig "$OUT/hkc" --connect "direct=http://127.0.0.1:$hport" \
     exec deep -- echo hi
 ok exec-output-written-out out_is out-of-the-sandbox
+# the remote code as ours: 0-255 as is, minus a signal as a shell says
+# it, any other 255; `& 0xff` made a runtime's 256 (or -256) exit 0
+for pair in 3:3 255:255 256:255 -256:255 -9:137 -1:129 2147483647:255; do
+    t "${pair#*:}" "exec-remote-code${pair%%:*}" "$B" --kubeconfig "$OUT/hkc" \
+        --connect "direct=http://127.0.0.1:$hport" exec deep -- "exit-code=${pair%%:*}"
+done
 for v in -v -v=2 -v=10; do
     : >"$OUT/hostile/requests"
     t 0 "hostile-ls$v" "$B" --kubeconfig "$OUT/hkc" "$v" ls -A
