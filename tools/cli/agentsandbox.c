@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <dirent.h>
@@ -1624,12 +1625,36 @@ static void human(char *out, size_t cap, double v) {
     snprintf(out, cap, u ? "%.1f %s" : "%.0f %s", v, units[u]);
 }
 
-/* "label  12.0 MiB / 100.0 MiB  35.2 MiB/s  ETA 3s", redrawn at most 10
-   times a second; nothing at all when stderr is not a terminal. */
+/* s in exactly w columns, a code point taken as one: cut between code
+   points, never inside one (a cut sequence is not UTF-8 and a terminal
+   shows junk), keeping the end, where a path has its file's name, behind
+   "..."; padded with spaces. s is safe() already: no control bytes. */
+static void fit_label(char *out, size_t cap, const char *s, int w) {
+    size_t len = strlen(s), i, start = 0, o = 0;
+    int n = 0, skip;
+    for (i = 0; i < len; i++) n += ((unsigned char)s[i] & 0xC0) != 0x80;
+    if (n > w) { /* "..." then the last w - 3 code points */
+        skip = n - (w - 3);
+        for (start = 0; start < len && skip > 0; start++)
+            if (((unsigned char)s[start + 1] & 0xC0) != 0x80) skip--;
+        if (cap > 3) memcpy(out, "...", 3), o = 3;
+        n = w; /* "..." and w - 3 code points: no padding */
+    }
+    for (i = start; i < len && o + 1 < cap; i++) out[o++] = s[i];
+    for (; n < w && o + 1 < cap; n++) out[o++] = ' ';
+    out[o] = '\0';
+}
+
+/* "label  12.0 MiB / 100.0 MiB  35.2 MiB/s  ETA 3m05s", redrawn at most
+   10 times a second on one line of the terminal (a line wider than it
+   wraps, and the redraw then clears only its last row); nothing at all
+   when stderr is not a terminal. */
 static void progress(xfer *x, int final) {
-    char done[32], total[32], rate[32], eta[32] = "";
+    char done[32], total[32], rate[32], eta[32] = "", rest[128], label[4 * 40 + 8];
+    struct winsize ws;
     int64_t t;
     double secs, r;
+    int cols = 80, lw;
     if (!x->show) return;
     t = now_ms();
     if (!final && t - x->last_ms < 100) return;
@@ -1639,10 +1664,26 @@ static void progress(xfer *x, int final) {
     human(done, sizeof done, (double)x->done);
     human(total, sizeof total, (double)x->total);
     human(rate, sizeof rate, r);
-    if (x->total && r > 0 && !final)
-        snprintf(eta, sizeof eta, "  ETA %.0fs", (double)(x->total - x->done) / r);
-    fprintf(stderr, "\r\033[K%-40.40s %s%s%s  %s/s%s", x->label, done, x->total ? " / " : "",
-            x->total ? total : "", rate, eta);
+    if (x->total && r > 0 && !final) {
+        double left = (double)(x->total - x->done) / r;
+        if (left >= 100 * 3600.0)
+            snprintf(eta, sizeof eta, "  ETA >99h");
+        else if (left >= 3600)
+            snprintf(eta, sizeof eta, "  ETA %dh%02dm", (int)(left / 3600), (int)left % 3600 / 60);
+        else if (left >= 60)
+            snprintf(eta, sizeof eta, "  ETA %dm%02ds", (int)(left / 60), (int)left % 60);
+        else
+            snprintf(eta, sizeof eta, "  ETA %.0fs", left);
+    }
+    snprintf(rest, sizeof rest, " %s%s%s  %s/s%s", done, x->total ? " / " : "",
+             x->total ? total : "", rate, eta);
+    if (ioctl(2, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) cols = ws.ws_col;
+    /* the label takes what the numbers leave of the row, 40 at most */
+    lw = cols - 1 - (int)strlen(rest);
+    if (lw > 40) lw = 40;
+    if (lw < 8) lw = 8;
+    fit_label(label, sizeof label, x->label, lw);
+    fprintf(stderr, "\r\033[K%s%s", label, rest);
     if (final) fputc('\n', stderr);
     fflush(stderr);
 }

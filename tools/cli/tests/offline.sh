@@ -404,6 +404,38 @@ t 0 cp-down-over-a-hard-link umask_run 077 "$B" --kubeconfig "$OUT/hkc" \
     --connect "direct=http://127.0.0.1:$hport" cp deep:p/g "$OUT/modes/linked"
 ok cp-down-over-a-hard-link-600 eval "mode_is 600 '$OUT/modes/linked' && grep -qx public '$OUT/modes/profile'"
 rm -rf "$OUT/modes"
+# the progress bar on a terminal (a pty 60 columns wide): one row per
+# redraw however long the name, cut between code points (a name of 70
+# "ü" after an "a" cut at 40 bytes left half a character), the file's
+# end kept
+printf 'x%.0s' $(seq 1 5000) >"$OUT/a$(printf 'ü%.0s' $(seq 1 70))-end.txt"
+t 0 cp-progress-on-a-narrow-terminal python3 - "$B" --kubeconfig "$OUT/hkc" \
+    --connect "direct=http://127.0.0.1:$hport" cp "$OUT/a$(printf 'ü%.0s' $(seq 1 70))-end.txt" deep:/pb <<'PY'
+import fcntl, os, pty, re, struct, sys, termios
+pid, fd = pty.fork()
+if pid == 0:
+    fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 60, 0, 0))
+    os.execv(sys.argv[1], sys.argv[1:])
+out = b""
+while True:
+    try:
+        b = os.read(fd, 4096)
+    except OSError:
+        break
+    if not b:
+        break
+    out += b
+_, st = os.waitpid(pid, 0)
+text = out.decode("utf-8")  # strict: a cut sequence fails here
+rows = [re.sub(r"\x1b\[K", "", r).rstrip("\r\n") for r in re.split(r"\r(?!\n)", text)]
+rows = [r for r in rows if r.strip()]
+assert rows, text
+for r in rows:
+    assert len(r) <= 59, (len(r), r)
+    assert r.startswith("...") and "-end.txt" in r, r
+sys.exit(os.waitstatus_to_exitcode(st))
+PY
+rm -f "$OUT/"*-end.txt
 # cp -r up skips a file whose name has control characters (the library
 # sends no such path), names it escaped, sends the rest, exits 1 (R54;
 # before: exit 2 and the copy stopped there, files after it never sent)
