@@ -1650,7 +1650,7 @@ static void fit_label(char *out, size_t cap, const char *s, int w) {
    wraps, and the redraw then clears only its last row); nothing at all
    when stderr is not a terminal. */
 static void progress(xfer *x, int final) {
-    char done[32], total[32], rate[32], eta[32] = "", rest[128], label[4 * 40 + 8];
+    char done[32], total[32], rate[32], eta[32] = "", rest[192], label[4 * 40 + 8];
     struct winsize ws;
     int64_t t;
     double secs, r;
