@@ -1999,6 +1999,7 @@ static int rt_open_found_file(const struct rt_resolved *r)
 /* >>server (connections and responses) ===================================== */
 
 struct rt_conn {
+    struct rt_conn *handoff_next;   /* in g_handoff, until a worker takes it */
     int fd;
     char *buf;                      /* [0, head_len) the head; [body_pos, len) unread bytes */
     size_t cap, len, head_len, body_pos;
@@ -2040,14 +2041,22 @@ static pthread_cond_t g_cond;          /* monotonic clock; signalled on child ex
 static struct rt_conn *g_conns;
 static int g_active;                   /* listed connections, shed ones included */
 static int g_shed_pending;             /* shed connections still listed */
-static int g_threads;                  /* connection threads alive, closing ones included */
+static int g_threads;                  /* worker threads alive, idle ones included */
+static int g_idle;                     /* idle workers, less the connections queued for them */
+static struct rt_conn *g_handoff;      /* accepted connections queued for idle workers */
+static pthread_cond_t g_work_cond;     /* monotonic clock; signalled when one is queued */
 
-/* Connection threads past --max-connections: those of shed connections and
+/* Worker threads past --max-connections: those of shed connections and
    those in a lingering close (up to 2 s) after their slot was freed. A
    flood makes both faster than a loaded machine may end them, so the
-   accept loop waits while this many are alive: threads (256 KiB of stack
-   each) stay under max_connections + this, however hard the flood. */
+   accept loop waits while this many are busy: threads (256 KiB of stack
+   each) stay under max_connections + this, however hard the flood.
+   Workers are kept, not ended, after a connection (see rt_worker_main):
+   a thread that has counted itself out is still the kernel's for a while,
+   so a count of ending threads could never bound the real number. */
 #define RT_CLOSING_THREADS() (g_cfg.max_connections / 16 > 16 ? g_cfg.max_connections / 16 : 16)
+/* An idle worker ends after this long without a connection. */
+#define RT_WORKER_IDLE_S 30
 static atomic_int g_stopping;
 static int g_stop_pipe[2] = {-1, -1};
 
@@ -3513,9 +3522,8 @@ static void rt_linger_close(int fd)
     close(fd);
 }
 
-static void *rt_conn_main(void *arg)
+static void rt_serve_conn(struct rt_conn *c)
 {
-    struct rt_conn *c = arg;
     int linger = 0, shed;
     /* The accept loop listed it as waiting (RT_WAIT_NEW) so that a thread
        slow to start is not a slot nobody can take; from here the waits are
@@ -3598,11 +3606,39 @@ static void *rt_conn_main(void *arg)
         close(c->fd);
     free(c->buf);
     free(c);
-    pthread_mutex_lock(&g_lock);
-    g_threads--;
-    pthread_cond_broadcast(&g_cond);
-    pthread_mutex_unlock(&g_lock);
-    return NULL;
+}
+
+/* A worker serves one connection after another: the accept loop queues a
+   new one for an idle worker and starts a thread only when none is idle.
+   So the threads the kernel lists never outnumber g_threads by ones still
+   ending after they counted themselves out: that happens only to a
+   worker idle for RT_WORKER_IDLE_S, never during a flood. */
+static void *rt_worker_main(void *arg)
+{
+    struct rt_conn *c = arg;
+    for (;;) {
+        struct timespec ts;
+        rt_serve_conn(c);
+        ts = rt_abs_time(rt_now() + RT_WORKER_IDLE_S);
+        pthread_mutex_lock(&g_lock);
+        g_idle++;
+        pthread_cond_broadcast(&g_cond);
+        while (!g_handoff && !atomic_load(&g_stopping))
+            if (pthread_cond_timedwait(&g_work_cond, &g_lock, &ts) == ETIMEDOUT)
+                break;
+        c = g_handoff;
+        if (c) {
+            /* The accept loop counted this one out of g_idle when it queued it. */
+            g_handoff = c->handoff_next;
+            pthread_mutex_unlock(&g_lock);
+            continue;
+        }
+        g_idle--;
+        g_threads--;
+        pthread_cond_broadcast(&g_cond);
+        pthread_mutex_unlock(&g_lock);
+        return NULL;
+    }
 }
 
 static void *rt_reaper_main(void *arg)
@@ -3881,6 +3917,7 @@ int main(int argc, char **argv)
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&g_cond, &ca);
+    pthread_cond_init(&g_work_cond, &ca);
     if (pipe2(g_stop_pipe, O_CLOEXEC)) {
         rt_log("pipe: %s", strerror(errno));
         return 2;
@@ -3910,10 +3947,12 @@ int main(int argc, char **argv)
             last_sweep = now;
         }
         rt_shed_log(now);
-        if (ready > 0 && (pf[0].revents & POLLIN) && g_threads >= g_cfg.max_connections + RT_CLOSING_THREADS()) {
-            /* Too many threads still ending: the next connection waits in
-               the backlog until one has (shed ones were shut down, closing
-               ones take 2 s at most, so this is short). */
+        if (ready > 0 && (pf[0].revents & POLLIN) && !g_idle &&
+            g_threads >= g_cfg.max_connections + RT_CLOSING_THREADS()) {
+            /* No idle worker and too many busy with connections still
+               ending: the next connection waits in the backlog until one is
+               free (shed ones were shut down, closing ones take 2 s at most,
+               so this is short). */
             struct timespec ts = rt_abs_time(rt_now() + 0.1);
             pthread_cond_timedwait(&g_cond, &g_lock, &ts);
             pthread_mutex_unlock(&g_lock);
@@ -3973,15 +4012,30 @@ int main(int argc, char **argv)
             continue;
         }
         g_active++;
-        g_threads++;
         c->waiting = RT_WAIT_NEW;
         c->wait_since = now;
         c->next = g_conns;
         if (g_conns)
             g_conns->prev = c;
         g_conns = c;
+        /* An idle worker may have ended since the check above. */
+        while (!g_idle && g_threads >= g_cfg.max_connections + RT_CLOSING_THREADS()) {
+            struct timespec ts = rt_abs_time(rt_now() + 0.1);
+            pthread_cond_timedwait(&g_cond, &g_lock, &ts);
+        }
+        if (g_idle) {
+            /* A stack, not a queue: any idle worker will do, and each takes
+               one at once. */
+            g_idle--;
+            c->handoff_next = g_handoff;
+            g_handoff = c;
+            pthread_cond_signal(&g_work_cond);
+            pthread_mutex_unlock(&g_lock);
+            continue;
+        }
+        g_threads++;
         pthread_mutex_unlock(&g_lock);
-        if (pthread_create(&tid, &ta, rt_conn_main, c)) {
+        if (pthread_create(&tid, &ta, rt_worker_main, c)) {
             pthread_mutex_lock(&g_lock);
             if (c->next)
                 c->next->prev = NULL;
