@@ -1812,8 +1812,11 @@ typedef struct asb_http_client_desc {
        ::1) is closed before a byte is sent, ASB_ERR_CONNECT, unless the
        socket listening there, and the one that accepted it, belong to
        this process's effective user (asked of the kernel: sock_diag,
-       Linux; not checked elsewhere). The SDK turns it on for its kubectl
-       tunnels: a port kubectl has left can be bound by any local user. */
+       Linux; not checked elsewhere). Run as the overflow uid (a user
+       namespace with no map for us) every such connection is refused:
+       other users read as that uid too. The SDK turns it on for its
+       kubectl tunnels: a port kubectl has left can be bound by any local
+       user. */
     int loopback_same_user;
 } asb_http_client_desc;
 
@@ -9041,15 +9044,37 @@ static asb_result asb__loopback_peer_check(int fd, const char *host, int port, a
         const struct sockaddr_in6 *p6 = (const struct sockaddr_in6 *)&peer;
         static const unsigned char lo6[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
         static const unsigned char v4m[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-        if (memcmp(&p6->sin6_addr, lo6, 16) != 0 &&
-            !(memcmp(&p6->sin6_addr, v4m, 12) == 0 && p6->sin6_addr.s6_addr[12] == 127))
+        int mapped = memcmp(&p6->sin6_addr, v4m, 12) == 0;
+        if (memcmp(&p6->sin6_addr, lo6, 16) != 0 && !(mapped && p6->sin6_addr.s6_addr[12] == 127))
             return ASB_OK;
         pa = &p6->sin6_addr;
         pp = p6->sin6_port;
         ma = &((const struct sockaddr_in6 *)&me)->sin6_addr;
         mp = ((const struct sockaddr_in6 *)&me)->sin6_port;
+        if (mapped) { /* ::ffff:127.x: the kernel keeps it as IPv4 */
+            family = AF_INET;
+            pa = p6->sin6_addr.s6_addr + 12;
+            ma = ((const struct sockaddr_in6 *)&me)->sin6_addr.s6_addr + 12;
+        }
     } else {
         return ASB_OK; /* not TCP/IP: no port anyone could take */
+    }
+    {
+        /* A uid the user namespace we run in cannot name reads as the
+           overflow uid: every other user outside it then looks alike, and
+           like us if that is what we are. The comparison proves nothing. */
+        unsigned overflow = 65534;
+        FILE *f = fopen("/proc/sys/kernel/overflowuid", "re");
+        if (f) {
+            if (fscanf(f, "%u", &overflow) != 1) overflow = 65534;
+            fclose(f);
+        }
+        if ((unsigned)uid == overflow)
+            return asb__fail(err, ASB_ERR_CONNECT,
+                             "connect to %s port %d: this process runs as the overflow user %u "
+                             "(unmapped in its user namespace), so whose socket listens there "
+                             "cannot be told: nothing is sent to it (ASB_CONNECT_NATIVE_TUNNEL "
+                             "has no local port to check)", hq, port, overflow);
     }
     e = asb__diag_lookup(family, pa, pp, NULL, 0, &lm);
     if (e == ENOENT)
