@@ -1818,6 +1818,17 @@ typedef struct asb_http_client_desc {
        kubectl tunnels: a port kubectl has left can be bound by any local
        user. */
     int loopback_same_user;
+    /* default 0: 30. TCP keepalive on every connection this client makes
+       (a dial callback's sockets are the callback's): after this many
+       seconds with nothing received the kernel probes the peer, then
+       every third of it, and after 3 unanswered probes the connection
+       fails (ASB_ERR_RECV, "timed out"); bytes sent and not acknowledged
+       for as long fail it too (TCP_USER_TIMEOUT, Linux). So a peer that
+       vanished without a word (its node gone, a NAT's state dropped)
+       ends a call that has no deadline of its own in about 2x this, not
+       never. A live peer answers the probes, however long it stays
+       silent. -1: off. At most 32767 */
+    int tcp_keepalive_s;
 } asb_http_client_desc;
 
 /* Owns the connection pool and the TLS state. Thread safety: requests may
@@ -1980,6 +1991,10 @@ typedef struct asb_h2_desc {
                        asb_error *err);
     void *dial_user_data;
     int loopback_same_user;      /* as asb_http_client_desc's */
+    int tcp_keepalive_s;         /* as asb_http_client_desc's (default 30 s):
+                                    a gRPC stream with no deadline, to a
+                                    peer gone without a word, fails instead
+                                    of waiting forever */
 } asb_h2_desc;
 
 /* A request header: NUL-terminated name (lowercase, as HTTP/2 requires)
@@ -8610,6 +8625,7 @@ typedef struct asb__conn {
     char key[ASB__POOL_KEY_SIZE]; /* scheme://host:port (+ proxy) */
     int64_t deadline;       /* absolute ms for the current call, 0: none */
     int read_timeout_ms;
+    int keepalive_s;        /* TCP keepalive idle time for asb__tcp_connect; 0: off */
     int timed_out;          /* the last I/O failure was a timeout */
     int cancelled;          /* ... or the call's cancel token */
     const asb_cancel *cancel; /* the current call's token, NULL: none */
@@ -9114,6 +9130,52 @@ static asb_result asb__loopback_peer_check(int fd, const char *host, int port, a
 #endif
 }
 
+/* tcp_keepalive_s as documented: 0 is the default, negative is off. */
+static int asb__keepalive_s(int v) {
+    if (v < 0) return 0;
+    if (v == 0) return 30;
+    return v > 32767 ? 32767 : v; /* TCP_KEEPIDLE's limit */
+}
+
+/* Probes after idle_s of silence, then every third of it, 3 of them: a
+   peer gone without a FIN or RST (a powered-off node, a dropped NAT
+   entry) fails the socket with ETIMEDOUT after about 2 x idle_s, where
+   a read with no deadline would wait forever. Best effort: a platform
+   without the knobs keeps its defaults (hours) or none. */
+static void asb__set_keepalive(int fd, int idle_s) {
+    int one = 1;
+    if (idle_s <= 0) return;
+    if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one) != 0) return;
+    {
+        int intvl = idle_s / 3 > 0 ? idle_s / 3 : 1, cnt = 3;
+#if defined(TCP_KEEPIDLE)
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof idle_s);
+#elif defined(TCP_KEEPALIVE) /* macOS's name for it */
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPALIVE, &idle_s, sizeof idle_s);
+#endif
+#ifdef TCP_KEEPINTVL
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+#endif
+#ifdef TCP_KEEPCNT
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+#endif
+#ifdef TCP_USER_TIMEOUT
+        {
+            /* Keepalive probes only an idle connection: one whose last
+               bytes were not acknowledged when the peer vanished is
+               retransmitted for ~15 minutes instead. This bounds that
+               too, at the same total (Linux; a live peer that does not
+               read still answers the kernel's window probes, which
+               Linux counts as life since 5.12). */
+            unsigned ms = (unsigned)(idle_s + cnt * intvl) * 1000u;
+            setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof ms);
+        }
+#endif
+        (void)intvl;
+        (void)cnt;
+    }
+}
+
 /* Resolves and connects, trying each address in turn within the timeout.
    The socket is non-blocking and close-on-exec. */
 static asb_result asb__tcp_connect(asb__conn *c, const char *host, int port,
@@ -9163,6 +9225,7 @@ static asb_result asb__tcp_connect(asb__conn *c, const char *host, int port,
         setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
 #endif
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        asb__set_keepalive(fd, c->keepalive_s);
         c->fd = fd;
         if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
         if (errno == EINPROGRESS || errno == EINTR) {
@@ -9882,6 +9945,7 @@ struct asb_http_client {
     asb_result (*dial)(void *, const char *, int, int *, asb_error *); /* NULL: TCP */
     void *dial_user;
     int loopback_same_user;  /* see asb_http_client_desc */
+    int keepalive_s;         /* resolved tcp_keepalive_s; 0: off */
     pthread_mutex_t lock;    /* guards the pool */
     asb__conn *idle[ASB__MAX_POOL];
     int idle_count;
@@ -10051,6 +10115,7 @@ ASB_API asb_result asb_http_client_create(const asb_http_client_desc *desc,
     cl->dial = desc->dial;
     cl->dial_user = desc->dial_user_data;
     cl->loopback_same_user = desc->loopback_same_user;
+    cl->keepalive_s = asb__keepalive_s(desc->tcp_keepalive_s);
     pthread_mutex_init(&cl->lock, NULL);
     /* defaults, in one place */
     cl->connect_timeout_ms = desc->connect_timeout_ms > 0 ? desc->connect_timeout_ms : 10000;
@@ -10304,6 +10369,7 @@ static asb_result asb__conn_open(asb_http_client *cl, const asb_url *u, const ch
     c->deadline = deadline;
     c->cancel = cancel;
     c->read_timeout_ms = cl->read_timeout_ms;
+    c->keepalive_s = cl->keepalive_s;
     snprintf(c->key, sizeof c->key, "%s", key);
     if (via_proxy) {
         char phost[300], *req;
@@ -11637,6 +11703,7 @@ struct asb_h2_conn {
     char dead_msg[200];
     asb_h2_stream *streams;
     int tls_error;          /* the mbedTLS code that ended the connection */
+    int read_errno;         /* the errno that ended it (0: an orderly close) */
     int sd_borrowers;       /* the sandboxd runtime's callers that hold it
                                without a stream yet (under its handle's
                                h2_lock): while > 0 it is not freed */
@@ -12443,6 +12510,8 @@ static long asb__h2_read_some(asb_h2_conn *h, char *buf, size_t cap) {
             if (n == MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET) continue;
 #endif
             h->tls_error = n;
+            if (n == MBEDTLS_ERR_NET_RECV_FAILED || n == MBEDTLS_ERR_NET_CONN_RESET)
+                h->read_errno = c->last_errno;
             return -1;
         }
     }
@@ -12451,6 +12520,7 @@ static long asb__h2_read_some(asb_h2_conn *h, char *buf, size_t cap) {
         ssize_t n = recv(c->fd, buf, cap, 0);
         if (n > 0) return (long)n;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
+        h->read_errno = n < 0 ? errno : 0;
         return -1;
     }
 }
@@ -12571,8 +12641,17 @@ static void *asb__h2_io(void *arg) {
         }
         pthread_cond_broadcast(&h->cv); /* writers wait for room */
         if (closed) {
-            asb__h2_io_failed(h, h->goaway ? "connection closed by the peer after GOAWAY"
-                                           : "connection closed by the peer");
+            char what[128];
+            if (h->read_errno == ETIMEDOUT)
+                /* TCP keepalive (or retransmission) gave up on the peer */
+                snprintf(what, sizeof what, "connection timed out: the peer stopped answering "
+                                            "(gone without closing it)");
+            else if (h->read_errno)
+                snprintf(what, sizeof what, "connection lost: %s", strerror(h->read_errno));
+            else
+                snprintf(what, sizeof what, "%s", h->goaway ? "connection closed by the peer after GOAWAY"
+                                                            : "connection closed by the peer");
+            asb__h2_io_failed(h, what);
             break;
         }
         if (h->dead && h->out.len == h->out_pos) break;
@@ -12652,6 +12731,7 @@ static asb_result asb__h2_connect(const asb_h2_desc *desc, int64_t until, const 
         timeout = until > asb__now_ms() ? (int)(until - asb__now_ms()) : 1;
     }
     h->c->read_timeout_ms = timeout;
+    h->c->keepalive_s = asb__keepalive_s(desc->tcp_keepalive_s);
     h->c->cancel = cancel;
     if (desc->dial) {
         r = desc->dial(desc->dial_user_data, host, u.port, &h->c->fd, err);
@@ -22560,6 +22640,7 @@ ASB_API asb_result asb_client_create(const asb_client_desc *desc, asb_client **o
     c->h2_desc.log = c->log;
     c->h2_desc.connect_timeout_ms = desc->kube.http.connect_timeout_ms;
     c->h2_desc.loopback_same_user = hd.loopback_same_user;
+    c->h2_desc.tcp_keepalive_s = desc->kube.http.tcp_keepalive_s;
     {
         /* the local tunnel's, stopped until the first claim */
         int rp = c->router_port;

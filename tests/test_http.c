@@ -424,6 +424,103 @@ ASBT_TEST(multipart_framing_escapes_quotes_and_backslashes_as_the_runtimes_decod
     asb_multipart_free(&mp);
 }
 
+/* tcp_keepalive_s reaches every connection's socket: the default 30 s
+   (probes every 10 s, 3 of them, 60 s for unacknowledged bytes), a value
+   of the caller's, and -1 for none. The client's socket is found among
+   our descriptors by its peer, a listener that accepts and never answers,
+   while the request waits. (That a vanished peer then fails the call is
+   tests/test_sandboxd.c's case, with packets really dropped.) */
+#if defined(__linux__) && defined(TCP_USER_TIMEOUT)
+typedef struct ka_req {
+    asb_http_client *cl;
+    const char *url;
+    asb_result r;
+} ka_req;
+
+static void *ka_req_run(void *arg) {
+    ka_req *q = (ka_req *)arg;
+    asb_http_request req;
+    asb_http_response resp;
+    asb_error err;
+    memset(&req, 0, sizeof req);
+    req.url = q->url;
+    req.timeout_ms = 20000;
+    q->r = asb_http_do(q->cl, &req, &resp, &err);
+    asb_http_response_free(&resp);
+    return NULL;
+}
+
+static int ka_client_fd(int port) {
+    int fd;
+    for (fd = 3; fd < 1024; fd++) {
+        struct sockaddr_in a;
+        socklen_t al = sizeof a;
+        if (getpeername(fd, (struct sockaddr *)&a, &al) == 0 && a.sin_family == AF_INET &&
+            ntohs(a.sin_port) == port)
+            return fd;
+    }
+    return -1;
+}
+
+static int ka_opt(int fd, int level, int name) {
+    int v = -1;
+    socklen_t vl = sizeof v;
+    if (getsockopt(fd, level, name, &v, &vl) != 0) return -2;
+    return v;
+}
+#endif
+
+ASBT_TEST(tcp_keepalive_is_set_on_each_connection_as_configured) {
+#if defined(__linux__) && defined(TCP_USER_TIMEOUT)
+    static const int given[3] = {0, 7, -1};
+    static const int idle[3] = {30, 7, 0}, intvl[3] = {10, 2, 0}, user[3] = {60000, 13000, 0};
+    int i;
+    for (i = 0; i < 3; i++) {
+        asb_http_client_desc d;
+        ka_req q;
+        pthread_t t;
+        struct sockaddr_in a;
+        socklen_t al = sizeof a;
+        struct pollfd pf;
+        char url[64];
+        asb_error err;
+        int l = socket(AF_INET, SOCK_STREAM, 0), s, fd;
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        ASBT_CHECK(l >= 0 && bind(l, (struct sockaddr *)&a, sizeof a) == 0 && listen(l, 4) == 0 &&
+                   getsockname(l, (struct sockaddr *)&a, &al) == 0);
+        snprintf(url, sizeof url, "http://127.0.0.1:%d/", ntohs(a.sin_port));
+        memset(&d, 0, sizeof d);
+        d.retry.max_attempts = 1;
+        d.tcp_keepalive_s = given[i];
+        ASBT_EQ_RES(asb_http_client_create(&d, &q.cl, &err), ASB_OK);
+        q.url = url;
+        q.r = ASB_OK;
+        ASBT_CHECK(pthread_create(&t, NULL, ka_req_run, &q) == 0);
+        pf.fd = l;
+        pf.events = POLLIN;
+        s = poll(&pf, 1, 20000) == 1 ? accept(l, NULL, NULL) : -1;
+        fd = ka_client_fd(ntohs(a.sin_port));
+        if (s >= 0 && fd >= 0) {
+            ASBT_EQ_INT(ka_opt(fd, SOL_SOCKET, SO_KEEPALIVE), given[i] < 0 ? 0 : 1);
+            if (given[i] >= 0) {
+                ASBT_EQ_INT(ka_opt(fd, IPPROTO_TCP, TCP_KEEPIDLE), idle[i]);
+                ASBT_EQ_INT(ka_opt(fd, IPPROTO_TCP, TCP_KEEPINTVL), intvl[i]);
+                ASBT_EQ_INT(ka_opt(fd, IPPROTO_TCP, TCP_KEEPCNT), 3);
+            }
+            ASBT_EQ_INT(ka_opt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT), user[i]);
+        }
+        if (s >= 0) close(s); /* the request ends: the peer closed */
+        pthread_join(t, NULL);
+        close(l);
+        asb_http_client_free(q.cl);
+        ASBT_CHECK(s >= 0 && fd >= 0);
+        ASBT_CHECK(q.r != ASB_OK);
+    }
+#endif
+}
+
 ASBT_LIST(
     ASBT_CASE(urls_parse_with_ports_ipv6_paths_and_queries)
     ASBT_CASE(bad_urls_are_refused_with_a_reason)
@@ -440,5 +537,6 @@ ASBT_LIST(
     ASBT_CASE(retry_after_is_read_as_seconds_or_an_http_date)
     ASBT_CASE(request_headers_with_cr_lf_are_never_sent)
     ASBT_CASE(multipart_framing_escapes_quotes_and_backslashes_as_the_runtimes_decode)
+    ASBT_CASE(tcp_keepalive_is_set_on_each_connection_as_configured)
 )
 ASBT_MAIN()

@@ -4,6 +4,7 @@
    SANDBOXD_REST_ADDR / SANDBOXD_GRPC_ADDR, no cluster. The cluster paths
    (pod tunnel, AUTO from a template) are tests/test_sdk_cluster.c's.
    Usage: ASB_SANDBOXD=/path/to/sandboxd test_sandboxd [case-substring...] */
+#define _GNU_SOURCE 1 /* unshare, setns, pthread_timedjoin_np (the keepalive case) */
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
 #include "asbtest.h"
@@ -14,6 +15,9 @@
 #include <sys/wait.h>
 #include <poll.h>
 #include <stdint.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <sched.h>
 
 static char root[256];   /* sandboxd's --root-dir */
 static pid_t sbd_pid;
@@ -1193,6 +1197,155 @@ ASBT_TEST(process_and_file_calls_are_spans_with_the_program_and_exit_code_only) 
 
 static int setup_ok;
 
+/* TCP keepalive (asb_http_client_desc.tcp_keepalive_s, which the SDK gives
+   its gRPC connections too): a process stream with no deadline, on a
+   sandboxd whose host then drops every packet (no FIN, no RST: a node
+   powered off), fails after a few probes instead of waiting forever.
+   sandboxd runs in a network namespace of its own, joined to the test's
+   (also its own, made here; root) by a veth pair; "gone" is its side's
+   egress queue set to hold no packet. Addresses are from 198.18.0.0/15,
+   the benchmarking range, inside these namespaces only. */
+typedef struct ka_wait {
+    asb_process *p;
+    asb_result r;
+    int code;
+    asb_error err;
+} ka_wait;
+
+static void *ka_wait_run(void *arg) {
+    ka_wait *w = (ka_wait *)arg;
+    w->r = asb_process_wait(w->p, 0, &w->code, &w->err);
+    return NULL;
+}
+
+static int ka_sh(const char *fmt, ...) {
+    char cmd[512];
+    va_list ap;
+    int st;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    st = system(cmd);
+    if (st != 0) fprintf(stderr, "    `%s` exited %d\n", cmd, st);
+    return st == 0;
+}
+
+ASBT_TEST(a_stream_to_a_peer_gone_silent_fails_by_keepalive_instead_of_waiting_forever) {
+    int home = -1, go[2] = {-1, -1}, up[2] = {-1, -1}, ok = 0, joined = 0, i;
+    pid_t spid = -1;
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb_sandbox *sb = NULL;
+    asb_process_opts po;
+    asb_process *p = NULL;
+    asb_error err;
+    ka_wait w;
+    pthread_t t;
+    char rest_env[300] = "", grpc_env[300] = "", ch;
+    const char *bin = getenv("ASB_SANDBOXD");
+    if (geteuid() != 0) fprintf(stderr, "    needs root: it makes network namespaces\n");
+    ASBT_CHECK(geteuid() == 0 && bin != NULL);
+    snprintf(rest_env, sizeof rest_env, "%s", getenv("SANDBOXD_REST_ADDR"));
+    snprintf(grpc_env, sizeof grpc_env, "%s", getenv("SANDBOXD_GRPC_ADDR"));
+    memset(&w, 0, sizeof w);
+    /* this thread (and the threads it starts) into a namespace of its own,
+       back home at the end */
+    home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    ASBT_CHECK(home >= 0);
+    ASBT_CHECK(pipe(go) == 0 && pipe(up) == 0);
+    if (unshare(CLONE_NEWNET) != 0) {
+        fprintf(stderr, "    unshare(CLONE_NEWNET): %s\n", strerror(errno));
+        close(home);
+        ASBT_CHECK(0);
+    }
+    spid = fork();
+    if (spid == 0) {
+        int dn = open("/dev/null", O_WRONLY);
+        setpgid(0, 0); /* sandboxd and its socats: one kill */
+        if (unshare(CLONE_NEWNET) != 0) _exit(3);
+        if (write(up[1], "u", 1) != 1) _exit(3);
+        if (read(go[0], &ch, 1) != 1) _exit(3); /* its link is set up */
+        if (dn >= 0) {
+            dup2(dn, 1);
+            dup2(dn, 2);
+        }
+        /* sandboxd binds 127.0.0.1 only: socat carries the veth's
+           address to it, in the same namespace (so silent with it) */
+        setenv("ASB_KA_ROOT", root, 1);
+        setenv("ASB_KA_BIN", bin, 1);
+        execl("/bin/sh", "sh", "-c",
+              "for p in 7101 7102; do socat TCP-LISTEN:$p,bind=198.18.0.2,fork,reuseaddr "
+              "TCP:127.0.0.1:$p & done; exec \"$ASB_KA_BIN\" --rest-port 7101 --grpc-port 7102 "
+              "--root-dir=\"$ASB_KA_ROOT\" --shutdown-timeout=1s", (char *)NULL);
+        _exit(127);
+    }
+    if (spid < 0 || read(up[0], &ch, 1) != 1) goto out;
+    if (!ka_sh("ip link set lo up && ip link add asbka0 type veth peer name asbka1 netns %d && "
+               "ip addr add 198.18.0.1/30 dev asbka0 && ip link set asbka0 up", (int)spid) ||
+        !ka_sh("nsenter -t %d -n sh -c 'ip link set lo up && ip addr add 198.18.0.2/30 dev asbka1 "
+               "&& ip link set asbka1 up'", (int)spid))
+        goto out;
+    if (write(go[1], "g", 1) != 1) goto out;
+    setenv("SANDBOXD_REST_ADDR", "198.18.0.2:7101", 1);
+    setenv("SANDBOXD_GRPC_ADDR", "198.18.0.2:7102", 1);
+    memset(&d, 0, sizeof d);
+    d.mode = ASB_CONNECT_IN_POD;
+    d.kube.http.tcp_keepalive_s = 2; /* probes at 2 s of silence, then every 1 s, 3 of them */
+    if (asb_client_create(&d, &c, &err) != ASB_OK || asb_client_sandbox_in_pod(c, &sb, &err) != ASB_OK) {
+        fprintf(stderr, "    client: %s\n", err.message);
+        goto out;
+    }
+    memset(&po, 0, sizeof po);
+    po.shell = "exec sleep 600";
+    for (i = 0; i < 200; i++) { /* sandboxd starting: up to 20 s */
+        if (asb_sandbox_process_start(sb, &po, &p, &err) == ASB_OK) break;
+        asb__sleep_ms(100);
+    }
+    if (!p) {
+        fprintf(stderr, "    start: %s\n", err.message);
+        goto out;
+    }
+    /* the sandbox's host goes silent */
+    if (!ka_sh("nsenter -t %d -n tc qdisc add dev asbka1 root pfifo limit 0", (int)spid)) goto out;
+    w.p = p;
+    w.r = ASB_OK;
+    ASBT_CHECK(pthread_create(&t, NULL, ka_wait_run, &w) == 0);
+    {
+        /* the probes end it within seconds; the bound is for a machine
+           under load, and for the old code, which never returned */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 120;
+        joined = pthread_timedjoin_np(t, NULL, &ts) == 0;
+    }
+    if (!joined) {
+        fprintf(stderr, "    the wait had not returned after 120 s\n");
+        /* let the close through so that the waiting thread ends */
+        ka_sh("nsenter -t %d -n tc qdisc del dev asbka1 root", (int)spid);
+        kill(-spid, SIGKILL);
+        pthread_join(t, NULL);
+        goto out;
+    }
+    fprintf(stderr, "    %s: %s\n", asb_result_str(w.r), w.err.message);
+    ok = w.r != ASB_OK && w.r != ASB_ERR_TIMEOUT && strstr(w.err.message, "timed out") != NULL;
+out:
+    if (p) asb_process_free(p);
+    if (c) asb_client_free(c);
+    if (spid > 0) {
+        kill(-spid, SIGKILL);
+        kill(spid, SIGKILL);
+        waitpid(spid, NULL, 0);
+    }
+    if (go[0] >= 0) close(go[0]), close(go[1]);
+    if (up[0] >= 0) close(up[0]), close(up[1]);
+    ASBT_CHECK(setns(home, CLONE_NEWNET) == 0);
+    close(home);
+    setenv("SANDBOXD_REST_ADDR", rest_env, 1);
+    setenv("SANDBOXD_GRPC_ADDR", grpc_env, 1);
+    ASBT_CHECK(joined);
+    ASBT_CHECK(ok);
+}
+
 static int check_sandboxd(const char *name, int failed) {
     (void)name;
     (void)failed;
@@ -1217,7 +1370,8 @@ ASBT_LIST(ASBT_CASE(handle_calls_work_on_sandboxd_as_on_the_legacy_runtime)
           ASBT_CASE(a_connect_that_never_completes_ends_at_the_calls_deadline_or_cancel)
           ASBT_CASE(a_grpc_connection_dropped_before_sandboxd_spoke_is_made_again)
           ASBT_CASE(the_legacy_runtime_refuses_sandboxd_calls_before_sending_anything)
-          ASBT_CASE(in_pod_needs_sandboxds_addresses_and_has_no_kubernetes_api))
+          ASBT_CASE(in_pod_needs_sandboxds_addresses_and_has_no_kubernetes_api)
+          ASBT_CASE(a_stream_to_a_peer_gone_silent_fails_by_keepalive_instead_of_waiting_forever))
 
 int run_all(int argc, char **argv);
 #define main run_all
