@@ -8901,7 +8901,8 @@ typedef struct asb__diag_msg {
 #define ASB__NLM_F_REQUEST 1
 #define ASB__NLMSG_ERROR 2
 
-/* Tests set it to take the /proc/net path where sock_diag works. */
+/* Tests set it to take the /proc/net path where sock_diag works: 1 as
+   if the netlink socket were refused, 2 as if the query were (EACCES). */
 static int asb__diag_use_proc;
 
 /* An address as /proc/net/tcp[6] prints it: each 32-bit word of the
@@ -8994,19 +8995,21 @@ static int asb__diag_lookup(int family, const void *addr, uint16_t port, const v
     memcpy(q.id.src, addr, alen);
     if (raddr) memcpy(q.id.dst, raddr, alen);
     q.id.cookie[0] = q.id.cookie[1] = ~0u; /* INET_DIAG_NOCOOKIE */
-    fd = asb__diag_use_proc ? -1 : asb__socket_cloexec(AF_NETLINK, SOCK_DGRAM, ASB__NETLINK_SOCK_DIAG);
+    fd = asb__diag_use_proc == 1 ? -1 : asb__socket_cloexec(AF_NETLINK, SOCK_DGRAM, ASB__NETLINK_SOCK_DIAG);
     if (fd < 0) return asb__proc_net_lookup(family, addr, port, raddr, rport, m);
     /* the kernel answers at once; a bound on the wait all the same */
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    if (send(fd, &q, sizeof q, 0) != (ssize_t)sizeof q) {
-        e = errno ? errno : EIO;
+    if (asb__diag_use_proc == 2 || send(fd, &q, sizeof q, 0) != (ssize_t)sizeof q) {
+        /* an LSM may refuse the query where it let the socket be made:
+           /proc/net tells the same */
         close(fd);
-        return e;
+        return asb__proc_net_lookup(family, addr, port, raddr, rport, m);
     }
     do n = recv(fd, a.b, sizeof a.b, 0);
     while (n < 0 && errno == EINTR);
-    if (n < 0) e = errno ? errno : EIO;
     close(fd);
+    if (n < 0) /* no answer in 2 s, or refused: ask /proc/net */
+        return asb__proc_net_lookup(family, addr, port, raddr, rport, m);
     if (n < 16) return e;
     {
         uint32_t len;
@@ -9018,9 +9021,11 @@ static int asb__diag_lookup(int family, const void *addr, uint16_t port, const v
             int32_t code;
             if (len < 20) return EIO;
             memcpy(&code, a.b + 16, 4);
-            /* ENOENT is also the kernel's word for "no TCP diag module":
-               /proc/net says which */
-            if (code == -ENOENT) return asb__proc_net_lookup(family, addr, port, raddr, rport, m);
+            /* ENOENT is also the kernel's word for "no TCP diag module",
+               and a refusal (EACCES, EPERM: an LSM) is the query's, not
+               the answer's: /proc/net says which */
+            if (code == -ENOENT || code == -EACCES || code == -EPERM)
+                return asb__proc_net_lookup(family, addr, port, raddr, rport, m);
             return code < 0 && code > -4096 ? -code : EIO;
         }
         if (type != ASB__SOCK_DIAG_BY_FAMILY || len < 16 + sizeof *m) return EIO;
