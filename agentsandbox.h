@@ -1822,12 +1822,11 @@ typedef struct asb_http_client_desc {
        (a dial callback's sockets are the callback's): after this many
        seconds with nothing received the kernel probes the peer, then
        every third of it, and after 3 unanswered probes the connection
-       fails (ASB_ERR_RECV, "timed out"); bytes sent and not acknowledged
-       for as long fail it too (TCP_USER_TIMEOUT, Linux). So a peer that
-       vanished without a word (its node gone, a NAT's state dropped)
-       ends a call that has no deadline of its own in about 2x this, not
-       never. A live peer answers the probes, however long it stays
-       silent. -1: off. At most 32767 */
+       fails (ASB_ERR_RECV, "timed out"). So a peer that vanished
+       without a word (its node gone, a NAT's state dropped) ends a
+       watch or a call in about 2x this, not at its deadline or never. A
+       live peer answers the probes, however long it stays silent or
+       leaves an upload unread. -1: off. At most 32767 */
     int tcp_keepalive_s;
 } asb_http_client_desc;
 
@@ -1994,7 +1993,12 @@ typedef struct asb_h2_desc {
     int tcp_keepalive_s;         /* as asb_http_client_desc's (default 30 s):
                                     a gRPC stream with no deadline, to a
                                     peer gone without a word, fails instead
-                                    of waiting forever */
+                                    of waiting forever. Here bytes unacked
+                                    as long fail it too (TCP_USER_TIMEOUT,
+                                    Linux): a peer's HTTP/2 reader drains
+                                    the socket whatever flow control
+                                    holds, so a closed TCP window that long
+                                    is a peer frozen or gone */
 } asb_h2_desc;
 
 /* A request header: NUL-terminated name (lowercase, as HTTP/2 requires)
@@ -8626,6 +8630,7 @@ typedef struct asb__conn {
     int64_t deadline;       /* absolute ms for the current call, 0: none */
     int read_timeout_ms;
     int keepalive_s;        /* TCP keepalive idle time for asb__tcp_connect; 0: off */
+    int keepalive_unacked;  /* ... and bound unacknowledged bytes as long (HTTP/2) */
     int timed_out;          /* the last I/O failure was a timeout */
     int cancelled;          /* ... or the call's cancel token */
     const asb_cancel *cancel; /* the current call's token, NULL: none */
@@ -9147,7 +9152,7 @@ static int asb__keepalive_s(int v) {
    entry) fails the socket with ETIMEDOUT after about 2 x idle_s, where
    a read with no deadline would wait forever. Best effort: a platform
    without the knobs keeps its defaults (hours) or none. */
-static void asb__set_keepalive(int fd, int idle_s) {
+static void asb__set_keepalive(int fd, int idle_s, int bound_unacked) {
     int one = 1;
     if (idle_s <= 0) return;
     if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one) != 0) return;
@@ -9165,17 +9170,19 @@ static void asb__set_keepalive(int fd, int idle_s) {
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
 #endif
 #ifdef TCP_USER_TIMEOUT
-        {
+        if (bound_unacked) {
             /* Keepalive probes only an idle connection: one whose last
                bytes were not acknowledged when the peer vanished is
                retransmitted for ~15 minutes instead. This bounds that
-               too, at the same total (Linux; a live peer that does not
-               read still answers the kernel's window probes, which
-               Linux counts as life since 5.12). */
+               too, at the same total. Not for HTTP/1.1: Linux also ends
+               a connection whose window stays closed that long, and a
+               live server may leave an upload unread for minutes (our
+               own wait for it follows the call's deadline). */
             unsigned ms = (unsigned)(idle_s + cnt * intvl) * 1000u;
             setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof ms);
         }
 #endif
+        (void)bound_unacked;
         (void)intvl;
         (void)cnt;
     }
@@ -9230,7 +9237,7 @@ static asb_result asb__tcp_connect(asb__conn *c, const char *host, int port,
         setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
 #endif
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        asb__set_keepalive(fd, c->keepalive_s);
+        asb__set_keepalive(fd, c->keepalive_s, c->keepalive_unacked);
         c->fd = fd;
         if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
         if (errno == EINPROGRESS || errno == EINTR) {
@@ -12737,6 +12744,7 @@ static asb_result asb__h2_connect(const asb_h2_desc *desc, int64_t until, const 
     }
     h->c->read_timeout_ms = timeout;
     h->c->keepalive_s = asb__keepalive_s(desc->tcp_keepalive_s);
+    h->c->keepalive_unacked = 1;
     h->c->cancel = cancel;
     if (desc->dial) {
         r = desc->dial(desc->dial_user_data, host, u.port, &h->c->fd, err);
