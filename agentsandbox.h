@@ -9038,6 +9038,17 @@ static int asb__diag_lookup(int family, const void *addr, uint16_t port, const v
     }
     return 0;
 }
+
+/* Does our user namespace map all 2^32 - 1 uids (the initial one: "0 0
+   4294967295")? Unreadable or partial: no. */
+static int asb__uid_map_full(void) {
+    unsigned long long total = 0, inside, outside, count;
+    FILE *f = fopen("/proc/self/uid_map", "re");
+    if (!f) return 0;
+    while (fscanf(f, "%llu %llu %llu", &inside, &outside, &count) == 3) total += count;
+    fclose(f);
+    return total >= 4294967295ull;
+}
 #endif
 
 /* ASB_OK when fd's peer is not on loopback, or when the sockets at its end
@@ -9088,14 +9099,16 @@ static asb_result asb__loopback_peer_check(int fd, const char *host, int port, a
     {
         /* A uid the user namespace we run in cannot name reads as the
            overflow uid: every other user outside it then looks alike, and
-           like us if that is what we are. The comparison proves nothing. */
+           like us if that is what we are. The comparison proves nothing,
+           unless the namespace maps every uid (the host's does: there
+           65534 is the real user nobody, whom nobody else reads as). */
         unsigned overflow = 65534;
         FILE *f = fopen("/proc/sys/kernel/overflowuid", "re");
         if (f) {
             if (fscanf(f, "%u", &overflow) != 1) overflow = 65534;
             fclose(f);
         }
-        if ((unsigned)uid == overflow)
+        if ((unsigned)uid == overflow && !asb__uid_map_full())
             return asb__fail(err, ASB_ERR_CONNECT,
                              "connect to %s port %d: this process runs as the overflow user %u "
                              "(unmapped in its user namespace), so whose socket listens there "
@@ -9152,7 +9165,7 @@ static int asb__keepalive_s(int v) {
    entry) fails the socket with ETIMEDOUT after about 2 x idle_s, where
    a read with no deadline would wait forever. Best effort: a platform
    without the knobs keeps its defaults (hours) or none. */
-static void asb__set_keepalive(int fd, int idle_s, int bound_unacked) {
+static void asb__set_keepalive(int fd, int idle_s) {
     int one = 1;
     if (idle_s <= 0) return;
     if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one) != 0) return;
@@ -9169,23 +9182,29 @@ static void asb__set_keepalive(int fd, int idle_s, int bound_unacked) {
 #ifdef TCP_KEEPCNT
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
 #endif
-#ifdef TCP_USER_TIMEOUT
-        if (bound_unacked) {
-            /* Keepalive probes only an idle connection: one whose last
-               bytes were not acknowledged when the peer vanished is
-               retransmitted for ~15 minutes instead. This bounds that
-               too, at the same total. Not for HTTP/1.1: Linux also ends
-               a connection whose window stays closed that long, and a
-               live server may leave an upload unread for minutes (our
-               own wait for it follows the call's deadline). */
-            unsigned ms = (unsigned)(idle_s + cnt * intvl) * 1000u;
-            setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof ms);
-        }
-#endif
-        (void)bound_unacked;
         (void)intvl;
         (void)cnt;
     }
+}
+
+/* Keepalive probes only an idle connection: one whose last bytes were not
+   acknowledged when the peer vanished is retransmitted for ~15 minutes
+   instead. This bounds that too, at keepalive's total (Linux). Only on a
+   connection made (Linux applies it to the SYNs too, which would cut the
+   connect timeout short) and only for HTTP/2: Linux also ends a
+   connection whose window stays closed that long, which on HTTP/1.1 is a
+   live server leaving an upload unread (our own wait for it follows the
+   call's deadline); an HTTP/2 peer's reader drains the socket whatever
+   flow control holds. */
+static void asb__bound_unacked(int fd, int idle_s) {
+#ifdef TCP_USER_TIMEOUT
+    int intvl = idle_s / 3 > 0 ? idle_s / 3 : 1;
+    unsigned ms = (unsigned)(idle_s + 3 * intvl) * 1000u;
+    if (idle_s > 0) setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof ms);
+#else
+    (void)fd;
+    (void)idle_s;
+#endif
 }
 
 /* Resolves and connects, trying each address in turn within the timeout.
@@ -9237,7 +9256,7 @@ static asb_result asb__tcp_connect(asb__conn *c, const char *host, int port,
         setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
 #endif
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        asb__set_keepalive(fd, c->keepalive_s, c->keepalive_unacked);
+        asb__set_keepalive(fd, c->keepalive_s);
         c->fd = fd;
         if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
         if (errno == EINPROGRESS || errno == EINTR) {
@@ -9271,7 +9290,10 @@ static asb_result asb__tcp_connect(asb__conn *c, const char *host, int port,
         }
     }
     freeaddrinfo(res);
-    if (c->fd >= 0) return ASB_OK;
+    if (c->fd >= 0) {
+        if (c->keepalive_unacked) asb__bound_unacked(c->fd, c->keepalive_s);
+        return ASB_OK;
+    }
     if (timed_out)
         return asb__fail(err, ASB_ERR_TIMEOUT, "connect to %s port %d: timed out",
                          hq, port);
@@ -10841,12 +10863,15 @@ static void asb__attempt_once(asb_http_client *cl, const asb_http_request *req,
     }
     at->reached = c->bytes_sent > 0;
     if (r != ASB_OK) {
+        char why[160];
         at->stale = c->reused;
         at->r = r;
+        snprintf(why, sizeof why, "the connection failed while sending%s%s",
+                 c->last_errno ? ": " : "", c->last_errno ? strerror(c->last_errno) : "");
         asb__describe(err, r, method, u,
                       r == ASB_ERR_TIMEOUT     ? "timed out sending the request"
                       : r == ASB_ERR_CANCELLED ? "cancelled while sending the request"
-                                               : "the connection failed while sending");
+                                               : why);
         if (err) err->message[sizeof err->message - 1] = '\0';
         asb__conn_close(cl, c);
         return;
@@ -11715,7 +11740,7 @@ struct asb_h2_conn {
     char dead_msg[200];
     asb_h2_stream *streams;
     int tls_error;          /* the mbedTLS code that ended the connection */
-    int read_errno;         /* the errno that ended it (0: an orderly close) */
+    int io_errno;           /* the errno that ended it (0: an orderly close) */
     int sd_borrowers;       /* the sandboxd runtime's callers that hold it
                                without a stream yet (under its handle's
                                h2_lock): while > 0 it is not freed */
@@ -12495,7 +12520,9 @@ static int asb__conn_bio_send_nb(void *ctx, const unsigned char *buf, size_t len
     if (n >= 0) return (int)n;
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
         return MBEDTLS_ERR_SSL_WANT_WRITE;
-    return MBEDTLS_ERR_NET_SEND_FAILED;
+    c->last_errno = errno; /* for the message that ends the connection */
+    return errno == ECONNRESET || errno == EPIPE ? MBEDTLS_ERR_NET_CONN_RESET
+                                                 : MBEDTLS_ERR_NET_SEND_FAILED;
 }
 static int asb__conn_bio_recv_nb(void *ctx, unsigned char *buf, size_t len) {
     asb__conn *c = (asb__conn *)ctx;
@@ -12503,7 +12530,8 @@ static int asb__conn_bio_recv_nb(void *ctx, unsigned char *buf, size_t len) {
     if (n >= 0) return (int)n;
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
         return MBEDTLS_ERR_SSL_WANT_READ;
-    return MBEDTLS_ERR_NET_RECV_FAILED;
+    c->last_errno = errno;
+    return errno == ECONNRESET ? MBEDTLS_ERR_NET_CONN_RESET : MBEDTLS_ERR_NET_RECV_FAILED;
 }
 #endif
 
@@ -12523,7 +12551,7 @@ static long asb__h2_read_some(asb_h2_conn *h, char *buf, size_t cap) {
 #endif
             h->tls_error = n;
             if (n == MBEDTLS_ERR_NET_RECV_FAILED || n == MBEDTLS_ERR_NET_CONN_RESET)
-                h->read_errno = c->last_errno;
+                h->io_errno = c->last_errno;
             return -1;
         }
     }
@@ -12532,7 +12560,7 @@ static long asb__h2_read_some(asb_h2_conn *h, char *buf, size_t cap) {
         ssize_t n = recv(c->fd, buf, cap, 0);
         if (n > 0) return (long)n;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
-        h->read_errno = n < 0 ? errno : 0;
+        h->io_errno = n < 0 ? errno : 0;
         return -1;
     }
 }
@@ -12561,6 +12589,8 @@ static int asb__h2_write_some(asb_h2_conn *h) {
 #endif
             if (r <= 0) {
                 h->tls_error = r;
+                if (r == MBEDTLS_ERR_NET_SEND_FAILED || r == MBEDTLS_ERR_NET_CONN_RESET)
+                    h->io_errno = c->last_errno;
                 return -1;
             }
             h->tls_pending = 0;
@@ -12574,7 +12604,10 @@ static int asb__h2_write_some(asb_h2_conn *h) {
             ssize_t k = send(c->fd, h->out.ptr + h->out_pos, left, 0);
 #endif
             if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
-            if (k <= 0) return -1;
+            if (k <= 0) {
+                h->io_errno = k < 0 ? errno : 0;
+                return -1;
+            }
             n = (long)k;
         }
         h->out_pos += (size_t)n;
@@ -12582,6 +12615,22 @@ static int asb__h2_write_some(asb_h2_conn *h) {
     if (h->out.len) memset(h->out.ptr, 0, h->out.len); /* sent headers may hold credentials */
     h->out.len = h->out_pos = h->replies_end = 0;
     return 0;
+}
+
+static void asb__h2_io_failed(asb_h2_conn *h, const char *what);
+
+/* The socket's error, when one ended the connection, says more than
+   `what` (an orderly close, or a failure without an errno). */
+static void asb__h2_io_lost(asb_h2_conn *h, const char *what) {
+    char m[128];
+    if (h->io_errno == ETIMEDOUT) /* keepalive or retransmission gave up */
+        snprintf(m, sizeof m, "connection timed out: the peer stopped answering "
+                              "(gone without closing it)");
+    else if (h->io_errno)
+        snprintf(m, sizeof m, "connection lost: %s", strerror(h->io_errno));
+    else
+        snprintf(m, sizeof m, "%s", what);
+    asb__h2_io_failed(h, m);
 }
 
 static void asb__h2_io_failed(asb_h2_conn *h, const char *what) {
@@ -12648,22 +12697,13 @@ static void *asb__h2_io(void *arg) {
         }
         /* after a connection error our GOAWAY still goes out */
         if (h->out.len > h->out_pos && asb__h2_write_some(h) != 0) {
-            asb__h2_io_failed(h, "connection lost while sending");
+            asb__h2_io_lost(h, "connection lost while sending");
             break;
         }
         pthread_cond_broadcast(&h->cv); /* writers wait for room */
         if (closed) {
-            char what[128];
-            if (h->read_errno == ETIMEDOUT)
-                /* TCP keepalive (or retransmission) gave up on the peer */
-                snprintf(what, sizeof what, "connection timed out: the peer stopped answering "
-                                            "(gone without closing it)");
-            else if (h->read_errno)
-                snprintf(what, sizeof what, "connection lost: %s", strerror(h->read_errno));
-            else
-                snprintf(what, sizeof what, "%s", h->goaway ? "connection closed by the peer after GOAWAY"
-                                                            : "connection closed by the peer");
-            asb__h2_io_failed(h, what);
+            asb__h2_io_lost(h, h->goaway ? "connection closed by the peer after GOAWAY"
+                                         : "connection closed by the peer");
             break;
         }
         if (h->dead && h->out.len == h->out_pos) break;

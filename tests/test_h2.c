@@ -848,6 +848,37 @@ ASBT_TEST(h2_a_reader_that_never_drains_fully_keeps_the_buffer_bounded) {
     asb_h2_conn_free(h);
 }
 
+/* An HTTP/2 connection bounds unacknowledged bytes at keepalive's total
+   (TCP_USER_TIMEOUT), but only once it is made: Linux applies it to the
+   SYNs too, which cut a connect to a port that drops them (a full
+   backlog) at 4 s, ASB_ERR_CONNECT, under a 6 s connect timeout. */
+ASBT_TEST(h2_connect_waits_its_own_timeout_whatever_the_keepalive) {
+#if defined(__linux__) && defined(TCP_USER_TIMEOUT)
+    struct sockaddr_in a;
+    socklen_t al = sizeof a;
+    char url[64];
+    asb_h2_desc d;
+    asb_h2_conn *h = NULL;
+    asb_error err;
+    int l = socket(AF_INET, SOCK_STREAM, 0), q = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASBT_CHECK(l >= 0 && q >= 0 && bind(l, (struct sockaddr *)&a, sizeof a) == 0 && listen(l, 0) == 0 &&
+               getsockname(l, (struct sockaddr *)&a, &al) == 0);
+    ASBT_CHECK(connect(q, (struct sockaddr *)&a, sizeof a) == 0); /* the one the backlog takes */
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", ntohs(a.sin_port));
+    memset(&d, 0, sizeof d);
+    d.url = url;
+    d.connect_timeout_ms = 6000;
+    d.tcp_keepalive_s = 1; /* 1 s + 3 x 1 s */
+    ASBT_EQ_RES(asb_h2_connect(&d, &h, &err), ASB_ERR_TIMEOUT);
+    ASBT_CHECK(h == NULL);
+    close(q);
+    close(l);
+#endif
+}
+
 ASBT_LIST(ASBT_CASE(hpack_decodes_rfc7541_c3_requests_without_huffman)
           ASBT_CASE(hpack_decodes_rfc7541_c4_requests_with_huffman)
           ASBT_CASE(hpack_decodes_rfc7541_c5_responses_with_eviction)
@@ -875,5 +906,6 @@ ASBT_LIST(ASBT_CASE(hpack_decodes_rfc7541_c3_requests_without_huffman)
           ASBT_CASE(h2_frame_over_our_max_frame_size_is_a_frame_size_error)
           ASBT_CASE(h2_goaway_fails_streams_above_its_last_id_only)
           ASBT_CASE(h2_peer_reset_fails_the_stream_with_its_code)
-          ASBT_CASE(h2_request_headers_with_uppercase_or_crlf_are_refused))
+          ASBT_CASE(h2_request_headers_with_uppercase_or_crlf_are_refused)
+          ASBT_CASE(h2_connect_waits_its_own_timeout_whatever_the_keepalive))
 ASBT_MAIN()

@@ -2363,6 +2363,60 @@ ASBT_TEST(a_loopback_port_another_user_holds_gets_no_byte_from_a_checking_client
                 ASBT_EQ_INT(foreign_got(rep), 0);
             }
         }
+        /* the real user nobody (65534 in the host's namespace, which maps
+           every uid, so nobody else reads as it): its own listener is
+           used as anyone's (sent, then no answer: TIMEOUT), and the
+           listener of another user (root's, here) is refused */
+        {
+            int p2[2], st2;
+            char line[300] = "";
+            ssize_t n;
+            pid_t kid;
+            ASBT_CHECK(pipe(p2) == 0);
+            kid = fork();
+            if (kid == 0) {
+                asb_error e2;
+                asb_http_response r2;
+                asb_http_request q2 = rq;
+                struct sockaddr_in a;
+                socklen_t al = sizeof a;
+                char u2[64];
+                int res, res_root, l2, lroot;
+                close(p2[0]);
+                /* root's listener first, then become nobody */
+                lroot = socket(AF_INET, SOCK_STREAM, 0);
+                memset(&a, 0, sizeof a);
+                a.sin_family = AF_INET;
+                a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+                if (lroot < 0 || bind(lroot, (struct sockaddr *)&a, sizeof a) != 0 ||
+                    listen(lroot, 4) != 0 || getsockname(lroot, (struct sockaddr *)&a, &al) != 0)
+                    _exit(3);
+                snprintf(u2, sizeof u2, "http://127.0.0.1:%d/", ntohs(a.sin_port));
+                if (setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
+                q2.url = u2;
+                q2.timeout_ms = 300;
+                res_root = asb_http_do(on, &q2, &r2, &e2);
+                asb_http_response_free(&r2);
+                l2 = socket(AF_INET, SOCK_STREAM, 0);
+                a.sin_port = 0;
+                al = sizeof a;
+                if (l2 < 0 || bind(l2, (struct sockaddr *)&a, sizeof a) != 0 || listen(l2, 4) != 0 ||
+                    getsockname(l2, (struct sockaddr *)&a, &al) != 0)
+                    _exit(3);
+                snprintf(u2, sizeof u2, "http://127.0.0.1:%d/", ntohs(a.sin_port));
+                res = asb_http_do(on, &q2, &r2, &e2);
+                asb_http_response_free(&r2);
+                n = snprintf(line, sizeof line, "own %d root %d %s", (int)res, (int)res_root, e2.message);
+                if (write(p2[1], line, (size_t)n) < 0) {}
+                _exit(0);
+            }
+            close(p2[1]);
+            n = read(p2[0], line, sizeof line - 1);
+            line[n > 0 ? n : 0] = '\0';
+            close(p2[0]);
+            waitpid(kid, &st2, 0);
+            ASBT_CONTAINS(line, "own -4 root -101 "); /* ASB_ERR_TIMEOUT, ASB_ERR_CONNECT */
+        }
         /* unchecked, it gets the request and its answer is taken */
         ASBT_EQ_RES(asb_http_do(off, &rq, &rs, &err), ASB_OK);
         ASBT_EQ_INT(rs.body.len, 5);

@@ -3610,9 +3610,10 @@ static void rt_serve_conn(struct rt_conn *c)
 
 /* A worker serves one connection after another: the accept loop queues a
    new one for an idle worker and starts a thread only when none is idle.
-   So the threads the kernel lists never outnumber g_threads by ones still
-   ending after they counted themselves out: that happens only to a
-   worker idle for RT_WORKER_IDLE_S, never during a flood. */
+   So the threads the kernel lists outnumber g_threads only by workers
+   still ending after they counted themselves out, which happens only to
+   a worker idle for RT_WORKER_IDLE_S: for microseconds, and only when a
+   burst comes just as idle workers retire, never through a flood. */
 static void *rt_worker_main(void *arg)
 {
     struct rt_conn *c = arg;
@@ -4019,9 +4020,27 @@ int main(int argc, char **argv)
             g_conns->prev = c;
         g_conns = c;
         /* An idle worker may have ended since the check above. */
-        while (!g_idle && g_threads >= g_cfg.max_connections + RT_CLOSING_THREADS()) {
+        while (!g_idle && g_threads >= g_cfg.max_connections + RT_CLOSING_THREADS() &&
+               !atomic_load(&g_stopping)) {
             struct timespec ts = rt_abs_time(rt_now() + 0.1);
             pthread_cond_timedwait(&g_cond, &g_lock, &ts);
+        }
+        if (!g_idle && atomic_load(&g_stopping) &&
+            g_threads >= g_cfg.max_connections + RT_CLOSING_THREADS()) {
+            /* stopping, and no thread for it: closed unanswered, like the
+               backlog's at shutdown (still first in the list: only this
+               loop adds; shed meanwhile, perhaps) */
+            if (c->next)
+                c->next->prev = NULL;
+            g_conns = c->next;
+            g_active--;
+            if (c->shed)
+                g_shed_pending--;
+            pthread_mutex_unlock(&g_lock);
+            close(fd);
+            free(c->buf);
+            free(c);
+            continue;
         }
         if (g_idle) {
             /* A stack, not a queue: any idle worker will do, and each takes
