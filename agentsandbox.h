@@ -3683,7 +3683,9 @@ ASB_API int asb_process_id(const asb_process *p);
    them: a process that does not read its stdin holds it (the pipe full),
    until the process is over, which ends the wait at once.
    Errors: ASB_ERR_NOT_FOUND (the process has ended, also while this
-   waited), ASB_ERR_CLOSED (stdin was closed), the transport codes. */
+   waited), ASB_ERR_CLOSED (stdin was closed), the transport codes (also
+   when the process's stream broke while this waited: the process may
+   still run). */
 ASB_API asb_result asb_process_write_stdin(asb_process *p, const void *data, size_t len,
                                            asb_error *err);
 /* Closes stdin (EOF); idempotent. Any thread. A process that has ended,
@@ -9110,8 +9112,9 @@ static asb_result asb__loopback_peer_check(int fd, const char *host, int port, a
         }
         if ((unsigned)uid == overflow && !asb__uid_map_full())
             return asb__fail(err, ASB_ERR_CONNECT,
-                             "connect to %s port %d: this process runs as the overflow user %u "
-                             "(unmapped in its user namespace), so whose socket listens there "
+                             "connect to %s port %d: this process runs as the overflow user %u, "
+                             "as every user its user namespace does not map reads, so whose "
+                             "socket listens there "
                              "cannot be told: nothing is sent to it (ASB_CONNECT_NATIVE_TUNNEL "
                              "has no local port to check)", hq, port, overflow);
     }
@@ -12550,7 +12553,7 @@ static long asb__h2_read_some(asb_h2_conn *h, char *buf, size_t cap) {
             if (n == MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET) continue;
 #endif
             h->tls_error = n;
-            if (n == MBEDTLS_ERR_NET_RECV_FAILED || n == MBEDTLS_ERR_NET_CONN_RESET)
+            if ((n == MBEDTLS_ERR_NET_RECV_FAILED || n == MBEDTLS_ERR_NET_CONN_RESET) && !h->io_errno)
                 h->io_errno = c->last_errno;
             return -1;
         }
@@ -12560,7 +12563,7 @@ static long asb__h2_read_some(asb_h2_conn *h, char *buf, size_t cap) {
         ssize_t n = recv(c->fd, buf, cap, 0);
         if (n > 0) return (long)n;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
-        h->io_errno = n < 0 ? errno : 0;
+        if (!h->io_errno) h->io_errno = n < 0 ? errno : 0; /* the first cause */
         return -1;
     }
 }
@@ -12589,7 +12592,8 @@ static int asb__h2_write_some(asb_h2_conn *h) {
 #endif
             if (r <= 0) {
                 h->tls_error = r;
-                if (r == MBEDTLS_ERR_NET_SEND_FAILED || r == MBEDTLS_ERR_NET_CONN_RESET)
+                if ((r == MBEDTLS_ERR_NET_SEND_FAILED || r == MBEDTLS_ERR_NET_CONN_RESET) &&
+                    !h->io_errno)
                     h->io_errno = c->last_errno;
                 return -1;
             }
@@ -12605,7 +12609,7 @@ static int asb__h2_write_some(asb_h2_conn *h) {
 #endif
             if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
             if (k <= 0) {
-                h->io_errno = k < 0 ? errno : 0;
+                if (!h->io_errno) h->io_errno = k < 0 ? errno : 0; /* the first cause */
                 return -1;
             }
             n = (long)k;
@@ -12695,8 +12699,9 @@ static void *asb__h2_io(void *arg) {
             }
             more_in = burst >= ASB__H2_READ_BURST;
         }
-        /* after a connection error our GOAWAY still goes out */
-        if (h->out.len > h->out_pos && asb__h2_write_some(h) != 0) {
+        /* after a connection error our GOAWAY still goes out; not to a
+           socket that failed or closed (its error would hide the cause) */
+        if (!closed && h->out.len > h->out_pos && asb__h2_write_some(h) != 0) {
             asb__h2_io_lost(h, "connection lost while sending");
             break;
         }
@@ -22046,6 +22051,12 @@ struct asb_process {
        30 s of the call, e.g. a relay thread the caller joins after wait
        (R64). */
     asb_cancel *over;
+    /* Why the stream broke (a transport failure, not an exit), for a call
+       that `over` ended meanwhile: set before `over` is triggered, under
+       broke_lock (the pump's thread writes, a caller's reads). */
+    pthread_mutex_t broke_lock;
+    asb_result broke;
+    asb_error broke_err;
     asb_error event_err;       /* why the last event was refused */
 };
 
@@ -22120,7 +22131,6 @@ static asb_result asb__proc_pump(asb_process *p, int for_exit, int64_t until, as
         if (r == ASB_ERR_TIMEOUT && err)
             asb__fail(err, r, "process %d: its %s deadline passed; it is ended", (int)p->pid,
                       "timeout_ms");
-        if (p->ended || r != ASB_OK) asb_cancel_trigger(p->over);
         if (r != ASB_OK) {
             /* the stream is over for good (a deadline, cancel or broken
                stream ends it: sandboxd kills the process with it) */
@@ -22129,8 +22139,16 @@ static asb_result asb__proc_pump(asb_process *p, int for_exit, int64_t until, as
             p->final = r;
             if (err) p->final_err = *err;
             else asb__fail(&p->final_err, r, "process %d: %s", (int)p->pid, asb_result_str(r));
+            if (r != ASB_ERR_TIMEOUT && r != ASB_ERR_CANCELLED) {
+                pthread_mutex_lock(&p->broke_lock);
+                p->broke = r;
+                p->broke_err = p->final_err;
+                pthread_mutex_unlock(&p->broke_lock);
+            }
+            asb_cancel_trigger(p->over);
             return r;
         }
+        if (p->ended) asb_cancel_trigger(p->over);
     }
     return ASB_OK;
 }
@@ -22140,6 +22158,7 @@ static void asb__proc_free(asb_process *p) {
     asb_grpc_call_free(p->call);
     asb_buf_free(&p->d.msg);
     pthread_mutex_destroy(&p->stdin_lock);
+    pthread_mutex_destroy(&p->broke_lock);
     asb_cancel_free(p->over);
     a.free_fn(p, a.user_data);
 }
@@ -22211,6 +22230,7 @@ static asb_result asb__sd_process_start(asb_sandbox *sb, const asb_process_opts 
     p->cancel = o->cancel;
     p->deadline = o->timeout_ms > 0 ? asb__now_ms() + o->timeout_ms : 0;
     pthread_mutex_init(&p->stdin_lock, NULL);
+    pthread_mutex_init(&p->broke_lock, NULL);
     p->d.max = (size_t)1 << 20; /* chunks are sandboxd's --stream-chunk-size */
     asb_buf_init(&p->d.msg, &c->alloc);
     memset(&cd, 0, sizeof cd);
@@ -22281,9 +22301,21 @@ static asb_result asb__proc_unary(asb_process *p, const char *method, asb_buf *r
     asb_buf_init(&resp, &p->sb->client->alloc);
     r = asb__sd_unary(p->sb, method, req, 30000, p->over, 4096, NULL, &resp, NULL, err);
     asb_buf_free(&resp);
-    if (r == ASB_ERR_CANCELLED) /* it ended while the call waited */
-        r = asb__fail(err, ASB_ERR_NOT_FOUND, "sandboxd %s: process %d ended while the call "
-                      "waited for its answer", method, (int)p->pid);
+    if (r == ASB_ERR_CANCELLED) { /* over while the call waited */
+        asb_result broke;
+        asb_error why;
+        pthread_mutex_lock(&p->broke_lock);
+        broke = p->broke;
+        why = p->broke_err;
+        pthread_mutex_unlock(&p->broke_lock);
+        if (broke != ASB_OK) /* not an end: the connection failed, say how */
+            r = asb__fail(err, broke, "sandboxd %s: the process's stream broke while the call "
+                          "waited for its answer (the process may still run): %s", method,
+                          why.message);
+        else
+            r = asb__fail(err, ASB_ERR_NOT_FOUND, "sandboxd %s: process %d ended while the "
+                          "call waited for its answer", method, (int)p->pid);
+    }
     return r;
 }
 

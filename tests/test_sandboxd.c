@@ -1218,6 +1218,15 @@ static void *ka_wait_run(void *arg) {
     return NULL;
 }
 
+/* Bytes on their way when the host went silent: unacknowledged, so not
+   keepalive's case but TCP_USER_TIMEOUT's; the error must still say why. */
+static void *ka_write_run(void *arg) {
+    ka_wait *w = (ka_wait *)arg;
+    static char chunk[256 << 10];
+    w->r = asb_process_write_stdin(w->p, chunk, sizeof chunk, &w->err);
+    return NULL;
+}
+
 static int ka_sh(const char *fmt, ...) {
     char cmd[512];
     va_list ap;
@@ -1239,8 +1248,8 @@ ASBT_TEST(a_stream_to_a_peer_gone_silent_fails_by_keepalive_instead_of_waiting_f
     asb_process_opts po;
     asb_process *p = NULL;
     asb_error err;
-    ka_wait w;
-    pthread_t t;
+    ka_wait w, wr;
+    pthread_t t, tw;
     char rest_env[300] = "", grpc_env[300] = "", ch;
     const char *bin = getenv("ASB_SANDBOXD");
     if (geteuid() != 0) fprintf(stderr, "    needs root: it makes network namespaces\n");
@@ -1248,6 +1257,7 @@ ASBT_TEST(a_stream_to_a_peer_gone_silent_fails_by_keepalive_instead_of_waiting_f
     snprintf(rest_env, sizeof rest_env, "%s", getenv("SANDBOXD_REST_ADDR"));
     snprintf(grpc_env, sizeof grpc_env, "%s", getenv("SANDBOXD_GRPC_ADDR"));
     memset(&w, 0, sizeof w);
+    memset(&wr, 0, sizeof wr);
     /* this thread (and the threads it starts) into a namespace of its own,
        back home at the end */
     home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
@@ -1307,9 +1317,10 @@ ASBT_TEST(a_stream_to_a_peer_gone_silent_fails_by_keepalive_instead_of_waiting_f
     }
     /* the sandbox's host goes silent */
     if (!ka_sh("nsenter -t %d -n tc qdisc add dev asbka1 root pfifo limit 0", (int)spid)) goto out;
-    w.p = p;
-    w.r = ASB_OK;
+    w.p = wr.p = p;
+    w.r = wr.r = ASB_OK;
     ASBT_CHECK(pthread_create(&t, NULL, ka_wait_run, &w) == 0);
+    ASBT_CHECK(pthread_create(&tw, NULL, ka_write_run, &wr) == 0);
     {
         /* the probes end it within seconds; the bound is for a machine
            under load, and for the old code, which never returned */
@@ -1317,17 +1328,21 @@ ASBT_TEST(a_stream_to_a_peer_gone_silent_fails_by_keepalive_instead_of_waiting_f
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += 120;
         joined = pthread_timedjoin_np(t, NULL, &ts) == 0;
+        joined = pthread_timedjoin_np(tw, NULL, &ts) == 0 && joined;
     }
     if (!joined) {
-        fprintf(stderr, "    the wait had not returned after 120 s\n");
-        /* let the close through so that the waiting thread ends */
+        fprintf(stderr, "    the wait or the write had not returned after 120 s\n");
+        /* let the close through so that the waiting threads end */
         ka_sh("nsenter -t %d -n tc qdisc del dev asbka1 root", (int)spid);
         kill(-spid, SIGKILL);
         pthread_join(t, NULL);
+        pthread_join(tw, NULL);
         goto out;
     }
-    fprintf(stderr, "    %s: %s\n", asb_result_str(w.r), w.err.message);
-    ok = w.r != ASB_OK && w.r != ASB_ERR_TIMEOUT && strstr(w.err.message, "timed out") != NULL;
+    fprintf(stderr, "    wait: %s: %s\n    write: %s: %s\n", asb_result_str(w.r), w.err.message,
+            asb_result_str(wr.r), wr.err.message);
+    ok = w.r != ASB_OK && w.r != ASB_ERR_TIMEOUT && strstr(w.err.message, "timed out") != NULL &&
+         wr.r != ASB_OK && strstr(wr.err.message, "timed out") != NULL;
 out:
     if (p) asb_process_free(p);
     if (c) asb_client_free(c);

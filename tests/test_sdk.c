@@ -2415,7 +2415,10 @@ ASBT_TEST(a_loopback_port_another_user_holds_gets_no_byte_from_a_checking_client
             line[n > 0 ? n : 0] = '\0';
             close(p2[0]);
             waitpid(kid, &st2, 0);
-            ASBT_CONTAINS(line, "own -4 root -101 "); /* ASB_ERR_TIMEOUT, ASB_ERR_CONNECT */
+            if (asb__uid_map_full())
+                ASBT_CONTAINS(line, "own -4 root -101 "); /* ASB_ERR_TIMEOUT, ASB_ERR_CONNECT */
+            else /* a partial map (a rootless container): outsiders read as 65534 too */
+                ASBT_CONTAINS(line, "own -101 root -101 ");
         }
         /* unchecked, it gets the request and its answer is taken */
         ASBT_EQ_RES(asb_http_do(off, &rq, &rs, &err), ASB_OK);
