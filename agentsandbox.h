@@ -9041,6 +9041,17 @@ static int asb__diag_lookup(int family, const void *addr, uint16_t port, const v
     return 0;
 }
 
+/* The kernel's overflow uid (a sysctl, 65534 unless changed), read once
+   per process rather than once per checked connection. */
+static pthread_once_t asb__overflow_once = PTHREAD_ONCE_INIT;
+static unsigned asb__overflow_uid = 65534;
+static void asb__overflow_read(void) {
+    FILE *f = fopen("/proc/sys/kernel/overflowuid", "re");
+    if (!f) return;
+    if (fscanf(f, "%u", &asb__overflow_uid) != 1) asb__overflow_uid = 65534;
+    fclose(f);
+}
+
 /* Does our user namespace map all 2^32 - 1 uids (the initial one: "0 0
    4294967295")? Unreadable or partial: no. */
 static int asb__uid_map_full(void) {
@@ -9104,12 +9115,9 @@ static asb_result asb__loopback_peer_check(int fd, const char *host, int port, a
            like us if that is what we are. The comparison proves nothing,
            unless the namespace maps every uid (the host's does: there
            65534 is the real user nobody, whom nobody else reads as). */
-        unsigned overflow = 65534;
-        FILE *f = fopen("/proc/sys/kernel/overflowuid", "re");
-        if (f) {
-            if (fscanf(f, "%u", &overflow) != 1) overflow = 65534;
-            fclose(f);
-        }
+        unsigned overflow;
+        pthread_once(&asb__overflow_once, asb__overflow_read);
+        overflow = asb__overflow_uid;
         if ((unsigned)uid == overflow && !asb__uid_map_full())
             return asb__fail(err, ASB_ERR_CONNECT,
                              "connect to %s port %d: this process runs as the overflow user %u, "
