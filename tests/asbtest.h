@@ -20,12 +20,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #if defined(__GNUC__) || defined(__clang__)
 #define ASBT_UNUSED __attribute__((unused))
 #else
 #define ASBT_UNUSED
 #endif
+
+/* A TCP listener on 127.0.0.1 at a port the kernel picks: its descriptor,
+   the port in *port; -1 on failure. A backlog of 0 holds one connection,
+   after which the kernel drops SYNs (a connect that never completes). */
+static ASBT_UNUSED int asbt_listen_loopback(int backlog, int *port) {
+    struct sockaddr_in a;
+    socklen_t al = sizeof a;
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, backlog) != 0 ||
+        getsockname(l, (struct sockaddr *)&a, &al) != 0) {
+        if (l >= 0) close(l);
+        return -1;
+    }
+    *port = ntohs(a.sin_port);
+    return l;
+}
 
 typedef struct asbt_case {
     const char *name;

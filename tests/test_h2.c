@@ -855,19 +855,18 @@ ASBT_TEST(h2_a_reader_that_never_drains_fully_keeps_the_buffer_bounded) {
 ASBT_TEST(h2_connect_waits_its_own_timeout_whatever_the_keepalive) {
 #if defined(__linux__) && defined(TCP_USER_TIMEOUT)
     struct sockaddr_in a;
-    socklen_t al = sizeof a;
     char url[64];
     asb_h2_desc d;
     asb_h2_conn *h = NULL;
     asb_error err;
-    int l = socket(AF_INET, SOCK_STREAM, 0), q = socket(AF_INET, SOCK_STREAM, 0);
+    int port, l = asbt_listen_loopback(0, &port), q = socket(AF_INET, SOCK_STREAM, 0);
+    ASBT_CHECK(l >= 0 && q >= 0);
     memset(&a, 0, sizeof a);
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASBT_CHECK(l >= 0 && q >= 0 && bind(l, (struct sockaddr *)&a, sizeof a) == 0 && listen(l, 0) == 0 &&
-               getsockname(l, (struct sockaddr *)&a, &al) == 0);
+    a.sin_port = htons((uint16_t)port);
     ASBT_CHECK(connect(q, (struct sockaddr *)&a, sizeof a) == 0); /* the one the backlog takes */
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", ntohs(a.sin_port));
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
     memset(&d, 0, sizeof d);
     d.url = url;
     d.connect_timeout_ms = 6000;

@@ -432,21 +432,29 @@ ASBT_TEST(multipart_framing_escapes_quotes_and_backslashes_as_the_runtimes_decod
    while the request waits. (That a vanished peer then fails the call is
    tests/test_sandboxd.c's case, with packets really dropped.) */
 #if defined(__linux__) && defined(TCP_USER_TIMEOUT)
+/* One request on a thread of its own (a POST when body is set), so the
+   test can look at the connection while it waits. */
 typedef struct ka_req {
     asb_http_client *cl;
     const char *url;
+    const void *body;
+    uint64_t body_len;
+    int timeout_ms;
     asb_result r;
+    asb_error err;
 } ka_req;
 
 static void *ka_req_run(void *arg) {
     ka_req *q = (ka_req *)arg;
     asb_http_request req;
     asb_http_response resp;
-    asb_error err;
     memset(&req, 0, sizeof req);
     req.url = q->url;
-    req.timeout_ms = 20000;
-    q->r = asb_http_do(q->cl, &req, &resp, &err);
+    req.method = q->body ? "POST" : "GET";
+    req.body = q->body;
+    req.body_len = q->body_len;
+    req.timeout_ms = q->timeout_ms;
+    q->r = asb_http_do(q->cl, &req, &resp, &q->err);
     asb_http_response_free(&resp);
     return NULL;
 }
@@ -480,29 +488,23 @@ ASBT_TEST(tcp_keepalive_is_set_on_each_connection_as_configured) {
         asb_http_client_desc d;
         ka_req q;
         pthread_t t;
-        struct sockaddr_in a;
-        socklen_t al = sizeof a;
         struct pollfd pf;
         char url[64];
-        asb_error err;
-        int l = socket(AF_INET, SOCK_STREAM, 0), s, fd;
-        memset(&a, 0, sizeof a);
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        ASBT_CHECK(l >= 0 && bind(l, (struct sockaddr *)&a, sizeof a) == 0 && listen(l, 4) == 0 &&
-                   getsockname(l, (struct sockaddr *)&a, &al) == 0);
-        snprintf(url, sizeof url, "http://127.0.0.1:%d/", ntohs(a.sin_port));
+        int port, l = asbt_listen_loopback(4, &port), s, fd;
+        ASBT_CHECK(l >= 0);
+        snprintf(url, sizeof url, "http://127.0.0.1:%d/", port);
         memset(&d, 0, sizeof d);
         d.retry.max_attempts = 1;
         d.tcp_keepalive_s = given[i];
-        ASBT_EQ_RES(asb_http_client_create(&d, &q.cl, &err), ASB_OK);
+        memset(&q, 0, sizeof q);
+        ASBT_EQ_RES(asb_http_client_create(&d, &q.cl, &q.err), ASB_OK);
         q.url = url;
-        q.r = ASB_OK;
+        q.timeout_ms = 20000;
         ASBT_CHECK(pthread_create(&t, NULL, ka_req_run, &q) == 0);
         pf.fd = l;
         pf.events = POLLIN;
         s = poll(&pf, 1, 20000) == 1 ? accept(l, NULL, NULL) : -1;
-        fd = ka_client_fd(ntohs(a.sin_port));
+        fd = ka_client_fd(port);
         if (s >= 0 && fd >= 0) {
             ASBT_EQ_INT(ka_opt(fd, SOL_SOCKET, SO_KEEPALIVE), given[i] < 0 ? 0 : 1);
             if (given[i] >= 0) {
@@ -527,32 +529,6 @@ ASBT_TEST(tcp_keepalive_is_set_on_each_connection_as_configured) {
    32 MiB upload (its window closes; the kernel answers the zero-window
    probes) both end at the call's own deadline, ASB_ERR_TIMEOUT, though
    the keepalive total (1 s + 3 x 1 s) is passed long before it. */
-#if defined(__linux__) && defined(TCP_USER_TIMEOUT)
-typedef struct ka_live {
-    asb_http_client *cl;
-    const char *url;
-    const void *body;
-    uint64_t body_len;
-    asb_result r;
-    asb_error err;
-} ka_live;
-
-static void *ka_live_run(void *arg) {
-    ka_live *q = (ka_live *)arg;
-    asb_http_request req;
-    asb_http_response resp;
-    memset(&req, 0, sizeof req);
-    req.url = q->url;
-    req.method = q->body ? "POST" : "GET";
-    req.body = q->body;
-    req.body_len = q->body_len;
-    req.timeout_ms = 7000;
-    q->r = asb_http_do(q->cl, &req, &resp, &q->err);
-    asb_http_response_free(&resp);
-    return NULL;
-}
-#endif
-
 ASBT_TEST(keepalive_never_cuts_a_live_peer_that_is_silent_or_not_reading) {
 #if defined(__linux__) && defined(TCP_USER_TIMEOUT)
     int upload;
@@ -561,19 +537,13 @@ ASBT_TEST(keepalive_never_cuts_a_live_peer_that_is_silent_or_not_reading) {
     ASBT_CHECK(body != NULL);
     for (upload = 0; upload < 2; upload++) {
         asb_http_client_desc d;
-        ka_live q;
+        ka_req q;
         pthread_t t;
-        struct sockaddr_in a;
-        socklen_t al = sizeof a;
         struct pollfd pf;
         char url[64], buf[4096];
-        int l = socket(AF_INET, SOCK_STREAM, 0), s;
-        memset(&a, 0, sizeof a);
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        ASBT_CHECK(l >= 0 && bind(l, (struct sockaddr *)&a, sizeof a) == 0 && listen(l, 4) == 0 &&
-                   getsockname(l, (struct sockaddr *)&a, &al) == 0);
-        snprintf(url, sizeof url, "http://127.0.0.1:%d/", ntohs(a.sin_port));
+        int port, l = asbt_listen_loopback(4, &port), s;
+        ASBT_CHECK(l >= 0);
+        snprintf(url, sizeof url, "http://127.0.0.1:%d/", port);
         memset(&d, 0, sizeof d);
         d.retry.max_attempts = 1;
         d.tcp_keepalive_s = 1;
@@ -582,7 +552,8 @@ ASBT_TEST(keepalive_never_cuts_a_live_peer_that_is_silent_or_not_reading) {
         q.url = url;
         q.body = upload ? body : NULL;
         q.body_len = upload ? big : 0;
-        ASBT_CHECK(pthread_create(&t, NULL, ka_live_run, &q) == 0);
+        q.timeout_ms = 7000;
+        ASBT_CHECK(pthread_create(&t, NULL, ka_req_run, &q) == 0);
         pf.fd = l;
         pf.events = POLLIN;
         s = poll(&pf, 1, 20000) == 1 ? accept(l, NULL, NULL) : -1;

@@ -2267,6 +2267,75 @@ static int foreign_got(int rep) {
     return sscanf(line, "GOT %d", &got) == 1 ? got : -1;
 }
 
+/* Runs fn in a forked child (which may change its user or namespace; the
+   test process keeps its own) and returns the line it wrote to `line`
+   (cap bytes, NUL-terminated; empty when it wrote none). */
+static void child_says(void (*fn)(void *arg, char *line, size_t cap), void *arg, char *line,
+                       size_t cap) {
+    int p[2], st;
+    ssize_t n;
+    pid_t kid;
+    line[0] = '\0';
+    if (pipe(p) != 0) return;
+    kid = fork();
+    if (kid == 0) {
+        close(p[0]);
+        fn(arg, line, cap);
+        if (write(p[1], line, strlen(line)) < 0) {}
+        _exit(0);
+    }
+    close(p[1]);
+    n = kid > 0 ? read(p[0], line, cap - 1) : 0;
+    line[n > 0 ? n : 0] = '\0';
+    close(p[0]);
+    if (kid > 0) waitpid(kid, &st, 0);
+}
+
+/* A checking client and the request to make with it, for a child. */
+typedef struct child_call {
+    asb_http_client *on;
+    const asb_http_request *rq;
+} child_call;
+
+/* In a new user namespace with no map: the call's code and message. */
+static void call_unmapped(void *arg, char *line, size_t cap) {
+    asb_http_client *on = ((child_call *)arg)->on;
+    const asb_http_request *rq = ((child_call *)arg)->rq;
+    asb_http_response r2;
+    asb_error e2;
+    asb_result res;
+    if (syscall(SYS_unshare, 0x10000000 /* CLONE_NEWUSER */) != 0) {
+        snprintf(line, cap, "unshare: %s", strerror(errno));
+        return;
+    }
+    res = asb_http_do(on, rq, &r2, &e2);
+    asb_http_response_free(&r2);
+    snprintf(line, cap, "%d %s", (int)res, e2.message);
+}
+
+/* As the real user nobody: a call to root's listener, then to its own. */
+static void call_as_nobody(void *arg, char *line, size_t cap) {
+    asb_http_client *on = ((child_call *)arg)->on;
+    asb_http_request q2 = *((child_call *)arg)->rq;
+    asb_http_response r2;
+    asb_error e2;
+    char u2[64];
+    int port, res, res_root;
+    /* root's listener first, then become nobody */
+    if (asbt_listen_loopback(4, &port) < 0) return;
+    snprintf(u2, sizeof u2, "http://127.0.0.1:%d/", port);
+    if (setgid(65534) != 0 || setuid(65534) != 0) return;
+    q2.url = u2;
+    q2.timeout_ms = 300;
+    res_root = asb_http_do(on, &q2, &r2, &e2);
+    asb_http_response_free(&r2);
+    if (asbt_listen_loopback(4, &port) < 0) return;
+    snprintf(u2, sizeof u2, "http://127.0.0.1:%d/", port);
+    res = asb_http_do(on, &q2, &r2, &e2);
+    asb_http_response_free(&r2);
+    snprintf(line, cap, "own %d root %d %s", (int)res, (int)res_root, e2.message);
+}
+
 /* asb_http_client_desc.loopback_same_user (and asb_h2_desc's): a loopback
    port held by another user's socket gets the connection closed before a
    byte is sent, through sock_diag and through /proc/net alike (where the
@@ -2326,32 +2395,11 @@ ASBT_TEST(a_loopback_port_another_user_holds_gets_no_byte_from_a_checking_client
            every user outside it: refused, the listener got nothing (the
            uid comparison passed it the request) */
         {
-            int p2[2], st2;
-            char line[300] = "";
-            ssize_t n;
-            pid_t kid;
-            ASBT_CHECK(pipe(p2) == 0);
-            kid = fork();
-            if (kid == 0) {
-                asb_error e2;
-                asb_http_response r2;
-                int res;
-                close(p2[0]);
-                if (syscall(SYS_unshare, 0x10000000 /* CLONE_NEWUSER */) != 0) {
-                    n = snprintf(line, sizeof line, "unshare: %s", strerror(errno));
-                    if (write(p2[1], line, (size_t)n) < 0) {}
-                    _exit(3);
-                }
-                res = asb_http_do(on, &rq, &r2, &e2);
-                n = snprintf(line, sizeof line, "%d %s", (int)res, e2.message);
-                if (write(p2[1], line, (size_t)n) < 0) {}
-                _exit(0);
-            }
-            close(p2[1]);
-            n = read(p2[0], line, sizeof line - 1);
-            line[n > 0 ? n : 0] = '\0';
-            close(p2[0]);
-            waitpid(kid, &st2, 0);
+            char line[300];
+            child_call cc;
+            cc.on = on;
+            cc.rq = &rq;
+            child_says(call_unmapped, &cc, line, sizeof line);
             if (getenv("ASB_UNDER_QEMU") && *getenv("ASB_UNDER_QEMU") && strncmp(line, "unshare:", 8) == 0) {
                 /* the kernel makes no user namespace for a threaded process,
                    and qemu-user has threads of its own: the case runs
@@ -2368,53 +2416,11 @@ ASBT_TEST(a_loopback_port_another_user_holds_gets_no_byte_from_a_checking_client
            used as anyone's (sent, then no answer: TIMEOUT), and the
            listener of another user (root's, here) is refused */
         {
-            int p2[2], st2;
-            char line[300] = "";
-            ssize_t n;
-            pid_t kid;
-            ASBT_CHECK(pipe(p2) == 0);
-            kid = fork();
-            if (kid == 0) {
-                asb_error e2;
-                asb_http_response r2;
-                asb_http_request q2 = rq;
-                struct sockaddr_in a;
-                socklen_t al = sizeof a;
-                char u2[64];
-                int res, res_root, l2, lroot;
-                close(p2[0]);
-                /* root's listener first, then become nobody */
-                lroot = socket(AF_INET, SOCK_STREAM, 0);
-                memset(&a, 0, sizeof a);
-                a.sin_family = AF_INET;
-                a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-                if (lroot < 0 || bind(lroot, (struct sockaddr *)&a, sizeof a) != 0 ||
-                    listen(lroot, 4) != 0 || getsockname(lroot, (struct sockaddr *)&a, &al) != 0)
-                    _exit(3);
-                snprintf(u2, sizeof u2, "http://127.0.0.1:%d/", ntohs(a.sin_port));
-                if (setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
-                q2.url = u2;
-                q2.timeout_ms = 300;
-                res_root = asb_http_do(on, &q2, &r2, &e2);
-                asb_http_response_free(&r2);
-                l2 = socket(AF_INET, SOCK_STREAM, 0);
-                a.sin_port = 0;
-                al = sizeof a;
-                if (l2 < 0 || bind(l2, (struct sockaddr *)&a, sizeof a) != 0 || listen(l2, 4) != 0 ||
-                    getsockname(l2, (struct sockaddr *)&a, &al) != 0)
-                    _exit(3);
-                snprintf(u2, sizeof u2, "http://127.0.0.1:%d/", ntohs(a.sin_port));
-                res = asb_http_do(on, &q2, &r2, &e2);
-                asb_http_response_free(&r2);
-                n = snprintf(line, sizeof line, "own %d root %d %s", (int)res, (int)res_root, e2.message);
-                if (write(p2[1], line, (size_t)n) < 0) {}
-                _exit(0);
-            }
-            close(p2[1]);
-            n = read(p2[0], line, sizeof line - 1);
-            line[n > 0 ? n : 0] = '\0';
-            close(p2[0]);
-            waitpid(kid, &st2, 0);
+            char line[300];
+            child_call cc;
+            cc.on = on;
+            cc.rq = &rq;
+            child_says(call_as_nobody, &cc, line, sizeof line);
             if (asb__uid_map_full())
                 ASBT_CONTAINS(line, "own -4 root -101 "); /* ASB_ERR_TIMEOUT, ASB_ERR_CONNECT */
             else /* a partial map (a rootless container): outsiders read as 65534 too */
