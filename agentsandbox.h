@@ -22147,7 +22147,10 @@ static asb_result asb__proc_pump(asb_process *p, int for_exit, int64_t until, as
             p->final = r;
             if (err) p->final_err = *err;
             else asb__fail(&p->final_err, r, "process %d: %s", (int)p->pid, asb_result_str(r));
-            if (r != ASB_ERR_TIMEOUT && r != ASB_ERR_CANCELLED) {
+            /* the connection failed (not a deadline, a cancel or a bad
+               event, after which we ended the stream and sandboxd the
+               process) */
+            if (r == ASB_ERR_RECV || r == ASB_ERR_SEND || r == ASB_ERR_CONNECT) {
                 pthread_mutex_lock(&p->broke_lock);
                 p->broke = r;
                 p->broke_err = p->final_err;
