@@ -236,6 +236,7 @@ test-readme:
 TEST_TIERS += test-docs
 test-docs:
 	@python3 tools/check_docs.py agentsandbox.h
+	@python3 tests/check_docs_test.py agentsandbox.h $(TB)/check-docs
 
 # --- benchmark ---------------------------------------------------------------------
 $(TB)/bench_json: tests/bench/bench_json.c $(HDR) $(ORACLE_HDRS) $(JSMN_OBJS)

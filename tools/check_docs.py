@@ -5,7 +5,10 @@
    opening comment and the end of the declarations) has a doc comment: a
    /* ... */ comment ending right above it, or right above the run of
    declarations it belongs to (declarations on consecutive lines, no blank
-   line between, share the comment above the first).
+   line between, share the comment above the first). The comment stands
+   on lines of its own, says something (four words at least), and for a
+   call returning asb_result names its errors ("Errors:" or an ASB_ERR_
+   code).
 2. Every log record id the implementation sends (asb__log(..., "id", ...))
    is in the CONVENTIONS list of ids, and every listed id is sent.
 3. Every asb_* / ASB_* name the opening comment or the README mentions
@@ -47,11 +50,11 @@ while i < decl_end:
     k = i - 1
     while k > opening_end:
         s = lines[k].rstrip()
-        if s.endswith("*/"):
-            break  # documented
         if s.startswith("#define"):
             k -= 1  # a constant the comment above also covers
             continue
+        if s.endswith("*/"):
+            break  # documented
         if s == "" or s.startswith("#") or s.startswith("}") or s.startswith("typedef") \
                 or s.endswith("{"):
             k = -1
@@ -61,6 +64,26 @@ while i < decl_end:
         failures.append("%s:%d: %s has no doc comment: put a /* ... */ comment right above "
                         "it (ownership, defaults, thread safety, errors; see CONVENTIONS)"
                         % (path, i + 1, name))
+        i = j + 1
+        continue
+    # the comment found: it must stand on lines of its own (a trailing
+    # /* ... */ of the line above documents that line) and say something
+    e = k
+    while e > opening_end and "/*" not in lines[e]:
+        e -= 1
+    before = lines[e][:lines[e].index("/*")] if "/*" in lines[e] else "?"
+    comment = " ".join(l.strip() for l in lines[e:k + 1])
+    comment = comment.replace("/*", " ").replace("*/", " ")
+    if before.strip():
+        failures.append("%s:%d: %s has no doc comment of its own: the comment above it "
+                        "(line %d) ends a line of code" % (path, i + 1, name, e + 1))
+    elif len(re.findall(r"[A-Za-z_]\w*", comment)) < 4:
+        failures.append("%s:%d: %s's doc comment (line %d) says nearly nothing: what does "
+                        "the call do?" % (path, i + 1, name, e + 1))
+    elif re.match(r"ASB_API\s+asb_result\b", text) and "Errors" not in comment \
+            and "ASB_ERR_" not in comment:
+        failures.append("%s:%d: %s returns asb_result but its doc comment (line %d) names "
+                        "no error: add \"Errors:\" (see CONVENTIONS)" % (path, i + 1, name, e + 1))
     i = j + 1
 
 # --- 2. log record ids --------------------------------------------------------
