@@ -246,6 +246,44 @@ ASBT_TEST(an_http2_connections_wake_pipe_is_close_on_exec_from_its_first_instant
     close(lfd);
 }
 
+/* The kubectl tunnel's four pipes (kubectl's stderr and stdout, the
+   supervisor's exec-error pipe and its lifeline). kubectl here is
+   /bin/sleep, which refuses "port-forward" and ends: only the pipes
+   matter, and they exist before the fork. */
+ASBT_TEST(the_kubectl_tunnels_pipes_are_close_on_exec_from_their_first_instant) {
+    char dir[128], cfg[256];
+    asb_client_desc d;
+    asb_client *c = NULL;
+    asb__tunnel t;
+    asb_error err;
+    int port = 8080;
+    FILE *f;
+    snprintf(dir, sizeof dir, "/tmp/asb-cloexec-XXXXXX");
+    ASBT_CHECK(mkdtemp(dir) != NULL);
+    snprintf(cfg, sizeof cfg, "%s/config", dir);
+    f = fopen(cfg, "w");
+    ASBT_CHECK(f != NULL);
+    fprintf(f, "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+               "    server: http://127.0.0.1:1\ncontexts:\n- name: c\n  context: {cluster: c, "
+               "user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: t}\n");
+    fclose(f);
+    memset(&d, 0, sizeof d);
+    d.kube.kubeconfig.path = cfg;
+    d.kubectl_path = "/bin/sleep";
+    ASBT_EQ_RES(asb_client_create(&d, &c, &err), ASB_OK);
+    asb__tunnel_init(&t, c, "service", "sandbox-router-svc", "default", &port, 1, "");
+    arm();
+    ASBT_EQ_RES(asb__tunnel_spawn_locked(&t, &err), ASB_OK);
+    cx_armed = 0;
+    ASBT_EQ_INT(cx_created, 8);
+    ASBT_EQ_INT(cx_spawned, 4);
+    ASBT_EQ_STR(cx_leak_what, "");
+    asb__tunnel_stop_locked(&t);
+    asb_client_free(c);
+    unlink(cfg);
+    ASBT_CHECK(rmdir(dir) == 0);
+}
+
 /* The pair a port-forward stream hands the HTTP client (asb__pf_dial's
    one end each for the relay and the caller): SOCK_CLOEXEC, not a
    socketpair and then fcntl. */
@@ -267,6 +305,7 @@ ASBT_LIST(
     ASBT_CASE(a_connections_socket_is_close_on_exec_from_its_first_instant)
     ASBT_CASE(the_exec_plugins_pipes_are_close_on_exec_from_their_first_instant)
     ASBT_CASE(an_http2_connections_wake_pipe_is_close_on_exec_from_its_first_instant)
+    ASBT_CASE(the_kubectl_tunnels_pipes_are_close_on_exec_from_their_first_instant)
 )
 
 int main(int argc, char **argv);
