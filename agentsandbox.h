@@ -176,7 +176,7 @@
 
      ASB_RUNTIME_LEGACY    the default: the HTTP/1.1 JSON runtime
                            (/execute, /upload, ...) on server_port, through
-                           any of the four modes above
+                           any of the five modes above
      ASB_RUNTIME_SANDBOXD  sandboxd (KEP-539.2): files over REST on
                            sandboxd_rest_port (8080), processes over gRPC
                            on sandboxd_grpc_port (9090); run is
@@ -185,7 +185,9 @@
                            so it is reached by ASB_CONNECT_LOCAL_TUNNEL
                            (then `kubectl port-forward pod/<pod> :8080
                            :9090`, one per sandbox, stopped with the
-                           handle), ASB_CONNECT_IN_CLUSTER (the pod IP,
+                           handle), ASB_CONNECT_NATIVE_TUNNEL (the same
+                           two ports through the apiserver's port-forward,
+                           nothing spawned), ASB_CONNECT_IN_CLUSTER (the pod IP,
                            for sandboxd builds that listen beyond
                            loopback) or ASB_CONNECT_IN_POD (a program
                            beside sandboxd in its pod: SANDBOXD_REST_ADDR
@@ -207,8 +209,11 @@
    Each layer under the client is public and usable alone: the JSON
    tokenizer, lookup and writer (search "JSON"), the HTTP/1.1 client with
    TLS, pooling and retries ("HTTP AND TLS"), the YAML and kubeconfig
-   readers and a Kubernetes REST and watch client ("KUBERNETES"), and the
-   SDK's small rules ("RULES"). DESIGN lists them all.
+   readers and a Kubernetes REST and watch client ("KUBERNETES"), HTTP/2
+   with gRPC and protobuf ("HTTP2 AND GRPC"), the WebSocket client and
+   the kubectl-free port-forward ("PORT-FORWARD"), and the SDK's small
+   rules ("RULES").
+   DESIGN lists every layer.
 
    ===========================================================================
    TABLE OF CONTENTS
@@ -511,11 +516,13 @@
    control plane: see the README's "What make bench measured".
 
    ===========================================================================
-   DESIGN (the whole public API)
+   DESIGN (every layer of the public API)
    ===========================================================================
 
-   The layers of the library and how they fit. Everything named here is
-   declared below, implemented and tested. There is deliberately no hook
+   The layers of the library and how they fit, with their main calls
+   (each layer's section below has the rest: helpers, _free calls, the
+   _opts forms). Everything named here is declared below, implemented and
+   tested. There is deliberately no hook
    that runs at exit: the library keeps no global state, so cleanup at exit
    is your own atexit() function calling asb_client_free (with
    asb_client_desc.cleanup_on_free set, that deletes the claims too).
@@ -544,7 +551,8 @@
                  by the library.
      HTTP/2      asb_h2_connect (h2c or TLS + ALPN h2; one I/O thread per
                  connection) -> asb_h2_stream_open / _write / _read /
-                 _cancel; flow control, HPACK, GOAWAY.
+                 _cancel; flow control, HPACK, GOAWAY. See "HTTP2 AND
+                 GRPC".
      gRPC        asb_grpc_call_start / _run (messages to a callback, one
                  final call) / _cancel, asb_grpc_unary; asb_pb_* (the
                  protobuf wire format).
@@ -552,10 +560,6 @@
                  triggers to end the blocking calls that hold it with
                  ASB_ERR_CANCELLED (asb_http_request.cancel,
                  asb_call_opts.cancel).
-     HTTP/2      asb_h2_connect (h2c or TLS with ALPN h2) and streams
-                 (asb_h2_stream_*); asb_grpc_call_* and asb_grpc_unary over
-                 them; asb_pb_* for the protobuf wire format. See "HTTP2
-                 AND GRPC".
      kubeconfig  asb_yaml_parse (the YAML reader); asb_kubeconfig_load(desc)
                  -> asb_kube_config {server, CA, client certificate and key,
                  token, token file, basic auth, exec plugin, namespace};
@@ -569,6 +573,15 @@
                  deadline; the return value is the one final outcome).
                  Failures decode the Status body into asb_error
                  (http_status, reason, message).
+     WebSocket   asb_kube_ws_connect (an RFC 6455 client on a Kubernetes
+                 connection, every credential kind) -> asb_ws_send /
+                 _recv / _close / _close_code / _protocol / _free.
+     port-forward asb_portforward_create (a Service or pod, resolved as
+                 kubectl does: selector, Ready pod, target port) ->
+                 asb_portforward_dial (a stream per connection over the
+                 apiserver's port-forward over a WebSocket: SPDY inside
+                 it, or v4.channel.k8s.io),
+                 asb_portforward_resolve, _take_error, _counts, _free.
      kubectl     the local tunnel (internal; no API of its own): one
                  `kubectl port-forward` per client and router namespace,
                  started with the first claim, rebuilt when it dies,
@@ -576,7 +589,9 @@
      connector   asb_client_desc.mode: ASB_CONNECT_LOCAL_TUNNEL (default),
                  _DIRECT (router URL), _IN_CLUSTER (pod IP, no router
                  headers), _GATEWAY (the Gateway's first valid address),
-                 _NATIVE_TUNNEL (kubectl-free port-forward to the router);
+                 _NATIVE_TUNNEL (kubectl-free port-forward to the router
+                 or a sandboxd pod), _IN_POD (beside sandboxd in its pod,
+                 no Kubernetes API: asb_client_sandbox_in_pod);
                  router headers (X-Sandbox-ID/-Namespace/-Port/-Timeout, a
                  stable X-Request-ID, optional X-Sandbox-Pod-IP), a bearer
                  token and extra headers for routers that require auth.
@@ -586,7 +601,12 @@
                  private CA, a client certificate, a server name, or
                  insecure; the kubeconfig's TLS is the API server's alone.
                  One example program per mode: examples/quickstart.c and
-                 local_tunnel.c, direct_url.c, gateway.c, in_cluster.c.
+                 local_tunnel.c, direct_url.c, gateway.c, in_cluster.c,
+                 native_tunnel.c.
+     runtime     asb_client_desc.runtime: ASB_RUNTIME_LEGACY (default; the
+                 HTTP/1.1 JSON API), _SANDBOXD (files over REST, processes
+                 over gRPC), _AUTO (from the pod spec); asb_sandbox_runtime
+                 says which a handle got. See "RUNTIMES".
      tracing     asb_tracer_desc in asb_client_desc.tracer: spans per call
                  under a lifecycle span per handle, W3C trace context on
                  requests and claims, callbacks and an OTLP/HTTP JSON
@@ -598,6 +618,11 @@
                  asb_sandbox_read / _read_stream / _read_to_fd,
                  asb_sandbox_write_from_fd, asb_sandbox_list,
                  asb_sandbox_exists, asb_sandbox_status, asb_sandbox_pod_ip,
+                 and on sandboxd asb_sandbox_delete_file, _stat, _metadata
+                 and streaming processes (asb_sandbox_process_start ->
+                 asb_process_write_stdin / _close_stdin / _signal /
+                 _resize / _wait / _id / _free; see
+                 examples/sandboxd_session.c),
                  asb_sandbox_close_connection, asb_sandbox_terminate
                  (and _opts: a delete that can stop waiting);
                  each call that talks to the runtime also has an _opts
@@ -607,7 +632,8 @@
                  asb_client_create_sandbox(template, asb_create_opts
                  {namespace, ready timeout, labels, shutdown_after_seconds,
                  warm pool, claim name, v1beta1 env and pod metadata}),
-                 asb_client_get_sandbox, asb_client_list_active,
+                 asb_client_create_sandboxes (a batch, a bounded number in
+                 flight; see CONCURRENCY), asb_client_get_sandbox, asb_client_list_active,
                  asb_client_list_all (names), asb_client_list_claims
                  (details, every namespace), asb_client_delete_sandbox,
                  asb_client_delete_all, asb_client_free (optional cleanup);
@@ -2107,6 +2133,11 @@ typedef struct asb_grpc_handlers {
 /* Starts a call with one request message (unary and server-streaming
    calls; the request side is closed after it). The deadline counts from
    here. On failure *out is NULL and no handler will ever run.
+   Errors: those of asb_h2_stream_open and asb_h2_stream_write (the
+   connection refused a new stream, went away, or the deadline or cancel
+   token ended the send); ASB_ERR_INVALID_ARGUMENT for a method that is
+   not "/package.Service/Method" or more than 32 metadata entries;
+   ASB_ERR_TOO_LARGE for a request message above 4 GiB.
    Ownership: *out is the caller's; free it with asb_grpc_call_free after
    asb_grpc_call_run returned. */
 ASB_API asb_result asb_grpc_call_start(asb_h2_conn *conn, const asb_grpc_call_desc *desc,
@@ -2167,12 +2198,18 @@ enum {
    ASB_ERR_OUT_OF_MEMORY.
    Ownership: b is the caller's (asb_buf_free). */
 ASB_API asb_result asb_pb_put_varint(asb_buf *b, uint32_t field, uint64_t v);
-/* int32 and enum: negative values take ten bytes, as the format says. */
+/* An int32 (or enum) field: a negative value takes ten bytes, as the
+   format says. Errors: as asb_pb_put_varint. */
 ASB_API asb_result asb_pb_put_int32(asb_buf *b, uint32_t field, int32_t v);
+/* A length-delimited field: bytes p[0, n), or the string s up to its NUL
+   (its bytes as they are: UTF-8 is the caller's to ensure).
+   Errors: as asb_pb_put_varint. */
 ASB_API asb_result asb_pb_put_bytes(asb_buf *b, uint32_t field, const void *p, size_t n);
 ASB_API asb_result asb_pb_put_string(asb_buf *b, uint32_t field, const char *s);
 /* A nested message: begin writes the tag and returns a mark; the fields
-   follow; end(mark) inserts their length. */
+   follow; end(mark) inserts their length.
+   Errors: as asb_pb_put_varint; end: ASB_ERR_INVALID_ARGUMENT for a mark
+   beyond the buffer's end. */
 ASB_API asb_result asb_pb_begin(asb_buf *b, uint32_t field, size_t *mark);
 ASB_API asb_result asb_pb_end(asb_buf *b, size_t mark);
 
@@ -3190,6 +3227,9 @@ typedef struct asb_run_result {
     asb_buf out;   /* stdout */
     asb_buf err;   /* stderr */
     int exit_code;
+    int timed_out; /* 1: the runtime ended the command at its
+                      asb_call_opts.command_timeout_ms (exit_code is then
+                      124) or, legacy runtime, at its own limit */
 } asb_run_result;
 /* Frees out and err. Harmless on a result asb_sandbox_run failed to fill,
    and twice. */
@@ -3212,7 +3252,9 @@ ASB_API void asb_run_result_free(asb_run_result *r);
 
    A command that outlives its deadline is ASB_ERR_TIMEOUT, its message
    naming the deadline: the command may still be running in the sandbox
-   (a runtime ends it at its own exec timeout: 300 s by default).
+   (a runtime ends it at its own exec timeout: 300 s by default). To have
+   the sandbox end it, set command_timeout_ms: then it is a result,
+   timed_out 1 and exit code 124 (see the field).
 
    Through the upstream Go sandbox-router two of its flags bound a call
    as well: --response-header-timeout (default 30 s) for the runtime's
@@ -3247,6 +3289,22 @@ typedef struct asb_call_opts {
                                  permission bits, 0 to 0777 (e.g. 0755).
                                  Default 0: sandboxd's own 0644. Legacy:
                                  ASB_ERR_UNSUPPORTED unless 0 */
+    int command_timeout_ms;   /* run: how long the command itself may run,
+                                 as the Python SDK 1.0.8's command_timeout.
+                                 The runtime ends it then, and run returns
+                                 ASB_OK with result.timed_out 1 and
+                                 exit_code 124 (a result, not an error: the
+                                 sandbox is known to have stopped it).
+                                 sandboxd: the gRPC deadline (the output
+                                 before it is lost, as in 1.0.8); legacy:
+                                 sent as timeout_seconds (agentsandbox-
+                                 runtime keeps the output before it;
+                                 runtimes that predate the field ignore
+                                 it), and the call waits at least this
+                                 plus 10 s for the answer. Default 0: no
+                                 limit but timeout_ms (then a command that
+                                 outlives it is ASB_ERR_TIMEOUT and may
+                                 still run). Negative: ASB_ERR_INVALID_ARGUMENT */
 } asb_call_opts;
 
 /* Runs a command in the sandbox (POST /execute; never retried once it
@@ -3280,8 +3338,8 @@ ASB_API asb_result asb_sandbox_run_opts(asb_sandbox *sb, const char *command,
    to out (capped at max_read_bytes); exists: *exists 0/1 (the runtime
    alone judges that path).
    Errors: those of asb_sandbox_run; ASB_ERR_INVALID_ARGUMENT for an
-   unsafe path, before anything is sent; ASB_ERR_HTTP_STATUS with 404
-   for a missing file on read.
+   unsafe path, before anything is sent; ASB_ERR_NOT_FOUND for a missing
+   file on read (err.http_status 404).
    Ownership: out is the caller's (asb_buf_free), data is only read. */
 ASB_API asb_result asb_sandbox_write(asb_sandbox *sb, const char *path, const void *data,
                                      size_t len, asb_error *err);
@@ -14408,7 +14466,7 @@ done:
     if (argv) kc->alloc.free_fn(argv, kc->alloc.user_data);
     if (info) kc->alloc.free_fn(info, kc->alloc.user_data);
     if (envbuf) {
-        memset(envbuf, 0, env_len); /* an env value may be a secret */
+        asb__wipe(envbuf, env_len); /* an env value may be a secret */
         kc->alloc.free_fn(envbuf, kc->alloc.user_data);
     }
     asb_buf_free(&ib);
@@ -20862,8 +20920,14 @@ static asb_result asb__run_answer_decode(const char *body, size_t len, const asb
         asb_json_append_string(&d, asb_json_find(&d, 0, "stderr"), &result->err) == ASB_OK &&
         asb_json_get_int64(&d, asb_json_find(&d, 0, "exit_code"), &code) == ASB_OK &&
         code >= INT_MIN && code <= INT_MAX) {
+        int to = asb_json_find(&d, 0, "timed_out"), b = 0;
         result->exit_code = (int)code;
-        r = ASB_OK;
+        /* absent (runtimes before the field) or null: not timed out; any
+           other non-bool is a malformed answer */
+        if (to < 0 || asb_json_is_null(&d, to) || asb_json_get_bool(&d, to, &b) == ASB_OK) {
+            result->timed_out = b;
+            r = ASB_OK;
+        }
     }
     asb_json_doc_free(&d);
     return r;
@@ -21041,6 +21105,15 @@ static asb_result asb__legacy_run(asb_sandbox *sb, const char *command, int time
     asb_json_object_begin(&w);
     asb_json_key(&w, "command");
     asb_json_string(&w, command);
+    if (opts && opts->command_timeout_ms > 0) {
+        /* the runtime ends the command; its answer comes up to 10 s
+           after (1.0.8's margin), so the call waits that long at least */
+        int cap = opts->command_timeout_ms < INT_MAX - 10000 ? opts->command_timeout_ms + 10000
+                                                              : INT_MAX;
+        asb_json_key(&w, "timeout_seconds");
+        asb_json_double(&w, opts->command_timeout_ms / 1000.0);
+        if (timeout_ms < cap) timeout_ms = cap;
+    }
     asb_json_object_end(&w);
     if (asb_json_writer_finish(&w) != ASB_OK) {
         asb_buf_free(&body);
@@ -21676,10 +21749,14 @@ static asb_result asb__sd_run_ex(asb_sandbox *sb, const char *command, int timeo
     asb__pv1_exec_result x;
     asb_buf req, resp;
     asb_result r;
-    int sent = 0;
+    int sent = 0, limit_ms = opts ? opts->command_timeout_ms : 0;
+    int64_t t0 = asb__now_ms();
     argv[0] = "/bin/sh";
     argv[1] = "-c";
     argv[2] = command;
+    /* a command limit is the call's gRPC deadline: sandboxd ends the
+       process when it passes (as 1.0.8 asks it to) */
+    if (limit_ms > 0) timeout_ms = limit_ms;
     memset(&cfg, 0, sizeof cfg);
     cfg.argv = argv;
     cfg.argc = 3;
@@ -21707,7 +21784,25 @@ static asb_result asb__sd_run_ex(asb_sandbox *sb, const char *command, int timeo
     if (r == ASB_OK) r = asb_buf_append(&result->out, x.out.ptr ? x.out.ptr : "", x.out.len);
     if (r == ASB_OK) r = asb_buf_append(&result->err, x.errout.ptr ? x.errout.ptr : "", x.errout.len);
     if (r == ASB_OK) result->exit_code = x.exit_code;
-    if (r == ASB_ERR_TIMEOUT && err && !sent)
+    if (limit_ms > 0 && sent &&
+        (r == ASB_ERR_TIMEOUT ||
+         /* grpc-go ends a call past its deadline with RST_STREAM(CANCEL),
+            which may come before our own clock says so; not the
+            caller's token, and not before the limit */
+         (r == ASB_ERR_CANCELLED && !(opts->cancel && asb_cancel_is_triggered(opts->cancel)) &&
+          asb__now_ms() - t0 >= limit_ms))) {
+        /* the limit the caller set, reached: a result, as 1.0.8 gives it
+           (sandboxd sends no output of a call past its deadline) */
+        char m[96];
+        result->out.len = result->err.len = 0;
+        snprintf(m, sizeof m, "Command timed out after %g seconds", limit_ms / 1000.0);
+        r = asb_buf_append(&result->err, m, strlen(m));
+        if (r == ASB_OK) r = asb_buf_append(&result->out, "", 0);
+        if (r != ASB_OK) r = asb__fail(err, ASB_ERR_OUT_OF_MEMORY, "run: out of memory");
+        result->exit_code = 124;
+        result->timed_out = 1;
+        if (r == ASB_OK && err) memset(err, 0, sizeof *err); /* the deadline's words */
+    } else if (r == ASB_ERR_TIMEOUT && err && !sent)
         asb__fail(err, r, "run: the %d ms deadline passed while connecting to sandboxd; the "
                           "command was not sent", timeout_ms);
     else if (r == ASB_ERR_TIMEOUT && err)
@@ -24532,6 +24627,9 @@ ASB_API asb_result asb_sandbox_run_opts(asb_sandbox *sb, const char *command,
     if (!result) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "run: NULL result");
     memset(result, 0, sizeof *result);
     if (!sb || !command) return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "run: NULL argument");
+    if (opts && opts->command_timeout_ms < 0)
+        return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "run: command_timeout_ms %d is negative",
+                         opts->command_timeout_ms);
     asb_buf_init(&result->out, &sb->client->alloc);
     asb_buf_init(&result->err, &sb->client->alloc);
     asb__sb_span_begin(sb, &span, "run", ASB_LATENCY_RUN); /* tracing off: one test */

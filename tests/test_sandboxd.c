@@ -219,6 +219,52 @@ ASBT_TEST(run_takes_env_and_cwd_and_a_write_takes_a_mode) {
     asb_client_free(c);
 }
 
+/* command_timeout_ms (1.0.8's command_timeout): the gRPC deadline of the
+   Execute call. sandboxd ends the process when it passes, and run returns
+   a result as 1.0.8 does: exit 124, timed_out, no output (sandboxd sends
+   none past a deadline). */
+ASBT_TEST(a_command_timeout_ends_the_command_and_is_a_timed_out_result) {
+    asb_error err;
+    asb_sandbox *sb;
+    asb_client *c = in_pod(&sb, &err);
+    asb_run_result rr;
+    asb_call_opts o;
+    int i, gone = 0;
+    ASBT_CHECK(c != NULL);
+    memset(&o, 0, sizeof o);
+    o.timeout_ms = 1000; /* the limit decides on sandboxd */
+    o.command_timeout_ms = 1500;
+    ASBT_EQ_RES(asb_sandbox_run_opts(sb, "echo $$ > sh.pid; echo before; exec sleep 30", &o, &rr,
+                                     &err),
+                ASB_OK);
+    ASBT_EQ_INT(rr.timed_out, 1);
+    ASBT_EQ_INT(rr.exit_code, 124);
+    ASBT_EQ_STR(rr.err.ptr, "Command timed out after 1.5 seconds");
+    ASBT_EQ_STR(rr.out.ptr, "");
+    asb_run_result_free(&rr);
+    /* the process is ended by sandboxd, not left running */
+    for (i = 0; i < 100 && !gone; i++) {
+        ASBT_EQ_RES(asb_sandbox_run(sb, "kill -0 $(cat sh.pid) 2>/dev/null && echo alive || echo gone",
+                                    0, &rr, &err),
+                    ASB_OK);
+        gone = strcmp(rr.out.ptr, "gone\n") == 0;
+        asb_run_result_free(&rr);
+        if (!gone) asb__sleep_ms(100);
+    }
+    ASBT_CHECK(gone);
+    /* within the limit: the command's own result */
+    o.command_timeout_ms = 30000;
+    ASBT_EQ_RES(asb_sandbox_run_opts(sb, "echo within; exit 3", &o, &rr, &err), ASB_OK);
+    ASBT_EQ_INT(rr.timed_out, 0);
+    ASBT_EQ_INT(rr.exit_code, 3);
+    ASBT_EQ_STR(rr.out.ptr, "within\n");
+    asb_run_result_free(&rr);
+    o.command_timeout_ms = -1;
+    ASBT_EQ_RES(asb_sandbox_run_opts(sb, "true", &o, &rr, &err), ASB_ERR_INVALID_ARGUMENT);
+    asb_run_result_free(&rr);
+    asb_client_free(c);
+}
+
 ASBT_TEST(paths_and_cwd_outside_the_root_are_permission_denied) {
     asb_error err;
     asb_sandbox *sb;
@@ -1369,6 +1415,7 @@ static int check_sandboxd(const char *name, int failed) {
 
 ASBT_LIST(ASBT_CASE(handle_calls_work_on_sandboxd_as_on_the_legacy_runtime)
           ASBT_CASE(run_takes_env_and_cwd_and_a_write_takes_a_mode)
+    ASBT_CASE(a_command_timeout_ends_the_command_and_is_a_timed_out_result)
           ASBT_CASE(paths_and_cwd_outside_the_root_are_permission_denied)
           ASBT_CASE(stat_says_file_directory_or_nothing_without_moving_the_body)
           ASBT_CASE(deleting_a_non_empty_directory_is_a_conflict_until_recursive)

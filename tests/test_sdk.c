@@ -849,6 +849,39 @@ static int64_t now_ms(void) { return now_us() / 1000; }
 /* The one deadline rule: a call with a deadline waits for its answer until
    the deadline, never less. The client's read timeout (300 ms here, 30 s
    by default) used to cut a command that printed nothing for longer. */
+/* The legacy /execute answer: "timed_out" is optional (runtimes before
+   1.0.8's command_timeout do not send it), a bool or null; anything else
+   there is a malformed answer. */
+ASBT_TEST(a_run_answer_says_timed_out_only_when_the_runtime_does) {
+    static const struct {
+        const char *body;
+        asb_result r;
+        int timed_out;
+    } cases[] = {
+        {"{\"stdout\":\"a\",\"stderr\":\"\",\"exit_code\":0}", ASB_OK, 0},
+        {"{\"stdout\":\"\",\"stderr\":\"t\",\"exit_code\":124,\"timed_out\":true}", ASB_OK, 1},
+        {"{\"stdout\":\"\",\"stderr\":\"\",\"exit_code\":0,\"timed_out\":false}", ASB_OK, 0},
+        {"{\"stdout\":\"\",\"stderr\":\"\",\"exit_code\":0,\"timed_out\":null}", ASB_OK, 0},
+        {"{\"stdout\":\"\",\"stderr\":\"\",\"exit_code\":0,\"timed_out\":\"yes\"}",
+         ASB_ERR_HTTP_PROTOCOL, 0},
+        {"{\"stdout\":\"\",\"stderr\":\"\",\"exit_code\":0,\"timed_out\":1}",
+         ASB_ERR_HTTP_PROTOCOL, 0},
+    };
+    asb_allocator a;
+    size_t i;
+    asb__allocator_resolve(NULL, &a);
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        asb_run_result rr;
+        memset(&rr, 0, sizeof rr);
+        asb_buf_init(&rr.out, NULL);
+        asb_buf_init(&rr.err, NULL);
+        ASBT_EQ_RES(asb__run_answer_decode(cases[i].body, strlen(cases[i].body), &a, &rr),
+                    cases[i].r);
+        if (cases[i].r == ASB_OK) ASBT_EQ_INT(rr.timed_out, cases[i].timed_out);
+        asb_run_result_free(&rr);
+    }
+}
+
 ASBT_TEST(a_deadline_longer_than_the_read_timeout_waits_for_the_answer) {
     recorder *rec = recorder_start("127.0.0.1");
     asb_client_desc d;
@@ -3316,6 +3349,7 @@ ASBT_LIST(
     ASBT_CASE(every_waiter_on_one_name_gets_the_object_from_the_shared_watchs_list)
     ASBT_CASE(a_lifecycle_span_ends_once_from_many_threads)
     ASBT_CASE(a_create_whose_answer_was_lost_deletes_its_claim_by_name)
+    ASBT_CASE(a_run_answer_says_timed_out_only_when_the_runtime_does)
     ASBT_CASE(a_deadline_longer_than_the_read_timeout_waits_for_the_answer)
     ASBT_CASE(a_command_past_its_deadline_is_a_timeout_that_names_it)
     ASBT_CASE(cancel_from_another_thread_ends_a_waiting_call_at_once)

@@ -2109,6 +2109,29 @@ MADE_TEST(long_commands_meet_their_deadlines_and_cancel_from_another_thread) {
         ASBT_CHECK(echo_ok(b, "after the timeout", 30000));
     }
     {
+        /* command_timeout_ms (1.0.8's command_timeout): sent as
+           timeout_seconds, the runtime ends the command and answers; a
+           result, with the output so far, not an error. The call's 2 s
+           deadline is raised to the limit + 10 s to hear that answer. */
+        asb_call_opts o;
+        asb_run_result rr;
+        memset(&o, 0, sizeof o);
+        o.timeout_ms = 2000;
+        o.command_timeout_ms = 3000;
+        ASBT_EQ_RES(asb_sandbox_run_opts(b, "sh -c 'echo before; sleep 30'", &o, &rr, &err), ASB_OK);
+        ASBT_EQ_INT(rr.timed_out, 1);
+        ASBT_EQ_INT(rr.exit_code, 124);
+        ASBT_EQ_STR(rr.out.ptr, "before\n");
+        ASBT_CONTAINS(rr.err.ptr, "Command timed out after 3 seconds");
+        asb_run_result_free(&rr);
+        o.command_timeout_ms = 30000;
+        ASBT_EQ_RES(asb_sandbox_run_opts(b, "echo within", &o, &rr, &err), ASB_OK);
+        ASBT_EQ_INT(rr.timed_out, 0);
+        ASBT_EQ_INT(rr.exit_code, 0);
+        ASBT_EQ_STR(rr.out.ptr, "within\n");
+        asb_run_result_free(&rr);
+    }
+    {
         asb_call_opts o;
         asb_run_result rr;
         canceller *k = (canceller *)made_alloc(m, sizeof *k);

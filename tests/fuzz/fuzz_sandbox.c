@@ -205,6 +205,12 @@ static void fuzz_answers(const uint8_t *p, size_t n) {
         /* the exit code is the answer's, never a truncation of it */
         FUZZ_REQUIRE(asb_json_get_int64(&d, asb_json_find(&d, 0, "exit_code"), &code) == ASB_OK);
         FUZZ_REQUIRE(code == (int64_t)rr.exit_code);
+        /* timed_out only from a true "timed_out" */
+        FUZZ_REQUIRE(rr.timed_out == 0 || rr.timed_out == 1);
+        if (rr.timed_out) {
+            int b = 0;
+            FUZZ_REQUIRE(asb_json_get_bool(&d, asb_json_find(&d, 0, "timed_out"), &b) == ASB_OK && b);
+        }
     }
     asb_run_result_free(&rr);
 

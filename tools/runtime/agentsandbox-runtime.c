@@ -4,7 +4,8 @@
    compatible with the python-runtime of agent-sandbox v0.4.x):
 
      GET  /                   health: {"status":"ok","message":"Sandbox Runtime is active."}
-     POST /execute            {"command": "..."} -> {"stdout","stderr","exit_code"}
+     POST /execute            {"command": "...", "timeout_seconds": N} -> {"stdout","stderr","exit_code"}
+                              (+ "timed_out": true when N ended it; N optional)
      POST /upload             multipart/form-data, part "file", filename = destination
      GET  /download/<path>    raw bytes
      GET  /list/<path>        [{"name","size","type","mod_time"}]
@@ -1568,16 +1569,21 @@ static int rt_json_value(struct rt_json *j)
     }
 }
 
-enum { RT_CMD_OK, RT_CMD_BAD_JSON, RT_CMD_NOT_OBJECT, RT_CMD_MISSING, RT_CMD_NOT_STRING, RT_CMD_NOMEM };
+enum { RT_CMD_OK, RT_CMD_BAD_JSON, RT_CMD_NOT_OBJECT, RT_CMD_MISSING, RT_CMD_NOT_STRING, RT_CMD_NOMEM,
+       RT_CMD_BAD_TIMEOUT };
 
-/* Reads {"command": "<string>", ...} (other keys ignored, the last
-   "command" wins, as with json.loads). On RT_CMD_OK the decoded command is
-   in *command; *why explains the other results. */
-static int rt_parse_execute_body(const unsigned char *body, size_t n, struct rt_buf *command, const char **why)
+/* Reads {"command": "<string>", "timeout_seconds": <number or null>, ...}
+   (other keys ignored, the last of a key wins, as with json.loads). On
+   RT_CMD_OK the decoded command is in *command and the command's own
+   limit in *timeout_s (0: none; the Python SDK 1.0.8 sends it for
+   run(command_timeout=...)); *why explains the other results. */
+static int rt_parse_execute_body(const unsigned char *body, size_t n, struct rt_buf *command,
+                                 double *timeout_s, const char **why)
 {
     struct rt_json j = {body, body + n, 0, NULL};
-    int found = 0, not_string = 0, first = 1;
+    int found = 0, not_string = 0, first = 1, bad_timeout = 0;
     command->len = 0;
+    *timeout_s = 0;
     *why = NULL;
     rt_json_ws(&j);
     if (j.p >= j.end) {
@@ -1650,6 +1656,33 @@ static int rt_parse_execute_body(const unsigned char *body, size_t n, struct rt_
                     break;
                 }
             }
+        } else if (key.len == 15 && !memcmp(key.p, "timeout_seconds", 15)) {
+            const unsigned char *v = j.p;
+            if (rt_json_value(&j)) {
+                rt_buf_free(&key);
+                break;
+            }
+            *timeout_s = 0;
+            bad_timeout = 0;
+            if (j.p - v == 4 && !memcmp(v, "null", 4)) {
+                /* no limit, as when absent */
+            } else if (*v == '-' || (*v >= '0' && *v <= '9')) {
+                char num[64];
+                size_t len = (size_t)(j.p - v);
+                double t;
+                /* a JSON number is plain ASCII: strtod reads it whole */
+                if (len >= sizeof num)
+                    len = sizeof num - 1;
+                memcpy(num, v, len);
+                num[len] = 0;
+                t = strtod(num, NULL);
+                if (!(t > 0) || t > 1e9)
+                    bad_timeout = 2; /* 0, negative, or past any useful limit */
+                else
+                    *timeout_s = t;
+            } else {
+                bad_timeout = 1;
+            }
         } else if (rt_json_value(&j)) {
             rt_buf_free(&key);
             break;
@@ -1672,6 +1705,11 @@ static int rt_parse_execute_body(const unsigned char *body, size_t n, struct rt_
     if (not_string) {
         *why = "Input should be a valid string";
         return RT_CMD_NOT_STRING;
+    }
+    if (bad_timeout) {
+        *why = bad_timeout == 1 ? "Input should be a valid number"
+                                : "Input should be greater than 0 and at most 1e9";
+        return RT_CMD_BAD_TIMEOUT;
     }
     if (rt_buf_reserve(command, 0))
         return RT_CMD_NOMEM;
@@ -2371,6 +2409,7 @@ static struct rt_child *g_children;
 struct rt_exec_result {
     struct rt_buf out, err;
     int exit_code;
+    int timed_out; /* ended at its limit: "timed_out": true in the answer */
 };
 
 static void rt_exec_fail(struct rt_exec_result *res, const char *fmt, ...)
@@ -2422,8 +2461,12 @@ static struct timespec rt_abs_time(double at)
 }
 
 /* Runs a command string without a shell, in the base dir, with the
-   configured timeout. Always fills res (failures as exit_code 1 plus the
-   reason in stderr, as the reference does). */
+   configured timeout, or the request's own limit (limit_s > 0) when that
+   is shorter. Always fills res (failures as exit_code 1 plus the reason
+   in stderr, as the reference does). A command that reaches the
+   request's limit keeps its output so far and ends with exit_code 124
+   (timeout(1)'s) and timed_out set, as the Python SDK 1.0.8 reports a
+   command_timeout. */
 /* A command still running after this long gets its response head sent
    (rt_exec_head) while it runs; quicker ones are answered whole, with a
    Content-Length. Not 0: a head sent at once races the Go router (see
@@ -2432,8 +2475,8 @@ static struct timespec rt_abs_time(double at)
 
 static int rt_exec_head(struct rt_conn *c);
 
-static void rt_run_command(const char *cmd, size_t cmd_len, struct rt_exec_result *res, struct rt_conn *c,
-                           int *head_sent)
+static void rt_run_command(const char *cmd, size_t cmd_len, double limit_s, struct rt_exec_result *res,
+                           struct rt_conn *c, int *head_sent)
 {
     char **argv = NULL;
     size_t argc = 0;
@@ -2443,9 +2486,9 @@ static void rt_run_command(const char *cmd, size_t cmd_len, struct rt_exec_resul
     posix_spawnattr_t attr;
     sigset_t none, all;
     struct rt_child ch = {0, 0, 0, NULL};
-    int rc, timed_out = 0, cut_out = 0, cut_err = 0;
+    int rc, timed_out = 0, cut_out = 0, cut_err = 0, own_limit = 0;
     struct pollfd pf[2];
-    double start = rt_now(), deadline;
+    double start = rt_now(), deadline, limit;
 
     res->exit_code = 0;
     if (rt_shlex_split(cmd, cmd_len, &argv, &argc, &why)) {
@@ -2520,7 +2563,12 @@ static void rt_run_command(const char *cmd, size_t cmd_len, struct rt_exec_resul
         return;
     }
 
-    deadline = start + g_cfg.exec_timeout_s;
+    limit = g_cfg.exec_timeout_s;
+    if (limit_s > 0 && limit_s < limit) {
+        limit = limit_s;
+        own_limit = 1;
+    }
+    deadline = start + limit;
     pf[0].fd = outp[0];
     pf[1].fd = errp[0];
     pf[0].events = pf[1].events = POLLIN;
@@ -2583,7 +2631,16 @@ static void rt_run_command(const char *cmd, size_t cmd_len, struct rt_exec_resul
         }
     pthread_mutex_unlock(&g_lock);
 
-    if (timed_out) {
+    if (timed_out && own_limit) {
+        res->exit_code = 124;
+        res->timed_out = 1;
+        if (cut_out)
+            rt_buf_printf(&res->out, "\n[agentsandbox-runtime: stdout cut after %zu bytes]\n", g_cfg.max_output);
+        if (cut_err)
+            rt_buf_printf(&res->err, "\n[agentsandbox-runtime: stderr cut after %zu bytes]\n", g_cfg.max_output);
+        rt_buf_printf(&res->err, "%sCommand timed out after %g seconds\n",
+                      res->err.len && res->err.p[res->err.len - 1] != '\n' ? "\n" : "", limit);
+    } else if (timed_out) {
         rt_exec_fail(res, "Command '%s' timed out after %g seconds", cmd, g_cfg.exec_timeout_s);
     } else if (!ch.done) {
         rt_exec_fail(res, "lost track of the process");
@@ -2718,7 +2775,8 @@ static void rt_respond_exec(struct rt_conn *c, const struct rt_exec_result *res)
 {
     static const char k_out[] = "{\"stdout\":\"", k_err[] = "\",\"stderr\":\"";
     char tail[64], head[512];
-    int tl = snprintf(tail, sizeof tail, "\",\"exit_code\":%d}", res->exit_code);
+    int tl = snprintf(tail, sizeof tail, "\",\"exit_code\":%d%s}", res->exit_code,
+                      res->timed_out ? ",\"timed_out\":true" : "");
     unsigned long long body_len = (sizeof k_out - 1) + rt_json_escaped_len(res->out.p, res->out.len) +
                                   (sizeof k_err - 1) + rt_json_escaped_len(res->err.p, res->err.len) + (size_t)tl;
     struct rt_out o = {c, NULL, 0, RT_IO_CHUNK, 0};
@@ -2744,7 +2802,8 @@ static void rt_respond_exec_body(struct rt_conn *c, const struct rt_exec_result 
 {
     static const char k_out[] = "{\"stdout\":\"", k_err[] = "\",\"stderr\":\"";
     char tail[64], size[32];
-    int tl = snprintf(tail, sizeof tail, "\",\"exit_code\":%d}", res->exit_code);
+    int tl = snprintf(tail, sizeof tail, "\",\"exit_code\":%d%s}", res->exit_code,
+                      res->timed_out ? ",\"timed_out\":true" : "");
     unsigned long long body_len = (sizeof k_out - 1) + rt_json_escaped_len(res->out.p, res->out.len) +
                                   (sizeof k_err - 1) + rt_json_escaped_len(res->err.p, res->err.len) + (size_t)tl;
     int chunked = c->req.minor_version != 0;
@@ -2786,8 +2845,9 @@ static void rt_handle_execute(struct rt_conn *c)
 {
     int head_sent = 0;
     struct rt_buf body = {0}, command = {0};
-    struct rt_exec_result res = {{0}, {0}, 0};
+    struct rt_exec_result res = {{0}, {0}, 0, 0};
     const char *p, *why;
+    double timeout_s = 0;
     size_t n;
     int rc;
 
@@ -2817,11 +2877,12 @@ static void rt_handle_execute(struct rt_conn *c)
                        "Input should be a valid dictionary or object to extract fields from (send Content-Type: application/json)");
         return;
     }
-    rc = rt_parse_execute_body((const unsigned char *)(body.p ? body.p : ""), body.len, &command, &why);
+    rc = rt_parse_execute_body((const unsigned char *)(body.p ? body.p : ""), body.len, &command, &timeout_s,
+                               &why);
     rt_buf_free(&body);
     switch (rc) {
     case RT_CMD_OK:
-        rt_run_command(command.p, command.len, &res, c, &head_sent);
+        rt_run_command(command.p, command.len, timeout_s, &res, c, &head_sent);
         if (head_sent)
             rt_respond_exec_body(c, &res);
         else
@@ -2838,6 +2899,9 @@ static void rt_handle_execute(struct rt_conn *c)
         break;
     case RT_CMD_NOT_STRING:
         rt_respond_422(c, "string_type", "[\"body\",\"command\"]", "Input should be a valid string");
+        break;
+    case RT_CMD_BAD_TIMEOUT:
+        rt_respond_422(c, "float_type", "[\"body\",\"timeout_seconds\"]", why);
         break;
     default:
         c->keep_alive = 0;

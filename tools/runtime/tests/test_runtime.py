@@ -290,6 +290,42 @@ def test_execute_captures_50_mib_without_deadlock(srv):
     assert len(res["stderr"]) == err_n and res["stderr"].count("e") == err_n
 
 
+def test_execute_ends_a_command_at_its_own_timeout_seconds(srv):
+    # The Python SDK 1.0.8 sends run(command_timeout=N) as "timeout_seconds":
+    # the command (its whole group) ends then, exit 124, its output so far
+    # kept, "timed_out": true; a command within its limit answers as before.
+    body = {"command": "sh -c 'echo before; echo err >&2; sleep 30 & echo $! > bg2.pid; sleep 30'",
+            "timeout_seconds": 1}
+    t = time.time()
+    r = requests.post(srv.url + "/execute", json=body, timeout=60)
+    took = time.time() - t
+    assert r.status_code == 200, (r.status_code, r.text[:300])
+    res = r.json()
+    assert took < 30, took  # before the sleeps would end
+    assert res["exit_code"] == 124 and res["timed_out"] is True, res
+    assert res["stdout"] == "before\n", res
+    assert res["stderr"] == "err\nCommand timed out after 1 seconds\n", res
+    pid = int(open(os.path.join(srv.base, "bg2.pid")).read())
+    deadline = time.time() + 10
+    while time.time() < deadline and os.path.exists("/proc/%d" % pid):
+        if open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[0] == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        assert not os.path.exists("/proc/%d" % pid), "the background sleep outlived the limit"
+    # within the limit, or null: the same answer as without it, no timed_out key
+    for limit in (30, 2.5, None):
+        r = requests.post(srv.url + "/execute", json={"command": "echo ok", "timeout_seconds": limit},
+                          timeout=60)
+        assert r.status_code == 200 and r.json() == {"stdout": "ok\n", "stderr": "", "exit_code": 0}, r.text
+    # not a positive number: refused before anything runs, as pydantic would
+    for bad in ("1", 0, -1, True, [1], 1e10):
+        r = requests.post(srv.url + "/execute", json={"command": "touch ran", "timeout_seconds": bad},
+                          timeout=60)
+        assert r.status_code == 422 and "timeout_seconds" in r.text, (bad, r.status_code, r.text)
+    assert not os.path.exists(os.path.join(srv.base, "ran"))
+
+
 def test_execute_timeout_kills_the_whole_group():
     srv = Server(env={"SANDBOX_EXEC_TIMEOUT_SECONDS": "1"})
     try:
