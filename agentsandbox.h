@@ -3543,7 +3543,10 @@ ASB_API asb_result asb_sandbox_read_stream(asb_sandbox *sb, const char *path,
    so a pipe is ASB_ERR_INVALID_ARGUMENT: use write_stream with a known
    size); a file that shrinks meanwhile is an error, never a short file.
    read_to_fd writes every byte to fd (retrying short writes and EINTR);
-   on an error, what was written stays there. Neither closes fd.
+   on an error, what was written stays there. Neither closes fd. A pipe
+   whose reader is gone is ASB_ERR_IO, never SIGPIPE (blocked in the
+   calling thread while it writes; on macOS the descriptor is set
+   F_SETNOSIGPIPE).
    Errors: those of the stream calls, ASB_ERR_IO for the descriptor. */
 ASB_API asb_result asb_sandbox_write_from_fd(asb_sandbox *sb, const char *path, int fd,
                                              asb_error *err);
@@ -21445,13 +21448,57 @@ static asb_result asb__sd_h2_make(asb_sandbox *sb, int64_t until, const asb_canc
     return r;
 }
 
+/* A retired connection nobody uses any more goes now (sb->h2_lock held).
+   Kept until the handle went, each held its socket and wake pipe (and,
+   with a peer that leaves it open after GOAWAY, its I/O thread): a
+   sandboxd that ends connections by age, or one that sends GOAWAY after
+   every call, made a long-lived handle leak three descriptors per
+   connection. */
+static void asb__sd_h2_sweep_locked(asb_sandbox *sb) {
+    size_t i;
+    for (i = 0; i < sb->h2_old_count;) {
+        asb_h2_conn *o = sb->h2_old[i];
+        if (o->sd_borrowers == 0 && asb__h2_streamless(o)) {
+            asb_h2_conn_free(o);
+            sb->h2_old[i] = sb->h2_old[--sb->h2_old_count];
+        } else {
+            i++;
+        }
+    }
+    if (sb->h2_old && !sb->h2_old_count) { /* an ended handle keeps nothing */
+        sb->client->alloc.free_fn(sb->h2_old, sb->client->alloc.user_data);
+        sb->h2_old = NULL;
+    }
+}
+
+/* The handle ended (terminated or its connection closed): its gRPC
+   connection goes too, now if no call or process uses it, else once the
+   last lets go (asb__sd_h2_put). It went only with the handle, at
+   asb_client_free: a program that made and terminated sandboxd sandboxes
+   one after another held a socket, a wake pipe and an I/O thread for
+   each. */
+static void asb__sd_h2_retire(asb_sandbox *sb) {
+    asb_client *c = sb->client;
+    pthread_mutex_lock(&sb->h2_lock);
+    if (sb->h2) {
+        asb_h2_conn **old = (asb_h2_conn **)c->alloc.realloc_fn(
+            sb->h2_old, (sb->h2_old_count + 1) * sizeof *old, c->alloc.user_data);
+        if (old) { /* else it stays until the handle goes, as before */
+            sb->h2_old = old;
+            sb->h2_old[sb->h2_old_count++] = sb->h2;
+            sb->h2 = NULL;
+        }
+    }
+    asb__sd_h2_sweep_locked(sb);
+    pthread_mutex_unlock(&sb->h2_lock);
+}
+
 /* until (0: none) and cancel bound the wait for a new connection, made
    by one caller while the others wait for it. */
 static asb_result asb__sd_h2(asb_sandbox *sb, int64_t until, const asb_cancel *cancel,
                              asb_h2_conn **out, asb_error *err) {
     asb_client *c = sb->client;
     asb_result r = ASB_OK;
-    size_t i;
     *out = NULL;
     if (!asb__sd_live(sb))
         return asb__fail(err, ASB_ERR_CLOSED, "sandbox: the handle was terminated or closed");
@@ -21485,20 +21532,7 @@ static asb_result asb__sd_h2(asb_sandbox *sb, int64_t until, const asb_cancel *c
             sb->h2 = NULL;
         }
     }
-    /* A retired connection nobody uses any more goes now. Kept until the
-       handle went, each held its socket and wake pipe (and, with a peer
-       that leaves it open after GOAWAY, its I/O thread): a sandboxd that
-       ends connections by age, or one that sends GOAWAY after every call,
-       made a long-lived handle leak three descriptors per connection. */
-    for (i = 0; r == ASB_OK && i < sb->h2_old_count;) {
-        asb_h2_conn *o = sb->h2_old[i];
-        if (o->sd_borrowers == 0 && asb__h2_streamless(o)) {
-            asb_h2_conn_free(o);
-            sb->h2_old[i] = sb->h2_old[--sb->h2_old_count];
-        } else {
-            i++;
-        }
-    }
+    if (r == ASB_OK) asb__sd_h2_sweep_locked(sb);
     if (r == ASB_OK && !sb->h2) {
         asb_h2_conn *h = NULL;
         sb->h2_connecting = 1;
@@ -21523,6 +21557,7 @@ static asb_result asb__sd_h2(asb_sandbox *sb, int64_t until, const asb_cancel *c
 static void asb__sd_h2_put(asb_sandbox *sb, asb_h2_conn *h2) {
     pthread_mutex_lock(&sb->h2_lock);
     h2->sd_borrowers--;
+    if (!asb__sd_live(sb)) asb__sd_h2_sweep_locked(sb); /* the handle ended meanwhile */
     pthread_mutex_unlock(&sb->h2_lock);
 }
 
@@ -21777,9 +21812,12 @@ static asb_result asb__sd_run_ex(asb_sandbox *sb, const char *command, int timeo
         r = asb__sd_unary(sb, ASB__SD_METHOD("Execute"), &req, timeout_ms,
                           opts ? opts->cancel : NULL, 2 * c->max_output + 64, sb->trace_cur,
                           &resp, &sent, err);
+    if (r == ASB_ERR_TOO_LARGE) /* the answer's message: gRPC's limit is ours doubled */
+        r = asb__fail(err, r, "run: more output than the max_output_bytes cap (%zu) allows",
+                      c->max_output);
     if (r == ASB_OK) r = asb__pv1_execute_response(resp.ptr, resp.len, &x, err);
     if (r == ASB_OK && x.out.len + x.errout.len > c->max_output)
-        r = asb__fail(err, ASB_ERR_TOO_LARGE, "run: %zu bytes of output, above max_output_bytes %zu",
+        r = asb__fail(err, ASB_ERR_TOO_LARGE, "run: %zu bytes of output, above the max_output_bytes cap (%zu)",
                       x.out.len + x.errout.len, c->max_output);
     if (r == ASB_OK) r = asb_buf_append(&result->out, x.out.ptr ? x.out.ptr : "", x.out.len);
     if (r == ASB_OK) r = asb_buf_append(&result->err, x.errout.ptr ? x.errout.ptr : "", x.errout.len);
@@ -24237,6 +24275,7 @@ ASB_API void asb_sandbox_close_connection(asb_sandbox *sb) {
     asb__handle_end(sb, 0, 1);
     asb__sb_life_end(sb, ASB_OK);
     if (sb->conn->release) sb->conn->release(sb); /* e.g. its pod tunnel */
+    asb__sd_h2_retire(sb);
 }
 
 ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err) {
@@ -24256,6 +24295,7 @@ ASB_API asb_result asb_sandbox_terminate_opts(asb_sandbox *sb, const asb_call_op
     if (!active) return ASB_OK;
     if (sb->in_pod) { /* no claim: only the handle ends */
         asb__handle_end(sb, 1, 0);
+        asb__sd_h2_retire(sb);
         return ASB_OK;
     }
     asb__sb_span_begin(sb, &span, "delete_claim", ASB_LATENCY_DELETE);
@@ -24276,6 +24316,7 @@ ASB_API asb_result asb_sandbox_terminate_opts(asb_sandbox *sb, const asb_call_op
     if (r == ASB_OK) asb__handle_end(sb, 1, 0); /* only on success: retry later */
     if (r == ASB_OK) asb__sb_life_end(sb, ASB_OK);
     if (r == ASB_OK && sb->conn->release) sb->conn->release(sb); /* e.g. its pod tunnel */
+    if (r == ASB_OK) asb__sd_h2_retire(sb);
     if (r == ASB_OK)
         asb__log(&sb->client->log, ASB_LOG_INFO, "sandbox.delete", "claim %s/%s deleted", sb->ns,
                  sb->claim);
@@ -25330,17 +25371,49 @@ ASB_API asb_result asb_sandbox_write_from_fd_opts(asb_sandbox *sb, const char *p
 }
 
 /* A descriptor as an asb_write_fn: every byte, short writes and EINTR
-   retried. */
+   retried. The caller's descriptor may be a pipe whose reader is gone
+   (`| head`): write(2) would raise SIGPIPE, which kills a program that
+   did not ignore it, against the promise in CONVENTIONS. So SIGPIPE is
+   blocked in this thread while it writes, and one the write raised is
+   taken back (sigtimedwait) before the mask is restored: the call fails
+   with ASB_ERR_IO (EPIPE) instead. */
 static asb_result asb__fd_write(void *ud, const char *data, size_t len) {
     int fd = *(const int *)ud;
+    asb_result r = ASB_OK;
+    sigset_t pipe_only, saved, pending;
+    int was_pending, raised = 0;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    sigemptyset(&pending);
+    sigpending(&pending);
+    was_pending = sigismember(&pending, SIGPIPE) == 1; /* someone else's: left */
+    pthread_sigmask(SIG_BLOCK, &pipe_only, &saved);
+#if defined(F_SETNOSIGPIPE)
+    fcntl(fd, F_SETNOSIGPIPE, 1); /* macOS: a closed pipe is EPIPE, not a signal */
+#endif
     while (len > 0) {
         ssize_t n = write(fd, data, len);
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return ASB_ERR_IO;
+        if (n <= 0) {
+            raised = n < 0 && errno == EPIPE;
+            r = ASB_ERR_IO;
+            break;
+        }
         data += n;
         len -= (size_t)n;
     }
-    return ASB_OK;
+    if (raised && !was_pending) {
+#if defined(F_SETNOSIGPIPE)
+        /* macOS: no sigtimedwait; the descriptor raised none (above) */
+#else
+        struct timespec zero = {0, 0};
+        int e = errno;
+        while (sigtimedwait(&pipe_only, NULL, &zero) < 0 && errno == EINTR) {}
+        errno = e;
+#endif
+    }
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    return r;
 }
 
 ASB_API asb_result asb_sandbox_read_to_fd(asb_sandbox *sb, const char *path, int fd,

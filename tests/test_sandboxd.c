@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdarg.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <sched.h>
 
 static char root[256];   /* sandboxd's --root-dir */
@@ -262,6 +263,91 @@ ASBT_TEST(a_command_timeout_ends_the_command_and_is_a_timed_out_result) {
     o.command_timeout_ms = -1;
     ASBT_EQ_RES(asb_sandbox_run_opts(sb, "true", &o, &rr, &err), ASB_ERR_INVALID_ARGUMENT);
     asb_run_result_free(&rr);
+    asb_client_free(c);
+}
+
+/* This process's open descriptors and threads, as the kernel lists them. */
+static int open_fds(void) {
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    int n = 0;
+    if (!d) return -1;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n - 1; /* the directory's own */
+}
+
+static int threads_now(void) {
+    char line[128];
+    int n = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "Threads:", 8) == 0) n = atoi(line + 8);
+    if (f) fclose(f);
+    return n;
+}
+
+/* A terminated (or closed) handle lets go of its gRPC connection: its
+   socket, its wake pipe and its I/O thread. They went only with the
+   client, so a program that made and ended sandboxd sandboxes one after
+   another held three descriptors and a thread for each (the sandboxd
+   re-run of test_sdk_cluster's many_cycles case found it: 72
+   descriptors where there were 42). */
+ASBT_TEST(an_ended_handle_lets_go_of_its_grpc_connection) {
+    asb_error err;
+    asb_sandbox *sb;
+    asb_client *c = in_pod(&sb, &err);
+    asb_run_result rr;
+    int fds, thr, i, closing;
+    ASBT_CHECK(c != NULL);
+    for (closing = 0; closing < 2; closing++) {
+        ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
+        ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_OK);
+        asb_run_result_free(&rr);
+        fds = open_fds();
+        thr = threads_now();
+        if (closing)
+            asb_sandbox_close_connection(sb);
+        else
+            ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+        ASBT_CHECK(open_fds() <= fds - 3); /* the socket and the wake pipe */
+        ASBT_CHECK(threads_now() <= thr - 1); /* the connection's I/O thread, joined */
+    }
+    fds = open_fds();
+    thr = threads_now();
+    for (i = 0; i < 5; i++) {
+        ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
+        ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_OK);
+        asb_run_result_free(&rr);
+        ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    }
+    ASBT_EQ_INT(open_fds(), fds);
+    ASBT_EQ_INT(threads_now(), thr);
+    asb_client_free(c);
+}
+
+/* read_to_fd into a pipe whose reader is gone (`| head` that ended):
+   ASB_ERR_IO, and no SIGPIPE: its default action would end this process
+   (the library promises never to raise it). */
+ASBT_TEST(reading_into_a_pipe_with_no_reader_fails_without_sigpipe) {
+    asb_error err;
+    asb_sandbox *sb;
+    asb_client *c = in_pod(&sb, &err);
+    static char big[256 * 1024];
+    sigset_t pending;
+    int p[2];
+    ASBT_CHECK(c != NULL);
+    memset(big, 'x', sizeof big);
+    ASBT_EQ_RES(asb_sandbox_write(sb, "big.txt", big, sizeof big, &err), ASB_OK);
+    ASBT_CHECK(pipe(p) == 0);
+    close(p[0]); /* the reader is gone */
+    ASBT_EQ_RES(asb_sandbox_read_to_fd(sb, "big.txt", p[1], &err), ASB_ERR_IO);
+    ASBT_CONTAINS(err.message, "writing to fd");
+    close(p[1]);
+    sigemptyset(&pending);
+    ASBT_CHECK(sigpending(&pending) == 0);
+    ASBT_CHECK(!sigismember(&pending, SIGPIPE)); /* none left for later either */
     asb_client_free(c);
 }
 
@@ -1416,6 +1502,8 @@ static int check_sandboxd(const char *name, int failed) {
 ASBT_LIST(ASBT_CASE(handle_calls_work_on_sandboxd_as_on_the_legacy_runtime)
           ASBT_CASE(run_takes_env_and_cwd_and_a_write_takes_a_mode)
     ASBT_CASE(a_command_timeout_ends_the_command_and_is_a_timed_out_result)
+    ASBT_CASE(an_ended_handle_lets_go_of_its_grpc_connection)
+    ASBT_CASE(reading_into_a_pipe_with_no_reader_fails_without_sigpipe)
           ASBT_CASE(paths_and_cwd_outside_the_root_are_permission_denied)
           ASBT_CASE(stat_says_file_directory_or_nothing_without_moving_the_body)
           ASBT_CASE(deleting_a_non_empty_directory_is_a_conflict_until_recursive)

@@ -27,6 +27,11 @@ SBD_ASAN_CASES  := handle_suite files_go_up 10000_lines while_the_process_runs t
                    held_by_a_full_pipe sigint_ends pty_process non_empty_directory killed_pod_tunnel n_sandboxes \
                    pod_named_like_the_router
 SBD_PLAIN_CASES := 1_gib
+# test_sdk_cluster's handle cases again, on the sandboxd warm pool (auto
+# runtime): issue 15's "the whole existing handle suite on a sandboxd
+# template", for the cases that are not about the router or kubectl.
+SBD_SDK_CASES := quick_start a_second_client list_all a_64_mib files_go_up status_pod_name \
+                 command_output long_commands one_client_serves_threads many_cycles
 # Last, on its own: 100 sandboxes leave the pod runner 100 pods to stop
 # and the pools to refill (the case waits for that before it ends).
 SBD_NATIVE_CASES := 100_sandboxd_sandboxes
@@ -36,7 +41,7 @@ ALL_TARGETS += $(TB)/asan/test_sandboxd_cluster $(TB)/c/test_sandboxd_cluster
 .PHONY: test-sandboxd-cluster
 TEST_TIERS += test-sandboxd-cluster
 test-sandboxd-cluster: $(TB)/asan/test_sandboxd_cluster $(TB)/c/test_sandboxd_cluster \
-                       cluster-build cluster-runtime
+                       $(TB)/asan/test_sdk_cluster cluster-build cluster-runtime
 	@lc="$(LC_PYTHON) $(LC_DIR)/lc.py"; export $(SBD_ENV); \
 	trap '$$lc down >/dev/null 2>&1' EXIT; $$lc down >/dev/null 2>&1; \
 	$$lc up --agent-sandbox v0.5.6 > $(TB)/sandboxd-cluster-up.log 2>&1 || \
@@ -44,6 +49,9 @@ test-sandboxd-cluster: $(TB)/asan/test_sandboxd_cluster $(TB)/c/test_sandboxd_cl
 	export ASB_CLUSTER_KUBECONFIGS=$(SBD_STATE)/kubeconfig ASB_LC="$$lc"; rc=0; \
 	echo "--- test_sandboxd_cluster (ASan)"; \
 	$(TB)/asan/test_sandboxd_cluster $(SBD_ASAN_CASES) || rc=1; \
+	echo "--- test_sdk_cluster's handle cases on the sandboxd pool (ASan)"; \
+	ASB_TEST_POOL=sandboxd-warmpool ASB_SOAK_CYCLES=30 \
+	  $(TB)/asan/test_sdk_cluster $(SBD_SDK_CASES) || rc=1; \
 	echo "--- test_sandboxd_cluster in_cluster (ASan; after a template with a Service, its pool"; \
 	echo "    of one and an account that may not read Sandboxes: tests/kube/dns-fallback-setup.sh)"; \
 	tests/kube/dns-fallback-setup.sh $(SBD_STATE) sandboxd-template asb-sandboxd-service-template \

@@ -59,6 +59,10 @@ $(ST)/agentsandbox: $(CLI_DIR)/agentsandbox.c agentsandbox.h $(CLI_MUSL_MBEDTLS)
 	@mkdir -p $(@D)
 	$(MUSL_CC) $(STATIC_CFLAGS) -I$(CLI_MUSL_MBEDTLS)/include $< -o $@ $(STATIC_LDFLAGS) \
 	  $(CLI_MUSL_TLS_LIBS) -lm -pthread
+	@# issue 18's goal, kept: the build fails above 700 KiB (it was 714 KiB
+	@# unnoticed on 2026-12-04, 682 KiB once unwind tables went)
+	@sz=$$(stat -c %s $@); [ $$sz -le 716800 ] || \
+	  { echo "static CLI: $$sz bytes, above the 700 KiB (716800) goal"; rm -f $@; exit 1; }
 .PHONY: static-cli
 static-cli: $(ST)/agentsandbox
 	@printf 'static: %-34s %7d bytes (%d KiB; goal 700 KiB)\n' $< $$(stat -c %s $<) $$(( $$(stat -c %s $<) / 1024 ))
