@@ -276,6 +276,10 @@
      ASB_STATIC              undef    everywhere   define to make every
                                                    public function static
                                                    (private copy per file).
+     ASB_ALLOW_32BIT_TIME    undef    impl. file   define to build on 32-bit
+                                                   glibc with a 32-bit time_t
+                                                   (refused otherwise: times
+                                                   past 2038 would wrap).
      ASB_JSON_MAX_DEPTH      1024     everywhere   deepest JSON nesting the
                                                    tokenizer accepts; deeper
                                                    input is ASB_JSON_ERROR_INVAL.
@@ -3879,6 +3883,17 @@ ASB_API const char *asb_tls_backend(void);
 #include <sys/resource.h>
 #if defined(__linux__)
 #include <sys/syscall.h>
+#endif
+
+/* 32-bit glibc that can do 64-bit time (2.34+) but was not asked to: the
+   file included a system header before this one, so the feature macros
+   above came too late, and every deadline and file time would wrap in
+   2038 without a word. Refused here rather than built that way. */
+#if defined(__GLIBC__) && defined(__GLIBC_PREREQ) && defined(__TIMESIZE)
+#if __GLIBC_PREREQ(2, 34) && __TIMESIZE == 32 && !defined(__USE_TIME_BITS64) && \
+    !defined(ASB_ALLOW_32BIT_TIME)
+#error "agentsandbox.h: 32-bit time_t here; include agentsandbox.h before any system header in its implementation file, or build with -D_FILE_OFFSET_BITS=64 -D_TIME_BITS=64 (define ASB_ALLOW_32BIT_TIME to build anyway)"
+#endif
 #endif
 
 #if ASB_TLS

@@ -2,7 +2,7 @@
    built unmodified by tools/localcluster), run here on loopback beside the
    test as a sidecar would run beside its workload: ASB_CONNECT_IN_POD with
    SANDBOXD_REST_ADDR / SANDBOXD_GRPC_ADDR, no cluster. The cluster paths
-   (pod tunnel, AUTO from a template) are tests/test_sdk_cluster.c's.
+   (pod tunnel, AUTO from a template) are tests/test_sandboxd_cluster.c's.
    Usage: ASB_SANDBOXD=/path/to/sandboxd test_sandboxd [case-substring...] */
 #define _GNU_SOURCE 1 /* unshare, setns, pthread_timedjoin_np (the keepalive case) */
 #define AGENTSANDBOX_IMPLEMENTATION

@@ -1,7 +1,7 @@
 /* Tracing (>>trace): spans through the callback, trace context on the
    router's requests, the OTLP/HTTP exporter against a recorder, and an
    exporter whose collector is dead or stalled. The real OpenTelemetry
-   Collector end to end: tests/test_otel_cluster.c (make test-otel). */
+   Collector end to end: tests/otel/otel_e2e.c (make test-otel). */
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
 #include "asbtest.h"

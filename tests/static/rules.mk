@@ -158,7 +158,13 @@ test-static:
 	  gcc -std=c99 -Os -flto -DASB_TLS=$$tls -I. $(CFLAGS_WARN) -c $(TB)/matrix/impl.c -o $(TB)/matrix/lto.o || exit 1; \
 	done && \
 	$(MUSL_CC) -std=c99 -DASB_TLS=1 $(MUSL_TLS_CFLAGS) -I. $(CFLAGS_WARN) -c $(TB)/matrix/impl.c -o $(TB)/matrix/musl.o && \
-	echo "compile-matrix (static): tcc, gcc -Os -flto, musl-gcc clean"
+	printf '#include <stdio.h>\n#define AGENTSANDBOX_IMPLEMENTATION\n#include "agentsandbox.h"\n' > $(TB)/matrix/late.c && \
+	{ ! $(M32_CC) -std=c99 -D_DEFAULT_SOURCE -DASB_TLS=0 -I. -c $(TB)/matrix/late.c -o $(TB)/matrix/late.o \
+	    > $(TB)/matrix/late.log 2>&1 && grep -q '32-bit time_t here' $(TB)/matrix/late.log || \
+	  { echo "i686 with a system header first: not refused for its 32-bit time_t"; cat $(TB)/matrix/late.log; exit 1; }; } && \
+	$(M32_CC) -std=c99 -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 -D_TIME_BITS=64 -DASB_TLS=0 -I. $(CFLAGS_WARN) \
+	  -c $(TB)/matrix/late.c -o $(TB)/matrix/late.o && \
+	echo "compile-matrix (static): tcc, gcc -Os -flto, musl-gcc clean; i686 refuses a 32-bit time_t"
 	@tests/http/with-peers.sh $(HTTP_PEERS_DIR)-static sh -c '\
 	  echo "--- static/glibc/test_static (mbedTLS 2.28)" && $(TB)/static/glibc/test_static && \
 	  echo "--- static/glibc/test_static under ulimit -s 64" && \

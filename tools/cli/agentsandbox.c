@@ -154,8 +154,8 @@ static const char *const USAGE =
     "  4    timeout: a deadline (--timeout) passed\n"
     "  5    connection: kubeconfig, apiserver, kubectl or router unreachable\n"
     "  130  cancelled by SIGINT, SIGTERM, SIGHUP or SIGQUIT (run: a second one\n"
-    "       stops waiting for\n"
-    "       the claim's delete and names the claim that may be left)\n"
+    "       stops waiting for the claim's delete and names the claim that\n"
+    "       may be left)\n"
     "  exec and run exit with the remote command's own code once it ran\n"
     "  (minus a signal number: 128 + it, as a shell; outside 0-255: 255).\n";
 
