@@ -621,7 +621,8 @@
                  exit code; binary-safe), asb_sandbox_write / _write_stream,
                  asb_sandbox_read / _read_stream / _read_to_fd,
                  asb_sandbox_write_from_fd, asb_sandbox_list,
-                 asb_sandbox_exists, asb_sandbox_status, asb_sandbox_pod_ip,
+                 asb_sandbox_exists, asb_sandbox_status, asb_sandbox_pod_ip
+                 (both with _opts),
                  and on sandboxd asb_sandbox_delete_file, _stat, _metadata
                  and streaming processes (asb_sandbox_process_start ->
                  asb_process_write_stdin / _close_stdin / _signal /
@@ -3804,6 +3805,14 @@ typedef enum asb_sandbox_state {
    Errors: ASB_ERR_KUBE_API, the transport codes. */
 ASB_API asb_result asb_sandbox_status(asb_sandbox *sb, asb_sandbox_state *state, char *msg,
                                       size_t msg_cap, asb_error *err);
+/* The same with a deadline and a cancel token for its one Kubernetes GET
+   (opts NULL or timeout_ms 0: the client's Kubernetes timeouts; env,
+   cwd, file_mode and command_timeout_ms are not read).
+   Errors: as asb_sandbox_status, ASB_ERR_TIMEOUT and ASB_ERR_CANCELLED
+   too. */
+ASB_API asb_result asb_sandbox_status_opts(asb_sandbox *sb, asb_sandbox_state *state, char *msg,
+                                           size_t msg_cap, const asb_call_opts *opts,
+                                           asb_error *err);
 
 /* The pod's IP from the Sandbox's status.podIPs, looked up now (this
    call never caches; the handle's calls keep the last one they used):
@@ -3813,6 +3822,11 @@ ASB_API asb_result asb_sandbox_status(asb_sandbox *sb, asb_sandbox_state *state,
    Errors: ASB_ERR_NOT_FOUND, ASB_ERR_KUBE_API, the transport codes. */
 #define ASB_IP_SIZE 64
 ASB_API asb_result asb_sandbox_pod_ip(asb_sandbox *sb, char out[ASB_IP_SIZE], asb_error *err);
+/* The same with a deadline and a cancel token, as asb_sandbox_status_opts.
+   Errors: as asb_sandbox_pod_ip, ASB_ERR_TIMEOUT and ASB_ERR_CANCELLED
+   too. */
+ASB_API asb_result asb_sandbox_pod_ip_opts(asb_sandbox *sb, char out[ASB_IP_SIZE],
+                                           const asb_call_opts *opts, asb_error *err);
 
 /* Tracing: the calls that need a client or a handle (types above the
    sandbox declarations). */
@@ -23124,9 +23138,29 @@ static asb_result asb__sb_describe(asb_sandbox *sb, const asb_buf *body, int *sa
 ASB_API const char *asb_sandbox_pod_name(const asb_sandbox *sb) { return sb ? sb->pod : NULL; }
 ASB_API const char *asb_sandbox_name_hash(const asb_sandbox *sb) { return sb ? sb->hash : NULL; }
 
+/* GET the handle's Sandbox into body, within opts' deadline and token. */
+static asb_result asb__sb_get_sandbox(asb_sandbox *sb, const asb_call_opts *opts, asb_buf *body,
+                                      asb_error *err) {
+    asb_kube_resource res;
+    asb_buf path;
+    asb_result r;
+    asb_buf_init(&path, &sb->client->alloc);
+    r = asb__kube_path(asb__sandboxes(sb->client, &res), sb->ns, sb->name, &path, err);
+    if (r == ASB_OK)
+        r = asb__kube_request_opts(sb->client->kube, "GET", path.ptr, NULL, NULL, 0, body,
+                                   opts ? opts->cancel : NULL, opts ? opts->timeout_ms : 0, err);
+    asb_buf_free(&path);
+    return r;
+}
+
 ASB_API asb_result asb_sandbox_status(asb_sandbox *sb, asb_sandbox_state *state, char *msg,
                                       size_t cap, asb_error *err) {
-    asb_kube_resource res;
+    return asb_sandbox_status_opts(sb, state, msg, cap, NULL, err);
+}
+
+ASB_API asb_result asb_sandbox_status_opts(asb_sandbox *sb, asb_sandbox_state *state, char *msg,
+                                           size_t cap, const asb_call_opts *opts,
+                                           asb_error *err) {
     asb_buf body;
     asb_json_doc d;
     asb_json_iter it;
@@ -23137,8 +23171,7 @@ ASB_API asb_result asb_sandbox_status(asb_sandbox *sb, asb_sandbox_state *state,
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "status: an in-pod handle has no Sandbox");
     if (msg && cap) msg[0] = '\0';
     asb_buf_init(&body, &sb->client->alloc);
-    r = asb_kube_get(sb->client->kube, asb__sandboxes(sb->client, &res), sb->ns, sb->name, &body,
-                     err);
+    r = asb__sb_get_sandbox(sb, opts, &body, err);
     if (r == ASB_ERR_NOT_FOUND) {
         *state = ASB_SANDBOX_NOT_FOUND;
         asb_buf_free(&body);
@@ -23172,7 +23205,11 @@ ASB_API asb_result asb_sandbox_status(asb_sandbox *sb, asb_sandbox_state *state,
 }
 
 ASB_API asb_result asb_sandbox_pod_ip(asb_sandbox *sb, char out[ASB_IP_SIZE], asb_error *err) {
-    asb_kube_resource res;
+    return asb_sandbox_pod_ip_opts(sb, out, NULL, err);
+}
+
+ASB_API asb_result asb_sandbox_pod_ip_opts(asb_sandbox *sb, char out[ASB_IP_SIZE],
+                                           const asb_call_opts *opts, asb_error *err) {
     asb_buf body;
     asb_json_doc d;
     asb_result r;
@@ -23181,8 +23218,7 @@ ASB_API asb_result asb_sandbox_pod_ip(asb_sandbox *sb, char out[ASB_IP_SIZE], as
     if (!sb->client->kube)
         return asb__fail(err, ASB_ERR_INVALID_ARGUMENT, "pod_ip: an in-pod handle has no Sandbox");
     asb_buf_init(&body, &sb->client->alloc);
-    r = asb_kube_get(sb->client->kube, asb__sandboxes(sb->client, &res), sb->ns, sb->name, &body,
-                     err);
+    r = asb__sb_get_sandbox(sb, opts, &body, err);
     if (r == ASB_OK) {
         if (asb_json_doc_parse(&d, body.ptr, body.len, &sb->client->alloc, err) != ASB_OK) {
             r = ASB_ERR_JSON_INVALID;

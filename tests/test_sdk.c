@@ -2700,6 +2700,53 @@ ASBT_TEST(status_without_a_ready_condition_is_not_ready_unknown_message) {
     recorder_stop(rec);
 }
 
+/* status and pod_ip take a deadline and a cancel token for their GET of
+   the Sandbox: an apiserver that holds the answer no longer holds the
+   caller for the client's whole read timeout. */
+ASBT_TEST(status_and_pod_ip_end_at_their_deadline_or_cancel) {
+    recorder *rec = recorder_start("127.0.0.1");
+    asb_client *c;
+    asb_sandbox *sb;
+    asb_error err;
+    asb_sandbox_state st = (asb_sandbox_state)0;
+    asb_call_opts o;
+    canceller k;
+    pthread_t th;
+    char ip[ASB_IP_SIZE];
+    ASBT_CHECK(rec != NULL);
+    c = apiserver_client(rec, &err);
+    ASBT_CHECK(c != NULL);
+    sb = asb__new_handle(c, "sandbox-claim-00000002", "sb-2", "default", NULL);
+    ASBT_CHECK(sb != NULL);
+    sb->next = c->handles;
+    c->handles = sb;
+    recorder_reply(rec, 200, "{\"kind\":\"Sandbox\",\"status\":{\"podIPs\":[{\"ip\":\"10.0.0.9\"}],"
+                             "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}");
+    /* answered at once: the same as the plain calls */
+    memset(&o, 0, sizeof o);
+    o.timeout_ms = 5000;
+    ASBT_EQ_RES(asb_sandbox_status_opts(sb, &st, NULL, 0, &o, &err), ASB_OK);
+    ASBT_EQ_INT(st, ASB_SANDBOX_READY);
+    ASBT_EQ_RES(asb_sandbox_pod_ip_opts(sb, ip, &o, &err), ASB_OK);
+    ASBT_EQ_STR(ip, "10.0.0.9");
+    /* held for 20 s (more than either bound): the deadline ends status */
+    recorder_delay(rec, 20000);
+    o.timeout_ms = 300;
+    ASBT_EQ_RES(asb_sandbox_status_opts(sb, &st, NULL, 0, &o, &err), ASB_ERR_TIMEOUT);
+    /* and the token ends pod_ip, whose deadline is far */
+    recorder_delay(rec, 20000);
+    ASBT_EQ_RES(asb_cancel_create(NULL, &k.token, &err), ASB_OK);
+    k.after_ms = 300;
+    o.timeout_ms = 60000;
+    o.cancel = k.token;
+    ASBT_CHECK(pthread_create(&th, NULL, cancel_later, &k) == 0);
+    ASBT_EQ_RES(asb_sandbox_pod_ip_opts(sb, ip, &o, &err), ASB_ERR_CANCELLED);
+    pthread_join(th, NULL);
+    asb_cancel_free(k.token);
+    asb_client_free(c);
+    recorder_stop(rec);
+}
+
 /* R27: the shared watch of a namespace handed each event to one waiter
    per name, the one that registered last: a create waiting for its claim
    to bind and a get of that claim from another thread (or two gets) are
@@ -3398,5 +3445,6 @@ ASBT_LIST(
     ASBT_CASE(a_tunnel_port_another_user_holds_never_gets_the_call)
     ASBT_CASE(kubectl_inherits_no_descriptor_of_the_program_above_the_fd_limit)
     ASBT_CASE(status_without_a_ready_condition_is_not_ready_unknown_message)
+    ASBT_CASE(status_and_pod_ip_end_at_their_deadline_or_cancel)
 )
 ASBT_MAIN()
