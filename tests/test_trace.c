@@ -444,6 +444,57 @@ ASBT_TEST(the_otlp_exporter_posts_spans_and_histograms_flushed_at_free) {
     recorder_stop(col);
 }
 
+/* The signal-specific endpoints are used as they are (no /v1/... added),
+   over OTEL_EXPORTER_OTLP_ENDPOINT (here a port nothing serves), as the
+   OTLP exporter specification says; the options win over the variables. */
+ASBT_TEST(signal_specific_otlp_endpoints_are_used_as_they_are) {
+    recorder *rec = recorder_start("127.0.0.1"), *tc = recorder_start("127.0.0.1"),
+             *mc = recorder_start("127.0.0.1");
+    asb_tracer_desc td;
+    asb_client *c;
+    asb_sandbox *sb;
+    asb_error err;
+    asb_run_result rr;
+    char te[96], me[96], opt_te[96];
+    recorder_request q;
+    int pass;
+    ASBT_CHECK(rec != NULL && tc != NULL && mc != NULL);
+    snprintf(te, sizeof te, "http://127.0.0.1:%d/custom/traces", tc->port);
+    snprintf(me, sizeof me, "http://127.0.0.1:%d/m", mc->port);
+    snprintf(opt_te, sizeof opt_te, "http://127.0.0.1:%d/from/option", tc->port);
+    for (pass = 0; pass < 2; pass++) {
+        memset(&td, 0, sizeof td);
+        td.enable = 1;
+        td.export_interval_ms = 60000; /* only the flush at free sends */
+        if (pass == 1) td.otlp_traces_endpoint = opt_te; /* over the variable */
+        setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1", 1);
+        setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", te, 1);
+        setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", me, 1);
+        c = traced_client(rec, &td, NULL, &err);
+        unsetenv("OTEL_EXPORTER_OTLP_ENDPOINT");
+        unsetenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+        unsetenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT");
+        ASBT_CHECK(c != NULL);
+        sb = traced_handle(c, "sb-1");
+        recorder_reply(rec, 200, run_ok);
+        ASBT_EQ_RES(asb_sandbox_run(sb, "true", 5000, &rr, &err), ASB_OK);
+        asb_run_result_free(&rr);
+        recorder_reply(tc, 200, "{}");
+        recorder_reply(mc, 200, "{}");
+        asb_client_free(c);
+        ASBT_EQ_INT(recorder_count(tc), pass + 1);
+        ASBT_EQ_INT(recorder_count(mc), pass + 1);
+        ASBT_CHECK(recorder_get(tc, pass, &q));
+        ASBT_CHECK(strncmp(q.head, pass ? "POST /from/option " : "POST /custom/traces ",
+                           pass ? 18 : 20) == 0);
+        ASBT_CHECK(recorder_get(mc, pass, &q));
+        ASBT_CHECK(strncmp(q.head, "POST /m ", 8) == 0);
+    }
+    recorder_stop(rec);
+    recorder_stop(tc);
+    recorder_stop(mc);
+}
+
 /* A collector that refuses connections, or accepts and never answers:
    every call succeeds, none waits for it, the first failure is logged
    once, and the client frees within the export timeout. */
@@ -954,6 +1005,7 @@ ASBT_LIST(
     ASBT_CASE(a_parent_context_puts_our_spans_in_the_callers_trace)
     ASBT_CASE(sandboxd_rest_calls_carry_their_spans_traceparent)
     ASBT_CASE(the_otlp_exporter_posts_spans_and_histograms_flushed_at_free)
+    ASBT_CASE(signal_specific_otlp_endpoints_are_used_as_they_are)
     ASBT_CASE(a_dead_or_stalled_collector_never_fails_a_call_and_is_logged_once)
           ASBT_CASE(free_with_a_stalled_collector_waits_one_otlp_timeout_in_all)
     ASBT_CASE(an_otlp_header_value_echoed_by_the_collector_never_reaches_the_log)
