@@ -369,7 +369,8 @@ ALL_TARGETS += $(TB)/asan/test_portforward_cluster
 # ASB_CONNECT_MODE=native (the client's kubectl-free tunnel).
 NATIVE_SDK_CASES := quick_start missing_template a_ready_timeout bad_labels a_second_client \
                     list_all a_64_mib files_go_up status_pod_name long_commands \
-                    one_client_serves_threads set_based_label
+                    one_client_serves_threads set_based_label command_output probe_runtime \
+                    a_batch_ends many_cycles
 # The threaded case again under ThreadSanitizer: one client shared by
 # threads that each drive their own sandbox.
 $(TB)/tsan/test_sdk_cluster: tests/test_sdk_cluster.c $(TEST_DEPS)
@@ -402,7 +403,7 @@ test-kube-cluster: $(TB)/asan/test_kube_cluster $(TB)/asan/test_sdk_cluster \
 	  { echo "dns fallback setup failed"; $(KC_ENV) $(MAKE) --no-print-directory cluster-down; exit 1; }; \
 	echo "--- test_sdk_cluster" && $(TB)/asan/test_sdk_cluster && \
 	echo "--- test_sdk_cluster, the cases that are not about kubectl, in native-tunnel mode" && \
-	ASB_CONNECT_MODE=native $(TB)/asan/test_sdk_cluster $(NATIVE_SDK_CASES) && \
+	ASB_CONNECT_MODE=native ASB_SOAK_CYCLES=50 $(TB)/asan/test_sdk_cluster $(NATIVE_SDK_CASES) && \
 	echo "--- test_sdk_cluster one_client_serves_threads, gateway_mode (ThreadSanitizer)" && \
 	TSAN_OPTIONS=halt_on_error=1 $(TB)/tsan/test_sdk_cluster one_client_serves_threads \
 	  gateway_mode_skips_bad_addresses && \

@@ -962,6 +962,7 @@ MADE_TEST(probe_runtime_waits_for_the_runtime_of_a_template_without_a_probe) {
     asb_create_opts o;
     asbt_log *ls = &m->log;
     memset(&d, 0, sizeof d);
+    d.mode = client_mode;
     d.kube.kubeconfig.path = kubeconfig;
     asbt_log_open(ls, &d.log, ASB_LOG_DEBUG);
     m->log_open = 1;
@@ -1755,6 +1756,7 @@ MADE_TEST(many_cycles_leave_no_claim_process_fd_or_memory_behind) {
        live count after warm-up must not grow (ASan's quarantine makes RSS
        useless as a leak signal here) */
     memset(&d, 0, sizeof d);
+    d.mode = client_mode;
     d.kube.kubeconfig.path = kubeconfig;
     d.kube.kubeconfig.allocator = &alloc;
     d.runtime = test_runtime();
@@ -1789,7 +1791,9 @@ MADE_TEST(many_cycles_leave_no_claim_process_fd_or_memory_behind) {
         }
         if (kubectls < count_kubectl_children()) kubectls = count_kubectl_children();
     }
-    ASBT_EQ_INT(kubectls, 1); /* one tunnel for every sandbox */
+    /* one tunnel for every sandbox (one pod tunnel at a time on sandboxd);
+       none at all through the kubectl-free tunnel */
+    ASBT_EQ_INT(kubectls, client_mode == ASB_CONNECT_NATIVE_TUNNEL ? 0 : 1);
     if (cycles > 10) {
         ASBT_EQ_INT(count_fds(), fds0);
         /* the handles list keeps one small record per terminated sandbox
@@ -2213,6 +2217,7 @@ MADE_TEST(command_output_over_the_cap_is_too_large_not_cut) {
     asb_sandbox *sb = NULL;
     asb_run_result *rr = &m->rr;
     memset(&d, 0, sizeof d);
+    d.mode = client_mode;
     d.kube.kubeconfig.path = kubeconfig;
     d.runtime = test_runtime();
     d.max_output_bytes = (size_t)1 << 20; /* 1 MiB for the test; 16 MiB by default */
