@@ -8,6 +8,7 @@
 #define AGENTSANDBOX_IMPLEMENTATION
 #include "../agentsandbox.h"
 #include "asbtest.h"
+#include "cluster.h" /* count_entries */
 #include "cancel_later.h"
 #include <pthread.h>
 #include <sys/socket.h>
@@ -17,7 +18,6 @@
 #include <stdint.h>
 #include <stdarg.h>
 #include <fcntl.h>
-#include <dirent.h>
 #include <sched.h>
 
 static char root[256];   /* sandboxd's --root-dir */
@@ -266,28 +266,6 @@ ASBT_TEST(a_command_timeout_ends_the_command_and_is_a_timed_out_result) {
     asb_client_free(c);
 }
 
-/* This process's open descriptors and threads, as the kernel lists them. */
-static int open_fds(void) {
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *e;
-    int n = 0;
-    if (!d) return -1;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.') n++;
-    closedir(d);
-    return n - 1; /* the directory's own */
-}
-
-static int threads_now(void) {
-    char line[128];
-    int n = -1;
-    FILE *f = fopen("/proc/self/status", "r");
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, "Threads:", 8) == 0) n = atoi(line + 8);
-    if (f) fclose(f);
-    return n;
-}
-
 /* A terminated (or closed) handle lets go of its gRPC connection: its
    socket, its wake pipe and its I/O thread. They went only with the
    client, so a program that made and ended sandboxd sandboxes one after
@@ -305,25 +283,25 @@ ASBT_TEST(an_ended_handle_lets_go_of_its_grpc_connection) {
         ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
         ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_OK);
         asb_run_result_free(&rr);
-        fds = open_fds();
-        thr = threads_now();
+        fds = count_entries("/proc/self/fd");
+        thr = count_entries("/proc/self/task");
         if (closing)
             asb_sandbox_close_connection(sb);
         else
             ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
-        ASBT_CHECK(open_fds() <= fds - 3); /* the socket and the wake pipe */
-        ASBT_CHECK(threads_now() <= thr - 1); /* the connection's I/O thread, joined */
+        ASBT_CHECK(count_entries("/proc/self/fd") <= fds - 3); /* the socket and the wake pipe */
+        ASBT_CHECK(count_entries("/proc/self/task") <= thr - 1); /* the connection's I/O thread, joined */
     }
-    fds = open_fds();
-    thr = threads_now();
+    fds = count_entries("/proc/self/fd");
+    thr = count_entries("/proc/self/task");
     for (i = 0; i < 5; i++) {
         ASBT_EQ_RES(asb_client_sandbox_in_pod(c, &sb, &err), ASB_OK);
         ASBT_EQ_RES(asb_sandbox_run(sb, "true", 0, &rr, &err), ASB_OK);
         asb_run_result_free(&rr);
         ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
     }
-    ASBT_EQ_INT(open_fds(), fds);
-    ASBT_EQ_INT(threads_now(), thr);
+    ASBT_EQ_INT(count_entries("/proc/self/fd"), fds);
+    ASBT_EQ_INT(count_entries("/proc/self/task"), thr);
     asb_client_free(c);
 }
 

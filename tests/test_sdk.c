@@ -2670,6 +2670,16 @@ ASBT_TEST(a_kubeconfig_server_with_a_query_or_fragment_is_refused) {
     }
 }
 
+/* A handle on claim/sandbox in "default", tracked by c as a create would
+   leave it (freed with c); NULL when out of memory. */
+static asb_sandbox *tracked_handle(asb_client *c, const char *claim, const char *sandbox) {
+    asb_sandbox *sb = asb__new_handle(c, claim, sandbox, "default", NULL);
+    if (!sb) return NULL;
+    sb->next = c->handles;
+    c->handles = sb;
+    return sb;
+}
+
 /* A Sandbox the controller has not given a Ready condition yet reads as
    the reference reads it: not ready, "Unknown message". */
 ASBT_TEST(status_without_a_ready_condition_is_not_ready_unknown_message) {
@@ -2682,10 +2692,8 @@ ASBT_TEST(status_without_a_ready_condition_is_not_ready_unknown_message) {
     ASBT_CHECK(rec != NULL);
     c = apiserver_client(rec, &err);
     ASBT_CHECK(c != NULL);
-    sb = asb__new_handle(c, "sandbox-claim-00000001", "sb-1", "default", NULL);
+    sb = tracked_handle(c, "sandbox-claim-00000001", "sb-1");
     ASBT_CHECK(sb != NULL);
-    sb->next = c->handles;
-    c->handles = sb;
     recorder_reply(rec, 200, "{\"kind\":\"Sandbox\",\"status\":{\"conditions\":[{\"type\":\"Other\","
                              "\"status\":\"True\",\"message\":\"not this one\"}]}}");
     ASBT_EQ_RES(asb_sandbox_status(sb, &st, msg, sizeof msg, &err), ASB_OK);
@@ -2716,10 +2724,8 @@ ASBT_TEST(status_and_pod_ip_end_at_their_deadline_or_cancel) {
     ASBT_CHECK(rec != NULL);
     c = apiserver_client(rec, &err);
     ASBT_CHECK(c != NULL);
-    sb = asb__new_handle(c, "sandbox-claim-00000002", "sb-2", "default", NULL);
+    sb = tracked_handle(c, "sandbox-claim-00000002", "sb-2");
     ASBT_CHECK(sb != NULL);
-    sb->next = c->handles;
-    c->handles = sb;
     recorder_reply(rec, 200, "{\"kind\":\"Sandbox\",\"status\":{\"podIPs\":[{\"ip\":\"10.0.0.9\"}],"
                              "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}");
     /* answered at once: the same as the plain calls */
