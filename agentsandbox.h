@@ -21584,10 +21584,13 @@ static asb_result asb__sd_h2(asb_sandbox *sb, int64_t until, const asb_cancel *c
 /* Gives back what asb__sd_h2 handed out (its stream, if one was opened,
    keeps the connection from then on). */
 static void asb__sd_h2_put(asb_sandbox *sb, asb_h2_conn *h2) {
+    int live = asb__sd_live(sb); /* the client's lock, never inside h2_lock */
     pthread_mutex_lock(&sb->h2_lock);
     h2->sd_borrowers--;
-    if (!asb__sd_live(sb)) asb__sd_h2_sweep_locked(sb); /* the handle ended meanwhile */
     pthread_mutex_unlock(&sb->h2_lock);
+    /* the handle ended meanwhile: what it still holds goes now, a
+       connection made by a call that raced the end too */
+    if (!live) asb__sd_h2_retire(sb);
 }
 
 /* Reads what the call's stream has (waiting at most until `until`, 0:
