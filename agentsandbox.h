@@ -3300,8 +3300,10 @@ typedef struct asb_call_opts {
                                  ASB_OK with result.timed_out 1 and
                                  exit_code 124 (a result, not an error: the
                                  sandbox is known to have stopped it).
-                                 sandboxd: the gRPC deadline (the output
-                                 before it is lost, as in 1.0.8); legacy:
+                                 sandboxd: the gRPC deadline, from when
+                                 the call starts (timeout_ms bounds the
+                                 connecting before it; the output before
+                                 it is lost, as in 1.0.8); legacy:
                                  sent as timeout_seconds (agentsandbox-
                                  runtime keeps the output before it;
                                  runtimes that predate the field ignore
@@ -3903,7 +3905,7 @@ ASB_API const char *asb_tls_backend(void);
    file included a system header before this one, so the feature macros
    above came too late, and every deadline and file time would wrap in
    2038 without a word. Refused here rather than built that way. */
-#if defined(__GLIBC__) && defined(__GLIBC_PREREQ) && defined(__TIMESIZE)
+#if defined(__linux__) && defined(__GLIBC__) && defined(__GLIBC_PREREQ) && defined(__TIMESIZE)
 #if __GLIBC_PREREQ(2, 34) && __TIMESIZE == 32 && !defined(__USE_TIME_BITS64) && \
     !defined(ASB_ALLOW_32BIT_TIME)
 #error "agentsandbox.h: 32-bit time_t here; include agentsandbox.h before any system header in its implementation file, or build with -D_FILE_OFFSET_BITS=64 -D_TIME_BITS=64 (define ASB_ALLOW_32BIT_TIME to build anyway)"
@@ -21584,13 +21586,13 @@ static asb_result asb__sd_h2(asb_sandbox *sb, int64_t until, const asb_cancel *c
 /* Gives back what asb__sd_h2 handed out (its stream, if one was opened,
    keeps the connection from then on). */
 static void asb__sd_h2_put(asb_sandbox *sb, asb_h2_conn *h2) {
-    int live = asb__sd_live(sb); /* the client's lock, never inside h2_lock */
     pthread_mutex_lock(&sb->h2_lock);
     h2->sd_borrowers--;
     pthread_mutex_unlock(&sb->h2_lock);
     /* the handle ended meanwhile: what it still holds goes now, a
-       connection made by a call that raced the end too */
-    if (!live) asb__sd_h2_retire(sb);
+       connection made by a call that raced the end too (the client's
+       lock, read after the borrow is given back, never inside h2_lock) */
+    if (!asb__sd_live(sb)) asb__sd_h2_retire(sb);
 }
 
 /* Reads what the call's stream has (waiting at most until `until`, 0:
@@ -21679,8 +21681,8 @@ static size_t asb__sd_trace_md(const asb__span *s, asb_h2_header md[2], char *tp
    span the call is in (NULL: none; the process calls, which may run on
    another thread than the handle's, pass NULL). */
 static asb_result asb__sd_unary(asb_sandbox *sb, const char *method, const asb_buf *req,
-                                int timeout_ms, const asb_cancel *cancel, size_t max,
-                                const asb__span *trace, asb_buf *resp, int *sent,
+                                int timeout_ms, int call_ms, const asb_cancel *cancel,
+                                size_t max, const asb__span *trace, asb_buf *resp, int *sent,
                                 asb_error *err) {
     asb_grpc_call_desc cd;
     asb_h2_header md[2];
@@ -21702,7 +21704,10 @@ static asb_result asb__sd_unary(asb_sandbox *sb, const char *method, const asb_b
     cd.metadata = md;
     cd.metadata_count = asb__sd_trace_md(trace, md, tp); /* traceparent, tracestate */
     cd.cancel = cancel; /* also while the request waits to open or send */
-    if (r == ASB_OK && until) cd.timeout_ms = asb__ms_left(until); /* connecting spent some */
+    if (call_ms > 0)
+        cd.timeout_ms = call_ms; /* the call's own, from its stream's open */
+    else if (r == ASB_OK && until)
+        cd.timeout_ms = asb__ms_left(until); /* connecting spent some */
     if (r == ASB_OK) {
         r = asb_grpc_call_start(h2, &cd, req->ptr, req->len, &call, &e);
         asb__sd_h2_put(sb, h2);
@@ -21736,6 +21741,7 @@ static asb_result asb__sd_unary(asb_sandbox *sb, const char *method, const asb_b
                       method, u.count);
     asb_buf_free(&d.msg);
     asb_grpc_call_free(call);
+    if (!asb__sd_live(sb)) asb__sd_h2_retire(sb); /* ended while this call ran */
     if (r != ASB_OK && err) *err = e;
     return r;
 }
@@ -21821,9 +21827,9 @@ static asb_result asb__sd_run_ex(asb_sandbox *sb, const char *command, int timeo
     argv[0] = "/bin/sh";
     argv[1] = "-c";
     argv[2] = command;
-    /* a command limit is the call's gRPC deadline: sandboxd ends the
-       process when it passes (as 1.0.8 asks it to) */
-    if (limit_ms > 0) timeout_ms = limit_ms;
+    /* a command limit is the call's gRPC deadline, from when its stream
+       opens (sandboxd ends the process when it passes, as 1.0.8 asks it
+       to); timeout_ms still bounds connecting */
     memset(&cfg, 0, sizeof cfg);
     cfg.argv = argv;
     cfg.argc = 3;
@@ -21841,7 +21847,7 @@ static asb_result asb__sd_run_ex(asb_sandbox *sb, const char *command, int timeo
     asb__sd_env_free(c, names, values);
     /* both outputs and the framing: one message */
     if (r == ASB_OK)
-        r = asb__sd_unary(sb, ASB__SD_METHOD("Execute"), &req, timeout_ms,
+        r = asb__sd_unary(sb, ASB__SD_METHOD("Execute"), &req, timeout_ms, limit_ms,
                           opts ? opts->cancel : NULL, 2 * c->max_output + 64, sb->trace_cur,
                           &resp, &sent, err);
     if (r == ASB_ERR_TOO_LARGE) /* the answer's message: gRPC's limit is ours doubled */
@@ -21854,13 +21860,13 @@ static asb_result asb__sd_run_ex(asb_sandbox *sb, const char *command, int timeo
     if (r == ASB_OK) r = asb_buf_append(&result->out, x.out.ptr ? x.out.ptr : "", x.out.len);
     if (r == ASB_OK) r = asb_buf_append(&result->err, x.errout.ptr ? x.errout.ptr : "", x.errout.len);
     if (r == ASB_OK) result->exit_code = x.exit_code;
-    if (limit_ms > 0 && sent &&
+    if (limit_ms > 0 && sent && asb__now_ms() - t0 >= limit_ms &&
         (r == ASB_ERR_TIMEOUT ||
          /* grpc-go ends a call past its deadline with RST_STREAM(CANCEL),
             which may come before our own clock says so; not the
-            caller's token, and not before the limit */
-         (r == ASB_ERR_CANCELLED && !(opts->cancel && asb_cancel_is_triggered(opts->cancel)) &&
-          asb__now_ms() - t0 >= limit_ms))) {
+            caller's token. Neither counts before the limit (a server's
+            early DEADLINE_EXCEEDED stays an error). */
+         (r == ASB_ERR_CANCELLED && !(opts->cancel && asb_cancel_is_triggered(opts->cancel))))) {
         /* the limit the caller set, reached: a result, as 1.0.8 gives it
            (sandboxd sends no output of a call past its deadline) */
         char m[96];
@@ -22332,6 +22338,8 @@ static asb_result asb__proc_pump(asb_process *p, int for_exit, int64_t until, as
 static void asb__proc_free(asb_process *p) {
     asb_allocator a = p->sb->client->alloc;
     asb_grpc_call_free(p->call);
+    /* its stream kept the connection of a handle that ended meanwhile */
+    if (!asb__sd_live(p->sb)) asb__sd_h2_retire(p->sb);
     asb_buf_free(&p->d.msg);
     pthread_mutex_destroy(&p->stdin_lock);
     pthread_mutex_destroy(&p->broke_lock);
@@ -22475,7 +22483,7 @@ static asb_result asb__proc_unary(asb_process *p, const char *method, asb_buf *r
         return asb__fail(err, ASB_ERR_NOT_FOUND, "sandboxd %s: process %d has ended", method,
                          (int)p->pid);
     asb_buf_init(&resp, &p->sb->client->alloc);
-    r = asb__sd_unary(p->sb, method, req, 30000, p->over, 4096, NULL, &resp, NULL, err);
+    r = asb__sd_unary(p->sb, method, req, 30000, 0, p->over, 4096, NULL, &resp, NULL, err);
     asb_buf_free(&resp);
     if (r == ASB_ERR_CANCELLED) { /* over while the call waited */
         asb_result broke;

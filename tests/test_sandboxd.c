@@ -233,7 +233,7 @@ ASBT_TEST(a_command_timeout_ends_the_command_and_is_a_timed_out_result) {
     int i, gone = 0;
     ASBT_CHECK(c != NULL);
     memset(&o, 0, sizeof o);
-    o.timeout_ms = 1000; /* the limit decides on sandboxd */
+    o.timeout_ms = 5000; /* bounds connecting; the call itself ends at the limit */
     o.command_timeout_ms = 1500;
     ASBT_EQ_RES(asb_sandbox_run_opts(sb, "echo $$ > sh.pid; echo before; exec sleep 30", &o, &rr,
                                      &err),
@@ -300,6 +300,44 @@ ASBT_TEST(an_ended_handle_lets_go_of_its_grpc_connection) {
         asb_run_result_free(&rr);
         ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
     }
+    ASBT_EQ_INT(count_entries("/proc/self/fd"), fds);
+    ASBT_EQ_INT(count_entries("/proc/self/task"), thr);
+    asb_client_free(c);
+}
+
+typedef struct racing_run {
+    asb_sandbox *sb;
+    asb_result r;
+} racing_run;
+
+static void *run_sleep_2(void *arg) {
+    racing_run *x = (racing_run *)arg;
+    asb_run_result rr;
+    asb_error err;
+    x->r = asb_sandbox_run(x->sb, "sleep 2", 0, &rr, &err);
+    asb_run_result_free(&rr);
+    return NULL;
+}
+
+/* The same when the handle ends while a call runs on the connection
+   (a watchdog thread terminating a sandbox whose command hangs): the
+   connection goes once that call lets go of it. */
+ASBT_TEST(a_handle_ended_while_a_call_runs_lets_go_when_the_call_does) {
+    asb_error err;
+    asb_sandbox *sb;
+    asb_client *c = in_pod(&sb, &err);
+    racing_run x;
+    pthread_t th;
+    int fds, thr;
+    ASBT_CHECK(c != NULL);
+    fds = count_entries("/proc/self/fd");
+    thr = count_entries("/proc/self/task");
+    x.sb = sb;
+    x.r = ASB_ERR_IO;
+    ASBT_CHECK(pthread_create(&th, NULL, run_sleep_2, &x) == 0);
+    asb__sleep_ms(500); /* the call's stream is open by then, or soon after */
+    ASBT_EQ_RES(asb_sandbox_terminate(sb, &err), ASB_OK);
+    pthread_join(th, NULL);
     ASBT_EQ_INT(count_entries("/proc/self/fd"), fds);
     ASBT_EQ_INT(count_entries("/proc/self/task"), thr);
     asb_client_free(c);
@@ -1481,6 +1519,7 @@ ASBT_LIST(ASBT_CASE(handle_calls_work_on_sandboxd_as_on_the_legacy_runtime)
           ASBT_CASE(run_takes_env_and_cwd_and_a_write_takes_a_mode)
     ASBT_CASE(a_command_timeout_ends_the_command_and_is_a_timed_out_result)
     ASBT_CASE(an_ended_handle_lets_go_of_its_grpc_connection)
+    ASBT_CASE(a_handle_ended_while_a_call_runs_lets_go_when_the_call_does)
     ASBT_CASE(reading_into_a_pipe_with_no_reader_fails_without_sigpipe)
           ASBT_CASE(paths_and_cwd_outside_the_root_are_permission_denied)
           ASBT_CASE(stat_says_file_directory_or_nothing_without_moving_the_body)

@@ -1667,15 +1667,19 @@ static int rt_parse_execute_body(const unsigned char *body, size_t n, struct rt_
             if (j.p - v == 4 && !memcmp(v, "null", 4)) {
                 /* no limit, as when absent */
             } else if (*v == '-' || (*v >= '0' && *v <= '9')) {
-                char num[64];
                 size_t len = (size_t)(j.p - v);
+                char *num = malloc(len + 1); /* whole: a cut number is another number */
                 double t;
+                if (!num) {
+                    rt_buf_free(&key);
+                    *why = "out of memory";
+                    return RT_CMD_NOMEM;
+                }
                 /* a JSON number is plain ASCII: strtod reads it whole */
-                if (len >= sizeof num)
-                    len = sizeof num - 1;
                 memcpy(num, v, len);
                 num[len] = 0;
                 t = strtod(num, NULL);
+                free(num);
                 if (!(t > 0) || t > 1e9)
                     bad_timeout = 2; /* 0, negative, or past any useful limit */
                 else

@@ -153,10 +153,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else if (mode == 3) {
         struct rt_buf cmd = {0};
         const char *why;
-        int rc = rt_parse_execute_body((const unsigned char *)in, size, &cmd, &why);
+        double limit = -1;
+        int rc = rt_parse_execute_body((const unsigned char *)in, size, &cmd, &limit, &why);
         if (rc == RT_CMD_OK) {
             char **argv;
             size_t argc;
+            /* no limit, or one within what the doc allows */
+            FZ_CHECK(limit == 0 || (limit > 0 && limit <= 1e9));
             FZ_CHECK(cmd.len <= size);
             for (size_t i = 0; i < cmd.len;) { /* decoded command is valid UTF-8 */
                 size_t k = rt_utf8_len((const unsigned char *)cmd.p + i, cmd.len - i);

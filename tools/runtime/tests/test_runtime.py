@@ -324,6 +324,12 @@ def test_execute_ends_a_command_at_its_own_timeout_seconds(srv):
                           timeout=60)
         assert r.status_code == 422 and "timeout_seconds" in r.text, (bad, r.status_code, r.text)
     assert not os.path.exists(os.path.join(srv.base, "ran"))
+    # a long number is read whole (it was cut at 63 characters and judged
+    # on the wrong value): 1.000...e100 is too large, 0.000...1e70 is 1e7
+    for num, want in ((b"1." + b"0" * 64 + b"e100", 422), (b"0." + b"0" * 62 + b"1e70", 200)):
+        r = requests.post(srv.url + "/execute", data=b'{"command": "echo n", "timeout_seconds": ' + num + b"}",
+                          headers={"Content-Type": "application/json"}, timeout=60)
+        assert r.status_code == want, (num, r.status_code, r.text)
 
 
 def test_execute_timeout_kills_the_whole_group():
