@@ -24330,6 +24330,7 @@ static void asb__handle_end(asb_sandbox *sb, int deactivate, int closing) {
     if (deactivate) sb->active = 0;
     if (closing) sb->closed = 1;
     pthread_mutex_unlock(&sb->client->lock);
+    asb__sd_h2_retire(sb); /* an ended handle's gRPC connection goes with it */
 }
 
 ASB_API void asb_sandbox_close_connection(asb_sandbox *sb) {
@@ -24337,7 +24338,6 @@ ASB_API void asb_sandbox_close_connection(asb_sandbox *sb) {
     asb__handle_end(sb, 0, 1);
     asb__sb_life_end(sb, ASB_OK);
     if (sb->conn->release) sb->conn->release(sb); /* e.g. its pod tunnel */
-    asb__sd_h2_retire(sb);
 }
 
 ASB_API asb_result asb_sandbox_terminate(asb_sandbox *sb, asb_error *err) {
@@ -24357,7 +24357,6 @@ ASB_API asb_result asb_sandbox_terminate_opts(asb_sandbox *sb, const asb_call_op
     if (!active) return ASB_OK;
     if (sb->in_pod) { /* no claim: only the handle ends */
         asb__handle_end(sb, 1, 0);
-        asb__sd_h2_retire(sb);
         return ASB_OK;
     }
     asb__sb_span_begin(sb, &span, "delete_claim", ASB_LATENCY_DELETE);
@@ -24378,7 +24377,6 @@ ASB_API asb_result asb_sandbox_terminate_opts(asb_sandbox *sb, const asb_call_op
     if (r == ASB_OK) asb__handle_end(sb, 1, 0); /* only on success: retry later */
     if (r == ASB_OK) asb__sb_life_end(sb, ASB_OK);
     if (r == ASB_OK && sb->conn->release) sb->conn->release(sb); /* e.g. its pod tunnel */
-    if (r == ASB_OK) asb__sd_h2_retire(sb);
     if (r == ASB_OK)
         asb__log(&sb->client->log, ASB_LOG_INFO, "sandbox.delete", "claim %s/%s deleted", sb->ns,
                  sb->claim);
